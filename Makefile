@@ -1,0 +1,164 @@
+# Sundial monorepo Makefile.
+#
+# The repository is a go.work workspace of several modules. `go test ./...` stops at
+# module boundaries, so every per-module action loops over $(MODULES) or uses the
+# pattern rules `test-<module>`, `vet-<module>`, `bench-<module>`, `tidy-<module>`.
+#
+# Knobs (make VAR=value):
+#   RACE=1          add -race to test, test-short and test-<module>
+#   TESTFLAGS=...   extra flags for go test (e.g. TESTFLAGS='-run TestFailover -v')
+#   BENCH=regexp    benchmarks to run in `make bench` (default: all)
+#   BENCHTIME=1s    -benchtime for `make bench`
+#   LOADTEST_ARGS=  arguments for bin/loadtest in `make loadtest` (default: --help)
+
+SHELL       := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO      ?= go
+MODULES := proto meta broker proxy shardctl loadtest
+BIN     := $(CURDIR)/bin
+TOOLS   := $(BIN)/tools
+
+# Main packages built by `make build`; each binary is named after its directory.
+BINARIES := ./broker/cmd/sundial-broker ./proxy/cmd/sundial-proxy \
+            ./shardctl/cmd/shardctl ./loadtest/cmd/loadtest
+
+TEST_TIMEOUT ?= 20m
+RACE_FLAG    := $(if $(filter 1 true yes,$(RACE)),-race,)
+TESTFLAGS    ?=
+BENCH        ?= .
+BENCHTIME    ?= 1s
+LOADTEST_ARGS ?= --help
+
+# Tool versions. The protoc plugins must match the headers of the committed
+# generated code, or `make verify` reports a diff.
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+STATICCHECK_VERSION        := latest
+GOLANGCI_LINT_VERSION      := v2.15.0
+
+PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/raft/v1/raft.proto
+
+# The per-module pattern targets (test-%, vet-%, bench-%, tidy-%) are deliberately not
+# listed: make skips pattern-rule search for .PHONY targets.
+.PHONY: help build test test-short lint gen verify run bench loadtest clean tools tools-lint
+
+help: ## Show this list of targets
+	@echo "Sundial make targets:"
+	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
+	@echo
+	@echo "Modules: $(MODULES)   Knobs: RACE=1 TESTFLAGS=... BENCH=... LOADTEST_ARGS=..."
+
+build: ## Build sundial-broker, sundial-proxy, shardctl and loadtest into bin/
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ $(BINARIES)
+
+# `make test` runs every module even when one fails, then fails if any did. go test's
+# own output is printed unfiltered.
+test: ## Run the whole test suite, module by module (RACE=1 adds -race)
+	@failed=""; \
+	for m in $(MODULES); do \
+	  if [ -z "$$(cd $$m && $(GO) list -e ./... 2>/dev/null)" ]; then echo "=== module $$m: no packages yet, skipped"; continue; fi; \
+	  echo "=== module $$m: go test -count=1 -timeout $(TEST_TIMEOUT) $(RACE_FLAG) $(TESTFLAGS) ./..."; \
+	  (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(RACE_FLAG) $(TESTFLAGS) ./...) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "FAIL: go test failed in module(s):$$failed"; exit 1; fi; \
+	echo "PASS: all modules ($(MODULES))"
+
+test-short: ## Run the quick tests only (go test -short) in every module
+	@$(MAKE) --no-print-directory test TESTFLAGS="-short $(TESTFLAGS)"
+
+test-%: ## Run the tests of one module, e.g. make test-broker
+	cd $* && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(RACE_FLAG) $(TESTFLAGS) ./...
+
+lint: ## gofmt check, go vet per module, staticcheck/golangci-lint when installed in bin/tools
+	@echo "gofmt -l $(MODULES)"; \
+	bad=$$(gofmt -l $(MODULES)); \
+	if [ -n "$$bad" ]; then echo "gofmt would reformat:"; echo "$$bad"; echo "run: gofmt -w $(MODULES)"; exit 1; fi
+	@$(MAKE) --no-print-directory $(addprefix vet-,$(MODULES))
+	@if [ -x $(TOOLS)/staticcheck ]; then \
+	  for m in $(MODULES); do echo "staticcheck ($$m)"; (cd $$m && $(TOOLS)/staticcheck ./...); done; \
+	else echo "staticcheck: skipped (not in bin/tools; run make tools)"; fi
+	@if [ -x $(TOOLS)/golangci-lint ]; then \
+	  for m in $(MODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(TOOLS)/golangci-lint run ./...); done; \
+	else echo "golangci-lint: skipped (not in bin/tools; run make tools-lint)"; fi
+
+vet-%:
+	@echo "go vet ($*)"
+	@cd $* && $(GO) vet ./...
+
+tools: ## Install staticcheck, protoc-gen-go and protoc-gen-go-grpc into bin/tools
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+tools-lint: ## Install golangci-lint into bin/tools (takes a few minutes)
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+$(TOOLS)/protoc-gen-go:
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+
+$(TOOLS)/protoc-gen-go-grpc:
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+gen: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Regenerate the protobuf Go code in proto/gen (needs protoc)
+	@if ! command -v protoc >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "protoc not found: installing Debian's protobuf-compiler"; \
+	    apt-get install -y protobuf-compiler || { apt-get update && apt-get install -y protobuf-compiler; }; \
+	  else \
+	    echo "make gen needs protoc (and the well-known types in /usr/include/google/protobuf)."; \
+	    echo "Install it, e.g. 'sudo apt-get install -y protobuf-compiler', then run make gen again."; \
+	    exit 1; \
+	  fi; \
+	fi
+	@mkdir -p proto/gen
+	PATH="$(TOOLS):$$PATH" protoc -I proto -I proto/third_party -I /usr/include \
+	  --go_out=proto/gen --go_opt=paths=source_relative \
+	  --go-grpc_out=proto/gen --go-grpc_opt=paths=source_relative \
+	  $(PROTO_FILES)
+
+tidy-%:
+	@echo "go mod tidy ($*)"
+	@cd $* && GOWORK=off $(GO) mod tidy
+
+verify: gen ## Fail if gen, go mod tidy or gofmt change anything (needs a clean git tree)
+	@$(MAKE) --no-print-directory $(addprefix tidy-,$(MODULES))
+	gofmt -w $(MODULES)
+	@status=$$(git status --porcelain); \
+	if [ -n "$$status" ]; then \
+	  echo "verify: the tree differs from the commit after gen / go mod tidy / gofmt:"; \
+	  echo "$$status"; git --no-pager diff --stat; \
+	  echo "Commit the regenerated / tidied / formatted files (or your pending work) and run make verify again."; \
+	  exit 1; \
+	fi; \
+	echo "verify: OK (generated code, go.mod/go.sum and formatting are up to date)"
+
+run: build ## Build, then run a local cluster: 3 brokers + proxy (SUNDIAL_BROKERS=1 for one broker)
+	bash scripts/run-local.sh
+
+bench: ## Run Go benchmarks in every module (BENCH=regexp, BENCHTIME=1s)
+	@failed=""; \
+	for m in $(MODULES); do \
+	  if [ -z "$$(cd $$m && $(GO) list -e ./... 2>/dev/null)" ]; then echo "=== module $$m: no packages yet, skipped"; continue; fi; \
+	  echo "=== module $$m: go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./..."; \
+	  (cd $$m && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -timeout $(TEST_TIMEOUT) ./...) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "FAIL: benchmarks failed in module(s):$$failed"; exit 1; fi
+
+bench-%: ## Run the benchmarks of one module, e.g. make bench-broker
+	cd $* && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -timeout $(TEST_TIMEOUT) ./...
+
+loadtest: ## Build bin/loadtest and print its help (LOADTEST_ARGS='...' to run a scenario)
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/loadtest ./loadtest/cmd/loadtest
+	$(BIN)/loadtest $(LOADTEST_ARGS)
+
+clean: ## Remove bin/ and data/ (including the local cluster's data)
+	rm -rf $(BIN) $(CURDIR)/data

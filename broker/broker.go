@@ -1,0 +1,229 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/service"
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/validate"
+)
+
+// Server is a running broker.
+type Server struct {
+	cfg Config
+	log *zap.Logger
+	reg prometheus.Registerer
+	gth prometheus.Gatherer
+
+	host    *host.Host
+	grpc    *grpc.Server
+	health  *health.Server
+	lis     net.Listener
+	httpSrv *http.Server
+	httpLis net.Listener
+
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+	stopc    chan struct{}
+}
+
+// New checks cfg and prepares a broker. reg receives the broker's metrics;
+// if it is also a Gatherer it is served on /metrics.
+func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("broker: invalid config: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log.With(zap.Uint64("node_id", cfg.NodeID)), reg: reg, stopc: make(chan struct{})}
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		s.gth = g
+	}
+	return s, nil
+}
+
+// Start listens, starts the NodeHost and serves. It returns once serving;
+// the cluster becomes usable when the shards elect leaders.
+func (s *Server) Start(ctx context.Context) error {
+	lis, err := net.Listen("tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("broker: listen grpc: %w", err)
+	}
+	s.lis = lis
+	advertise := s.cfg.AdvertiseAddr
+	if advertise == "" {
+		advertise = lis.Addr().String()
+	}
+	members := make(map[uint64]host.Member, len(s.cfg.InitialMembers))
+	for id, m := range s.cfg.InitialMembers {
+		members[id] = host.Member{RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr}
+	}
+	h, err := host.New(host.Config{
+		NodeID: s.cfg.NodeID, RaftAddr: s.cfg.RaftAddr, GRPCAddr: advertise, DataDir: s.cfg.DataDir,
+		InitialMembers: members, Shards: s.cfg.Shards, ReplicationFactor: s.cfg.ReplicationFactor,
+		RTT: s.cfg.RTT, ElectionRTT: s.cfg.ElectionRTT, HeartbeatRTT: s.cfg.HeartbeatRTT,
+		SnapshotEntries: s.cfg.SnapshotEntries, Small: s.cfg.Small,
+	}, s.log, s.reg)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	s.host = h
+	if err := h.Start(); err != nil {
+		h.Stop()
+		lis.Close()
+		return err
+	}
+	opts := service.Options{
+		Limits: validate.Limits{
+			MaxMessageBytes: s.cfg.MaxMessageBytes, MaxDelay: s.cfg.MaxDelay,
+			MaxKeyBytes: validate.DefaultLimits().MaxKeyBytes, MaxBatch: validate.DefaultLimits().MaxBatch,
+			MaxHeaderBytes: validate.DefaultLimits().MaxHeaderBytes,
+		},
+		AutoCreateTopics:         s.cfg.AutoCreateTopics,
+		DefaultVisibilityTimeout: s.cfg.VisibilityTimeout,
+		DefaultMaxAttempts:       s.cfg.MaxAttempts,
+		DefaultRetention:         s.cfg.Retention,
+		DefaultDedupWindow:       s.cfg.DedupWindow,
+		Now:                      time.Now,
+	}
+	admin := service.NewAdmin(h, opts)
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
+	sundialv1.RegisterAdminServer(s.grpc, admin)
+	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, opts))
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Error("grpc server stopped", zap.Error(err))
+		}
+	}()
+	if s.cfg.MetricsAddr != "" {
+		if err := s.serveHTTP(); err != nil {
+			s.Stop()
+			return err
+		}
+	}
+	s.wg.Add(1)
+	go s.watchHealth()
+	s.log.Info("broker started", zap.String("grpc_addr", lis.Addr().String()), zap.String("raft_addr", s.cfg.RaftAddr))
+	return nil
+}
+
+func (s *Server) serveHTTP() error {
+	lis, err := net.Listen("tcp", s.cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("broker: listen metrics: %w", err)
+	}
+	s.httpLis = lis
+	mux := http.NewServeMux()
+	if s.gth != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(s.gth, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.Ready() {
+			http.Error(w, "not ready: shards have not started or have no leader", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.httpSrv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("metrics server stopped", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// Ready reports whether every shard hosted here knows a leader.
+func (s *Server) Ready() bool {
+	leaders := s.host.ShardLeaders()
+	if len(leaders) == 0 {
+		return false
+	}
+	for _, l := range leaders {
+		if l == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) watchHealth() {
+	defer s.wg.Done()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if s.Ready() {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		s.health.SetServingStatus("", st)
+		select {
+		case <-s.stopc:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Stop stops serving and closes everything; safe to call twice.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		close(s.stopc)
+		if s.health != nil {
+			s.health.Shutdown()
+		}
+		if s.grpc != nil {
+			stopped := make(chan struct{})
+			go func() { s.grpc.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(2 * time.Second):
+				s.grpc.Stop()
+			}
+		}
+		if s.httpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			s.httpSrv.Shutdown(ctx)
+			cancel()
+		}
+		s.wg.Wait()
+		if s.host != nil {
+			s.host.Stop()
+		}
+		s.log.Info("broker stopped")
+	})
+}
+
+// GRPCAddr is the address the broker serves gRPC on.
+func (s *Server) GRPCAddr() string { return s.lis.Addr().String() }
+
+// MetricsAddr is the address of /metrics, empty if disabled.
+func (s *Server) MetricsAddr() string {
+	if s.httpLis == nil {
+		return ""
+	}
+	return s.httpLis.Addr().String()
+}

@@ -1,0 +1,158 @@
+// Command sundial-broker runs one Sundial storage node.
+//
+// Configuration comes from a YAML file (--config), overridden by SUNDIAL_*
+// environment variables, overridden by flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"gopkg.in/yaml.v3"
+
+	"github.com/sundialmq/sundial/broker"
+)
+
+func main() {
+	app := &cli.App{
+		Name:  "sundial-broker",
+		Usage: "run a Sundial storage node",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "YAML config file"},
+			&cli.Uint64Flag{Name: "node-id", EnvVars: []string{"SUNDIAL_NODE_ID"}, Usage: "this broker's node id (>= 1)"},
+			&cli.StringFlag{Name: "grpc-addr", EnvVars: []string{"SUNDIAL_GRPC_ADDR"}, Usage: "gRPC listen address"},
+			&cli.StringFlag{Name: "advertise-addr", EnvVars: []string{"SUNDIAL_ADVERTISE_ADDR"}, Usage: "gRPC address others use (default: the listen address)"},
+			&cli.StringFlag{Name: "raft-addr", EnvVars: []string{"SUNDIAL_RAFT_ADDR"}, Usage: "Raft address"},
+			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SUNDIAL_METRICS_ADDR"}, Usage: "HTTP address of /metrics and /healthz"},
+			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"SUNDIAL_DATA_DIR"}, Usage: "data directory"},
+			&cli.StringFlag{Name: "initial-members", EnvVars: []string{"SUNDIAL_INITIAL_MEMBERS"}, Usage: "ID=RAFT@GRPC,... of the bootstrap brokers"},
+			&cli.IntFlag{Name: "shards", EnvVars: []string{"SUNDIAL_SHARDS"}, Usage: "event shards created at bootstrap"},
+			&cli.IntFlag{Name: "replication-factor", EnvVars: []string{"SUNDIAL_REPLICATION_FACTOR"}, Usage: "replicas per event shard (0: min(3, members))"},
+			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SUNDIAL_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
+		},
+		Action: run,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "sundial-broker:", err)
+		var ce usageError
+		if errors.As(err, &ce) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func run(c *cli.Context) error {
+	cfg, err := load(c)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{fmt.Errorf("invalid configuration:\n%w", err)}
+	}
+	log, err := newLogger(cfg.LogLevel)
+	if err != nil {
+		return usageError{err}
+	}
+	defer log.Sync()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b, err := broker.New(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	b.Stop()
+	return nil
+}
+
+// load layers the YAML file, SUNDIAL_* variables and flags over the defaults.
+func load(c *cli.Context) (broker.Config, error) {
+	cfg := broker.DefaultConfig()
+	if path := c.String("config"); path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("read config: %w", err)
+		}
+		if err := yaml.Unmarshal(data, &cfg); err != nil {
+			return cfg, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if c.IsSet("node-id") {
+		cfg.NodeID = c.Uint64("node-id")
+		if !c.IsSet("initial-members") && c.String("config") == "" {
+			// A lone broker: it is its own initial member.
+			cfg.InitialMembers = nil
+		}
+	}
+	setString(c, "grpc-addr", &cfg.GRPCAddr)
+	setString(c, "advertise-addr", &cfg.AdvertiseAddr)
+	setString(c, "raft-addr", &cfg.RaftAddr)
+	setString(c, "metrics-addr", &cfg.MetricsAddr)
+	setString(c, "data-dir", &cfg.DataDir)
+	setString(c, "log-level", &cfg.LogLevel)
+	if c.IsSet("shards") {
+		cfg.Shards = c.Int("shards")
+	}
+	if c.IsSet("replication-factor") {
+		cfg.ReplicationFactor = c.Int("replication-factor")
+	}
+	if c.IsSet("initial-members") {
+		m, err := broker.ParseMembers(c.String("initial-members"))
+		if err != nil {
+			return cfg, err
+		}
+		cfg.InitialMembers = m
+	}
+	if len(cfg.InitialMembers) == 0 {
+		cfg.InitialMembers = map[uint64]broker.Member{cfg.NodeID: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
+	}
+	if m, ok := cfg.InitialMembers[cfg.NodeID]; ok && !c.IsSet("raft-addr") {
+		cfg.RaftAddr = m.RaftAddr
+		if !c.IsSet("grpc-addr") {
+			cfg.GRPCAddr = m.GRPCAddr
+		}
+	}
+	if !c.IsSet("data-dir") && c.String("config") == "" && c.IsSet("node-id") {
+		cfg.DataDir = "./data/broker-" + strconv.FormatUint(cfg.NodeID, 10)
+	}
+	return cfg, nil
+}
+
+func setString(c *cli.Context, flag string, dst *string) {
+	if c.IsSet(flag) {
+		*dst = c.String(flag)
+	}
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.Sampling = nil
+	return cfg.Build()
+}

@@ -1,0 +1,179 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sundialmq/sundial/proto/validate"
+)
+
+// Member is one initial member of the cluster.
+type Member struct {
+	RaftAddr string `yaml:"raft_addr"`
+	GRPCAddr string `yaml:"grpc_addr"`
+}
+
+// Config is a broker's whole configuration.
+type Config struct {
+	// NodeID names this broker in the cluster; it must be in InitialMembers.
+	NodeID uint64 `yaml:"node_id"`
+	// GRPCAddr is where the broker listens for proxies, peers and admin
+	// tools. Default 127.0.0.1:7501. Port 0 picks a free port.
+	GRPCAddr string `yaml:"grpc_addr"`
+	// AdvertiseAddr is the gRPC address others reach this broker at.
+	// Default: the address GRPCAddr listens on.
+	AdvertiseAddr string `yaml:"advertise_addr"`
+	// RaftAddr is Dragonboat's listen and advertise address. Default
+	// 127.0.0.1:7601.
+	RaftAddr string `yaml:"raft_addr"`
+	// MetricsAddr serves /metrics and /healthz over HTTP; empty disables.
+	// Default 127.0.0.1:7701.
+	MetricsAddr string `yaml:"metrics_addr"`
+	// DataDir holds the Raft logs and the state DB. Default ./data/broker-1.
+	DataDir string `yaml:"data_dir"`
+	// InitialMembers are the brokers that bootstrap the cluster and vote in
+	// the meta group, by node id.
+	InitialMembers map[uint64]Member `yaml:"initial_members"`
+	// Shards is the number of event shards created at bootstrap. Default 8.
+	Shards int `yaml:"shards"`
+	// ReplicationFactor of event shards; 0 means min(3, initial members).
+	ReplicationFactor int `yaml:"replication_factor"`
+	// RTT is Dragonboat's tick. Default 20ms.
+	RTT time.Duration `yaml:"rtt"`
+	// ElectionRTT is the election timeout in ticks. Default 15.
+	ElectionRTT uint64 `yaml:"election_rtt"`
+	// HeartbeatRTT is the heartbeat interval in ticks. Default 2.
+	HeartbeatRTT uint64 `yaml:"heartbeat_rtt"`
+	// SnapshotEntries is the number of entries between snapshots. Default 10000.
+	SnapshotEntries uint64 `yaml:"snapshot_entries"`
+	// AutoCreateTopics creates a topic on its first publish. Default true.
+	AutoCreateTopics bool `yaml:"auto_create_topics"`
+	// MaxMessageBytes is the largest payload accepted. Default 1 MiB.
+	MaxMessageBytes int64 `yaml:"max_message_bytes"`
+	// MaxDelay is the furthest in the future a message may be due. Default 366 days.
+	MaxDelay time.Duration `yaml:"max_delay"`
+	// VisibilityTimeout is the default lease of a delivery. Default 30s.
+	VisibilityTimeout time.Duration `yaml:"visibility_timeout"`
+	// MaxAttempts is the default delivery attempts of a topic. Default 10.
+	MaxAttempts int32 `yaml:"max_attempts"`
+	// Retention is the default retention of a topic. Default 7 days.
+	Retention time.Duration `yaml:"retention"`
+	// DedupWindow is how long publish request ids are remembered. Default 10m.
+	DedupWindow time.Duration `yaml:"dedup_window"`
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string `yaml:"log_level"`
+	// Small shrinks Dragonboat's worker pools for tests and tiny hosts.
+	Small bool `yaml:"small"`
+}
+
+// DefaultConfig is a single-node broker on the local ports.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:            1,
+		GRPCAddr:          "127.0.0.1:7501",
+		RaftAddr:          "127.0.0.1:7601",
+		MetricsAddr:       "127.0.0.1:7701",
+		DataDir:           "./data/broker-1",
+		InitialMembers:    map[uint64]Member{1: {RaftAddr: "127.0.0.1:7601", GRPCAddr: "127.0.0.1:7501"}},
+		Shards:            8,
+		RTT:               20 * time.Millisecond,
+		ElectionRTT:       15,
+		HeartbeatRTT:      2,
+		SnapshotEntries:   10000,
+		AutoCreateTopics:  true,
+		MaxMessageBytes:   validate.DefaultLimits().MaxMessageBytes,
+		MaxDelay:          validate.DefaultLimits().MaxDelay,
+		VisibilityTimeout: 30 * time.Second,
+		MaxAttempts:       10,
+		Retention:         7 * 24 * time.Hour,
+		DedupWindow:       10 * time.Minute,
+		LogLevel:          "info",
+	}
+}
+
+// Validate reports every problem of c.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.NodeID == 0 {
+		bad("node_id", "must be at least 1")
+	}
+	if _, ok := c.InitialMembers[c.NodeID]; !ok && c.NodeID != 0 {
+		bad("initial_members", "must include this node (%d); joining a running cluster is not supported yet", c.NodeID)
+	}
+	for id, m := range c.InitialMembers {
+		if id == 0 {
+			bad("initial_members", "node ids start at 1")
+		}
+		if !hostPort(m.RaftAddr) || !hostPort(m.GRPCAddr) {
+			bad("initial_members", "node %d needs raft and grpc addresses as host:port", id)
+		}
+	}
+	if !hostPort(c.GRPCAddr) {
+		bad("grpc_addr", "%q is not host:port", c.GRPCAddr)
+	}
+	if !hostPort(c.RaftAddr) {
+		bad("raft_addr", "%q is not host:port", c.RaftAddr)
+	}
+	if m, ok := c.InitialMembers[c.NodeID]; ok && m.RaftAddr != c.RaftAddr {
+		bad("raft_addr", "%q differs from this node's initial member address %q", c.RaftAddr, m.RaftAddr)
+	}
+	if c.MetricsAddr != "" && !hostPort(c.MetricsAddr) {
+		bad("metrics_addr", "%q is not host:port", c.MetricsAddr)
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "must be set")
+	}
+	if c.Shards < 1 || c.Shards > 4096 {
+		bad("shards", "must be between 1 and 4096")
+	}
+	if c.ReplicationFactor < 0 || c.ReplicationFactor > len(c.InitialMembers) {
+		bad("replication_factor", "must be between 0 (automatic) and the number of initial members")
+	}
+	if c.RTT < time.Millisecond || c.ElectionRTT < 5 || c.HeartbeatRTT < 1 || c.ElectionRTT <= 2*c.HeartbeatRTT {
+		bad("rtt", "needs rtt >= 1ms, election_rtt >= 5 and election_rtt > 2*heartbeat_rtt >= 2")
+	}
+	if c.MaxMessageBytes < 1 || c.MaxDelay <= 0 || c.VisibilityTimeout < time.Second || c.MaxAttempts < 1 || c.DedupWindow <= 0 {
+		bad("limits", "max_message_bytes, max_delay, visibility_timeout (>= 1s), max_attempts and dedup_window must be positive")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level", "%q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	return errors.Join(errs...)
+}
+
+func hostPort(s string) bool {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	return err == nil && p >= 0 && p < 65536
+}
+
+// ParseMembers parses "1=raft@grpc,2=raft@grpc".
+func ParseMembers(s string) (map[uint64]Member, error) {
+	out := map[uint64]Member{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		idText, addrs, ok := strings.Cut(part, "=")
+		raft, grpc, ok2 := strings.Cut(addrs, "@")
+		id, err := strconv.ParseUint(idText, 10, 64)
+		if !ok || !ok2 || err != nil || id == 0 {
+			return nil, fmt.Errorf("initial member %q: want ID=RAFT_HOST:PORT@GRPC_HOST:PORT", part)
+		}
+		out[id] = Member{RaftAddr: raft, GRPCAddr: grpc}
+	}
+	return out, nil
+}

@@ -1,0 +1,65 @@
+package dispatch
+
+import (
+	"sync"
+	"time"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// Consumer is one attached subscribe stream.
+type Consumer struct {
+	Topic             string
+	Group             string
+	Partitions        []uint32
+	VisibilityTimeout time.Duration
+	AtMostOnce        bool
+
+	credit int // guarded by the dispatcher's mu
+
+	mu      sync.Mutex // guards pending
+	pending []*sundialv1.Delivery
+	ready   chan struct{} // signalled when pending grows
+	closed  chan struct{} // closed when the dispatcher drops the consumer
+	once    sync.Once
+}
+
+// NewConsumer returns a consumer with initial credit.
+func NewConsumer(topic, group string, partitions []uint32, visibility time.Duration, atMostOnce bool, credit int) *Consumer {
+	return &Consumer{
+		Topic: topic, Group: group, Partitions: partitions,
+		VisibilityTimeout: visibility, AtMostOnce: atMostOnce,
+		credit: credit,
+		ready:  make(chan struct{}, 1),
+		closed: make(chan struct{}),
+	}
+}
+
+// Ready is signalled when deliveries are waiting in Take.
+func (c *Consumer) Ready() <-chan struct{} { return c.ready }
+
+// Closed is closed when the dispatcher stops (leadership lost).
+func (c *Consumer) Closed() <-chan struct{} { return c.closed }
+
+// Take returns and clears the waiting deliveries.
+func (c *Consumer) Take() []*sundialv1.Delivery {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.pending
+	c.pending = nil
+	return out
+}
+
+func (c *Consumer) push(d *sundialv1.Delivery) {
+	c.mu.Lock()
+	c.pending = append(c.pending, d)
+	c.mu.Unlock()
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Consumer) close() {
+	c.once.Do(func() { close(c.closed) })
+}

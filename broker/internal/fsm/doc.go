@@ -1,0 +1,18 @@
+// Package fsm is the event-shard state machine: Dragonboat's
+// IOnDiskStateMachine over the broker's shared Pebble DB.
+//
+// The Raft log is the write-ahead log. Update applies a run of entries as one
+// Pebble batch written without sync, together with the applied index, so a
+// crash leaves the state at some applied index that Open reports and
+// Dragonboat replays from there; Sync makes the batches durable.
+//
+// Apply is deterministic: every time in a command was stamped by the leader,
+// message ids derive from the Raft index and the position in the entry, and
+// nothing iterates a Go map. Two replicas that applied the same entries hold
+// byte-identical key ranges (see StateHash).
+//
+// Concurrency: Dragonboat calls Update, Sync, PrepareSnapshot and
+// RecoverFromSnapshot from its apply goroutine, one at a time; SaveSnapshot
+// and Lookup may run concurrently with Update. The leader's dispatcher reads
+// the due index straight from Pebble, which is safe alongside the writer.
+package fsm

@@ -1,0 +1,222 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	sm "github.com/lni/dragonboat/v4/statemachine"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+)
+
+// Result values of an applied entry.
+const (
+	// ResultApplied: Data holds the encoded raftv1.Outcomes, one per command.
+	ResultApplied uint64 = 1
+	// ResultMalformed: the entry did not decode; it was skipped.
+	ResultMalformed uint64 = 2
+)
+
+// Notifier is told, after a batch is applied, that the shard's due index
+// may have changed. It runs on the apply goroutine and must not block.
+type Notifier func(shard uint64)
+
+// StateMachine is one event shard's replica.
+type StateMachine struct {
+	shard   uint64
+	db      *pebble.DB
+	notify  Notifier
+	applied atomic.Uint64
+}
+
+// Factory returns the Dragonboat factory of event-shard state machines
+// stored in db.
+func Factory(db *pebble.DB, notify Notifier) sm.CreateOnDiskStateMachineFunc {
+	return func(shardID, replicaID uint64) sm.IOnDiskStateMachine {
+		return New(db, shardID, notify)
+	}
+}
+
+// New returns the state machine of shard over db.
+func New(db *pebble.DB, shard uint64, notify Notifier) *StateMachine {
+	if notify == nil {
+		notify = func(uint64) {}
+	}
+	return &StateMachine{shard: shard, db: db, notify: notify}
+}
+
+// Open returns the applied index on disk.
+func (s *StateMachine) Open(<-chan struct{}) (uint64, error) {
+	v, closer, err := s.db.Get(keys.Applied(s.shard))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("fsm: read applied index: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("fsm: applied index of %d bytes", len(v))
+	}
+	idx := binary.BigEndian.Uint64(v)
+	s.applied.Store(idx)
+	return idx, nil
+}
+
+// Update applies entries as one Pebble batch.
+func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
+	b := s.db.NewIndexedBatch()
+	defer b.Close()
+	a := applier{b: b, shard: s.shard}
+	for i := range entries {
+		e := &entries[i]
+		var batch raftv1.Batch
+		if err := proto.Unmarshal(e.Cmd, &batch); err != nil {
+			e.Result = sm.Result{Value: ResultMalformed}
+			continue
+		}
+		a.index, a.pos = e.Index, 0
+		outs := &raftv1.Outcomes{Outcomes: make([]*raftv1.Outcome, 0, len(batch.Commands))}
+		for _, c := range batch.Commands {
+			out, err := a.apply(c)
+			if err != nil {
+				return nil, fmt.Errorf("fsm: shard %d index %d: %w", s.shard, e.Index, err)
+			}
+			outs.Outcomes = append(outs.Outcomes, out)
+		}
+		data, err := proto.Marshal(outs)
+		if err != nil {
+			return nil, fmt.Errorf("fsm: encode outcome: %w", err)
+		}
+		e.Result = sm.Result{Value: ResultApplied, Data: data}
+	}
+	last := entries[len(entries)-1].Index
+	if err := b.Set(keys.Applied(s.shard), binary.BigEndian.AppendUint64(nil, last), nil); err != nil {
+		return nil, err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return nil, fmt.Errorf("fsm: commit batch: %w", err)
+	}
+	s.applied.Store(last)
+	s.notify(s.shard)
+	return entries, nil
+}
+
+// Sync makes every applied batch durable.
+func (s *StateMachine) Sync() error {
+	return s.db.LogData(nil, pebble.Sync)
+}
+
+// AppliedQuery asks Lookup for the applied index.
+type AppliedQuery struct{}
+
+// HashQuery asks Lookup for StateHash.
+type HashQuery struct{}
+
+// Lookup answers AppliedQuery and HashQuery.
+func (s *StateMachine) Lookup(q interface{}) (interface{}, error) {
+	switch q.(type) {
+	case AppliedQuery:
+		return s.applied.Load(), nil
+	case HashQuery:
+		return StateHash(s.db, s.shard)
+	}
+	return nil, fmt.Errorf("fsm: unknown query %T", q)
+}
+
+// PrepareSnapshot pins the current state.
+func (s *StateMachine) PrepareSnapshot() (interface{}, error) {
+	return s.db.NewSnapshot(), nil
+}
+
+// SaveSnapshot streams the shard's key range as length-prefixed pairs.
+func (s *StateMachine) SaveSnapshot(ctx interface{}, w io.Writer, done <-chan struct{}) error {
+	snap, ok := ctx.(*pebble.Snapshot)
+	if !ok {
+		return fmt.Errorf("fsm: snapshot context %T", ctx)
+	}
+	defer snap.Close()
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: keys.ShardPrefix(s.shard), UpperBound: keys.ShardEnd(s.shard)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	var buf []byte
+	n := 0
+	for valid := it.First(); valid; valid = it.Next() {
+		if n++; n%4096 == 0 {
+			select {
+			case <-done:
+				return sm.ErrSnapshotStopped
+			default:
+			}
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		buf = binary.AppendUvarint(buf[:0], uint64(len(it.Key())))
+		buf = append(buf, it.Key()...)
+		buf = binary.AppendUvarint(buf, uint64(len(v)))
+		buf = append(buf, v...)
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// RecoverFromSnapshot replaces the shard's key range with a snapshot's, in
+// one synced batch.
+func (s *StateMachine) RecoverFromSnapshot(r io.Reader, done <-chan struct{}) error {
+	br := byteReader(r)
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(keys.ShardPrefix(s.shard), keys.ShardEnd(s.shard), nil); err != nil {
+		return err
+	}
+	prefix := keys.ShardPrefix(s.shard)
+	for n := 0; ; n++ {
+		k, err := readChunk(br)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("fsm: read snapshot key: %w", err)
+		}
+		v, err := readChunk(br)
+		if err != nil {
+			return fmt.Errorf("fsm: read snapshot value: %w", err)
+		}
+		if len(k) < len(prefix) || string(k[:len(prefix)]) != string(prefix) {
+			return fmt.Errorf("fsm: snapshot key outside shard %d", s.shard)
+		}
+		if err := b.Set(k, v, nil); err != nil {
+			return err
+		}
+		if n%4096 == 0 {
+			select {
+			case <-done:
+				return sm.ErrSnapshotStopped
+			default:
+			}
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	if _, err := s.Open(nil); err != nil {
+		return err
+	}
+	s.notify(s.shard)
+	return nil
+}
+
+// Close releases nothing: the DB belongs to the broker.
+func (s *StateMachine) Close() error { return nil }

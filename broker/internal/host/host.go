@@ -1,0 +1,497 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/sundialmq/sundial/broker/internal/dispatch"
+	"github.com/sundialmq/sundial/broker/internal/fsm"
+	"github.com/sundialmq/sundial/broker/internal/proposer"
+	"github.com/sundialmq/sundial/broker/internal/store"
+	"github.com/sundialmq/sundial/meta"
+)
+
+// Member is one initial member of the cluster.
+type Member struct {
+	RaftAddr string
+	GRPCAddr string
+}
+
+// Config is what the host needs; broker.Config maps onto it.
+type Config struct {
+	NodeID         uint64
+	RaftAddr       string
+	GRPCAddr       string // advertised to proxies and peers
+	DataDir        string
+	InitialMembers map[uint64]Member
+	// Shards is the number of event shards created at bootstrap.
+	Shards int
+	// ReplicationFactor of event shards; 0 means min(3, initial members).
+	ReplicationFactor int
+	RTT               time.Duration
+	ElectionRTT       uint64
+	HeartbeatRTT      uint64
+	SnapshotEntries   uint64
+	// Small shrinks Dragonboat's worker pools and LogDB for tests.
+	Small    bool
+	Proposer proposer.Config
+	Dispatch dispatch.Config
+	Now      func() time.Time
+}
+
+// ErrNotMetaMember is returned for a node outside the initial members: the
+// join flow for new nodes is not built yet.
+var ErrNotMetaMember = errors.New("host: node is not an initial member")
+
+// Host runs a broker's replicas.
+type Host struct {
+	cfg     Config
+	log     *zap.Logger
+	nh      *dragonboat.NodeHost
+	db      *pebble.DB
+	propM   *proposer.Metrics
+	dispM   *dispatch.Metrics
+	leaderG *prometheus.GaugeVec
+
+	metaState atomic.Pointer[meta.State]
+
+	mu      sync.RWMutex // guards shards and changed
+	shards  map[uint64]*shard
+	changed chan struct{} // closed and replaced on every routing change
+
+	events chan raftio.LeaderInfo
+	metaCh chan struct{}
+	stopc  chan struct{}
+	wg     sync.WaitGroup
+}
+
+type shard struct {
+	id         uint64
+	replicaID  uint64
+	proposer   *proposer.Proposer
+	dispatcher *dispatch.Dispatcher // non-nil while this node leads
+	leaderID   uint64               // replica id of the known leader, 0 if none
+}
+
+// New opens the DB and the NodeHost; Start starts the replicas.
+func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	installRaftLogger(log)
+	db, err := store.Open(store.Config{Dir: filepath.Join(cfg.DataDir, "state")}, log)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{
+		cfg: cfg, log: log, db: db,
+		propM: proposer.NewMetrics(reg),
+		dispM: dispatch.NewMetrics(reg),
+		leaderG: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "sundial", Subsystem: "broker", Name: "shard_leader",
+			Help: "1 for each event shard this broker leads.",
+		}, []string{"shard_id"}),
+		shards:  map[uint64]*shard{},
+		changed: make(chan struct{}),
+		events:  make(chan raftio.LeaderInfo, 1024),
+		metaCh:  make(chan struct{}, 1),
+		stopc:   make(chan struct{}),
+	}
+	reg.MustRegister(h.leaderG)
+	h.metaState.Store(meta.NewState())
+	expert := config.GetDefaultExpertConfig()
+	expert.LogDB = config.GetTinyMemLogDBConfig()
+	if cfg.Small {
+		expert.LogDB.Shards = 1
+		expert.Engine.ExecShards = 2
+		expert.Engine.CommitShards = 2
+		expert.Engine.ApplyShards = 2
+		expert.Engine.SnapshotShards = 2
+		expert.Engine.CloseShards = 2
+	}
+	nh, err := dragonboat.NewNodeHost(config.NodeHostConfig{
+		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
+		RTTMillisecond:    uint64(cfg.RTT.Milliseconds()),
+		RaftAddress:       cfg.RaftAddr,
+		RaftEventListener: h,
+		Expert:            expert,
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("host: start nodehost: %w", err)
+	}
+	h.nh = nh
+	return h, nil
+}
+
+// Start starts the meta replica and the loop that starts everything else.
+func (h *Host) Start() error {
+	if _, ok := h.cfg.InitialMembers[h.cfg.NodeID]; !ok {
+		return fmt.Errorf("%w: node %d", ErrNotMetaMember, h.cfg.NodeID)
+	}
+	members := map[uint64]dragonboat.Target{}
+	if !h.nh.HasNodeInfo(meta.ShardID, h.cfg.NodeID) {
+		for id, m := range h.cfg.InitialMembers {
+			members[id] = m.RaftAddr
+		}
+	}
+	err := h.nh.StartReplica(members, false, meta.NewStateMachine(func(uint64) { h.signalMeta() }), h.shardConfig(meta.ShardID, h.cfg.NodeID))
+	if err != nil {
+		return fmt.Errorf("host: start meta replica: %w", err)
+	}
+	h.wg.Add(1)
+	go h.run()
+	return nil
+}
+
+// Stop stops dispatchers, proposers, the NodeHost and the DB.
+func (h *Host) Stop() {
+	close(h.stopc)
+	h.wg.Wait()
+	h.mu.Lock()
+	for _, s := range h.shards {
+		if s.dispatcher != nil {
+			s.dispatcher.Stop()
+			s.dispatcher = nil
+		}
+		s.proposer.Close()
+	}
+	h.mu.Unlock()
+	h.nh.Close()
+	if err := h.db.Close(); err != nil {
+		h.log.Warn("close state db", zap.Error(err))
+	}
+}
+
+func (h *Host) shardConfig(shardID, replicaID uint64) config.Config {
+	return config.Config{
+		ShardID:             shardID,
+		ReplicaID:           replicaID,
+		ElectionRTT:         h.cfg.ElectionRTT,
+		HeartbeatRTT:        h.cfg.HeartbeatRTT,
+		CheckQuorum:         true,
+		PreVote:             true,
+		OrderedConfigChange: true,
+		SnapshotEntries:     h.cfg.SnapshotEntries,
+		CompactionOverhead:  h.cfg.SnapshotEntries / 2,
+	}
+}
+
+// LeaderUpdated is Dragonboat's leadership callback; it only posts.
+func (h *Host) LeaderUpdated(info raftio.LeaderInfo) {
+	select {
+	case h.events <- info:
+	default:
+		// The loop is far behind; the tick re-reads leadership anyway.
+		h.log.Warn("leader event dropped", zap.Uint64("shard_id", info.ShardID))
+	}
+}
+
+func (h *Host) signalMeta() {
+	select {
+	case h.metaCh <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Host) run() {
+	defer h.wg.Done()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.stopc:
+			return
+		case info := <-h.events:
+			h.leaderChanged(info.ShardID, info.LeaderID)
+		case <-h.metaCh:
+			h.reconcile()
+		case <-tick.C:
+			h.reconcile()
+			h.refreshLeaders()
+		}
+	}
+}
+
+// reconcile brings this node in line with the meta state.
+func (h *Host) reconcile() {
+	v, err := h.nh.StaleRead(meta.ShardID, meta.Query{})
+	if err != nil {
+		return // meta replica not ready yet
+	}
+	st := v.(*meta.State)
+	if old := h.metaState.Swap(st); old.Version != st.Version {
+		h.notifyChanged()
+	}
+	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: true}
+	if n, ok := st.Nodes[self.ID]; !ok || *n != self {
+		h.proposeMeta(&meta.Command{Op: meta.OpRegisterNode, Node: &self})
+		return
+	}
+	if len(st.Shards) == 0 {
+		if len(st.Nodes) >= len(h.cfg.InitialMembers) {
+			rf := h.cfg.ReplicationFactor
+			if rf == 0 {
+				rf = min(3, len(h.cfg.InitialMembers))
+			}
+			h.proposeMeta(&meta.Command{Op: meta.OpBootstrapShards, Count: h.cfg.Shards, RF: rf})
+		}
+		return
+	}
+	for _, id := range st.ShardIDs() {
+		sh := st.Shards[id]
+		r, ok := sh.ReplicaOn(self.ID)
+		if !ok {
+			continue
+		}
+		h.mu.RLock()
+		_, running := h.shards[uint64(id)]
+		h.mu.RUnlock()
+		if !running {
+			if err := h.startShard(st, sh, r); err != nil {
+				h.log.Error("start shard replica", zap.Uint64("shard_id", uint64(id)), zap.Error(err))
+			}
+		}
+	}
+}
+
+func (h *Host) proposeMeta(c *meta.Command) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	c.NowMs = h.cfg.Now().UnixMilli()
+	if _, err := h.nh.SyncPropose(ctx, h.nh.GetNoOPSession(meta.ShardID), c.Encode()); err != nil {
+		h.log.Debug("meta proposal not committed yet", zap.String("op", string(c.Op)), zap.Error(err))
+	}
+}
+
+func (h *Host) startShard(st *meta.State, sh *meta.Shard, r meta.Replica) error {
+	members := map[uint64]dragonboat.Target{}
+	if !h.nh.HasNodeInfo(uint64(sh.ID), uint64(r.ID)) {
+		for _, rep := range sh.Replicas {
+			members[uint64(rep.ID)] = st.Nodes[rep.Node].RaftAddr
+		}
+	}
+	id := uint64(sh.ID)
+	s := &shard{id: id, replicaID: uint64(r.ID)}
+	s.proposer = proposer.New(h.nh, id, h.cfg.Proposer, h.log, h.propM)
+	h.mu.Lock()
+	h.shards[id] = s
+	h.mu.Unlock()
+	err := h.nh.StartOnDiskReplica(members, false, fsm.Factory(h.db, h.wakeShard), h.shardConfig(id, uint64(r.ID)))
+	if err != nil {
+		h.mu.Lock()
+		delete(h.shards, id)
+		h.mu.Unlock()
+		s.proposer.Close()
+		return err
+	}
+	h.log.Info("shard replica started", zap.Uint64("shard_id", id), zap.Uint64("replica_id", uint64(r.ID)))
+	return nil
+}
+
+// wakeShard is the state machines' notifier: it runs on the apply goroutine.
+func (h *Host) wakeShard(id uint64) {
+	h.mu.RLock()
+	s := h.shards[id]
+	var d *dispatch.Dispatcher
+	if s != nil {
+		d = s.dispatcher
+	}
+	h.mu.RUnlock()
+	if d != nil {
+		d.Wake()
+	}
+}
+
+// refreshLeaders re-reads leadership of every shard, in case an event was
+// dropped.
+func (h *Host) refreshLeaders() {
+	h.mu.RLock()
+	ids := make([]uint64, 0, len(h.shards))
+	for id := range h.shards {
+		ids = append(ids, id)
+	}
+	h.mu.RUnlock()
+	for _, id := range ids {
+		leader, _, valid, err := h.nh.GetLeaderID(id)
+		if err != nil {
+			continue
+		}
+		if !valid {
+			leader = 0
+		}
+		h.leaderChanged(id, leader)
+	}
+}
+
+func (h *Host) leaderChanged(id, leader uint64) {
+	if id == meta.ShardID {
+		h.notifyChanged()
+		return
+	}
+	h.mu.Lock()
+	s, ok := h.shards[id]
+	if !ok || s.leaderID == leader {
+		h.mu.Unlock()
+		return
+	}
+	s.leaderID = leader
+	var stopping *dispatch.Dispatcher
+	switch {
+	case leader == s.replicaID && s.dispatcher == nil:
+		s.dispatcher = dispatch.New(id, h.db, s.proposer.Propose, h.cfg.Now, h.cfg.Dispatch, h.log, h.dispM)
+		s.dispatcher.Start()
+		h.leaderG.WithLabelValues(fmt.Sprint(id)).Set(1)
+		h.log.Info("shard leadership gained", zap.Uint64("shard_id", id))
+	case leader != s.replicaID && s.dispatcher != nil:
+		stopping = s.dispatcher
+		s.dispatcher = nil
+		h.leaderG.WithLabelValues(fmt.Sprint(id)).Set(0)
+		h.log.Info("shard leadership lost", zap.Uint64("shard_id", id), zap.Uint64("leader_replica_id", leader))
+	}
+	h.mu.Unlock()
+	if stopping != nil {
+		stopping.Stop()
+	}
+	h.notifyChanged()
+}
+
+func (h *Host) notifyChanged() {
+	h.mu.Lock()
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// Changed returns a channel closed at the next routing change.
+func (h *Host) Changed() <-chan struct{} {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.changed
+}
+
+// Meta is the newest meta state this node has seen; never modify it.
+func (h *Host) Meta() *meta.State { return h.metaState.Load() }
+
+// NodeHost exposes the NodeHost to the service layer.
+func (h *Host) NodeHost() *dragonboat.NodeHost { return h.nh }
+
+// DB exposes the state DB to the service layer (reads only).
+func (h *Host) DB() *pebble.DB { return h.db }
+
+// ProposeMeta commits a meta command and returns its result.
+func (h *Host) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error) {
+	c.NowMs = h.cfg.Now().UnixMilli()
+	res, err := h.nh.SyncPropose(ctx, h.nh.GetNoOPSession(meta.ShardID), c.Encode())
+	if err != nil {
+		return 0, nil, err
+	}
+	h.signalMeta()
+	return res.Value, res.Data, nil
+}
+
+// ReadMeta answers the meta state after a linearizable read.
+func (h *Host) ReadMeta(ctx context.Context) (*meta.State, error) {
+	v, err := h.nh.SyncRead(ctx, meta.ShardID, meta.Query{})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*meta.State), nil
+}
+
+// Leading is the shard's proposer and dispatcher if this node leads it.
+type Leading struct {
+	Proposer   *proposer.Proposer
+	Dispatcher *dispatch.Dispatcher
+}
+
+// LeaderInfo says who leads a shard: this node (with its handles), another
+// node, or nobody known. It answers ok=false if the shard is not hosted here.
+func (h *Host) LeaderInfo(id uint64) (lead *Leading, leaderNode uint64, leaderAddr string, ok bool) {
+	h.mu.RLock()
+	s, hosted := h.shards[id]
+	var leading *Leading
+	if hosted && s.dispatcher != nil {
+		leading = &Leading{Proposer: s.proposer, Dispatcher: s.dispatcher}
+	}
+	h.mu.RUnlock()
+	if !hosted {
+		return nil, 0, "", false
+	}
+	if leading != nil {
+		return leading, h.cfg.NodeID, h.cfg.GRPCAddr, true
+	}
+	leader, _, valid, err := h.nh.GetLeaderID(id)
+	if err != nil || !valid {
+		return nil, 0, "", true
+	}
+	node, addr := h.nodeOfReplica(id, leader)
+	return nil, node, addr, true
+}
+
+func (h *Host) nodeOfReplica(shardID, replicaID uint64) (uint64, string) {
+	st := h.Meta()
+	sh, ok := st.Shards[meta.EventShardID(shardID)]
+	if !ok {
+		return 0, ""
+	}
+	for _, r := range sh.Replicas {
+		if uint64(r.ID) == replicaID {
+			if n, ok := st.Nodes[r.Node]; ok {
+				return uint64(n.ID), n.GRPCAddr
+			}
+		}
+	}
+	return 0, ""
+}
+
+// ShardLeaders maps each hosted shard to its leader's node id (0 unknown).
+func (h *Host) ShardLeaders() map[uint64]uint64 {
+	h.mu.RLock()
+	type pair struct{ id, leader uint64 }
+	var ps []pair
+	for id, s := range h.shards {
+		ps = append(ps, pair{id, s.leaderID})
+	}
+	h.mu.RUnlock()
+	out := make(map[uint64]uint64, len(ps))
+	for _, p := range ps {
+		node, _ := h.nodeOfReplica(p.id, p.leader)
+		out[p.id] = node
+	}
+	return out
+}
+
+// MetaLeader is the node id leading the meta group, 0 if unknown.
+func (h *Host) MetaLeader() uint64 {
+	leader, _, valid, err := h.nh.GetLeaderID(meta.ShardID)
+	if err != nil || !valid {
+		return 0
+	}
+	return leader
+}
+
+// HostedShards lists the event shards with a replica here, ascending.
+func (h *Host) HostedShards() []uint64 {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	ids := make([]uint64, 0, len(h.shards))
+	for id := range h.shards {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,174 @@
+// Package keys encodes the Pebble keys of event-shard state. Every key starts
+// with the shard prefix, so one shard's state is one contiguous key range
+// (snapshots stream it, removal deletes it) in the Pebble DB shared by all
+// shards of a broker.
+//
+// Layout, after the 9-byte shard prefix ('s', shard id big-endian):
+//
+//	'a'                                      applied Raft index
+//	'm' <msg id 16>                          message body (StoredMessage)
+//	'c' <msg id 16> <group>                  one group's copy state (CopyState)
+//	'd' <topic> 0 <part 4> <group> 0 <visible_at 8> <prio 4> <msg id 16>
+//	                                         due index; value: attempt (4)
+//	'g' <topic> 0 <group>                    groups of a topic on this shard
+//	'r' <request id>                         publish dedup record
+//	'q' <applied_at 8> <request id>          dedup records by age
+//
+// Topic and group names never contain a zero byte (their charset excludes
+// it), so the zero separators keep prefixes unambiguous. Integers are
+// big-endian so byte order is numeric order; the priority is offset by 2^31
+// so lower priorities sort first, negatives included.
+package keys
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrMalformed is returned when a stored key does not parse.
+var ErrMalformed = errors.New("keys: malformed key")
+
+const (
+	tagApplied = 'a'
+	tagMessage = 'm'
+	tagCopy    = 'c'
+	tagDue     = 'd'
+	tagGroup   = 'g'
+	tagDedup   = 'r'
+	tagDedupAt = 'q'
+)
+
+// IDBytes is the length of a message id.
+const IDBytes = 16
+
+// ShardPrefix is the first key of a shard's range.
+func ShardPrefix(shard uint64) []byte {
+	b := make([]byte, 9, 64)
+	b[0] = 's'
+	binary.BigEndian.PutUint64(b[1:], shard)
+	return b
+}
+
+// ShardEnd is the first key after a shard's range.
+func ShardEnd(shard uint64) []byte {
+	return ShardPrefix(shard + 1)
+}
+
+// Applied is the key of the shard's applied index.
+func Applied(shard uint64) []byte {
+	return append(ShardPrefix(shard), tagApplied)
+}
+
+// Message is the key of a message body.
+func Message(shard uint64, id []byte) []byte {
+	return append(append(ShardPrefix(shard), tagMessage), id...)
+}
+
+// Copy is the key of one group's copy state of a message.
+func Copy(shard uint64, id []byte, group string) []byte {
+	return append(append(append(ShardPrefix(shard), tagCopy), id...), group...)
+}
+
+// Group is the key registering group on topic.
+func Group(shard uint64, topic, group string) []byte {
+	b := append(append(ShardPrefix(shard), tagGroup), topic...)
+	return append(append(b, 0), group...)
+}
+
+// GroupPrefix is the prefix of every group key of topic.
+func GroupPrefix(shard uint64, topic string) []byte {
+	return append(append(append(ShardPrefix(shard), tagGroup), topic...), 0)
+}
+
+// GroupFromKey returns the group name of a key made by Group.
+func GroupFromKey(shard uint64, topic string, key []byte) string {
+	return string(key[len(GroupPrefix(shard, topic)):])
+}
+
+// Dedup is the key of a publish request's dedup record.
+func Dedup(shard uint64, requestID string) []byte {
+	return append(append(ShardPrefix(shard), tagDedup), requestID...)
+}
+
+// DedupAt indexes a dedup record by the time it was applied.
+func DedupAt(shard uint64, appliedAtMs int64, requestID string) []byte {
+	b := append(ShardPrefix(shard), tagDedupAt)
+	b = binary.BigEndian.AppendUint64(b, uint64(appliedAtMs))
+	return append(b, requestID...)
+}
+
+// DedupAtRange bounds the dedup records applied before beforeMs.
+func DedupAtRange(shard uint64, beforeMs int64) (lower, upper []byte) {
+	lower = append(ShardPrefix(shard), tagDedupAt)
+	upper = binary.BigEndian.AppendUint64(append(ShardPrefix(shard), tagDedupAt), uint64(beforeMs))
+	return lower, upper
+}
+
+// DedupRequestID returns the request id inside a DedupAt key.
+func DedupRequestID(key []byte) string {
+	return string(key[9+1+8:])
+}
+
+// Queue names one due index: the copies of one group on one partition of a
+// topic.
+type Queue struct {
+	Topic     string
+	Partition uint32
+	Group     string
+}
+
+// QueuePrefix is the prefix of every due-index key of q.
+func QueuePrefix(shard uint64, q Queue) []byte {
+	b := append(append(ShardPrefix(shard), tagDue), q.Topic...)
+	b = binary.BigEndian.AppendUint32(append(b, 0), q.Partition)
+	return append(append(b, q.Group...), 0)
+}
+
+// Due is a due-index key: copy id of q becomes visible at visibleAtMs.
+func Due(shard uint64, q Queue, visibleAtMs int64, priority int32, id []byte) []byte {
+	b := QueuePrefix(shard, q)
+	b = binary.BigEndian.AppendUint64(b, uint64(visibleAtMs))
+	b = binary.BigEndian.AppendUint32(b, uint32(int64(priority)-math.MinInt32))
+	return append(b, id...)
+}
+
+// DueUntil is the upper bound (exclusive) of the entries of q visible at or
+// before nowMs.
+func DueUntil(shard uint64, q Queue, nowMs int64) []byte {
+	return binary.BigEndian.AppendUint64(QueuePrefix(shard, q), uint64(nowMs)+1)
+}
+
+// DueEntry is a parsed due-index key.
+type DueEntry struct {
+	VisibleAtMs int64
+	Priority    int32
+	ID          []byte
+}
+
+// ParseDue parses a key of q made by Due.
+func ParseDue(shard uint64, q Queue, key []byte) (DueEntry, error) {
+	prefix := QueuePrefix(shard, q)
+	if len(key) != len(prefix)+8+4+IDBytes || string(key[:len(prefix)]) != string(prefix) {
+		return DueEntry{}, fmt.Errorf("%w: due key of %d bytes", ErrMalformed, len(key))
+	}
+	rest := key[len(prefix):]
+	return DueEntry{
+		VisibleAtMs: int64(binary.BigEndian.Uint64(rest[0:8])),
+		Priority:    int32(int64(binary.BigEndian.Uint32(rest[8:12])) + math.MinInt32),
+		ID:          rest[12:],
+	}, nil
+}
+
+// PrefixEnd is the smallest key greater than every key with prefix p.
+func PrefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

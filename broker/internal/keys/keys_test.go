@@ -1,0 +1,112 @@
+package keys
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"testing"
+)
+
+func id(n byte) []byte {
+	b := make([]byte, IDBytes)
+	b[IDBytes-1] = n
+	return b
+}
+
+func TestDueRoundTrip(t *testing.T) {
+	q := Queue{Topic: "orders", Partition: 3, Group: "billing"}
+	tests := []struct {
+		name string
+		e    DueEntry
+	}{
+		{"zero", DueEntry{VisibleAtMs: 0, Priority: 0, ID: id(1)}},
+		{"negative priority", DueEntry{VisibleAtMs: 1_700_000_000_000, Priority: -5, ID: id(2)}},
+		{"max priority", DueEntry{VisibleAtMs: 1 << 50, Priority: 1<<31 - 1, ID: id(3)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := Due(7, q, tt.e.VisibleAtMs, tt.e.Priority, tt.e.ID)
+			got, err := ParseDue(7, q, k)
+			if err != nil || got.VisibleAtMs != tt.e.VisibleAtMs || got.Priority != tt.e.Priority || !bytes.Equal(got.ID, tt.e.ID) {
+				t.Fatalf("ParseDue(Due(%v)) = %v, %v", tt.e, got, err)
+			}
+		})
+	}
+}
+
+func TestDueOrder(t *testing.T) {
+	q := Queue{Topic: "t", Group: "default"}
+	// Sorted by time, then priority (lower first), then id.
+	ordered := [][]byte{
+		Due(1, q, 100, -1, id(9)),
+		Due(1, q, 100, 0, id(1)),
+		Due(1, q, 100, 0, id(2)),
+		Due(1, q, 100, 5, id(0)),
+		Due(1, q, 101, -100, id(0)),
+		Due(1, q, 1<<40, 0, id(0)),
+	}
+	shuffled := slices.Clone(ordered)
+	slices.Reverse(shuffled)
+	slices.SortFunc(shuffled, bytes.Compare)
+	for i := range ordered {
+		if !bytes.Equal(shuffled[i], ordered[i]) {
+			t.Fatalf("position %d: sorted keys differ from the expected order", i)
+		}
+	}
+	until := DueUntil(1, q, 100)
+	if bytes.Compare(ordered[3], until) >= 0 || bytes.Compare(ordered[4], until) < 0 {
+		t.Fatalf("DueUntil(100) does not split the entries at 100 and 101")
+	}
+}
+
+func TestQueuesAndShardsDoNotOverlap(t *testing.T) {
+	a := QueuePrefix(1, Queue{Topic: "a", Group: "g"})
+	b := QueuePrefix(1, Queue{Topic: "a", Group: "gg"})
+	c := QueuePrefix(1, Queue{Topic: "a.", Group: "g"})
+	for _, p := range [][]byte{b, c} {
+		if bytes.HasPrefix(p, a) || bytes.HasPrefix(a, p) {
+			t.Fatalf("queue prefixes %q and %q overlap", a, p)
+		}
+	}
+	if k := Due(1, Queue{Topic: "a", Group: "g"}, 5, 0, id(1)); bytes.Compare(k, ShardEnd(1)) >= 0 || bytes.Compare(k, ShardPrefix(1)) < 0 {
+		t.Fatalf("due key falls outside its shard range")
+	}
+}
+
+func TestParseDueRejects(t *testing.T) {
+	q := Queue{Topic: "t", Group: "default"}
+	for _, k := range [][]byte{nil, QueuePrefix(1, q), Due(2, q, 1, 1, id(1)), Due(1, Queue{Topic: "u", Group: "default"}, 1, 1, id(1))} {
+		if _, err := ParseDue(1, q, k); !errors.Is(err, ErrMalformed) {
+			t.Errorf("ParseDue(%q) error = %v, want ErrMalformed", k, err)
+		}
+	}
+}
+
+func TestPrefixEnd(t *testing.T) {
+	if got := PrefixEnd([]byte{1, 0xff}); !bytes.Equal(got, []byte{2}) {
+		t.Fatalf("PrefixEnd([1 ff]) = %v, want [2]", got)
+	}
+}
+
+func FuzzParseDue(f *testing.F) {
+	q := Queue{Topic: "t", Group: "default"}
+	f.Add(Due(1, q, 5, 0, id(1)))
+	f.Fuzz(func(t *testing.T, k []byte) {
+		e, err := ParseDue(1, q, k)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(Due(1, q, e.VisibleAtMs, e.Priority, e.ID), k) {
+			t.Fatalf("re-encoding %v differs from %q", e, k)
+		}
+	})
+}
+
+func BenchmarkDue(b *testing.B) {
+	b.ReportAllocs()
+	q := Queue{Topic: "orders", Partition: 0, Group: "default"}
+	mid := id(7)
+	for i := 0; b.Loop(); i++ {
+		_ = Due(3, q, int64(i), 0, mid)
+	}
+}

@@ -1,0 +1,210 @@
+// Package proposer group-commits commands to one Raft shard. Callers hand in
+// single commands; a few workers each take whatever is queued (up to a cap),
+// propose it as one Raft entry and hand every caller its own outcome. While
+// one proposal waits for its commit the next batch gathers, so batches grow
+// with load without a linger delay at low load.
+//
+// Goroutines: the workers, started by New and stopped by Close; Propose is
+// safe from any goroutine.
+package proposer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sundialmq/sundial/broker/internal/fsm"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+)
+
+// ErrClosed is returned by Propose after Close.
+var ErrClosed = errors.New("proposer: closed")
+
+// ErrMalformed is returned if the state machine could not decode an entry.
+var ErrMalformed = errors.New("proposer: entry rejected as malformed")
+
+// Config tunes batching.
+type Config struct {
+	// Workers is the number of proposals in flight at once. Default 4.
+	Workers int
+	// MaxBatchCommands caps the commands in one entry. Default 512.
+	MaxBatchCommands int
+	// MaxBatchBytes caps the encoded size of one entry. Default 4 MiB.
+	MaxBatchBytes int
+	// ProposeTimeout bounds one proposal. Default 5s.
+	ProposeTimeout time.Duration
+}
+
+func (c *Config) fill() {
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.MaxBatchCommands <= 0 {
+		c.MaxBatchCommands = 512
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 4 << 20
+	}
+	if c.ProposeTimeout <= 0 {
+		c.ProposeTimeout = 5 * time.Second
+	}
+}
+
+type request struct {
+	ctx  context.Context
+	cmd  *raftv1.Command
+	size int
+	done chan result
+}
+
+type result struct {
+	out *raftv1.Outcome
+	err error
+}
+
+// Proposer batches the commands of one shard.
+type Proposer struct {
+	shard   uint64
+	nh      *dragonboat.NodeHost
+	cfg     Config
+	log     *zap.Logger
+	metrics *Metrics
+
+	queue  chan *request
+	stopc  chan struct{}
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// New starts the workers of shard on nh.
+func New(nh *dragonboat.NodeHost, shard uint64, cfg Config, log *zap.Logger, m *Metrics) *Proposer {
+	cfg.fill()
+	p := &Proposer{
+		shard: shard, nh: nh, cfg: cfg, log: log, metrics: m,
+		queue: make(chan *request, cfg.MaxBatchCommands*cfg.Workers),
+		stopc: make(chan struct{}),
+	}
+	for range cfg.Workers {
+		p.wg.Add(1)
+		go p.work()
+	}
+	return p
+}
+
+// Close stops the workers; queued and later calls fail with ErrClosed.
+func (p *Proposer) Close() {
+	p.closed.Do(func() { close(p.stopc) })
+	p.wg.Wait()
+}
+
+// Propose commits cmd and returns its outcome.
+func (p *Proposer) Propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Outcome, error) {
+	req := &request{ctx: ctx, cmd: cmd, size: proto.Size(cmd), done: make(chan result, 1)}
+	select {
+	case p.queue <- req:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.stopc:
+		return nil, ErrClosed
+	}
+	select {
+	case r := <-req.done:
+		return r.out, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *Proposer) work() {
+	defer p.wg.Done()
+	batch := make([]*request, 0, p.cfg.MaxBatchCommands)
+	for {
+		batch = batch[:0]
+		select {
+		case <-p.stopc:
+			p.drain()
+			return
+		case req := <-p.queue:
+			batch = append(batch, req)
+		}
+		size := batch[0].size
+	gather:
+		for len(batch) < p.cfg.MaxBatchCommands && size < p.cfg.MaxBatchBytes {
+			select {
+			case req := <-p.queue:
+				batch = append(batch, req)
+				size += req.size
+			default:
+				break gather
+			}
+		}
+		p.propose(batch)
+	}
+}
+
+func (p *Proposer) drain() {
+	for {
+		select {
+		case req := <-p.queue:
+			req.done <- result{err: ErrClosed}
+		default:
+			return
+		}
+	}
+}
+
+func (p *Proposer) propose(batch []*request) {
+	live := batch[:0]
+	for _, req := range batch {
+		if req.ctx.Err() != nil {
+			req.done <- result{err: req.ctx.Err()}
+			continue
+		}
+		live = append(live, req)
+	}
+	if len(live) == 0 {
+		return
+	}
+	entry := &raftv1.Batch{Commands: make([]*raftv1.Command, len(live))}
+	for i, req := range live {
+		entry.Commands[i] = req.cmd
+	}
+	data, err := proto.Marshal(entry)
+	if err != nil {
+		p.fail(live, fmt.Errorf("proposer: encode batch: %w", err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ProposeTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := p.nh.SyncPropose(ctx, p.nh.GetNoOPSession(p.shard), data)
+	p.metrics.observe(time.Since(start), len(live), err)
+	if err != nil {
+		p.fail(live, err)
+		return
+	}
+	if res.Value != fsm.ResultApplied {
+		p.fail(live, ErrMalformed)
+		return
+	}
+	var outs raftv1.Outcomes
+	if err := proto.Unmarshal(res.Data, &outs); err != nil || len(outs.Outcomes) != len(live) {
+		p.fail(live, fmt.Errorf("proposer: outcome of %d commands for %d proposed: %v", len(outs.Outcomes), len(live), err))
+		return
+	}
+	for i, req := range live {
+		req.done <- result{out: outs.Outcomes[i]}
+	}
+}
+
+func (p *Proposer) fail(batch []*request, err error) {
+	for _, req := range batch {
+		req.done <- result{err: err}
+	}
+}

@@ -1,0 +1,106 @@
+package service
+
+import (
+	"context"
+
+	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/meta"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// Cluster serves sundialv1.Cluster: the routing table proxies follow.
+type Cluster struct {
+	sundialv1.UnimplementedClusterServer
+	host *host.Host
+	opts Options
+}
+
+// NewCluster returns the Cluster service.
+func NewCluster(h *host.Host, opts Options) *Cluster {
+	return &Cluster{host: h, opts: opts}
+}
+
+// WatchRouting sends the routing table now and after every change.
+func (c *Cluster) WatchRouting(_ *sundialv1.WatchRoutingRequest, stream sundialv1.Cluster_WatchRoutingServer) error {
+	var last *sundialv1.RoutingTable
+	for {
+		changed := c.host.Changed()
+		st := c.host.Meta()
+		if len(st.Shards) > 0 {
+			rt := routingTable(st, c.host.ShardLeaders())
+			rt.Defaults = &sundialv1.TopicDefaults{
+				AutoCreate:      c.opts.AutoCreateTopics,
+				MaxMessageBytes: c.opts.Limits.MaxMessageBytes,
+				MaxDelayMs:      c.opts.Limits.MaxDelay.Milliseconds(),
+			}
+			if last == nil || !sameRouting(last, rt) {
+				if err := stream.Send(rt); err != nil {
+					return toStatus(err)
+				}
+				last = rt
+			}
+		}
+		select {
+		case <-changed:
+		case <-stream.Context().Done():
+			return toStatus(stream.Context().Err())
+		}
+	}
+}
+
+// ListShards answers the shards with their replicas and leaders.
+func (c *Cluster) ListShards(ctx context.Context, _ *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
+	st, err := c.host.ReadMeta(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &sundialv1.ListShardsResponse{Shards: routingTable(st, c.host.ShardLeaders()).Shards}, nil
+}
+
+// routingTable renders the meta state with the known shard leaders.
+func routingTable(st *meta.State, leaders map[uint64]uint64) *sundialv1.RoutingTable {
+	rt := &sundialv1.RoutingTable{Version: st.Version}
+	for _, id := range st.NodeIDs() {
+		n := st.Nodes[id]
+		rt.Nodes = append(rt.Nodes, &sundialv1.Node{
+			NodeId: uint64(n.ID), GrpcAddr: n.GRPCAddr, RaftAddr: n.RaftAddr,
+			State: nodeState(n.State), MetaVoter: n.MetaVoter,
+		})
+	}
+	for _, id := range st.ShardIDs() {
+		sh := st.Shards[id]
+		s := &sundialv1.Shard{ShardId: uint64(id), LeaderNodeId: leaders[uint64(id)]}
+		for _, r := range sh.Replicas {
+			s.Replicas = append(s.Replicas, &sundialv1.Replica{ReplicaId: uint64(r.ID), NodeId: uint64(r.Node)})
+		}
+		rt.Shards = append(rt.Shards, s)
+	}
+	for _, name := range st.TopicNames() {
+		rt.Topics = append(rt.Topics, &sundialv1.TopicRoute{Name: name, Partitions: int32(st.Topics[name].Partitions)})
+	}
+	return rt
+}
+
+func sameRouting(a, b *sundialv1.RoutingTable) bool {
+	if a.Version != b.Version || len(a.Shards) != len(b.Shards) {
+		return false
+	}
+	for i := range a.Shards {
+		if a.Shards[i].LeaderNodeId != b.Shards[i].LeaderNodeId {
+			return false
+		}
+	}
+	return true
+}
+
+func nodeState(s meta.NodeState) sundialv1.NodeState {
+	switch s {
+	case meta.NodeActive:
+		return sundialv1.NodeState_NODE_STATE_ACTIVE
+	case meta.NodeDraining:
+		return sundialv1.NodeState_NODE_STATE_DRAINING
+	case meta.NodeRemoved:
+		return sundialv1.NodeState_NODE_STATE_REMOVED
+	}
+	return sundialv1.NodeState_NODE_STATE_UNSPECIFIED
+}

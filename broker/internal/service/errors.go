@@ -1,0 +1,39 @@
+package service
+
+import (
+	"context"
+	"errors"
+
+	"github.com/lni/dragonboat/v4"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sundialmq/sundial/broker/internal/proposer"
+)
+
+// toStatus turns any error into a gRPC status error.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se interface{ GRPCStatus() *status.Status }
+	switch {
+	case errors.As(err, &se):
+		return se.GRPCStatus().Err()
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, dragonboat.ErrTimeout):
+		return status.Error(codes.Unavailable, "raft proposal timed out: "+err.Error())
+	case dragonboat.IsTempError(err),
+		errors.Is(err, dragonboat.ErrClosed),
+		errors.Is(err, dragonboat.ErrShardNotFound),
+		errors.Is(err, dragonboat.ErrShardClosed),
+		errors.Is(err, dragonboat.ErrRejected),
+		errors.Is(err, dragonboat.ErrAborted),
+		errors.Is(err, proposer.ErrClosed):
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}

@@ -1,0 +1,317 @@
+package service
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sundialmq/sundial/broker/internal/dispatch"
+	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/proto/apierr"
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/receipt"
+	"github.com/sundialmq/sundial/proto/validate"
+)
+
+// Options are the service's settings from broker.Config.
+type Options struct {
+	Limits                   validate.Limits
+	AutoCreateTopics         bool
+	DefaultVisibilityTimeout time.Duration
+	DefaultMaxAttempts       int32
+	DefaultRetention         time.Duration
+	DefaultDedupWindow       time.Duration
+	Now                      func() time.Time
+}
+
+// Shard serves brokerv1.Shard.
+type Shard struct {
+	brokerv1.UnimplementedShardServer
+	host    *host.Host
+	admin   *Admin
+	opts    Options
+	log     *zap.Logger
+	metrics *Metrics
+}
+
+// NewShard returns the Shard service.
+func NewShard(h *host.Host, admin *Admin, opts Options, log *zap.Logger, m *Metrics) *Shard {
+	return &Shard{host: h, admin: admin, opts: opts, log: log, metrics: m}
+}
+
+// leading answers the shard's handles if this node leads it, else the
+// NotLeader or WrongShard error the proxy routes on.
+func (s *Shard) leading(id uint64) (*host.Leading, error) {
+	lead, node, addr, hosted := s.host.LeaderInfo(id)
+	if !hosted {
+		return nil, apierr.WrongShard(id, s.host.Meta().Version)
+	}
+	if lead == nil {
+		return nil, apierr.NotLeader(id, node, addr)
+	}
+	return lead, nil
+}
+
+// Publish stores a batch of messages on one shard.
+func (s *Shard) Publish(ctx context.Context, req *brokerv1.ShardPublishRequest) (*sundialv1.PublishResponse, error) {
+	start := time.Now()
+	resp, err := s.publish(ctx, req)
+	s.metrics.published(len(req.GetMessages()), time.Since(start), err)
+	return resp, toStatus(err)
+}
+
+func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) (*sundialv1.PublishResponse, error) {
+	lead, err := s.leading(req.GetShardId())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetMessages()) == 0 {
+		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "messages", Description: "must not be empty"})
+	}
+	now := s.opts.Now()
+	nowMs := now.UnixMilli()
+	var bad []apierr.FieldViolation
+	for i, pm := range req.Messages {
+		bad = append(bad, validate.Message(fieldIndex("messages", i), pm.GetMessage(), s.opts.Limits, nowMs)...)
+	}
+	if len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	if err := s.ensureTopics(ctx, req.Messages); err != nil {
+		return nil, err
+	}
+	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
+	for i, pm := range req.Messages {
+		m := pm.GetMessage()
+		due := validate.DueAt(m, nowMs)
+		var expires int64
+		if m.GetTtlMs() > 0 {
+			expires = due + m.GetTtlMs()
+		}
+		cmd.Messages[i] = &raftv1.StoredMessage{
+			Topic: m.GetTopic(), Partition: pm.GetPartition(), Payload: m.GetPayload(), Headers: m.GetHeaders(),
+			PublishedAtMs: nowMs, DueAtMs: due, ExpiresAtMs: expires,
+			Key: m.GetKey(), FairnessKey: m.GetFairnessKey(), Priority: m.GetPriority(),
+		}
+	}
+	out, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: cmd}})
+	if err != nil {
+		return nil, err
+	}
+	resp := &sundialv1.PublishResponse{RequestId: req.GetRequestId(), Results: make([]*sundialv1.PublishResult, len(out.GetPublished()))}
+	for i, p := range out.GetPublished() {
+		id, _ := receipt.MessageIDFromBytes(p.MessageId)
+		resp.Results[i] = &sundialv1.PublishResult{MessageId: id.String(), DueAtUnixMs: p.DueAtMs}
+	}
+	return resp, nil
+}
+
+// ensureTopics creates unknown topics when the cluster allows it.
+func (s *Shard) ensureTopics(ctx context.Context, msgs []*brokerv1.PartitionedMessage) error {
+	st := s.host.Meta()
+	for _, pm := range msgs {
+		topic := pm.GetMessage().GetTopic()
+		if _, ok := st.Topics[topic]; ok {
+			continue
+		}
+		if !s.opts.AutoCreateTopics {
+			return status.Errorf(codes.NotFound, "topic %q does not exist and automatic topic creation is off: create it first", topic)
+		}
+		if _, err := s.admin.createTopic(ctx, &sundialv1.Topic{Name: topic}, true); err != nil {
+			return err
+		}
+		st = s.host.Meta()
+		if _, ok := st.Topics[topic]; !ok {
+			// The local meta replica has not applied the creation yet; the
+			// proposal committed, which is all publishing needs.
+			continue
+		}
+	}
+	return nil
+}
+
+// Subscribe streams one shard's deliveries.
+func (s *Shard) Subscribe(stream brokerv1.Shard_SubscribeServer) error {
+	return toStatus(s.subscribe(stream))
+}
+
+func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if start == nil {
+		return apierr.InvalidArgument(apierr.FieldViolation{Field: "start", Description: "the first frame must be start"})
+	}
+	if bad := validate.Start(&sundialv1.Start{
+		Topic: start.GetTopic(), Group: start.GetGroup(), MaxInFlight: start.GetCredit(),
+		VisibilityTimeoutMs: start.GetVisibilityTimeoutMs(), AckMode: start.GetAckMode(),
+	}); len(bad) > 0 {
+		return apierr.InvalidArgument(bad...)
+	}
+	lead, err := s.leading(start.GetShardId())
+	if err != nil {
+		return err
+	}
+	group := start.GetGroup()
+	if group == "" {
+		group = meta.DefaultGroup
+	}
+	visibility := time.Duration(start.GetVisibilityTimeoutMs()) * time.Millisecond
+	if visibility == 0 {
+		visibility = s.topicVisibility(start.GetTopic())
+	}
+	parts := start.GetPartitions()
+	if len(parts) == 0 {
+		parts = []uint32{0}
+	}
+	c := dispatch.NewConsumer(start.GetTopic(), group, parts, visibility, start.GetAckMode() == sundialv1.AckMode_ACK_MODE_AT_MOST_ONCE, int(start.GetCredit()))
+	lead.Dispatcher.Attach(c)
+	defer lead.Dispatcher.Detach(c)
+
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			if cr := req.GetCredit(); cr != nil && cr.GetN() > 0 {
+				lead.Dispatcher.AddCredit(c, int(cr.GetN()))
+			}
+		}
+	}()
+	for {
+		select {
+		case <-c.Ready():
+			for _, d := range c.Take() {
+				if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Delivery{Delivery: d}}); err != nil {
+					return err
+				}
+			}
+		case <-c.Closed():
+			_, err := s.leading(start.GetShardId())
+			if err == nil {
+				err = status.Error(codes.Unavailable, "shard dispatcher restarted")
+			}
+			return err
+		case err := <-recvErr:
+			return err
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+	}
+}
+
+func (s *Shard) topicVisibility(topic string) time.Duration {
+	if t, ok := s.host.Meta().Topics[topic]; ok && t.VisibilityTimeoutMs > 0 {
+		return time.Duration(t.VisibilityTimeoutMs) * time.Millisecond
+	}
+	return s.opts.DefaultVisibilityTimeout
+}
+
+// Ack completes deliveries.
+func (s *Shard) Ack(ctx context.Context, req *brokerv1.ShardAckRequest) (*sundialv1.AckResponse, error) {
+	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*raftv1.MessageRef, _ int64) *raftv1.Command {
+		return &raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{Refs: refs}}}
+	})
+	s.metrics.settled("ack", results)
+	return &sundialv1.AckResponse{Results: results}, toStatus(err)
+}
+
+// Nack gives deliveries back for redelivery after the delay.
+func (s *Shard) Nack(ctx context.Context, req *brokerv1.ShardNackRequest) (*sundialv1.NackResponse, error) {
+	if req.GetDelayMs() < 0 || req.GetDelayMs() > s.opts.Limits.MaxDelay.Milliseconds() {
+		return nil, toStatus(apierr.InvalidArgument(apierr.FieldViolation{Field: "delay_ms", Description: "must be between 0 and the maximum delay"}))
+	}
+	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*raftv1.MessageRef, nowMs int64) *raftv1.Command {
+		return &raftv1.Command{Kind: &raftv1.Command_Nack{Nack: &raftv1.Nack{Refs: refs, VisibleAtMs: nowMs + req.GetDelayMs(), Reason: req.GetReason()}}}
+	})
+	s.metrics.settled("nack", results)
+	return &sundialv1.NackResponse{Results: results}, toStatus(err)
+}
+
+// Extend moves lease deadlines.
+func (s *Shard) Extend(ctx context.Context, req *brokerv1.ShardExtendRequest) (*sundialv1.ExtendResponse, error) {
+	if req.GetExtendMs() < 0 || req.GetExtendMs() > 12*time.Hour.Milliseconds() {
+		return nil, toStatus(apierr.InvalidArgument(apierr.FieldViolation{Field: "extend_ms", Description: "must be between 0 and 12h"}))
+	}
+	var deadline int64
+	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*raftv1.MessageRef, nowMs int64) *raftv1.Command {
+		ext := req.GetExtendMs()
+		if ext == 0 {
+			ext = s.opts.DefaultVisibilityTimeout.Milliseconds()
+		}
+		deadline = nowMs + ext
+		return &raftv1.Command{Kind: &raftv1.Command_Extend{Extend: &raftv1.Extend{Refs: refs, DeadlineMs: deadline}}}
+	})
+	for _, r := range results {
+		if r.Error == nil {
+			r.LeaseDeadlineUnixMs = deadline
+		}
+	}
+	s.metrics.settled("extend", results)
+	return &sundialv1.ExtendResponse{Results: results}, toStatus(err)
+}
+
+// settle parses receipts, proposes one command for the valid ones and
+// answers one result per receipt, in order.
+func (s *Shard) settle(ctx context.Context, shardID uint64, receipts []string, build func([]*raftv1.MessageRef, int64) *raftv1.Command) ([]*sundialv1.ReceiptResult, error) {
+	if len(receipts) == 0 {
+		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "receipts", Description: "must not be empty"})
+	}
+	lead, err := s.leading(shardID)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]*sundialv1.ReceiptResult, len(receipts))
+	var refs []*raftv1.MessageRef
+	var at []int
+	for i, text := range receipts {
+		results[i] = &sundialv1.ReceiptResult{Receipt: text}
+		r, err := receipt.Parse(text)
+		switch {
+		case err != nil:
+			results[i].Error = statusProto(codes.InvalidArgument, "receipt is malformed: pass the receipt string of a delivery unchanged")
+		case r.Shard() != shardID:
+			results[i].Error = statusProto(codes.InvalidArgument, "receipt belongs to another shard")
+		default:
+			refs = append(refs, &raftv1.MessageRef{MessageId: r.Message[:], Group: r.Group, Attempt: r.Attempt})
+			at = append(at, i)
+		}
+	}
+	if len(refs) == 0 {
+		return results, nil
+	}
+	out, err := lead.Proposer.Propose(ctx, build(refs, s.opts.Now().UnixMilli()))
+	if err != nil {
+		return nil, err
+	}
+	for j, code := range out.GetCodes() {
+		switch code {
+		case raftv1.RefCode_REF_CODE_NOT_FOUND:
+			results[at[j]].Error = statusProto(codes.NotFound, "no delivery of this receipt is in flight: it was acked already or never existed")
+		case raftv1.RefCode_REF_CODE_STALE:
+			results[at[j]].Error = statusProto(codes.FailedPrecondition, "receipt is stale: the message was nacked or delivered again since this attempt")
+		}
+	}
+	return results, nil
+}
+
+func statusProto(code codes.Code, msg string) *spb.Status {
+	return status.New(code, msg).Proto()
+}
+
+func fieldIndex(field string, i int) string {
+	return field + "[" + strconv.Itoa(i) + "]"
+}

@@ -1,0 +1,57 @@
+// Package store opens the one Pebble DB a broker shares among all its
+// event-shard state machines. Each shard owns the key range under its
+// prefix (see package keys); nothing else writes to the DB.
+package store
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.uber.org/zap"
+)
+
+// Config sizes the DB.
+type Config struct {
+	// Dir holds the DB files.
+	Dir string
+	// CacheBytes is the block cache size. Default 64 MiB.
+	CacheBytes int64
+	// MemTableBytes is the size of one memtable. Default 32 MiB.
+	MemTableBytes uint64
+}
+
+// Open opens (creating if needed) the DB in cfg.Dir. Pebble's own log lines
+// go to log at warn level and above only.
+func Open(cfg Config, log *zap.Logger) (*pebble.DB, error) {
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = 64 << 20
+	}
+	if cfg.MemTableBytes == 0 {
+		cfg.MemTableBytes = 32 << 20
+	}
+	cache := pebble.NewCache(cfg.CacheBytes)
+	defer cache.Unref()
+	opts := &pebble.Options{
+		Cache:        cache,
+		MemTableSize: cfg.MemTableBytes,
+		Logger:       pebbleLogger{log.Named("pebble")},
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
+	}
+	return db, nil
+}
+
+// pebbleLogger keeps Pebble's informational chatter out of the logs.
+type pebbleLogger struct{ log *zap.Logger }
+
+func (l pebbleLogger) Infof(string, ...interface{}) {}
+
+func (l pebbleLogger) Errorf(format string, args ...interface{}) {
+	l.log.Error("pebble error", zap.String("detail", fmt.Sprintf(format, args...)))
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...interface{}) {
+	l.log.Fatal("pebble fatal", zap.String("detail", fmt.Sprintf(format, args...)))
+}

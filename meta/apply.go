@@ -1,0 +1,87 @@
+package meta
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/sundialmq/sundial/meta/internal/placement"
+)
+
+// Apply changes s by c and returns a result code and, for topics, the
+// topic as stored. It is deterministic.
+func (s *State) Apply(c *Command) (uint64, []byte) {
+	switch c.Op {
+	case OpRegisterNode:
+		return s.registerNode(c.Node), nil
+	case OpBootstrapShards:
+		return s.bootstrapShards(c.Count, c.RF), nil
+	case OpCreateTopic:
+		return s.createTopic(c.Topic, c.IfNotExists, c.NowMs)
+	}
+	return ResultInvalid, nil
+}
+
+func (s *State) registerNode(n *Node) uint64 {
+	if old, ok := s.Nodes[n.ID]; ok && *old == *n {
+		return ResultNoop
+	}
+	nn := *n
+	if nn.State == "" {
+		nn.State = NodeActive
+	}
+	s.Nodes[n.ID] = &nn
+	s.Version++
+	return ResultOK
+}
+
+func (s *State) bootstrapShards(count, rf int) uint64 {
+	if len(s.Shards) > 0 {
+		return ResultNoop
+	}
+	var nodes []placement.Node
+	for _, id := range s.NodeIDs() {
+		if s.Nodes[id].State == NodeActive {
+			nodes = append(nodes, placement.Node{ID: uint64(id)})
+		}
+	}
+	rf = min(rf, len(nodes))
+	plan := placement.Spread(nodes, count, rf)
+	if plan == nil {
+		return ResultInvalid
+	}
+	for _, onNodes := range plan {
+		sh := &Shard{ID: s.NextShardID}
+		s.NextShardID++
+		for _, n := range onNodes {
+			sh.Replicas = append(sh.Replicas, Replica{ID: s.NextReplicaID, Node: NodeID(n)})
+			s.NextReplicaID++
+		}
+		s.Shards[sh.ID] = sh
+	}
+	s.Version++
+	return ResultOK
+}
+
+func (s *State) createTopic(t *Topic, ifNotExists bool, nowMs int64) (uint64, []byte) {
+	if old, ok := s.Topics[t.Name]; ok {
+		b, _ := json.Marshal(old)
+		if ifNotExists {
+			return ResultNoop, b
+		}
+		return ResultExists, b
+	}
+	tt := *t
+	tt.Groups = slices.Clone(t.Groups)
+	if !slices.Contains(tt.Groups, DefaultGroup) {
+		tt.Groups = append(tt.Groups, DefaultGroup)
+	}
+	slices.Sort(tt.Groups)
+	tt.CreatedAtMs = nowMs
+	s.Topics[t.Name] = &tt
+	s.Version++
+	b, _ := json.Marshal(&tt)
+	return ResultOK, b
+}
+
+// DefaultGroup is the group every topic has.
+const DefaultGroup = "default"

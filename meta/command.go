@@ -1,0 +1,77 @@
+package meta
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Op names a command.
+type Op string
+
+const (
+	OpRegisterNode    Op = "register_node"
+	OpBootstrapShards Op = "bootstrap_shards"
+	OpCreateTopic     Op = "create_topic"
+)
+
+// Command is one change to the metadata. Exactly the fields of its Op are
+// set; NowMs is stamped by the proposer.
+type Command struct {
+	Op    Op    `json:"op"`
+	NowMs int64 `json:"now_ms,omitempty"`
+
+	Node *Node `json:"node,omitempty"`
+
+	// Bootstrap: create Count shards of RF replicas unless shards exist.
+	Count int `json:"count,omitempty"`
+	RF    int `json:"rf,omitempty"`
+
+	Topic       *Topic `json:"topic,omitempty"`
+	IfNotExists bool   `json:"if_not_exists,omitempty"`
+}
+
+// Result codes returned in the entry result's Value.
+const (
+	ResultOK uint64 = iota
+	ResultExists
+	ResultInvalid
+	ResultNoop
+)
+
+// ErrMalformedCommand is returned for bytes that are not a command.
+var ErrMalformedCommand = errors.New("meta: malformed command")
+
+// Encode serializes c.
+func (c *Command) Encode() []byte {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("meta: encode command: %v", err)) // only plain data: cannot fail
+	}
+	return b
+}
+
+// DecodeCommand parses bytes made by Encode.
+func DecodeCommand(b []byte) (*Command, error) {
+	var c Command
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedCommand, err)
+	}
+	switch c.Op {
+	case OpRegisterNode:
+		if c.Node == nil || c.Node.ID == 0 {
+			return nil, fmt.Errorf("%w: register_node without a node", ErrMalformedCommand)
+		}
+	case OpBootstrapShards:
+		if c.Count < 1 || c.RF < 1 {
+			return nil, fmt.Errorf("%w: bootstrap_shards needs count and rf", ErrMalformedCommand)
+		}
+	case OpCreateTopic:
+		if c.Topic == nil || c.Topic.Name == "" {
+			return nil, fmt.Errorf("%w: create_topic without a topic", ErrMalformedCommand)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)
+	}
+	return &c, nil
+}

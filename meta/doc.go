@@ -1,0 +1,18 @@
+// Package meta is the metadata Raft group of a Sundial cluster: which
+// brokers exist, which event shards exist and where their replicas live,
+// which topics exist, and the routing version that proxies follow.
+//
+// The state is small (it grows with nodes, shards and topics, never with
+// messages), so it is an in-memory Dragonboat state machine snapshotted as
+// JSON. Every change goes through a Command proposed to the group; Apply is
+// deterministic: the proposer stamps times into commands, placement is a pure
+// function of the state, and iteration is over sorted keys only.
+//
+// Invariants held by Apply:
+//   - the replicas of a shard sit on distinct nodes;
+//   - replica ids are allocated from one counter and never reused;
+//   - Version grows by one with every change a proxy could route on.
+//
+// The state machine is touched by Dragonboat's apply goroutine (Update,
+// snapshots) and by readers through Lookup, which answers a deep copy.
+package meta

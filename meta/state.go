@@ -1,0 +1,152 @@
+package meta
+
+import (
+	"slices"
+)
+
+// ShardID is the id of the Raft shard of the meta group.
+const ShardID uint64 = 1
+
+// FirstEventShard is the id of the first event shard; ids grow from there.
+const FirstEventShard uint64 = 100
+
+// NodeID names a broker; it is also the broker's replica id in the meta group.
+type NodeID uint64
+
+// EventShardID names an event shard (a Dragonboat shard id).
+type EventShardID uint64
+
+// ReplicaID names one replica of one shard; never reused.
+type ReplicaID uint64
+
+// NodeState is a node's place in its life cycle.
+type NodeState string
+
+const (
+	NodeActive   NodeState = "active"
+	NodeDraining NodeState = "draining"
+	NodeRemoved  NodeState = "removed"
+)
+
+// Node is one broker.
+type Node struct {
+	ID        NodeID    `json:"id"`
+	RaftAddr  string    `json:"raft_addr"`
+	GRPCAddr  string    `json:"grpc_addr"`
+	State     NodeState `json:"state"`
+	MetaVoter bool      `json:"meta_voter"`
+}
+
+// Replica places one replica of a shard on a node.
+type Replica struct {
+	ID   ReplicaID `json:"id"`
+	Node NodeID    `json:"node"`
+}
+
+// Shard is an event shard and its replicas, ordered by replica id.
+type Shard struct {
+	ID       EventShardID `json:"id"`
+	Replicas []Replica    `json:"replicas"`
+}
+
+// ReplicaOn returns the replica of s on node n.
+func (s *Shard) ReplicaOn(n NodeID) (Replica, bool) {
+	for _, r := range s.Replicas {
+		if r.Node == n {
+			return r, true
+		}
+	}
+	return Replica{}, false
+}
+
+// Topic is a topic's configuration. Zero durations and counts never appear:
+// defaults are filled in when the topic is created.
+type Topic struct {
+	Name                string   `json:"name"`
+	Kind                string   `json:"kind"` // "delayed" or "fair"
+	Partitions          uint32   `json:"partitions"`
+	VisibilityTimeoutMs int64    `json:"visibility_timeout_ms"`
+	MaxAttempts         int32    `json:"max_attempts"`
+	RetentionMs         int64    `json:"retention_ms"`
+	MaxMessageBytes     int64    `json:"max_message_bytes"`
+	DedupWindowMs       int64    `json:"dedup_window_ms"`
+	Groups              []string `json:"groups"`
+	CreatedAtMs         int64    `json:"created_at_ms"`
+}
+
+// State is the whole metadata.
+type State struct {
+	// Version is the routing version; it grows with every routable change.
+	Version       uint64                  `json:"version"`
+	Nodes         map[NodeID]*Node        `json:"nodes"`
+	Shards        map[EventShardID]*Shard `json:"shards"`
+	Topics        map[string]*Topic       `json:"topics"`
+	NextReplicaID ReplicaID               `json:"next_replica_id"`
+	NextShardID   EventShardID            `json:"next_shard_id"`
+}
+
+// NewState is the empty state of a new cluster.
+func NewState() *State {
+	return &State{
+		Nodes:         map[NodeID]*Node{},
+		Shards:        map[EventShardID]*Shard{},
+		Topics:        map[string]*Topic{},
+		NextReplicaID: 1,
+		NextShardID:   EventShardID(FirstEventShard),
+	}
+}
+
+// Clone is a deep copy.
+func (s *State) Clone() *State {
+	c := &State{
+		Version:       s.Version,
+		Nodes:         make(map[NodeID]*Node, len(s.Nodes)),
+		Shards:        make(map[EventShardID]*Shard, len(s.Shards)),
+		Topics:        make(map[string]*Topic, len(s.Topics)),
+		NextReplicaID: s.NextReplicaID,
+		NextShardID:   s.NextShardID,
+	}
+	for id, n := range s.Nodes {
+		nn := *n
+		c.Nodes[id] = &nn
+	}
+	for id, sh := range s.Shards {
+		c.Shards[id] = &Shard{ID: sh.ID, Replicas: slices.Clone(sh.Replicas)}
+	}
+	for name, t := range s.Topics {
+		tt := *t
+		tt.Groups = slices.Clone(t.Groups)
+		c.Topics[name] = &tt
+	}
+	return c
+}
+
+// NodeIDs returns the node ids in ascending order.
+func (s *State) NodeIDs() []NodeID {
+	ids := make([]NodeID, 0, len(s.Nodes))
+	for id := range s.Nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// ShardIDs returns the event shard ids in ascending order.
+func (s *State) ShardIDs() []EventShardID {
+	ids := make([]EventShardID, 0, len(s.Shards))
+	for id := range s.Shards {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TopicNames returns the topic names in ascending order.
+func (s *State) TopicNames() []string {
+	names := make([]string, 0, len(s.Topics))
+	for n := range s.Topics {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
