@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// admin forwards the Admin service unchanged to any broker.
+type admin struct {
+	sundialv1.UnimplementedAdminServer
+	s *Server
+}
+
+// anyBroker runs one Admin or Cluster call against any reachable broker.
+func anyBroker[Req, Resp any](ctx context.Context, s *Server, req Req, call func(*grpc.ClientConn, context.Context, Req) (Resp, error)) (Resp, error) {
+	var resp Resp
+	err := s.fwd.Any(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		var err error
+		resp, err = call(conn, ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+func adminCall[Req, Resp any](m func(sundialv1.AdminClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) func(*grpc.ClientConn, context.Context, Req) (Resp, error) {
+	return func(conn *grpc.ClientConn, ctx context.Context, req Req) (Resp, error) {
+		return m(sundialv1.NewAdminClient(conn), ctx, req)
+	}
+}
+
+func (a admin) CreateTopic(ctx context.Context, req *sundialv1.CreateTopicRequest) (*sundialv1.Topic, error) {
+	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.CreateTopic))
+}
+
+func (a admin) GetTopic(ctx context.Context, req *sundialv1.GetTopicRequest) (*sundialv1.Topic, error) {
+	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetTopic))
+}
+
+func (a admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest) (*sundialv1.ListTopicsResponse, error) {
+	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.ListTopics))
+}
+
+func (a admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfoRequest) (*sundialv1.ClusterInfo, error) {
+	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetClusterInfo))
+}
+
+// cluster forwards ListShards and serves WatchRouting from the proxy's own
+// table.
+type cluster struct {
+	sundialv1.UnimplementedClusterServer
+	s *Server
+}
+
+func (c cluster) ListShards(ctx context.Context, req *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
+	return anyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
+		return sundialv1.NewClusterClient(conn).ListShards(ctx, req)
+	})
+}
+
+// WatchRouting sends the current table (waiting for the first), then each
+// newer one until the client leaves.
+func (c cluster) WatchRouting(_ *sundialv1.WatchRoutingRequest, stream grpc.ServerStreamingServer[sundialv1.RoutingTable]) error {
+	ctx := stream.Context()
+	var sent *sundialv1.RoutingTable
+	for {
+		changed := c.s.watcher.Changed()
+		if t := c.s.watcher.Table(); t != nil && t.Raw() != sent {
+			if err := stream.Send(t.Raw()); err != nil {
+				return err
+			}
+			sent = t.Raw()
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,158 @@
+// Command sundial-proxy runs one Sundial proxy. Configuration comes from a
+// YAML file (--config), overridden by SUNDIAL_* environment variables,
+// overridden by flags.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"gopkg.in/yaml.v3"
+
+	"github.com/sundialmq/sundial/proxy"
+)
+
+// fileConfig is the YAML shape of the config file.
+type fileConfig struct {
+	GRPCAddr       string   `yaml:"grpc_addr"`
+	HTTPAddr       string   `yaml:"http_addr"`
+	Brokers        []string `yaml:"brokers"`
+	ForwardTimeout string   `yaml:"forward_timeout"`
+	LogLevel       string   `yaml:"log_level"`
+}
+
+// exitUsage is the exit code for bad configuration.
+const exitUsage = 2
+
+func main() {
+	app := &cli.App{
+		Name:  "sundial-proxy",
+		Usage: "stateless front end of a Sundial cluster",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "YAML config file"},
+			&cli.StringFlag{Name: "grpc-addr", Usage: "gRPC listen address (default 127.0.0.1:7400)"},
+			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for /metrics and /healthz (default 127.0.0.1:7480)"},
+			&cli.StringFlag{Name: "brokers", Usage: "comma-separated seed broker gRPC addresses"},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (default info)"},
+		},
+		Action: run,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "sundial-proxy:", err)
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			os.Exit(ec.ExitCode())
+		}
+		os.Exit(1)
+	}
+}
+
+func run(c *cli.Context) error {
+	cfg, level, err := load(c)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("log_level: want debug, info, warn or error, got %q", level), exitUsage)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	log, err := zc.Build()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := proxy.New(cfg, log, reg)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("signal received, stopping")
+	case err = <-srv.Err():
+	}
+	srv.Stop()
+	return err
+}
+
+// load builds the config: defaults, then the YAML file, then SUNDIAL_*
+// environment variables, then flags.
+func load(c *cli.Context) (proxy.Config, string, error) {
+	cfg := proxy.DefaultConfig()
+	level := "info"
+	if path := c.String("config"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, "", fmt.Errorf("config: %w", err)
+		}
+		var fc fileConfig
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+			return cfg, "", fmt.Errorf("config %s: %w", path, err)
+		}
+		set(&cfg.GRPCAddr, fc.GRPCAddr)
+		set(&cfg.HTTPAddr, fc.HTTPAddr)
+		if len(fc.Brokers) > 0 {
+			cfg.Brokers = fc.Brokers
+		}
+		if fc.ForwardTimeout != "" {
+			d, err := time.ParseDuration(fc.ForwardTimeout)
+			if err != nil {
+				return cfg, "", fmt.Errorf("config %s: forward_timeout: want a duration like 10s, got %q", path, fc.ForwardTimeout)
+			}
+			cfg.ForwardTimeout = d
+		}
+		set(&level, fc.LogLevel)
+	}
+	set(&cfg.GRPCAddr, os.Getenv("SUNDIAL_GRPC_ADDR"))
+	set(&cfg.HTTPAddr, os.Getenv("SUNDIAL_HTTP_ADDR"))
+	if v := os.Getenv("SUNDIAL_BROKERS"); v != "" {
+		cfg.Brokers = splitList(v)
+	}
+	set(&level, os.Getenv("SUNDIAL_LOG_LEVEL"))
+	set(&cfg.GRPCAddr, c.String("grpc-addr"))
+	set(&cfg.HTTPAddr, c.String("http-addr"))
+	if v := c.String("brokers"); v != "" {
+		cfg.Brokers = splitList(v)
+	}
+	set(&level, c.String("log-level"))
+	return cfg, level, cfg.Validate()
+}
+
+func set(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

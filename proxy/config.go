@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/sundialmq/sundial/proto/validate"
+)
+
+// Config configures one proxy. Flags, environment and YAML map onto it in
+// cmd/sundial-proxy only.
+type Config struct {
+	// GRPCAddr is the host:port the public gRPC API listens on; port 0
+	// picks a free port (see Server.GRPCAddr). Default 127.0.0.1:7400.
+	GRPCAddr string
+	// HTTPAddr is the host:port serving /metrics and /healthz; port 0 picks
+	// a free port; empty disables HTTP. Default 127.0.0.1:7480.
+	HTTPAddr string
+	// Brokers are seed broker gRPC addresses. The proxy watches the routing
+	// table from one of them and learns the rest of the cluster from it.
+	// Default 127.0.0.1:7501, 127.0.0.1:7502, 127.0.0.1:7503.
+	Brokers []string
+	// ForwardTimeout bounds one forwarded call including its retries
+	// across replicas; the caller's deadline, if sooner, wins. Default 10s.
+	ForwardTimeout time.Duration
+	// Limits bound client requests; zero fields mean the defaults of
+	// validate.DefaultLimits.
+	Limits validate.Limits
+}
+
+// DefaultConfig is the configuration of a proxy in front of the local
+// three-broker cluster.
+func DefaultConfig() Config {
+	return Config{
+		GRPCAddr:       "127.0.0.1:7400",
+		HTTPAddr:       "127.0.0.1:7480",
+		Brokers:        []string{"127.0.0.1:7501", "127.0.0.1:7502", "127.0.0.1:7503"},
+		ForwardTimeout: 10 * time.Second,
+		Limits:         validate.DefaultLimits(),
+	}
+}
+
+// Validate reports every problem with c, naming the field to fix.
+func (c Config) Validate() error {
+	var errs []error
+	if err := checkAddr(c.GRPCAddr); err != nil {
+		errs = append(errs, fmt.Errorf("grpc_addr: %w", err))
+	}
+	if c.HTTPAddr != "" {
+		if err := checkAddr(c.HTTPAddr); err != nil {
+			errs = append(errs, fmt.Errorf("http_addr: %w", err))
+		}
+	}
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("brokers: at least one seed broker address is required"))
+	}
+	for i, b := range c.Brokers {
+		if err := checkAddr(b); err != nil {
+			errs = append(errs, fmt.Errorf("brokers[%d]: %w", i, err))
+		}
+	}
+	if c.ForwardTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("forward_timeout: must be positive, got %s", c.ForwardTimeout))
+	}
+	l := c.Limits
+	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 {
+		errs = append(errs, errors.New("limits: must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func checkAddr(addr string) error {
+	if addr == "" {
+		return errors.New("must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("want host:port, got %q", addr)
+	}
+	return nil
+}

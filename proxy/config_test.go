@@ -1,0 +1,38 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr string // substring; "" means valid
+	}{
+		{"default", func(*Config) {}, ""},
+		{"port zero", func(c *Config) { c.GRPCAddr, c.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0" }, ""},
+		{"http disabled", func(c *Config) { c.HTTPAddr = "" }, ""},
+		{"no grpc addr", func(c *Config) { c.GRPCAddr = "" }, "grpc_addr"},
+		{"grpc addr without port", func(c *Config) { c.GRPCAddr = "localhost" }, "grpc_addr"},
+		{"bad http addr", func(c *Config) { c.HTTPAddr = "nope" }, "http_addr"},
+		{"no brokers", func(c *Config) { c.Brokers = nil }, "brokers"},
+		{"bad broker", func(c *Config) { c.Brokers = []string{"127.0.0.1:7501", "x"} }, "brokers[1]"},
+		{"zero timeout", func(c *Config) { c.ForwardTimeout = 0 }, "forward_timeout"},
+		{"negative limit", func(c *Config) { c.Limits.MaxBatch = -1 }, "limits"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.mutate(&c)
+			err := c.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Validate() = %v, want an error naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,18 @@
+// Package proxy is the public face of sundial-proxy, the stateless tier
+// clients talk to. It serves the public gRPC API (Producer, Consumer,
+// Admin, Cluster), gRPC reflection and health on Config.GRPCAddr, and
+// /metrics and /healthz on Config.HTTPAddr.
+//
+// The proxy holds no durable state. It follows the routing table streamed
+// by the brokers (internal/routing), hashes topic/partition onto event
+// shards with a consistent hash ring (internal/ring), splits publish
+// batches by shard (internal/batch), forwards each part to the shard's
+// leader with one retry policy (internal/forward), merges the deliveries
+// of a subscription's shards into one stream (internal/subscribe) and
+// routes acks back by receipt (internal/ack).
+//
+// Lifecycle: New builds a Server; Start listens and starts the routing
+// watcher and the gRPC and HTTP servers, each on a goroutine owned by the
+// Server; Stop stops them all and waits for them. The same Server runs in
+// cmd/sundial-proxy and in tests.
+package proxy

@@ -1,0 +1,299 @@
+// Package forward carries calls from the proxy to the broker leading an
+// event shard, with one retry policy for every forwarded call:
+//
+//   - try the cached leader of the shard (learned from NotLeader details or
+//     successful calls, else the routing table's hint, else the first
+//     replica);
+//   - on NotLeader naming an address, retry there at once (a few times in a
+//     row at most, against redirect loops);
+//   - on NotLeader without an address, WrongShard or codes.Unavailable, move
+//     to the shard's next replica after a backoff of 25ms doubling to 400ms;
+//   - give up at the forward timeout or the caller's deadline with
+//     codes.Unavailable "shard N has no reachable leader".
+//
+// Errors are classified by status code and typed details, never by their
+// text. A Forwarder is safe for concurrent use; its mutex guards the
+// leader cache and is never held across a call.
+package forward
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proxy/internal/routing"
+)
+
+// Backoff between attempts at different replicas.
+const (
+	MinBackoff = 25 * time.Millisecond
+	MaxBackoff = 400 * time.Millisecond
+	// maxRedirects bounds back-to-back immediate retries on NotLeader
+	// redirects before the policy falls back to backing off.
+	maxRedirects = 3
+)
+
+// Tables gives the current routing table.
+type Tables interface {
+	Table() *routing.Table
+	Wait(ctx context.Context) (*routing.Table, error)
+}
+
+// Call is one attempt of a forwarded call on conn.
+type Call func(ctx context.Context, conn *grpc.ClientConn) error
+
+type leaderEntry struct {
+	addr string
+	hint uint64 // the table's leader hint when addr was learned
+}
+
+// Forwarder sends calls to shard leaders.
+type Forwarder struct {
+	tables  Tables
+	pool    *routing.Pool
+	seeds   []string
+	timeout time.Duration
+	metrics *Metrics
+	next    atomic.Uint64 // round-robin start for Any
+
+	mu      sync.Mutex // guards leaders
+	leaders map[uint64]leaderEntry
+}
+
+// New returns a forwarder giving up on a call after timeout. seeds are the
+// broker addresses Any tries besides the table's nodes.
+func New(tables Tables, pool *routing.Pool, seeds []string, timeout time.Duration, m *Metrics) *Forwarder {
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Forwarder{
+		tables:  tables,
+		pool:    pool,
+		seeds:   seeds,
+		timeout: timeout,
+		metrics: m,
+		leaders: make(map[uint64]leaderEntry),
+	}
+}
+
+// Leader is the address a call for shard should try first, "" when
+// neither the cache nor the table knows any replica of it.
+func (f *Forwarder) Leader(shard uint64) string {
+	t := f.tables.Table()
+	hint := t.LeaderHint(shard)
+	f.mu.Lock()
+	e, ok := f.leaders[shard]
+	f.mu.Unlock()
+	if ok && e.hint == hint {
+		return e.addr
+	}
+	if addrs := t.ReplicaAddrs(shard); len(addrs) > 0 {
+		return addrs[0]
+	}
+	if ok {
+		return e.addr
+	}
+	return ""
+}
+
+// Succeeded records that addr answered a call for shard as its leader.
+func (f *Forwarder) Succeeded(shard uint64, addr string) {
+	f.setLeader(shard, addr)
+}
+
+func (f *Forwarder) setLeader(shard uint64, addr string) {
+	hint := f.tables.Table().LeaderHint(shard)
+	f.mu.Lock()
+	f.leaders[shard] = leaderEntry{addr: addr, hint: hint}
+	f.mu.Unlock()
+}
+
+// Verdict is what the policy makes of a failed attempt.
+type Verdict int
+
+const (
+	// Fail: the error is the answer; do not retry.
+	Fail Verdict = iota
+	// RetryNow: a redirect to the named leader; retry at once.
+	RetryNow
+	// RetryLater: retry at the next replica after a backoff.
+	RetryLater
+)
+
+// Observe learns from err, the failure of an attempt at addr for shard:
+// it updates the leader cache and says whether and when to retry.
+func (f *Forwarder) Observe(shard uint64, addr string, err error) Verdict {
+	if nl, ok := apierr.AsNotLeader(err); ok {
+		f.metrics.retries.WithLabelValues("not_leader").Inc()
+		if a := nl.GetLeaderAddr(); a != "" && a != addr {
+			f.setLeader(shard, a)
+			return RetryNow
+		}
+		f.advance(shard, addr)
+		return RetryLater
+	}
+	if _, ok := apierr.AsWrongShard(err); ok || status.Code(err) == codes.Unavailable {
+		f.metrics.retries.WithLabelValues("unavailable").Inc()
+		f.advance(shard, addr)
+		return RetryLater
+	}
+	return Fail
+}
+
+// advance moves the cached leader of shard to the replica after failed.
+func (f *Forwarder) advance(shard uint64, failed string) {
+	addrs := f.tables.Table().ReplicaAddrs(shard)
+	if len(addrs) == 0 {
+		return
+	}
+	next := addrs[0]
+	for i, a := range addrs {
+		if a == failed {
+			next = addrs[(i+1)%len(addrs)]
+			break
+		}
+	}
+	f.setLeader(shard, next)
+}
+
+// ErrUnknownShard is wrapped by errors for shards the routing table does
+// not know.
+var ErrUnknownShard = errors.New("forward: shard not in routing table")
+
+// Do runs call against the leader of shard under the retry policy. The
+// error is call's last error when it was not retryable, the caller's
+// context error when the caller cancelled, or codes.Unavailable when the
+// time ran out.
+func (f *Forwarder) Do(ctx context.Context, shard uint64, call Call) error {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	if _, err := f.tables.Wait(ctx); err != nil {
+		return f.giveUp(parent, shard, err)
+	}
+	backoff := MinBackoff
+	redirects := 0
+	for {
+		addr := f.Leader(shard)
+		if addr == "" {
+			return status.Errorf(codes.NotFound, "%v: shard %d (routing version %d)", ErrUnknownShard, shard, f.tables.Table().Version())
+		}
+		err := f.attempt(ctx, addr, call)
+		if err == nil {
+			f.Succeeded(shard, addr)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return f.giveUp(parent, shard, err)
+		}
+		switch f.Observe(shard, addr, err) {
+		case Fail:
+			return err
+		case RetryNow:
+			if redirects < maxRedirects {
+				redirects++
+				continue
+			}
+		}
+		redirects = 0
+		if !Sleep(ctx, backoff) {
+			return f.giveUp(parent, shard, err)
+		}
+		backoff = min(2*backoff, MaxBackoff)
+	}
+}
+
+func (f *Forwarder) attempt(ctx context.Context, addr string, call Call) error {
+	conn, err := f.pool.Conn(addr)
+	if err != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return call(ctx, conn)
+}
+
+func (f *Forwarder) giveUp(parent context.Context, shard uint64, last error) error {
+	if errors.Is(parent.Err(), context.Canceled) {
+		return parent.Err()
+	}
+	return status.Errorf(codes.Unavailable, "shard %d has no reachable leader (last error: %v)", shard, status.Convert(last).Message())
+}
+
+// Any runs call against any broker, trying the table's nodes and the seeds
+// in turn while they answer codes.Unavailable. It serves calls every broker
+// answers (admin, cluster view).
+func (f *Forwarder) Any(ctx context.Context, call Call) error {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	backoff := MinBackoff
+	var last error = status.Error(codes.Unavailable, "no broker address known")
+	for {
+		addrs := f.brokerAddrs()
+		start := int(f.next.Add(1))
+		for i := range addrs {
+			addr := addrs[(start+i)%len(addrs)]
+			err := f.attempt(ctx, addr, call)
+			if err == nil {
+				return nil
+			}
+			last = err
+			if ctx.Err() != nil {
+				break
+			}
+			if status.Code(err) != codes.Unavailable {
+				return err
+			}
+			f.metrics.retries.WithLabelValues("unavailable").Inc()
+		}
+		if !Sleep(ctx, backoff) {
+			if errors.Is(parent.Err(), context.Canceled) {
+				return parent.Err()
+			}
+			return status.Errorf(codes.Unavailable, "no broker reachable (last error: %v)", status.Convert(last).Message())
+		}
+		backoff = min(2*backoff, MaxBackoff)
+	}
+}
+
+func (f *Forwarder) brokerAddrs() []string {
+	seen := make(map[string]bool)
+	var out []string
+	for _, a := range append(f.tables.Table().NodeAddrs(), f.seeds...) {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Sleep waits d or until ctx ends, reporting whether the full wait passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// String names a verdict for logs.
+func (v Verdict) String() string {
+	switch v {
+	case RetryNow:
+		return "retry_now"
+	case RetryLater:
+		return "retry_later"
+	default:
+		return "fail"
+	}
+}

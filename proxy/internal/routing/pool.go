@@ -1,0 +1,59 @@
+package routing
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// ErrPoolClosed is returned by Conn after Close.
+var ErrPoolClosed = errors.New("routing: connection pool closed")
+
+// Pool keeps one client connection per broker address. Connections are
+// lazy (grpc.NewClient) and reconnect by themselves; the pool never drops
+// one before Close.
+type Pool struct {
+	opts []grpc.DialOption
+
+	mu     sync.Mutex // guards conns and closed
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+// NewPool returns a pool dialling with plain-text credentials plus opts.
+func NewPool(opts ...grpc.DialOption) *Pool {
+	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	return &Pool{opts: all, conns: make(map[string]*grpc.ClientConn)}
+}
+
+// Conn returns the connection to addr, creating it on first use.
+func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrPoolClosed
+	}
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, p.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("routing: dial %s: %w", addr, err)
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+// Close closes every connection; later Conn calls fail.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for addr, c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, addr)
+	}
+}

@@ -1,0 +1,163 @@
+package routing
+
+import (
+	"github.com/sundialmq/sundial/proxy/internal/ring"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// ShardID names an event shard.
+type ShardID = uint64
+
+// Table is an immutable snapshot of a routing table with the lookups the
+// proxy needs. The zero of every lookup is safe on a nil *Table.
+type Table struct {
+	raw        *sundialv1.RoutingTable
+	ring       *ring.Ring
+	nodes      map[uint64]string // node id → gRPC address
+	shards     map[ShardID]*sundialv1.Shard
+	partitions map[string]uint32 // topic → partition count
+}
+
+// NewTable indexes rt. prev (may be nil) lends its ring when the shard set
+// did not change, since building a ring costs a few milliseconds.
+func NewTable(rt *sundialv1.RoutingTable, prev *Table) *Table {
+	t := &Table{
+		raw:        rt,
+		nodes:      make(map[uint64]string, len(rt.GetNodes())),
+		shards:     make(map[ShardID]*sundialv1.Shard, len(rt.GetShards())),
+		partitions: make(map[string]uint32, len(rt.GetTopics())),
+	}
+	for _, n := range rt.GetNodes() {
+		if n.GetState() == sundialv1.NodeState_NODE_STATE_REMOVED || n.GetGrpcAddr() == "" {
+			continue
+		}
+		t.nodes[n.GetNodeId()] = n.GetGrpcAddr()
+	}
+	ids := make([]uint64, 0, len(rt.GetShards()))
+	for _, s := range rt.GetShards() {
+		t.shards[s.GetShardId()] = s
+		ids = append(ids, s.GetShardId())
+	}
+	for _, tp := range rt.GetTopics() {
+		if tp.GetPartitions() > 0 {
+			t.partitions[tp.GetName()] = uint32(tp.GetPartitions())
+		}
+	}
+	r := ring.New(ids)
+	if prev != nil && prev.ring.Equal(r) {
+		r = prev.ring
+	}
+	t.ring = r
+	return t
+}
+
+// Raw is the routing table as received. Callers must not modify it.
+func (t *Table) Raw() *sundialv1.RoutingTable {
+	if t == nil {
+		return nil
+	}
+	return t.raw
+}
+
+// Version is the table's routing version, 0 for a nil table.
+func (t *Table) Version() uint64 { return t.Raw().GetVersion() }
+
+// Partitions is the partition count of topic; an unknown topic has one.
+func (t *Table) Partitions(topic string) uint32 {
+	if t != nil {
+		if n, ok := t.partitions[topic]; ok {
+			return n
+		}
+	}
+	return 1
+}
+
+// Locate is the shard owning partition of topic, 0 if the table has no
+// shards.
+func (t *Table) Locate(topic string, partition uint32) ShardID {
+	if t == nil {
+		return 0
+	}
+	return t.ring.Locate(topic, partition)
+}
+
+// ShardCount is the number of event shards on the ring.
+func (t *Table) ShardCount() int {
+	if t == nil {
+		return 0
+	}
+	return t.ring.Len()
+}
+
+// TopicShards maps each shard holding a partition of topic to those
+// partitions, in ascending partition order.
+func (t *Table) TopicShards(topic string) map[ShardID][]uint32 {
+	out := make(map[ShardID][]uint32)
+	if t.ShardCount() == 0 {
+		return out
+	}
+	n := t.Partitions(topic)
+	for p := range n {
+		s := t.Locate(topic, p)
+		out[s] = append(out[s], p)
+	}
+	return out
+}
+
+// LeaderHint is the node id the table names as the shard's leader, 0 when
+// unknown.
+func (t *Table) LeaderHint(shard ShardID) uint64 {
+	if t == nil {
+		return 0
+	}
+	return t.shards[shard].GetLeaderNodeId()
+}
+
+// ReplicaAddrs lists the gRPC addresses of the shard's replicas, the
+// hinted leader first and the rest in replica order. Replicas on nodes
+// without an address are left out.
+func (t *Table) ReplicaAddrs(shard ShardID) []string {
+	if t == nil {
+		return nil
+	}
+	s, ok := t.shards[shard]
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(s.GetReplicas()))
+	if a, ok := t.nodes[s.GetLeaderNodeId()]; ok && s.GetLeaderNodeId() != 0 {
+		out = append(out, a)
+	}
+	for _, r := range s.GetReplicas() {
+		if r.GetNodeId() == s.GetLeaderNodeId() {
+			continue
+		}
+		if a, ok := t.nodes[r.GetNodeId()]; ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// NodeAddr is the gRPC address of node id, "" when unknown.
+func (t *Table) NodeAddr(id uint64) string {
+	if t == nil {
+		return ""
+	}
+	return t.nodes[id]
+}
+
+// NodeAddrs lists the gRPC addresses of all live nodes in table order.
+func (t *Table) NodeAddrs() []string {
+	if t == nil {
+		return nil
+	}
+	out := make([]string, 0, len(t.nodes))
+	for _, n := range t.raw.GetNodes() {
+		if a, ok := t.nodes[n.GetNodeId()]; ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -1,0 +1,32 @@
+package subscribe
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Metrics are the subscription collectors of one proxy.
+type Metrics struct {
+	subscriptions prometheus.Gauge
+	delivered     prometheus.Counter
+	reopens       prometheus.Counter
+}
+
+// NewMetrics registers the subscription collectors with reg (nil: none).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
+	return &Metrics{
+		subscriptions: f.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_proxy_subscriptions",
+			Help: "Client subscriptions open.",
+		}),
+		delivered: f.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_proxy_delivered_messages_total",
+			Help: "Deliveries passed from shards to clients.",
+		}),
+		reopens: f.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_proxy_shard_stream_reopens_total",
+			Help: "Shard subscription streams reopened after a break.",
+		}),
+	}
+}

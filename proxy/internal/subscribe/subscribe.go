@@ -1,0 +1,385 @@
+// Package subscribe serves Consumer.Subscribe: it opens one Shard.Subscribe
+// stream per event shard holding the topic's partitions, splits the
+// client's credit over them (Splitter), merges their deliveries into the
+// client stream, reopens a broken shard stream at the shard's new leader
+// carrying its unspent credit over, and answers acks, nacks and extends
+// sent on the stream.
+//
+// Goroutines of one subscription, all joined before Serve returns (except
+// the client reader, which gRPC unblocks when Serve returns): the client
+// reader, one runner per shard stream plus its credit sender, and one per
+// in-flight ack operation (at most maxAckOps). session.mu guards the
+// splitter and every shard's pending credit; sendMu serialises writes to
+// the client stream. Lock order: mu before sendMu is never needed; neither
+// is held across a network call except sendMu across Send.
+//
+// The shard set is fixed when the subscription starts; a subscription
+// opened before shards were added keeps reading its original shards until
+// the client reconnects.
+package subscribe
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proto/validate"
+	"github.com/sundialmq/sundial/proxy/internal/forward"
+	"github.com/sundialmq/sundial/proxy/internal/routing"
+
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// maxAckOps bounds the ack operations of one stream handled at once.
+const maxAckOps = 64
+
+// streamHealthy is how long a shard stream must have lived for its
+// reconnect backoff to reset.
+const streamHealthy = time.Second
+
+// Settler answers acks, nacks and extends; results are in receipt order.
+type Settler interface {
+	Ack(ctx context.Context, req *sundialv1.AckRequest) []*sundialv1.ReceiptResult
+	Nack(ctx context.Context, req *sundialv1.NackRequest) []*sundialv1.ReceiptResult
+	Extend(ctx context.Context, req *sundialv1.ExtendRequest) []*sundialv1.ReceiptResult
+}
+
+// Handler serves subscriptions.
+type Handler struct {
+	Tables    forward.Tables
+	Pool      *routing.Pool
+	Forwarder *forward.Forwarder
+	Settler   Settler
+	Log       *zap.Logger
+	Metrics   *Metrics
+	// WaitTimeout bounds the wait for a routing table at the start.
+	WaitTimeout time.Duration
+}
+
+// Serve runs one subscription until the client ends it or a shard fails
+// for good.
+func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	}
+	start := first.GetStart()
+	if start == nil {
+		return apierr.InvalidArgument(apierr.FieldViolation{Field: "start", Description: "first frame must be start"})
+	}
+	if vs := validate.Start(start); len(vs) > 0 {
+		return apierr.InvalidArgument(vs...)
+	}
+	wctx, cancel := context.WithTimeout(stream.Context(), h.WaitTimeout)
+	table, err := h.Tables.Wait(wctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	byShard := table.TopicShards(start.GetTopic())
+	if len(byShard) == 0 {
+		return status.Error(codes.Unavailable, "routing table has no event shards")
+	}
+	group := start.GetGroup()
+	if group == "" {
+		group = validate.DefaultGroup
+	}
+	ctx, cancelAll := context.WithCancel(stream.Context())
+	defer cancelAll()
+	s := &session{
+		h:      h,
+		stream: stream,
+		ctx:    ctx,
+		start: &brokerv1.ShardStart{
+			Topic:               start.GetTopic(),
+			Group:               group,
+			VisibilityTimeoutMs: start.GetVisibilityTimeoutMs(),
+			AckMode:             start.GetAckMode(),
+		},
+		shards: make(map[uint64]*shardStream, len(byShard)),
+		fatal:  make(chan error, len(byShard)),
+		ackSem: make(chan struct{}, maxAckOps),
+	}
+	ids := make([]uint64, 0, len(byShard))
+	for id, parts := range byShard {
+		ids = append(ids, id)
+		s.shards[id] = &shardStream{id: id, partitions: parts, wake: make(chan struct{}, 1)}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	s.split = NewSplitter(ids)
+	s.grant(int64(start.GetMaxInFlight()))
+
+	h.Metrics.subscriptions.Inc()
+	defer h.Metrics.subscriptions.Dec()
+
+	var runners sync.WaitGroup
+	for _, id := range ids {
+		ss := s.shards[id]
+		runners.Go(func() { s.runShard(ss) })
+	}
+	readerDone := make(chan error, 1)
+	go func() { readerDone <- s.read() }()
+
+	select {
+	case err = <-readerDone:
+	case err = <-s.fatal:
+	}
+	cancelAll()
+	runners.Wait()
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.acks.Wait()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+type shardStream struct {
+	id         uint64
+	partitions []uint32
+	wake       chan struct{} // cap 1: pending changed
+	pending    int64         // credit granted but not yet sent; guarded by session.mu
+}
+
+type session struct {
+	h      *Handler
+	stream sundialv1.Consumer_SubscribeServer
+	ctx    context.Context // ends with the subscription; owned by Serve
+	start  *brokerv1.ShardStart
+	shards map[uint64]*shardStream // fixed after Serve set it up
+	fatal  chan error
+	ackSem chan struct{}
+	acks   sync.WaitGroup
+
+	mu      sync.Mutex // guards split, every shardStream.pending, closing
+	split   *Splitter
+	closing bool
+
+	sendMu sync.Mutex // serialises stream.Send
+}
+
+func (s *session) grant(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apply(s.split.Grant(n))
+}
+
+// apply queues grants on their shard streams; s.mu must be held.
+func (s *session) apply(gs []Grant) {
+	for _, g := range gs {
+		ss := s.shards[g.Shard]
+		ss.pending += g.N
+		select {
+		case ss.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *session) send(resp *sundialv1.SubscribeResponse) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.stream.Send(resp)
+}
+
+// read handles client frames until the client stream ends.
+func (s *session) read() error {
+	for {
+		req, err := s.stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch k := req.GetKind().(type) {
+		case *sundialv1.SubscribeRequest_Credit:
+			s.grant(int64(k.Credit.GetN()))
+		case *sundialv1.SubscribeRequest_Ack:
+			s.settle(sundialv1.AckResult_OP_ACK, k.Ack.GetRequestId(), func(ctx context.Context) []*sundialv1.ReceiptResult {
+				return s.h.Settler.Ack(ctx, k.Ack)
+			})
+		case *sundialv1.SubscribeRequest_Nack:
+			s.settle(sundialv1.AckResult_OP_NACK, k.Nack.GetRequestId(), func(ctx context.Context) []*sundialv1.ReceiptResult {
+				return s.h.Settler.Nack(ctx, k.Nack)
+			})
+		case *sundialv1.SubscribeRequest_Extend:
+			s.settle(sundialv1.AckResult_OP_EXTEND, k.Extend.GetRequestId(), func(ctx context.Context) []*sundialv1.ReceiptResult {
+				return s.h.Settler.Extend(ctx, k.Extend)
+			})
+		case *sundialv1.SubscribeRequest_Start:
+			return apierr.InvalidArgument(apierr.FieldViolation{Field: "start", Description: "start may be sent only once"})
+		default:
+			return apierr.InvalidArgument(apierr.FieldViolation{Field: "kind", Description: "unknown frame"})
+		}
+	}
+}
+
+// settle runs one ack operation in the background, at most maxAckOps at
+// once (the reader blocks beyond that), and answers with an AckResult.
+func (s *session) settle(op sundialv1.AckResult_Op, requestID string, run func(context.Context) []*sundialv1.ReceiptResult) {
+	select {
+	case s.ackSem <- struct{}{}:
+	case <-s.ctx.Done():
+		return
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		<-s.ackSem
+		return
+	}
+	s.acks.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.acks.Done()
+		defer func() { <-s.ackSem }()
+		results := run(s.ctx)
+		_ = s.send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_AckResult{AckResult: &sundialv1.AckResult{
+			Op: op, RequestId: requestID, Results: results,
+		}}})
+	}()
+}
+
+// runShard keeps one shard stream open until the subscription ends.
+func (s *session) runShard(ss *shardStream) {
+	backoff := forward.MinBackoff
+	redirects := 0
+	for s.ctx.Err() == nil {
+		addr := s.h.Forwarder.Leader(ss.id)
+		var err error
+		began := time.Now()
+		if addr == "" {
+			err = status.Errorf(codes.Unavailable, "shard %d has no known replica", ss.id)
+		} else {
+			err = s.streamOnce(ss, addr)
+		}
+		if s.ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > streamHealthy {
+			backoff = forward.MinBackoff
+		}
+		v := s.h.Forwarder.Observe(ss.id, addr, err)
+		if v == forward.Fail && permanent(err) {
+			s.h.Log.Warn("shard subscription failed", zap.Uint64("shard_id", ss.id), zap.Error(err))
+			s.fatal <- err
+			return
+		}
+		if v == forward.RetryNow && redirects < 3 {
+			redirects++
+			continue
+		}
+		redirects = 0
+		s.h.Metrics.reopens.Inc()
+		s.h.Log.Debug("shard subscription reopening", zap.Uint64("shard_id", ss.id), zap.String("broker_addr", addr), zap.Error(err), zap.Duration("backoff", backoff))
+		if !forward.Sleep(s.ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, forward.MaxBackoff)
+	}
+}
+
+// permanent reports whether a shard stream error should end the whole
+// subscription rather than be retried.
+func permanent(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated,
+		codes.FailedPrecondition, codes.Unimplemented, codes.OutOfRange, codes.AlreadyExists:
+		return true
+	}
+	return false
+}
+
+// streamOnce runs one Shard.Subscribe stream at addr until it breaks.
+func (s *session) streamOnce(ss *shardStream, addr string) error {
+	conn, err := s.h.Pool.Conn(addr)
+	if err != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	st, err := brokerv1.NewShardClient(conn).Subscribe(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	credit := s.split.Held(ss.id)
+	ss.pending = 0
+	s.mu.Unlock()
+	start := &brokerv1.ShardStart{
+		ShardId:             ss.id,
+		Topic:               s.start.GetTopic(),
+		Group:               s.start.GetGroup(),
+		Partitions:          ss.partitions,
+		VisibilityTimeoutMs: s.start.GetVisibilityTimeoutMs(),
+		AckMode:             s.start.GetAckMode(),
+		Credit:              clamp32(credit),
+	}
+	if err := st.Send(&brokerv1.ShardSubscribeRequest{Kind: &brokerv1.ShardSubscribeRequest_Start{Start: start}}); err != nil {
+		_, rerr := st.Recv() // the stream's status explains a failed send
+		return rerr
+	}
+	var sender sync.WaitGroup
+	sender.Go(func() { s.sendCredit(ctx, ss, st) })
+	defer sender.Wait()
+	defer cancel()
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return status.Errorf(codes.Unavailable, "shard %d stream closed by broker", ss.id)
+			}
+			return err
+		}
+		d := resp.GetDelivery()
+		if d == nil {
+			continue
+		}
+		s.mu.Lock()
+		s.apply(s.split.Spend(ss.id))
+		s.mu.Unlock()
+		if err := s.send(resp); err != nil {
+			return err
+		}
+		s.h.Metrics.delivered.Inc()
+	}
+}
+
+// sendCredit forwards ss's pending credit to its stream until ctx ends.
+func (s *session) sendCredit(ctx context.Context, ss *shardStream, st brokerv1.Shard_SubscribeClient) {
+	for {
+		select {
+		case <-ss.wake:
+		case <-ctx.Done():
+			return
+		}
+		s.mu.Lock()
+		n := ss.pending
+		ss.pending = 0
+		s.mu.Unlock()
+		for n > 0 {
+			c := clamp32(n)
+			n -= int64(c)
+			if err := st.Send(&brokerv1.ShardSubscribeRequest{Kind: &brokerv1.ShardSubscribeRequest_Credit{Credit: &sundialv1.Credit{N: c}}}); err != nil {
+				return // Recv sees the stream's error
+			}
+		}
+	}
+}
+
+func clamp32(n int64) int32 {
+	return int32(min(max(n, 0), math.MaxInt32))
+}

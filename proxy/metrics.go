@@ -1,0 +1,40 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"google.golang.org/grpc/status"
+)
+
+// metrics are the request collectors of one proxy.
+type metrics struct {
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	published prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_proxy_requests_total",
+			Help: "gRPC requests served, by full method and status code.",
+		}, []string{"method", "code"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sundial_proxy_request_duration_seconds",
+			Help:    "Time to serve a gRPC request (streams: their whole life), by full method.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"method"}),
+		published: f.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_proxy_published_messages_total",
+			Help: "Messages stored through this proxy.",
+		}),
+	}
+}
+
+func (m *metrics) observe(method string, err error, d time.Duration) {
+	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()
+	m.duration.WithLabelValues(method).Observe(d.Seconds())
+}

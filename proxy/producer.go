@@ -1,0 +1,159 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proto/validate"
+	"github.com/sundialmq/sundial/proxy/internal/batch"
+
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// maxStreamPublishes bounds the publishes of one PublishStream in flight.
+const maxStreamPublishes = 64
+
+type producer struct {
+	sundialv1.UnimplementedProducerServer
+	s *Server
+}
+
+func (p producer) Publish(ctx context.Context, req *sundialv1.PublishRequest) (*sundialv1.PublishResponse, error) {
+	return p.s.publish(ctx, req)
+}
+
+// PublishStream handles each request concurrently (at most
+// maxStreamPublishes at once) and answers as each completes. A request
+// that fails as a whole (invalid, no routing table) is answered with its
+// error on every message's result, so the stream stays open for the rest.
+func (p producer) PublishStream(stream grpc.BidiStreamingServer[sundialv1.PublishRequest, sundialv1.PublishResponse]) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	var (
+		wg      sync.WaitGroup
+		sendMu  sync.Mutex
+		sendErr error
+	)
+	sem := make(chan struct{}, maxStreamPublishes)
+	send := func(resp *sundialv1.PublishResponse) {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if sendErr != nil {
+			return
+		}
+		if err := stream.Send(resp); err != nil {
+			sendErr = err
+			cancel()
+		}
+	}
+	var recvErr error
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			recvErr = err
+			break
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			resp, err := p.s.publish(ctx, req)
+			if err != nil {
+				resp = &sundialv1.PublishResponse{RequestId: req.GetRequestId(), Results: make([]*sundialv1.PublishResult, len(req.GetMessages()))}
+				st := statusProto(err)
+				for i := range resp.Results {
+					resp.Results[i] = &sundialv1.PublishResult{Error: st}
+				}
+			}
+			send(resp)
+		})
+	}
+	wg.Wait()
+	sendMu.Lock()
+	defer sendMu.Unlock()
+	if sendErr != nil {
+		return sendErr
+	}
+	if recvErr != nil && !errors.Is(recvErr, io.EOF) {
+		return recvErr
+	}
+	return nil
+}
+
+// publish validates req, splits it by shard, forwards the parts
+// concurrently and merges the answers in request order.
+func (s *Server) publish(ctx context.Context, req *sundialv1.PublishRequest) (*sundialv1.PublishResponse, error) {
+	if vs := validate.Publish(req, s.cfg.Limits, time.Now().UnixMilli()); len(vs) > 0 {
+		return nil, apierr.InvalidArgument(vs...)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.ForwardTimeout)
+	table, err := s.watcher.Wait(wctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if table.ShardCount() == 0 {
+		return nil, status.Error(codes.Unavailable, "routing table has no event shards")
+	}
+	rid := req.GetRequestId()
+	if rid == "" {
+		rid = newRequestID()
+	}
+	parts := batch.Split(req.GetMessages(), table, s.partitioner)
+	answers := make([]batch.Answer, len(parts))
+	var wg sync.WaitGroup
+	for i, pt := range parts {
+		wg.Go(func() {
+			sreq := &brokerv1.ShardPublishRequest{
+				ShardId:        pt.Shard,
+				RequestId:      rid + "/" + strconv.FormatUint(pt.Shard, 10),
+				Messages:       pt.Messages,
+				RoutingVersion: table.Version(),
+			}
+			var resp *sundialv1.PublishResponse
+			err := s.fwd.Do(ctx, pt.Shard, func(ctx context.Context, conn *grpc.ClientConn) error {
+				var err error
+				resp, err = brokerv1.NewShardClient(conn).Publish(ctx, sreq)
+				return err
+			})
+			if err != nil {
+				answers[i] = batch.Answer{Err: statusProto(err)}
+				return
+			}
+			answers[i] = batch.Answer{Results: resp.GetResults()}
+		})
+	}
+	wg.Wait()
+	results := batch.Merge(len(req.GetMessages()), parts, answers)
+	stored := 0
+	for _, r := range results {
+		if r.GetError() == nil {
+			stored++
+		}
+	}
+	s.metrics.published.Add(float64(stored))
+	return &sundialv1.PublishResponse{RequestId: req.GetRequestId(), Results: results}, nil
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,307 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proto/receipt"
+
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// fakeBroker serves a fixed routing table and a toy Shard service. Node 1
+// leads every shard; node 2 answers NotLeader pointing at node 1.
+type fakeBroker struct {
+	sundialv1.UnimplementedClusterServer
+	brokerv1.UnimplementedShardServer
+	leader     bool
+	leaderAddr string
+	table      func() *sundialv1.RoutingTable
+
+	mu        sync.Mutex
+	published map[uint64]int // shard → messages
+	acked     []string
+}
+
+func (b *fakeBroker) WatchRouting(_ *sundialv1.WatchRoutingRequest, st grpc.ServerStreamingServer[sundialv1.RoutingTable]) error {
+	if err := st.Send(b.table()); err != nil {
+		return err
+	}
+	<-st.Context().Done()
+	return nil
+}
+
+func (b *fakeBroker) Publish(_ context.Context, req *brokerv1.ShardPublishRequest) (*sundialv1.PublishResponse, error) {
+	if !b.leader {
+		return nil, apierr.NotLeader(req.GetShardId(), 1, b.leaderAddr)
+	}
+	b.mu.Lock()
+	b.published[req.GetShardId()] += len(req.GetMessages())
+	b.mu.Unlock()
+	out := &sundialv1.PublishResponse{RequestId: req.GetRequestId()}
+	for i, m := range req.GetMessages() {
+		out.Results = append(out.Results, &sundialv1.PublishResult{MessageId: fmt.Sprintf("%d:%s", req.GetShardId(), m.GetMessage().GetPayload()), DueAtUnixMs: int64(i)})
+	}
+	return out, nil
+}
+
+func (b *fakeBroker) Subscribe(st grpc.BidiStreamingServer[brokerv1.ShardSubscribeRequest, sundialv1.SubscribeResponse]) error {
+	first, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if !b.leader {
+		return apierr.NotLeader(start.GetShardId(), 1, b.leaderAddr)
+	}
+	credit := int64(start.GetCredit())
+	n := 0
+	send := func() error {
+		for ; credit > 0; credit-- {
+			r := receipt.Receipt{Message: receipt.NewMessageID(start.GetShardId(), uint64(n+1), 0), Group: start.GetGroup(), Attempt: 1}
+			n++
+			if err := st.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Delivery{Delivery: &sundialv1.Delivery{
+				MessageId: fmt.Sprintf("%d-%d", start.GetShardId(), n), Receipt: r.String(), Topic: start.GetTopic(), Group: start.GetGroup(),
+			}}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := send(); err != nil {
+		return err
+	}
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		credit += int64(req.GetCredit().GetN())
+		if err := send(); err != nil {
+			return err
+		}
+	}
+}
+
+func (b *fakeBroker) Ack(_ context.Context, req *brokerv1.ShardAckRequest) (*sundialv1.AckResponse, error) {
+	if !b.leader {
+		return nil, apierr.NotLeader(req.GetShardId(), 1, b.leaderAddr)
+	}
+	out := &sundialv1.AckResponse{}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range req.GetReceipts() {
+		b.acked = append(b.acked, r)
+		out.Results = append(out.Results, &sundialv1.ReceiptResult{Receipt: r})
+	}
+	return out, nil
+}
+
+func serve(t *testing.T, b *fakeBroker) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	sundialv1.RegisterClusterServer(g, b)
+	brokerv1.RegisterShardServer(g, b)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	return lis.Addr().String()
+}
+
+// startCluster runs a leader (node 1) and a follower (node 2, listed
+// first as every shard's leader hint, so calls are redirected) and a proxy
+// seeded with the follower.
+func startCluster(t *testing.T) (*Server, *fakeBroker, *grpc.ClientConn) {
+	t.Helper()
+	leader := &fakeBroker{leader: true, published: map[uint64]int{}}
+	follower := &fakeBroker{published: map[uint64]int{}}
+	leaderAddr := serve(t, leader)
+	followerAddr := serve(t, follower)
+	follower.leaderAddr = leaderAddr
+	table := func() *sundialv1.RoutingTable {
+		rt := &sundialv1.RoutingTable{
+			Version: 3,
+			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: leaderAddr}, {NodeId: 2, GrpcAddr: followerAddr}},
+			Topics:  []*sundialv1.TopicRoute{{Name: "wide", Partitions: 8}},
+		}
+		for id := uint64(1); id <= 4; id++ {
+			rt.Shards = append(rt.Shards, &sundialv1.Shard{ShardId: id, LeaderNodeId: 2, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}, {ReplicaId: 2, NodeId: 2}}})
+		}
+		return rt
+	}
+	leader.table, follower.table = table, table
+
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Brokers = []string{followerAddr}
+	cfg.ForwardTimeout = 3 * time.Second
+	srv, err := New(cfg, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	deadline := time.Now().Add(5 * time.Second)
+	for !srv.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("proxy not ready after 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return srv, leader, conn
+}
+
+func TestPublishSplitsAndMerges(t *testing.T) {
+	_, leader, conn := startCluster(t)
+	req := &sundialv1.PublishRequest{RequestId: "r1"}
+	for i := range 40 {
+		req.Messages = append(req.Messages, &sundialv1.Message{Topic: "wide", Payload: fmt.Appendf(nil, "m%d", i)})
+	}
+	resp, err := sundialv1.NewProducerClient(conn).Publish(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Publish() = %v", err)
+	}
+	if len(resp.GetResults()) != 40 {
+		t.Fatalf("Publish() gave %d results, want 40", len(resp.GetResults()))
+	}
+	for i, r := range resp.GetResults() {
+		var shard uint64
+		var payload string
+		if _, err := fmt.Sscanf(r.GetMessageId(), "%d:%s", &shard, &payload); err != nil || payload != fmt.Sprintf("m%d", i) {
+			t.Errorf("result %d = %v, want the id of m%d", i, r, i)
+		}
+	}
+	leader.mu.Lock()
+	shards := len(leader.published)
+	leader.mu.Unlock()
+	if shards < 2 {
+		t.Errorf("40 messages over 8 partitions reached %d shards, want at least 2", shards)
+	}
+}
+
+func TestPublishInvalid(t *testing.T) {
+	_, _, conn := startCluster(t)
+	_, err := sundialv1.NewProducerClient(conn).Publish(t.Context(), &sundialv1.PublishRequest{Messages: []*sundialv1.Message{{Topic: "bad topic"}}})
+	if status.Code(err) != codes.InvalidArgument || len(apierr.Violations(err)) != 1 {
+		t.Fatalf("Publish(bad topic) = %v, want InvalidArgument with one violation", err)
+	}
+}
+
+func TestSubscribeAndAck(t *testing.T) {
+	_, leader, conn := startCluster(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	st, err := sundialv1.NewConsumerClient(conn).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: &sundialv1.Start{Topic: "wide", MaxInFlight: 10}}}); err != nil {
+		t.Fatal(err)
+	}
+	var receipts []string
+	for len(receipts) < 10 {
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatalf("Recv() after %d deliveries = %v", len(receipts), err)
+		}
+		d := resp.GetDelivery()
+		if d.GetGroup() != "default" {
+			t.Errorf("delivery group = %q, want default", d.GetGroup())
+		}
+		receipts = append(receipts, d.GetReceipt())
+	}
+	// No more than granted: nothing else may arrive until credit is given.
+	if err := st.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Ack{Ack: &sundialv1.AckRequest{RequestId: "a1", Receipts: append(receipts, "junk")}}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar := resp.GetAckResult()
+	if ar == nil {
+		t.Fatalf("Recv() = %v, want an AckResult (a delivery beyond the credit granted?)", resp)
+	}
+	if ar.GetRequestId() != "a1" || len(ar.GetResults()) != 11 {
+		t.Fatalf("AckResult = %v, want request a1 with 11 results", ar)
+	}
+	for i, r := range ar.GetResults()[:10] {
+		if r.GetError() != nil || r.GetReceipt() != receipts[i] {
+			t.Errorf("ack result %d = %v, want success for %s", i, r, receipts[i])
+		}
+	}
+	if c := codes.Code(ar.GetResults()[10].GetError().GetCode()); c != codes.InvalidArgument {
+		t.Errorf("ack result for junk code = %v, want InvalidArgument", c)
+	}
+	if err := st.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Credit{Credit: &sundialv1.Credit{N: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		resp, err := st.Recv()
+		if err != nil || resp.GetDelivery() == nil {
+			t.Fatalf("Recv() %d after credit = %v, %v, want a delivery", i, resp, err)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Errorf("Recv() after CloseSend = %v, want EOF", err)
+	}
+	leader.mu.Lock()
+	acked := len(leader.acked)
+	leader.mu.Unlock()
+	if acked != 10 {
+		t.Errorf("leader saw %d acks, want 10", acked)
+	}
+}
+
+func TestSubscribeFirstFrameMustBeStart(t *testing.T) {
+	_, _, conn := startCluster(t)
+	st, err := sundialv1.NewConsumerClient(conn).Subscribe(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Credit{Credit: &sundialv1.Credit{N: 1}}})
+	if _, err := st.Recv(); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Recv() = %v, want InvalidArgument", err)
+	}
+}
+
+func TestHealthzAndMetrics(t *testing.T) {
+	srv, _, _ := startCluster(t)
+	for _, path := range []string{"/healthz", "/metrics"} {
+		resp, err := http.Get("http://" + srv.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s = %d, want 200", path, resp.StatusCode)
+		}
+	}
+}

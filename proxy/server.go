@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sundialmq/sundial/proxy/internal/batch"
+	"github.com/sundialmq/sundial/proxy/internal/forward"
+	"github.com/sundialmq/sundial/proxy/internal/routing"
+	"github.com/sundialmq/sundial/proxy/internal/subscribe"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// stopGrace is how long Stop lets in-flight calls finish before it cuts
+// the remaining streams.
+const stopGrace = 2 * time.Second
+
+// Server is one proxy.
+type Server struct {
+	cfg      Config
+	log      *zap.Logger
+	gatherer prometheus.Gatherer
+	metrics  *metrics
+
+	pool        *routing.Pool
+	watcher     *routing.Watcher
+	fwd         *forward.Forwarder
+	partitioner *batch.Partitioner
+	subs        *subscribe.Handler
+
+	grpc   *grpc.Server
+	health *health.Server
+	http   *http.Server
+
+	ready atomic.Bool
+
+	mu       sync.Mutex // guards grpcLis, httpLis, started, stopped
+	grpcLis  net.Listener
+	httpLis  net.Listener
+	started  bool
+	stopped  bool
+	serveErr chan error
+	wg       sync.WaitGroup // serving goroutines
+}
+
+// New builds a proxy from cfg. log may be nil (no logging); reg may be nil
+// (a private registry). /metrics serves reg when it is also a
+// prometheus.Gatherer (a *prometheus.Registry is), else the default
+// gatherer.
+func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("proxy: invalid config: %w", err)
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	gatherer, ok := reg.(prometheus.Gatherer)
+	if !ok {
+		gatherer = prometheus.DefaultGatherer
+	}
+	s := &Server{
+		cfg:         cfg,
+		log:         log,
+		gatherer:    gatherer,
+		metrics:     newMetrics(reg),
+		pool:        routing.NewPool(),
+		partitioner: batch.NewPartitioner(),
+		health:      health.NewServer(),
+		serveErr:    make(chan error, 2),
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.watcher = routing.NewWatcher(cfg.Brokers, s.pool, log, routing.NewMetrics(reg), s.onTable)
+	s.fwd = forward.New(s.watcher, s.pool, cfg.Brokers, cfg.ForwardTimeout, forward.NewMetrics(reg))
+	s.subs = &subscribe.Handler{
+		Tables:      s.watcher,
+		Pool:        s.pool,
+		Forwarder:   s.fwd,
+		Settler:     settler{s},
+		Log:         log,
+		Metrics:     subscribe.NewMetrics(reg),
+		WaitTimeout: cfg.ForwardTimeout,
+	}
+
+	s.grpc = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(s.unaryBoundary),
+		grpc.ChainStreamInterceptor(s.streamBoundary),
+	)
+	sundialv1.RegisterProducerServer(s.grpc, producer{s: s})
+	sundialv1.RegisterConsumerServer(s.grpc, consumer{s: s})
+	sundialv1.RegisterAdminServer(s.grpc, admin{s: s})
+	sundialv1.RegisterClusterServer(s.grpc, cluster{s: s})
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", s.healthz)
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// onTable runs on the watcher goroutine after each new table.
+func (s *Server) onTable(*routing.Table) {
+	if !s.ready.Swap(true) {
+		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		for _, svc := range []string{sundialv1.Producer_ServiceDesc.ServiceName, sundialv1.Consumer_ServiceDesc.ServiceName, sundialv1.Admin_ServiceDesc.ServiceName, sundialv1.Cluster_ServiceDesc.ServiceName} {
+			s.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+		}
+		s.log.Info("proxy ready")
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if !s.Ready() {
+		http.Error(w, "no routing table yet\n", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Start listens on the configured addresses and starts serving. It
+// returns once the listeners are open; serving continues until Stop.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("proxy: already started")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	gl, err := lc.Listen(ctx, "tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("proxy: listen grpc: %w", err)
+	}
+	var hl net.Listener
+	if s.cfg.HTTPAddr != "" {
+		hl, err = lc.Listen(ctx, "tcp", s.cfg.HTTPAddr)
+		if err != nil {
+			_ = gl.Close()
+			return fmt.Errorf("proxy: listen http: %w", err)
+		}
+	}
+	s.grpcLis, s.httpLis, s.started = gl, hl, true
+	s.watcher.Start()
+	s.wg.Go(func() {
+		if err := s.grpc.Serve(gl); err != nil {
+			s.log.Error("grpc server stopped", zap.Error(err))
+			s.serveErr <- err
+		}
+	})
+	if hl != nil {
+		s.wg.Go(func() {
+			if err := s.http.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("http server stopped", zap.Error(err))
+				s.serveErr <- err
+			}
+		})
+	}
+	s.log.Info("proxy started", zap.String("grpc_addr", gl.Addr().String()), zap.String("http_addr", s.httpAddrLocked()), zap.Strings("brokers", s.cfg.Brokers))
+	return nil
+}
+
+// Err yields an error when the gRPC or HTTP server stopped serving on its
+// own, for main to exit on.
+func (s *Server) Err() <-chan error { return s.serveErr }
+
+// Stop stops serving, lets in-flight calls finish for a short grace period
+// and then cuts open streams, stops the routing watcher and closes broker
+// connections. It is safe to call more than once and before Start.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.stopped = true
+	started := s.started
+	s.mu.Unlock()
+	s.health.Shutdown()
+	if started {
+		ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
+		defer cancel()
+		done := make(chan struct{})
+		go func() {
+			s.grpc.GracefulStop()
+			close(done)
+		}()
+		_ = s.http.Shutdown(ctx)
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.grpc.Stop()
+			<-done
+		}
+		s.wg.Wait()
+		s.watcher.Stop()
+	}
+	s.pool.Close()
+	s.log.Info("proxy stopped")
+}
+
+// GRPCAddr is the address the gRPC server listens on ("" before Start).
+func (s *Server) GRPCAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.grpcLis == nil {
+		return ""
+	}
+	return s.grpcLis.Addr().String()
+}
+
+// HTTPAddr is the address the HTTP server listens on ("" before Start or
+// when HTTP is disabled).
+func (s *Server) HTTPAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.httpAddrLocked()
+}
+
+// httpAddrLocked is HTTPAddr for callers holding s.mu.
+func (s *Server) httpAddrLocked() string {
+	if s.httpLis == nil {
+		return ""
+	}
+	return s.httpLis.Addr().String()
+}
+
+// Ready reports whether a routing table has arrived.
+func (s *Server) Ready() bool { return s.ready.Load() }
