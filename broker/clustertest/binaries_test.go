@@ -1,0 +1,156 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestBinariesEndToEnd builds the real binaries, starts three brokers and a
+// proxy as processes the way `make run` does, and drives them with shardctl:
+// a message published with a 2s delay is consumed after it is due.
+func TestBinariesEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binaries")
+	}
+	bin := t.TempDir()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pkg := range map[string]string{
+		"sundial-broker": "./broker/cmd/sundial-broker",
+		"sundial-proxy":  "./proxy/cmd/sundial-proxy",
+		"shardctl":       "./shardctl/cmd/shardctl",
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	data := t.TempDir()
+	var members []string
+	type addrs struct{ raft, grpc, metrics string }
+	nodes := make([]addrs, 3)
+	for i := range nodes {
+		nodes[i] = addrs{freeAddr(t), freeAddr(t), freeAddr(t)}
+		members = append(members, fmt.Sprintf("%d=%s@%s", i+1, nodes[i].raft, nodes[i].grpc))
+	}
+	var brokerAddrs []string
+	for i, n := range nodes {
+		start(t, filepath.Join(data, fmt.Sprintf("broker-%d.log", i+1)), filepath.Join(bin, "sundial-broker"),
+			"--node-id", fmt.Sprint(i+1), "--raft-addr", n.raft, "--grpc-addr", n.grpc, "--metrics-addr", n.metrics,
+			"--data-dir", filepath.Join(data, fmt.Sprintf("broker-%d", i+1)), "--initial-members", strings.Join(members, ","),
+			"--shards", "4", "--log-level", "warn")
+		brokerAddrs = append(brokerAddrs, n.grpc)
+	}
+	proxyGRPC, proxyHTTP := freeAddr(t), freeAddr(t)
+	start(t, filepath.Join(data, "proxy.log"), filepath.Join(bin, "sundial-proxy"),
+		"--grpc-addr", proxyGRPC, "--http-addr", proxyHTTP, "--brokers", strings.Join(brokerAddrs, ","), "--log-level", "warn")
+	Eventually(t, 60*time.Second, func() error {
+		resp, err := http.Get("http://" + proxyHTTP + "/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("proxy /healthz answered %d", resp.StatusCode)
+		}
+		return nil
+	})
+	for _, n := range nodes {
+		Eventually(t, 30*time.Second, func() error {
+			resp, err := http.Get("http://" + n.metrics + "/healthz")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("broker /healthz answered %d", resp.StatusCode)
+			}
+			return nil
+		})
+	}
+
+	shardctl := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "shardctl"), append([]string{"--proxy", proxyGRPC}, args...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("shardctl %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
+		}
+		return stdout.String()
+	}
+	// Retry the first publish while the shards elect their first leaders.
+	Eventually(t, 30*time.Second, func() error {
+		cmd := exec.Command(filepath.Join(bin, "shardctl"), "--proxy", proxyGRPC, "status")
+		return cmd.Run()
+	})
+	published := time.Now()
+	out := shardctl("publish", "--topic", "demo", "--delay", "2s", "hello")
+	if !strings.Contains(out, "due") && !strings.Contains(out, "DUE") {
+		t.Logf("publish output:\n%s", out)
+	}
+	out = shardctl("consume", "--topic", "demo", "--count", "1", "--timeout", "30s")
+	if !strings.Contains(out, "hello") {
+		t.Fatalf("consume output lacks the message:\n%s", out)
+	}
+	if waited := time.Since(published); waited < 1900*time.Millisecond {
+		t.Fatalf("consume returned %v after publish, before the 2s delay", waited)
+	}
+	status := shardctl("status")
+	if !strings.Contains(status, "127.0.0.1") {
+		t.Fatalf("status output lacks the nodes:\n%s", status)
+	}
+}
+
+// start runs a process with its output in logPath and stops it (SIGTERM,
+// then SIGKILL) when the test ends; its log is printed if the test failed.
+func start(t *testing.T, logPath, name string, args ...string) {
+	t.Helper()
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		if t.Failed() {
+			if b, err := os.ReadFile(logPath); err == nil {
+				t.Logf("%s:\n%s", filepath.Base(logPath), tail(b, 4000))
+			}
+		}
+	})
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
