@@ -1,0 +1,53 @@
+package client
+
+import (
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// DefaultAddr is the proxy address clients use when given none.
+const DefaultAddr = "127.0.0.1:7400"
+
+type config struct {
+	dialOpts       []grpc.DialOption
+	creds          credentials.TransportCredentials
+	backoff        Backoff
+	attemptTimeout time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		backoff:        DefaultBackoff(),
+		attemptTimeout: 30 * time.Second,
+	}
+}
+
+// Option configures Dial.
+type Option func(*config)
+
+// WithDialOptions appends raw gRPC dial options (interceptors, keepalive,
+// message size limits).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) { c.dialOpts = append(c.dialOpts, opts...) }
+}
+
+// WithTransportCredentials sets TLS (or other) transport credentials. The
+// default is plaintext.
+func WithTransportCredentials(creds credentials.TransportCredentials) Option {
+	return func(c *config) { c.creds = creds }
+}
+
+// WithBackoff sets the retry backoff of Publish, the unary ack calls and
+// Subscribe's reconnects.
+func WithBackoff(b Backoff) Option {
+	return func(c *config) { c.backoff = b }
+}
+
+// WithAttemptTimeout bounds each attempt of a retried unary call (default
+// 30s). An attempt that runs out of time is retried while the caller's
+// context lives. Zero disables the per-attempt bound.
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(c *config) { c.attemptTimeout = d }
+}

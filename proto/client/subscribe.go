@@ -1,0 +1,386 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// SubscribeOptions says what to consume and how.
+type SubscribeOptions struct {
+	Topic string // required
+	Group string // empty: "default"
+	// MaxInFlight is the number of deliveries held at once: the stream's
+	// credit and the bound on concurrently running handlers (default 64).
+	MaxInFlight int
+	// VisibilityTimeout is the lease of each delivery; 0 means the topic's.
+	VisibilityTimeout time.Duration
+	AckMode           sundialv1.AckMode
+	// OnStreamError, when set, is called with the error of each broken
+	// stream before Subscribe reconnects (nil for a stream the server ended
+	// cleanly). It must not block.
+	OnStreamError func(err error)
+}
+
+func (o SubscribeOptions) validate() error {
+	var errs []error
+	if o.Topic == "" {
+		errs = append(errs, errors.New("topic is required"))
+	}
+	if o.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("max in flight %d is negative", o.MaxInFlight))
+	}
+	if o.MaxInFlight > 1<<20 {
+		errs = append(errs, fmt.Errorf("max in flight %d is above %d", o.MaxInFlight, 1<<20))
+	}
+	if o.VisibilityTimeout < 0 {
+		errs = append(errs, fmt.Errorf("visibility timeout %v is negative", o.VisibilityTimeout))
+	}
+	if o.VisibilityTimeout > 0 && o.VisibilityTimeout < time.Millisecond {
+		errs = append(errs, fmt.Errorf("visibility timeout %v is below 1ms", o.VisibilityTimeout))
+	}
+	if _, ok := sundialv1.AckMode_name[int32(o.AckMode)]; !ok {
+		errs = append(errs, fmt.Errorf("unknown ack mode %d", o.AckMode))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Delivery is one delivered message. Its fields are the server's Delivery;
+// its methods answer the delivery over the subscription stream.
+type Delivery struct {
+	*sundialv1.Delivery
+
+	sub  *subscription
+	sess *session
+
+	mu        sync.Mutex // guards completed
+	completed bool
+}
+
+// Ack acknowledges the delivery: the group is done with the message. The
+// error is the receipt's own outcome (a gRPC status error, e.g. for a
+// receipt of an attempt that is no longer current) or the call's failure.
+func (d *Delivery) Ack(ctx context.Context) error {
+	d.complete()
+	req := &sundialv1.AckRequest{Receipts: []string{d.Receipt}, RequestId: NewRequestID()}
+	r, err := d.answer(ctx, &sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Ack{Ack: req}}, req.RequestId,
+		func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) { return d.sub.c.Ack(ctx, d.Receipt) })
+	if err != nil {
+		return err
+	}
+	return StatusError(r.GetError())
+}
+
+// Nack hands the delivery back for redelivery after delay (0: as soon as
+// possible); reason is recorded for operators.
+func (d *Delivery) Nack(ctx context.Context, delay time.Duration, reason string) error {
+	d.complete()
+	req := &sundialv1.NackRequest{Receipts: []string{d.Receipt}, DelayMs: delay.Milliseconds(), Reason: reason, RequestId: NewRequestID()}
+	r, err := d.answer(ctx, &sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Nack{Nack: req}}, req.RequestId,
+		func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) {
+			return d.sub.c.Nack(ctx, delay, reason, d.Receipt)
+		})
+	if err != nil {
+		return err
+	}
+	return StatusError(r.GetError())
+}
+
+// Extend pushes the lease deadline to now+dur (0: the visibility timeout)
+// and returns the new deadline.
+func (d *Delivery) Extend(ctx context.Context, dur time.Duration) (time.Time, error) {
+	req := &sundialv1.ExtendRequest{Receipts: []string{d.Receipt}, ExtendMs: dur.Milliseconds(), RequestId: NewRequestID()}
+	r, err := d.answer(ctx, &sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Extend{Extend: req}}, req.RequestId,
+		func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) {
+			return d.sub.c.Extend(ctx, dur, d.Receipt)
+		})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := StatusError(r.GetError()); err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(r.GetLeaseDeadlineUnixMs()), nil
+}
+
+// answer sends req over the delivery's stream and waits for its AckResult;
+// once that stream is gone it uses the unary call instead.
+func (d *Delivery) answer(ctx context.Context, req *sundialv1.SubscribeRequest, id string,
+	unary func(context.Context) ([]*sundialv1.ReceiptResult, error)) (*sundialv1.ReceiptResult, error) {
+	res, err := d.sess.request(ctx, req, id)
+	if errors.Is(err, errSessionEnded) {
+		var rs []*sundialv1.ReceiptResult
+		rs, err = unary(ctx)
+		if err == nil {
+			res = rs
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range res {
+		if r.GetReceipt() == d.Receipt || r.GetReceipt() == "" {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no result for receipt %q", ErrShortResponse, d.Receipt)
+}
+
+// complete releases the delivery's slot (credit) once: on the first Ack or
+// Nack, or when the handler returns.
+func (d *Delivery) complete() {
+	d.mu.Lock()
+	done := d.completed
+	d.completed = true
+	d.mu.Unlock()
+	if !done {
+		d.sub.release()
+	}
+}
+
+// subscription is the state of one Subscribe call across reconnects.
+type subscription struct {
+	c    *Client
+	opts SubscribeOptions
+
+	mu   sync.Mutex // guards busy and cur
+	busy int        // deliveries received and not completed, over all sessions
+	cur  *session   // the live session, nil between streams
+	idle chan struct{}
+}
+
+// release frees one slot and grants one credit on the live stream.
+func (s *subscription) release() {
+	s.mu.Lock()
+	s.busy--
+	cur := s.cur
+	if s.busy < s.opts.MaxInFlight {
+		select {
+		case s.idle <- struct{}{}:
+		default:
+		}
+	}
+	s.mu.Unlock()
+	if cur != nil {
+		cur.send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Credit{Credit: &sundialv1.Credit{N: 1}}})
+	}
+}
+
+// Subscribe consumes opts.Topic for opts.Group and runs handler for every
+// delivery, up to opts.MaxInFlight at once, until ctx ends; it then waits
+// for running handlers and returns nil. A broken stream is reopened with
+// exponential backoff. Invalid options, and an InvalidArgument,
+// NotFound, PermissionDenied, Unauthenticated, FailedPrecondition or
+// Unimplemented answer from the server, end Subscribe with that error.
+//
+// A delivery's slot is freed (and one credit granted) on its first Ack or
+// Nack or when its handler returns, whichever is first. A handler that
+// returns without acking leaves the message leased until its visibility
+// timeout (at-least-once).
+func (c *Client) Subscribe(ctx context.Context, opts SubscribeOptions, handler func(ctx context.Context, d *Delivery)) error {
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = 64
+	}
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	if handler == nil {
+		return fmt.Errorf("%w: handler is nil", ErrInvalidOptions)
+	}
+	sub := &subscription{c: c, opts: opts, idle: make(chan struct{}, 1)}
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	for attempt := 0; ; {
+		if ctx.Err() != nil {
+			return nil
+		}
+		got, err := sub.run(ctx, handler, &handlers)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && permanent(err) {
+			return err
+		}
+		if opts.OnStreamError != nil {
+			opts.OnStreamError(err)
+		}
+		if got {
+			attempt = 0
+		}
+		if !sleep(ctx, c.cfg.backoff.Delay(attempt)) {
+			return nil
+		}
+		attempt++
+	}
+}
+
+// permanent reports whether a stream error will not heal by reconnecting.
+func permanent(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated,
+		codes.FailedPrecondition, codes.Unimplemented, codes.OutOfRange:
+		return true
+	}
+	return false
+}
+
+// run opens one stream and serves it until it breaks. got reports whether
+// any message arrived (to reset the backoff).
+func (s *subscription) run(ctx context.Context, handler func(context.Context, *Delivery), handlers *sync.WaitGroup) (got bool, err error) {
+	// Wait for a free slot: the new stream must start with positive credit.
+	for {
+		s.mu.Lock()
+		free := s.opts.MaxInFlight - s.busy
+		s.mu.Unlock()
+		if free > 0 {
+			break
+		}
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := s.c.consumer.Subscribe(sctx)
+	if err != nil {
+		return false, err
+	}
+	sess := &session{stream: stream, pending: make(map[string]chan []*sundialv1.ReceiptResult)}
+
+	// Start goes out before any credit: hold the send lock while the session
+	// becomes current.
+	sess.sendMu.Lock()
+	s.mu.Lock()
+	credit := s.opts.MaxInFlight - s.busy
+	s.cur = sess
+	s.mu.Unlock()
+	startErr := stream.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: &sundialv1.Start{
+		Topic:               s.opts.Topic,
+		Group:               s.opts.Group,
+		MaxInFlight:         int32(credit),
+		VisibilityTimeoutMs: s.opts.VisibilityTimeout.Milliseconds(),
+		AckMode:             s.opts.AckMode,
+	}}})
+	sess.sendMu.Unlock()
+
+	defer func() {
+		s.mu.Lock()
+		if s.cur == sess {
+			s.cur = nil
+		}
+		s.mu.Unlock()
+		sess.end()
+	}()
+	if startErr != nil {
+		_, err := stream.Recv() // the real reason is on the receive side
+		return false, err
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return got, err
+		}
+		switch k := resp.GetKind().(type) {
+		case *sundialv1.SubscribeResponse_Delivery:
+			got = true
+			d := &Delivery{Delivery: k.Delivery, sub: s, sess: sess}
+			s.mu.Lock()
+			s.busy++
+			s.mu.Unlock()
+			handlers.Add(1)
+			go func() {
+				defer handlers.Done()
+				defer d.complete()
+				handler(ctx, d)
+			}()
+		case *sundialv1.SubscribeResponse_AckResult:
+			sess.answer(k.AckResult)
+		}
+	}
+}
+
+// session is one open Subscribe stream.
+type session struct {
+	stream interface {
+		Send(*sundialv1.SubscribeRequest) error
+	}
+	sendMu sync.Mutex // serializes Send
+
+	mu      sync.Mutex // guards pending and ended
+	pending map[string]chan []*sundialv1.ReceiptResult
+	ended   bool
+}
+
+func (s *session) send(req *sundialv1.SubscribeRequest) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.stream.Send(req)
+}
+
+// request sends an ack, nack or extend and waits for its AckResult.
+func (s *session) request(ctx context.Context, req *sundialv1.SubscribeRequest, id string) ([]*sundialv1.ReceiptResult, error) {
+	ch := make(chan []*sundialv1.ReceiptResult, 1)
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return nil, errSessionEnded
+	}
+	s.pending[id] = ch
+	s.mu.Unlock()
+	if err := s.send(req); err != nil {
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+		return nil, errSessionEnded
+	}
+	select {
+	case res, ok := <-ch:
+		if !ok {
+			return nil, errSessionEnded
+		}
+		return res, nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+func (s *session) answer(r *sundialv1.AckResult) {
+	s.mu.Lock()
+	ch, ok := s.pending[r.GetRequestId()]
+	delete(s.pending, r.GetRequestId())
+	s.mu.Unlock()
+	if ok {
+		ch <- r.GetResults()
+	}
+}
+
+// end fails every pending request with errSessionEnded (their callers then
+// use the unary calls).
+func (s *session) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	for id, ch := range s.pending {
+		close(ch)
+		delete(s.pending, id)
+	}
+}

@@ -1,0 +1,259 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// consumer serves scripted Subscribe streams: stream i sends plan[i]
+// deliveries (within the credit it holds), answers acks, and after
+// breakAfterAcks[i] acks (or at once when -1) ends with Unavailable. The
+// last stream stays open. startErr, when set, answers every Start.
+type consumer struct {
+	sundialv1.UnimplementedConsumerServer
+
+	plan           []int
+	breakAfterAcks []int
+	startErr       error
+
+	mu        sync.Mutex
+	streams   int
+	starts    []int32 // max_in_flight of each Start
+	credits   []int32 // credit granted per stream
+	acks      []int   // stream acks per stream
+	unaryAcks []string
+	next      int // message counter
+}
+
+func (c *consumer) Subscribe(stream grpc.BidiStreamingServer[sundialv1.SubscribeRequest, sundialv1.SubscribeResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	i := c.streams
+	c.streams++
+	c.starts = append(c.starts, first.GetStart().GetMaxInFlight())
+	c.credits = append(c.credits, first.GetStart().GetMaxInFlight())
+	c.acks = append(c.acks, 0)
+	c.mu.Unlock()
+	if first.GetStart() == nil {
+		return status.Error(codes.InvalidArgument, "first frame must be start")
+	}
+	if c.startErr != nil {
+		return c.startErr
+	}
+	last := i >= len(c.plan)-1
+	toSend := 0
+	breakAt := 0
+	if i < len(c.plan) {
+		toSend = c.plan[i]
+		breakAt = c.breakAfterAcks[i]
+	}
+	if !last && breakAt < 0 {
+		for ; toSend > 0; toSend-- {
+			if err := stream.Send(c.delivery()); err != nil {
+				return err
+			}
+		}
+		return status.Error(codes.Unavailable, "broken on purpose")
+	}
+	sent := 0
+	for sent < toSend && sent < int(first.GetStart().GetMaxInFlight()) {
+		if err := stream.Send(c.delivery()); err != nil {
+			return err
+		}
+		sent++
+	}
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		switch k := req.GetKind().(type) {
+		case *sundialv1.SubscribeRequest_Credit:
+			c.credits[i] += k.Credit.GetN()
+		case *sundialv1.SubscribeRequest_Ack:
+			c.acks[i]++
+		}
+		acks := c.acks[i]
+		c.mu.Unlock()
+		if ack := req.GetAck(); ack != nil {
+			res := &sundialv1.AckResult{Op: sundialv1.AckResult_OP_ACK, RequestId: ack.GetRequestId()}
+			for _, r := range ack.GetReceipts() {
+				res.Results = append(res.Results, &sundialv1.ReceiptResult{Receipt: r})
+			}
+			if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_AckResult{AckResult: res}}); err != nil {
+				return err
+			}
+			if !last && acks >= breakAt {
+				return status.Error(codes.Unavailable, "broken on purpose")
+			}
+		}
+		if req.GetCredit() != nil && sent < toSend {
+			if err := stream.Send(c.delivery()); err != nil {
+				return err
+			}
+			sent++
+		}
+	}
+}
+
+func (c *consumer) delivery() *sundialv1.SubscribeResponse {
+	c.mu.Lock()
+	n := c.next
+	c.next++
+	c.mu.Unlock()
+	return &sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Delivery{Delivery: &sundialv1.Delivery{
+		MessageId: fmt.Sprint(n), Receipt: fmt.Sprintf("r%d", n), Topic: "t", Attempt: 1,
+	}}}
+}
+
+func (c *consumer) Ack(_ context.Context, req *sundialv1.AckRequest) (*sundialv1.AckResponse, error) {
+	c.mu.Lock()
+	c.unaryAcks = append(c.unaryAcks, req.GetReceipts()...)
+	c.mu.Unlock()
+	resp := &sundialv1.AckResponse{}
+	for _, r := range req.GetReceipts() {
+		resp.Results = append(resp.Results, &sundialv1.ReceiptResult{Receipt: r})
+	}
+	return resp, nil
+}
+
+func serveConsumer(t *testing.T, c *consumer) *Client {
+	return serve(t, func(s *grpc.Server) { sundialv1.RegisterConsumerServer(s, c) })
+}
+
+func TestSubscribeReconnectsAndGrantsCredit(t *testing.T) {
+	srv := &consumer{plan: []int{6, 2}, breakAfterAcks: []int{6, 0}}
+	c := serveConsumer(t, srv)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Subscribe(ctx, SubscribeOptions{Topic: "t", MaxInFlight: 4}, func(ctx context.Context, d *Delivery) {
+			if err := d.Ack(ctx); err != nil {
+				t.Errorf("Ack(%s) = %v, want nil", d.Receipt, err)
+			}
+			mu.Lock()
+			seen = append(seen, d.MessageId)
+			if len(seen) == 8 {
+				cancel()
+			}
+			mu.Unlock()
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Subscribe() = %v, want nil after cancel", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Subscribe did not return within 10s")
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.streams != 2 {
+		t.Errorf("streams opened = %d, want 2", srv.streams)
+	}
+	if want := []int32{4, 4}; !slices.Equal(srv.starts, want) {
+		t.Errorf("Start max_in_flight per stream = %v, want %v", srv.starts, want)
+	}
+	// Stream 1 starts with 4 and gets one credit per acked delivery: 4+6.
+	if len(srv.credits) > 0 && srv.credits[0] != 10 {
+		t.Errorf("stream 1 credit = %d, want 10 (4 at start + 6 acks)", srv.credits[0])
+	}
+	if len(seen) != 8 {
+		t.Errorf("deliveries handled = %d, want 8", len(seen))
+	}
+}
+
+func TestSubscribeAckFallsBackToUnary(t *testing.T) {
+	srv := &consumer{plan: []int{1, 0}, breakAfterAcks: []int{-1, 0}}
+	c := serveConsumer(t, srv)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	acked := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Subscribe(ctx, SubscribeOptions{Topic: "t"}, func(ctx context.Context, d *Delivery) {
+			// Wait until the stream is replaced, then ack.
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				srv.mu.Lock()
+				n := srv.streams
+				srv.mu.Unlock()
+				if n >= 2 {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			acked <- d.Ack(ctx)
+			cancel()
+		})
+	}()
+	select {
+	case err := <-acked:
+		if err != nil {
+			t.Errorf("Ack after stream break = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ack within 10s")
+	}
+	<-done
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if !slices.Equal(srv.unaryAcks, []string{"r0"}) {
+		t.Errorf("unary acks = %v, want [r0]", srv.unaryAcks)
+	}
+}
+
+func TestSubscribeStopsOnPermanentErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		opts        SubscribeOptions
+		startErr    error
+		wantCode    codes.Code
+		wantInvalid bool
+		wantStreams int
+	}{
+		{"no topic", SubscribeOptions{}, nil, codes.Unknown, true, 0},
+		{"negative max in flight", SubscribeOptions{Topic: "t", MaxInFlight: -1}, nil, codes.Unknown, true, 0},
+		{"negative visibility", SubscribeOptions{Topic: "t", VisibilityTimeout: -time.Second}, nil, codes.Unknown, true, 0},
+		{"server invalid argument", SubscribeOptions{Topic: "t"}, status.Error(codes.InvalidArgument, "topic: no such topic"), codes.InvalidArgument, false, 1},
+		{"server not found", SubscribeOptions{Topic: "t"}, status.Error(codes.NotFound, "topic t"), codes.NotFound, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &consumer{startErr: tc.startErr}
+			c := serveConsumer(t, srv)
+			err := c.Subscribe(testContext(t), tc.opts, func(context.Context, *Delivery) {})
+			if tc.wantInvalid && !errors.Is(err, ErrInvalidOptions) {
+				t.Errorf("Subscribe(%+v) = %v, want %v", tc.opts, err, ErrInvalidOptions)
+			}
+			if !tc.wantInvalid && status.Code(err) != tc.wantCode {
+				t.Errorf("Subscribe(%+v) = %v, want code %v", tc.opts, err, tc.wantCode)
+			}
+			srv.mu.Lock()
+			defer srv.mu.Unlock()
+			if srv.streams != tc.wantStreams {
+				t.Errorf("streams opened = %d, want %d", srv.streams, tc.wantStreams)
+			}
+		})
+	}
+}

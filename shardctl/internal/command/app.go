@@ -1,0 +1,262 @@
+// Package command implements shardctl, Sundial's operator CLI: the command
+// tree, flag validation, rendering (table, JSON, YAML) and the mapping of
+// errors onto exit codes.
+//
+// Data goes to stdout; progress, prompts and errors go to stderr. Exit codes:
+// 0 success, 1 failure (the server said no, a message failed, a timeout), 2
+// usage error (bad flags or arguments; nothing was sent).
+//
+// Global flags (--proxy, -o/--output, --timeout) are accepted both before
+// and after the subcommand name. Run builds a fresh command tree per call;
+// nothing here holds state between calls, so tests run it in-process.
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sundialmq/sundial/proto/client"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// usageError is a mistake in the command line: exit 2, nothing sent.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// silentError is a failure already reported on stderr: exit 1.
+type silentError struct{ msg string }
+
+func (e *silentError) Error() string { return e.msg }
+
+// opError is a failed call of operation op: exit 1, printed with the
+// status message and field violations.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string { return e.op + ": " + e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+// env is what every command needs: where and how to talk, and where to write.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	proxy          string
+	output         string
+	timeout        time.Duration
+}
+
+// dial connects to the proxy.
+func (e *env) dial(ctx context.Context) (*client.Client, error) {
+	return client.Dial(ctx, []string{e.proxy})
+}
+
+const (
+	flagProxy   = "proxy"
+	flagOutput  = "output"
+	flagTimeout = "timeout"
+)
+
+// globalFlags builds the global flags; withTimeout is false for commands
+// that define their own --timeout.
+func globalFlags(root, withTimeout bool) []cli.Flag {
+	proxy := &cli.StringFlag{Name: flagProxy, Value: client.DefaultAddr, Usage: "proxy gRPC address (host:port, comma-separated for several)"}
+	if root {
+		proxy.EnvVars = []string{"SUNDIAL_PROXY"}
+	}
+	fs := []cli.Flag{
+		proxy,
+		&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Value: "table", Usage: "output format: table, json or yaml"},
+	}
+	if withTimeout {
+		fs = append(fs, &cli.DurationFlag{Name: flagTimeout, Value: 10 * time.Second, Usage: "deadline of each request"})
+	}
+	return fs
+}
+
+// lookup returns the value of a global flag from the innermost command
+// context that set it, else from the root (which carries the defaults and
+// SUNDIAL_PROXY). skip leaves out the innermost contexts, for commands that
+// shadow a global flag with their own meaning.
+func lookup[T any](c *cli.Context, name string, skip int, get func(*cli.Context, string) T) T {
+	var root *cli.Context
+	for i, lc := range c.Lineage() {
+		if lc.Command == nil {
+			continue
+		}
+		root = lc
+		if i >= skip && slices.Contains(lc.LocalFlagNames(), name) {
+			return get(lc, name)
+		}
+	}
+	if root == nil {
+		root = c
+	}
+	return get(root, name)
+}
+
+func newEnv(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer, ownTimeout bool) (*env, error) {
+	e := &env{
+		stdin:  stdin,
+		stdout: stdout,
+		stderr: stderr,
+		proxy:  lookup(c, flagProxy, 0, (*cli.Context).String),
+		output: lookup(c, flagOutput, 0, (*cli.Context).String),
+	}
+	skip := 0
+	if ownTimeout {
+		skip = 1
+	}
+	e.timeout = lookup(c, flagTimeout, skip, (*cli.Context).Duration)
+	switch e.output {
+	case "table", "json", "yaml":
+	default:
+		return nil, usagef("-o/--output %q: want table, json or yaml", e.output)
+	}
+	if e.proxy == "" {
+		return nil, usagef("--proxy is empty: give the proxy address, e.g. %s", client.DefaultAddr)
+	}
+	if e.timeout <= 0 {
+		return nil, usagef("--timeout %v: want a positive duration", e.timeout)
+	}
+	return e, nil
+}
+
+// Run runs shardctl with args (args[0] is the program name) and returns the
+// exit code.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := newApp(stdin, stdout, stderr)
+	err := app.RunContext(ctx, reorder(app, args))
+	return report(stderr, err)
+}
+
+// newApp builds the command tree.
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
+	act := func(ownTimeout bool, f func(context.Context, *cli.Context, *env) error) cli.ActionFunc {
+		return func(c *cli.Context) error {
+			e, err := newEnv(c, stdin, stdout, stderr, ownTimeout)
+			if err != nil {
+				return err
+			}
+			return f(c.Context, c, e)
+		}
+	}
+	onUsage := func(_ *cli.Context, err error, _ bool) error { return &usageError{msg: err.Error()} }
+	notFound := func(c *cli.Context) error {
+		if c.Args().Len() > 0 {
+			return usagef("unknown command %q: run '%s --help' for the list", c.Args().First(), c.Command.HelpName)
+		}
+		_ = cli.ShowSubcommandHelp(c)
+		return usagef("missing command")
+	}
+	cmd := func(cm *cli.Command, ownTimeout bool) *cli.Command {
+		cm.Flags = append(cm.Flags, globalFlags(false, !ownTimeout)...)
+		cm.OnUsageError = onUsage
+		return cm
+	}
+
+	return &cli.App{
+		Name:                      "shardctl",
+		Usage:                     "operate a Sundial cluster",
+		Reader:                    stdin,
+		Writer:                    stdout,
+		ErrWriter:                 stderr,
+		Flags:                     globalFlags(true, true),
+		OnUsageError:              onUsage,
+		ExitErrHandler:            func(*cli.Context, error) {},
+		DisableSliceFlagSeparator: true,
+		HideHelpCommand:           true,
+		Action: func(c *cli.Context) error {
+			if c.Args().Len() > 0 {
+				return usagef("unknown command %q: run 'shardctl --help' for the list", c.Args().First())
+			}
+			_ = cli.ShowAppHelp(c)
+			return usagef("missing command")
+		},
+		Commands: []*cli.Command{
+			cmd(&cli.Command{
+				Name:   "status",
+				Usage:  "show nodes, shards, leaders and the routing version",
+				Action: act(false, runStatus),
+			}, false),
+			{
+				Name:            "topics",
+				Usage:           "create, list and inspect topics",
+				HideHelpCommand: true,
+				OnUsageError:    onUsage,
+				Action:          notFound,
+				Subcommands: []*cli.Command{
+					cmd(topicsCreateCommand(act(false, runTopicsCreate)), false),
+					cmd(&cli.Command{
+						Name:   "list",
+						Usage:  "list topics",
+						Flags:  []cli.Flag{&cli.StringFlag{Name: "prefix", Usage: "only topics whose name starts with `P`"}},
+						Action: act(false, runTopicsList),
+					}, false),
+					cmd(&cli.Command{
+						Name:      "get",
+						Usage:     "show one topic",
+						ArgsUsage: "NAME",
+						Action:    act(false, runTopicsGet),
+					}, false),
+				},
+			},
+			cmd(publishCommand(act(false, runPublish)), false),
+			cmd(consumeCommand(act(true, runConsume)), true),
+		},
+	}
+}
+
+// report prints err for the operator and returns the exit code.
+func report(stderr io.Writer, err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "shardctl: %s\n", ue.msg)
+		return ExitUsage
+	}
+	var se *silentError
+	if errors.As(err, &se) {
+		if se.msg != "" {
+			fmt.Fprintf(stderr, "shardctl: %s\n", se.msg)
+		}
+		return ExitFailure
+	}
+	var oe *opError
+	if errors.As(err, &oe) {
+		printError(stderr, "shardctl: "+oe.op+": ", oe.err)
+		return ExitFailure
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		if ec.Error() != "" {
+			fmt.Fprintf(stderr, "shardctl: %s\n", ec.Error())
+		}
+		if ec.ExitCode() == 3 { // urfave's "no help topic": a usage mistake
+			return ExitUsage
+		}
+		return ExitFailure
+	}
+	printError(stderr, "shardctl: ", err)
+	return ExitFailure
+}
