@@ -58,13 +58,14 @@ var ErrNotMetaMember = errors.New("host: node is not an initial member")
 
 // Host runs a broker's replicas.
 type Host struct {
-	cfg     Config
-	log     *zap.Logger
-	nh      *dragonboat.NodeHost
-	db      *pebble.DB
-	propM   *proposer.Metrics
-	dispM   *dispatch.Metrics
-	leaderG *prometheus.GaugeVec
+	cfg      Config
+	log      *zap.Logger
+	nh       *dragonboat.NodeHost
+	db       *pebble.DB
+	propM    *proposer.Metrics
+	dispM    *dispatch.Metrics
+	leaderG  *prometheus.GaugeVec
+	routingG prometheus.Gauge
 
 	metaState atomic.Pointer[meta.State]
 
@@ -104,13 +105,17 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 			Namespace: "sundial", Subsystem: "broker", Name: "shard_leader",
 			Help: "1 for each event shard this broker leads.",
 		}, []string{"shard_id"}),
+		routingG: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sundial", Subsystem: "meta", Name: "routing_version",
+			Help: "Routing version of the meta state this broker's meta replica applied.",
+		}),
 		shards:  map[uint64]*shard{},
 		changed: make(chan struct{}),
 		events:  make(chan raftio.LeaderInfo, 1024),
 		metaCh:  make(chan struct{}, 1),
 		stopc:   make(chan struct{}),
 	}
-	reg.MustRegister(h.leaderG)
+	reg.MustRegister(h.leaderG, h.routingG)
 	h.metaState.Store(meta.NewState())
 	expert := config.GetDefaultExpertConfig()
 	expert.LogDB = config.GetTinyMemLogDBConfig()
@@ -233,6 +238,7 @@ func (h *Host) reconcile() {
 		return // meta replica not ready yet
 	}
 	st := v.(*meta.State)
+	h.routingG.Set(float64(st.Version))
 	if old := h.metaState.Swap(st); old.Version != st.Version {
 		h.notifyChanged()
 	}

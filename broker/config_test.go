@@ -1,0 +1,53 @@
+package broker
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("DefaultConfig().Validate() = %v, want nil", err)
+	}
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(*Config)
+		field string
+	}{
+		{"zero node id", func(c *Config) { c.NodeID = 0 }, "node_id"},
+		{"node outside members", func(c *Config) { c.NodeID = 9 }, "initial_members"},
+		{"bad grpc address", func(c *Config) { c.GRPCAddr = "localhost" }, "grpc_addr"},
+		{"raft address differs from member", func(c *Config) { c.RaftAddr = "127.0.0.1:9999" }, "raft_addr"},
+		{"no data dir", func(c *Config) { c.DataDir = "" }, "data_dir"},
+		{"no shards", func(c *Config) { c.Shards = 0 }, "shards"},
+		{"replication above members", func(c *Config) { c.ReplicationFactor = 3 }, "replication_factor"},
+		{"election not above heartbeats", func(c *Config) { c.ElectionRTT = 4 }, "rtt"},
+		{"short visibility timeout", func(c *Config) { c.VisibilityTimeout = 0 }, "limits"},
+		{"unknown log level", func(c *Config) { c.LogLevel = "loud" }, "log_level"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.edit(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.field+":") {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestParseMembers(t *testing.T) {
+	got, err := ParseMembers("1=127.0.0.1:7601@127.0.0.1:7501, 2=h2:7602@h2:7502")
+	if err != nil || len(got) != 2 || got[2].RaftAddr != "h2:7602" || got[2].GRPCAddr != "h2:7502" {
+		t.Fatalf("ParseMembers() = %v, %v", got, err)
+	}
+	for _, bad := range []string{"x=a:1@b:2", "1=a:1", "0=a:1@b:2", "1"} {
+		if _, err := ParseMembers(bad); err == nil {
+			t.Errorf("ParseMembers(%q) error = nil, want one", bad)
+		}
+	}
+}
