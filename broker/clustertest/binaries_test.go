@@ -56,29 +56,9 @@ func TestBinariesEndToEnd(t *testing.T) {
 	proxyGRPC, proxyHTTP := freeAddr(t), freeAddr(t)
 	start(t, filepath.Join(data, "proxy.log"), filepath.Join(bin, "sundial-proxy"),
 		"--grpc-addr", proxyGRPC, "--http-addr", proxyHTTP, "--brokers", strings.Join(brokerAddrs, ","), "--log-level", "warn")
-	Eventually(t, 60*time.Second, func() error {
-		resp, err := http.Get("http://" + proxyHTTP + "/healthz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("proxy /healthz answered %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitHealthy(t, "http://"+proxyHTTP+"/healthz")
 	for _, n := range nodes {
-		Eventually(t, 30*time.Second, func() error {
-			resp, err := http.Get("http://" + n.metrics + "/healthz")
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("broker /healthz answered %d", resp.StatusCode)
-			}
-			return nil
-		})
+		waitHealthy(t, "http://"+n.metrics+"/healthz")
 	}
 
 	shardctl := func(args ...string) string {
@@ -114,6 +94,22 @@ func TestBinariesEndToEnd(t *testing.T) {
 	if !strings.Contains(status, "127.0.0.1") {
 		t.Fatalf("status output lacks the nodes:\n%s", status)
 	}
+}
+
+// waitHealthy polls url until it answers 200.
+func waitHealthy(t *testing.T, url string) {
+	t.Helper()
+	Eventually(t, 60*time.Second, func() error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %d", url, resp.StatusCode)
+		}
+		return nil
+	})
 }
 
 // start runs a process with its output in logPath and stops it (SIGTERM,

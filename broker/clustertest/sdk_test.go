@@ -47,6 +47,7 @@ func TestSDKPublishAndSubscribe(t *testing.T) {
 	seen := map[string]int{}
 	early := 0
 	subCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
