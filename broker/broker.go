@@ -227,3 +227,10 @@ func (s *Server) MetricsAddr() string {
 	}
 	return s.httpLis.Addr().String()
 }
+
+// ShardStateHash is a hash of this broker's replica of shard: equal on
+// every replica once they applied the same entries. Operators and tests use
+// it to check that replicas agree.
+func (s *Server) ShardStateHash(shard uint64) ([]byte, error) {
+	return s.host.StateHash(shard)
+}

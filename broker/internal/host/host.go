@@ -501,3 +501,13 @@ func (h *Host) HostedShards() []uint64 {
 	slices.Sort(ids)
 	return ids
 }
+
+// StateHash is the hash of the local replica's state of an event shard (see
+// fsm.StateHash); replicas that applied the same entries answer the same.
+func (h *Host) StateHash(shard uint64) ([]byte, error) {
+	v, err := h.nh.StaleRead(shard, fsm.HashQuery{})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]byte), nil
+}
