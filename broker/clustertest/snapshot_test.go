@@ -48,4 +48,3 @@ func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
 	sub := c.Subscribe(topic, "", 100, 0)
 	drain(t, c, sub, want, 30*time.Second)
 }
-
