@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -138,6 +139,9 @@ func (s *Server) serveHTTP() error {
 	if s.gth != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.gth, promhttp.HandlerOpts{}))
 	}
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.Ready() {
 			http.Error(w, "not ready: shards have not started or have no leader", http.StatusServiceUnavailable)

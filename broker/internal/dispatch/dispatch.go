@@ -22,6 +22,10 @@ import (
 // ProposeFunc commits one command on the shard.
 type ProposeFunc func(ctx context.Context, cmd *raftv1.Command) (*raftv1.Outcome, error)
 
+// StartFunc proposes one command at once and returns a wait for its
+// outcome; whatever is proposed after it returns is ordered after it.
+type StartFunc func(ctx context.Context, cmd *raftv1.Command) (func() (*raftv1.Outcome, error), error)
+
 // Config tunes a dispatcher.
 type Config struct {
 	// MaxLeaseBatch caps the copies leased in one round. Default 1024.
@@ -32,6 +36,8 @@ type Config struct {
 	SweepInterval time.Duration
 	// RetryInterval is the pause after a failed lease proposal. Default 100ms.
 	RetryInterval time.Duration
+	// MaxLeasesInFlight bounds the lease proposals awaiting commit. Default 4.
+	MaxLeasesInFlight int
 }
 
 func (c *Config) fill() {
@@ -47,6 +53,9 @@ func (c *Config) fill() {
 	if c.RetryInterval <= 0 {
 		c.RetryInterval = 100 * time.Millisecond
 	}
+	if c.MaxLeasesInFlight <= 0 {
+		c.MaxLeasesInFlight = 4
+	}
 }
 
 // Dispatcher delivers one shard's due messages while its broker leads it.
@@ -54,29 +63,54 @@ type Dispatcher struct {
 	shard   uint64
 	db      *pebble.DB
 	propose ProposeFunc
+	start   StartFunc
 	now     func() time.Time
 	cfg     Config
 	log     *zap.Logger
 	metrics *Metrics
 
-	mu        sync.Mutex // guards consumers and rr
+	mu        sync.Mutex // guards consumers, rr and leasing
 	consumers []*Consumer
 	rr        int
+	// leasing holds the copies (message id + group) whose lease proposal
+	// has not been applied yet, so a round does not pick them twice. It is
+	// bounded by MaxLeaseBatch × MaxLeasesInFlight.
+	leasing map[string]struct{}
 
-	wake  chan struct{}
-	stopc chan struct{}
-	wg    sync.WaitGroup
+	floorMu sync.Mutex // guards floors and scanning*
+	// floors maps a queue to a visible_at below which it has no entries:
+	// scans seek there instead of walking the tombstones of everything
+	// delivered before. Lowered by every insertion the state machine
+	// reports; a queue without a floor is scanned from its start.
+	floors map[keys.Queue]int64
+	// The queue being scanned and the lowest insertion reported for it
+	// since its scan began (the scan's iterator may not see those).
+	scanning    keys.Queue
+	scanningOn  bool
+	scanningLow int64
+
+	ctx    context.Context // canceled by Stop; bounds lease proposals
+	cancel context.CancelFunc
+	slots  chan struct{} // one per lease proposal in flight
+	wake   chan struct{}
+	stopc  chan struct{}
+	wg     sync.WaitGroup // the loop and the lease committers
 }
 
 // New returns a dispatcher of shard; Start runs it.
-func New(shard uint64, db *pebble.DB, propose ProposeFunc, now func() time.Time, cfg Config, log *zap.Logger, m *Metrics) *Dispatcher {
+func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, now func() time.Time, cfg Config, log *zap.Logger, m *Metrics) *Dispatcher {
 	cfg.fill()
 	if now == nil {
 		now = time.Now
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Dispatcher{
-		shard: shard, db: db, propose: propose, now: now, cfg: cfg, log: log, metrics: m,
-		wake: make(chan struct{}, 1), stopc: make(chan struct{}),
+		shard: shard, db: db, propose: propose, start: start, now: now, cfg: cfg, log: log, metrics: m,
+		leasing: map[string]struct{}{},
+		floors:  map[keys.Queue]int64{},
+		ctx:     ctx, cancel: cancel,
+		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
+		wake:  make(chan struct{}, 1), stopc: make(chan struct{}),
 	}
 }
 
@@ -86,9 +120,11 @@ func (d *Dispatcher) Start() {
 	go d.run()
 }
 
-// Stop ends the loop and closes every consumer.
+// Stop ends the loop, abandons lease proposals in flight and closes every
+// consumer.
 func (d *Dispatcher) Stop() {
 	close(d.stopc)
+	d.cancel()
 	d.wg.Wait()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -104,6 +140,51 @@ func (d *Dispatcher) Wake() {
 	case d.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Changed is the state machine's report of due-index insertions (lows: the
+// earliest visible_at per queue) or of a wholesale reset; it lowers the scan
+// floors and wakes the loop.
+func (d *Dispatcher) Changed(lows map[keys.Queue]int64, reset bool) {
+	d.floorMu.Lock()
+	if reset {
+		clear(d.floors)
+		d.scanningLow = math.MinInt64
+	}
+	for q, low := range lows {
+		if f, ok := d.floors[q]; ok && low < f {
+			d.floors[q] = low
+		}
+		if d.scanningOn && q == d.scanning {
+			d.scanningLow = min(d.scanningLow, low)
+		}
+	}
+	d.floorMu.Unlock()
+	d.Wake()
+}
+
+// beginScan returns where a scan of q may start and watches insertions
+// into q until endScan.
+func (d *Dispatcher) beginScan(q keys.Queue) (int64, bool) {
+	d.floorMu.Lock()
+	defer d.floorMu.Unlock()
+	d.scanning, d.scanningOn, d.scanningLow = q, true, math.MaxInt64
+	f, ok := d.floors[q]
+	return f, ok
+}
+
+// endScan sets q's floor to the earliest visible_at the scan saw, or lower
+// if insertions were reported meanwhile. A failed scan, or a reset during
+// it, leaves q without a floor.
+func (d *Dispatcher) endScan(q keys.Queue, first int64, ok bool) {
+	d.floorMu.Lock()
+	defer d.floorMu.Unlock()
+	d.scanningOn = false
+	if !ok || d.scanningLow == math.MinInt64 {
+		delete(d.floors, q)
+		return
+	}
+	d.floors[q] = min(first, d.scanningLow)
 }
 
 // Attach adds a consumer.
@@ -172,45 +253,135 @@ type pick struct {
 	item     *raftv1.LeaseItem
 	consumer *Consumer
 	q        keys.Queue
+	delivery *sundialv1.Delivery
 }
 
-// round leases and pushes what is due now, and returns when to look again
-// (zero: only when woken).
+// round picks what is due now, pushes it and has its lease committed, and
+// returns when to look again (zero: only when woken).
+//
+// At-least-once copies are pushed while their lease proposal is in flight:
+// waiting for the commit would add a replication round trip to every
+// delivery's lateness, and if this leader dies before the commit the only
+// harm is a second delivery by the next leader, which at-least-once allows.
+// At-most-once copies are pushed only after their lease (which removes
+// them) committed, so no leader can deliver them again.
 func (d *Dispatcher) round() time.Time {
 	now := d.now()
-	nowMs := now.UnixMilli()
-	picks, next := d.pickDue(nowMs)
+	picks, next := d.pickDue(now.UnixMilli())
 	if len(picks) == 0 {
 		return next
+	}
+	// Read every body first: an at-most-once lease deletes it.
+	var unread []pick
+	ready := picks[:0]
+	for _, p := range picks {
+		delivery, err := d.delivery(p)
+		if err != nil {
+			d.log.Error("read due message", zap.Uint64("shard_id", d.shard), zap.Error(err))
+			unread = append(unread, p)
+			continue
+		}
+		p.delivery = delivery
+		ready = append(ready, p)
+	}
+	picks = ready
+	d.settle(unread, make([]bool, len(unread)), nil)
+	if len(picks) == 0 {
+		return now.Add(d.cfg.RetryInterval)
+	}
+	pushed := make([]bool, len(picks))
+	select {
+	case d.slots <- struct{}{}:
+	case <-d.stopc:
+		d.settle(picks, pushed, nil)
+		return time.Time{}
 	}
 	items := make([]*raftv1.LeaseItem, len(picks))
 	for i, p := range picks {
 		items[i] = p.item
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	out, err := d.propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: nowMs, Items: items}}})
-	cancel()
-	if err != nil || len(out.GetCodes()) != len(picks) {
-		d.log.Warn("lease proposal failed", zap.Uint64("shard_id", d.shard), zap.Int("copies", len(picks)), zap.Error(err))
-		d.refund(picks)
-		return now.Add(d.cfg.RetryInterval)
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	wait, err := d.start(ctx, &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: now.UnixMilli(), Items: items}}})
+	if err != nil {
+		cancel()
+		<-d.slots
+		d.leaseFailed(picks, pushed, err)
+		return time.Time{}
 	}
-	var unused []pick
+	// The lease is queued in the Raft log ahead of any ack a consumer can
+	// send for these deliveries: push the at-least-once ones now.
 	for i, p := range picks {
-		if out.Codes[i] != raftv1.RefCode_REF_CODE_OK {
-			unused = append(unused, p)
-			continue
+		if !p.item.Remove {
+			d.push(p, now)
+			pushed[i] = true
 		}
-		delivery, err := d.delivery(p, now)
-		if err != nil {
-			d.log.Error("read leased message", zap.Uint64("shard_id", d.shard), zap.Error(err))
-			unused = append(unused, p)
-			continue
-		}
-		p.consumer.push(delivery)
 	}
-	d.refund(unused)
+	d.wg.Add(1)
+	go d.commit(now, picks, pushed, wait, cancel)
 	return now // more may be due: look again at once
+}
+
+// commit waits for the lease of picks, pushes the at-most-once ones that
+// committed and releases the copies for later rounds.
+func (d *Dispatcher) commit(now time.Time, picks []pick, pushed []bool, wait func() (*raftv1.Outcome, error), cancel context.CancelFunc) {
+	defer d.wg.Done()
+	defer func() { <-d.slots }()
+	out, err := wait()
+	cancel()
+	if err == nil && len(out.GetCodes()) != len(picks) {
+		err = errors.New("dispatch: lease outcome does not match the items")
+	}
+	if err != nil {
+		d.leaseFailed(picks, pushed, err)
+		return
+	}
+	for i, p := range picks {
+		if p.item.Remove && out.Codes[i] == raftv1.RefCode_REF_CODE_OK {
+			d.push(p, now)
+			pushed[i] = true
+		}
+	}
+	d.settle(picks, pushed, out.Codes)
+	d.Wake()
+}
+
+// leaseFailed releases picks whose lease proposal failed, after a pause
+// (the proposal may still commit) unless the dispatcher is stopping.
+func (d *Dispatcher) leaseFailed(picks []pick, pushed []bool, err error) {
+	if d.ctx.Err() == nil {
+		d.log.Warn("lease proposal failed", zap.Uint64("shard_id", d.shard), zap.Int("copies", len(picks)), zap.Error(err))
+		select {
+		case <-time.After(d.cfg.RetryInterval):
+		case <-d.stopc:
+		}
+	}
+	d.settle(picks, pushed, nil)
+}
+
+// push hands a picked copy's delivery to its consumer.
+func (d *Dispatcher) push(p pick, now time.Time) {
+	d.metrics.delivered(now, p.delivery.DueAtUnixMs, uint32(p.delivery.Attempt))
+	p.consumer.push(p.delivery)
+}
+
+// settle releases picks for later rounds and refunds the credit of those
+// not pushed. codes (nil when the proposal failed) counts lease conflicts.
+func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []raftv1.RefCode) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, p := range picks {
+		delete(d.leasing, leasingKey(p.item.Ref))
+		if !pushed[i] {
+			p.consumer.credit++
+		}
+		if codes != nil && codes[i] != raftv1.RefCode_REF_CODE_OK && pushed[i] {
+			d.metrics.leaseConflicts.Inc()
+		}
+	}
+}
+
+func leasingKey(ref *raftv1.MessageRef) string {
+	return string(ref.MessageId) + ref.Group
 }
 
 // pickDue scans the due index of every queue with credit and assigns each
@@ -254,6 +425,7 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 				continue
 			}
 			for _, e := range due {
+				d.leasing[leasingKey(e.item.Ref)] = struct{}{}
 				c := d.nextConsumer(cs, part)
 				c.credit--
 				credit--
@@ -283,25 +455,42 @@ func (d *Dispatcher) nextConsumer(cs []*Consumer, part uint32) *Consumer {
 
 type dueItem struct{ item *raftv1.LeaseItem }
 
-// scan returns up to limit copies of q visible at or before nowMs, and the
-// visible_at of the first later copy (zero if none).
-func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) ([]dueItem, time.Time, error) {
+// scan returns up to limit copies of q visible at or before nowMs that are
+// not being leased already, and when to look again: now if it stopped at
+// the limit, else the visible_at of the first later copy (zero if none).
+// It starts at q's floor and leaves the floor at the first entry it saw.
+// The caller holds mu.
+func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, wakeAt time.Time, err error) {
 	prefix := keys.QueuePrefix(d.shard, q)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	lower := prefix
+	if f, ok := d.beginScan(q); ok {
+		lower = keys.DueFrom(d.shard, q, f)
+	}
+	first := nowMs // for an empty queue: every later insertion lowers the floor
+	seen := false
+	defer func() { d.endScan(q, first, err == nil) }()
+	note := func(visibleAtMs int64) {
+		if !seen {
+			first, seen = visibleAtMs, true
+		}
+	}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: keys.PrefixEnd(prefix)})
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	defer it.Close()
 	until := keys.DueUntil(d.shard, q, nowMs)
-	var out []dueItem
-	valid := it.First()
-	for ; valid && len(out) < limit; valid = it.Next() {
+	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
 		if string(it.Key()) >= string(until) {
 			break
 		}
 		e, err := keys.ParseDue(d.shard, q, it.Key())
 		if err != nil {
 			return nil, time.Time{}, err
+		}
+		note(e.VisibleAtMs)
+		if _, busy := d.leasing[string(e.ID)+q.Group]; busy {
+			continue
 		}
 		v, err := it.ValueAndErr()
 		if err != nil || len(v) != 4 {
@@ -312,18 +501,18 @@ func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) ([]dueItem, time
 			VisibleAtMs: e.VisibleAtMs,
 		}})
 	}
-	var wakeAt time.Time
 	if len(out) == limit {
 		wakeAt = time.UnixMilli(nowMs)
 	} else if it.SeekGE(until) {
 		if e, err := keys.ParseDue(d.shard, q, it.Key()); err == nil {
 			wakeAt = time.UnixMilli(e.VisibleAtMs)
+			note(e.VisibleAtMs)
 		}
 	}
 	return out, wakeAt, it.Error()
 }
 
-func (d *Dispatcher) delivery(p pick, now time.Time) (*sundialv1.Delivery, error) {
+func (d *Dispatcher) delivery(p pick) (*sundialv1.Delivery, error) {
 	id, err := receipt.MessageIDFromBytes(p.item.Ref.MessageId)
 	if err != nil {
 		return nil, err
@@ -339,7 +528,6 @@ func (d *Dispatcher) delivery(p pick, now time.Time) (*sundialv1.Delivery, error
 		return nil, err
 	}
 	attempt := p.item.Ref.Attempt + 1
-	d.metrics.delivered(now, m.DueAtMs, attempt)
 	return &sundialv1.Delivery{
 		MessageId:           id.String(),
 		Receipt:             receipt.Receipt{Message: id, Group: p.q.Group, Attempt: attempt}.String(),
@@ -354,18 +542,6 @@ func (d *Dispatcher) delivery(p pick, now time.Time) (*sundialv1.Delivery, error
 		Group:               p.q.Group,
 		LeaseDeadlineUnixMs: p.item.DeadlineMs,
 	}, nil
-}
-
-// refund gives back the credit of picks that were not delivered.
-func (d *Dispatcher) refund(picks []pick) {
-	if len(picks) == 0 {
-		return
-	}
-	d.mu.Lock()
-	for _, p := range picks {
-		p.consumer.credit++
-	}
-	d.mu.Unlock()
 }
 
 func (d *Dispatcher) sweep(now time.Time) {

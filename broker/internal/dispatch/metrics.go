@@ -12,6 +12,9 @@ type Metrics struct {
 	deliveries  prometheus.Counter
 	redelivered prometheus.Counter
 	lateness    prometheus.Histogram
+	// leaseConflicts counts copies pushed whose lease did not commit as
+	// picked (acked, nacked or leased meanwhile): possible duplicates.
+	leaseConflicts prometheus.Counter
 }
 
 // NewMetrics registers the dispatch collectors on reg.
@@ -35,7 +38,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 	}
-	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness)
+	m.leaseConflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "lease_conflicts_total",
+		Help: "Deliveries pushed whose lease then did not commit as picked (a possible duplicate).",
+	})
+	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness, m.leaseConflicts)
 	return m
 }
 

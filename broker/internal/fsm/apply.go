@@ -23,6 +23,7 @@ type applier struct {
 	shard uint64
 	index uint64 // Raft index of the entry being applied
 	pos   uint32 // next message position within the entry
+	lows  map[keys.Queue]int64
 }
 
 func (a *applier) apply(c *raftv1.Command) (*raftv1.Outcome, error) {
@@ -235,6 +236,9 @@ func (a *applier) putCopy(id []byte, group string, cs *raftv1.CopyState) error {
 		return err
 	}
 	q := keys.Queue{Topic: cs.Topic, Partition: cs.Partition, Group: group}
+	if low, ok := a.lows[q]; !ok || cs.VisibleAtMs < low {
+		a.lows[q] = cs.VisibleAtMs
+	}
 	return a.b.Set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id), binary.BigEndian.AppendUint32(nil, cs.Attempt), nil)
 }
 

@@ -23,9 +23,18 @@ const (
 	ResultMalformed uint64 = 2
 )
 
-// Notifier is told, after a batch is applied, that the shard's due index
-// may have changed. It runs on the apply goroutine and must not block.
-type Notifier func(shard uint64)
+// Change tells what an applied batch did to a shard's due index.
+type Change struct {
+	// Lows maps each queue that got due-index entries to the earliest
+	// visible_at among them.
+	Lows map[keys.Queue]int64
+	// Reset: the whole state was replaced (snapshot recovery).
+	Reset bool
+}
+
+// Notifier is told, after a batch is applied, what it changed in the due
+// index. It runs on the apply goroutine and must not block.
+type Notifier func(shard uint64, c Change)
 
 // StateMachine is one event shard's replica.
 type StateMachine struct {
@@ -46,7 +55,7 @@ func Factory(db *pebble.DB, notify Notifier) sm.CreateOnDiskStateMachineFunc {
 // New returns the state machine of shard over db.
 func New(db *pebble.DB, shard uint64, notify Notifier) *StateMachine {
 	if notify == nil {
-		notify = func(uint64) {}
+		notify = func(uint64, Change) {}
 	}
 	return &StateMachine{shard: shard, db: db, notify: notify}
 }
@@ -73,7 +82,7 @@ func (s *StateMachine) Open(<-chan struct{}) (uint64, error) {
 func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	a := applier{b: b, shard: s.shard}
+	a := applier{b: b, shard: s.shard, lows: map[keys.Queue]int64{}}
 	for i := range entries {
 		e := &entries[i]
 		var batch raftv1.Batch
@@ -104,7 +113,7 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		return nil, fmt.Errorf("fsm: commit batch: %w", err)
 	}
 	s.applied.Store(last)
-	s.notify(s.shard)
+	s.notify(s.shard, Change{Lows: a.lows})
 	return entries, nil
 }
 
@@ -214,7 +223,7 @@ func (s *StateMachine) RecoverFromSnapshot(r io.Reader, done <-chan struct{}) er
 	if _, err := s.Open(nil); err != nil {
 		return err
 	}
-	s.notify(s.shard)
+	s.notify(s.shard, Change{Reset: true})
 	return nil
 }
 

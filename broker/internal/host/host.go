@@ -309,7 +309,7 @@ func (h *Host) startShard(st *meta.State, sh *meta.Shard, r meta.Replica) error 
 }
 
 // wakeShard is the state machines' notifier: it runs on the apply goroutine.
-func (h *Host) wakeShard(id uint64) {
+func (h *Host) wakeShard(id uint64, c fsm.Change) {
 	h.mu.RLock()
 	s := h.shards[id]
 	var d *dispatch.Dispatcher
@@ -318,7 +318,7 @@ func (h *Host) wakeShard(id uint64) {
 	}
 	h.mu.RUnlock()
 	if d != nil {
-		d.Wake()
+		d.Changed(c.Lows, c.Reset)
 	}
 }
 
@@ -358,7 +358,7 @@ func (h *Host) leaderChanged(id, leader uint64) {
 	var stopping *dispatch.Dispatcher
 	switch {
 	case leader == s.replicaID && s.dispatcher == nil:
-		s.dispatcher = dispatch.New(id, h.db, s.proposer.Propose, h.cfg.Now, h.cfg.Dispatch, h.log, h.dispM)
+		s.dispatcher = dispatch.New(id, h.db, s.proposer.Propose, s.proposer.Start, h.cfg.Now, h.cfg.Dispatch, h.log, h.dispM)
 		s.dispatcher.Start()
 		h.leaderG.WithLabelValues(fmt.Sprint(id)).Set(1)
 		h.log.Info("shard leadership gained", zap.Uint64("shard_id", id))

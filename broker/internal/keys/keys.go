@@ -134,6 +134,11 @@ func Due(shard uint64, q Queue, visibleAtMs int64, priority int32, id []byte) []
 	return append(b, id...)
 }
 
+// DueFrom is the first key of q's entries visible at or after fromMs.
+func DueFrom(shard uint64, q Queue, fromMs int64) []byte {
+	return binary.BigEndian.AppendUint64(QueuePrefix(shard, q), uint64(fromMs))
+}
+
 // DueUntil is the upper bound (exclusive) of the entries of q visible at or
 // before nowMs.
 func DueUntil(shard uint64, q Queue, nowMs int64) []byte {

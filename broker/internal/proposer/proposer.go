@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4"
+	sm "github.com/lni/dragonboat/v4/statemachine"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -185,22 +186,87 @@ func (p *Proposer) propose(batch []*request) {
 	start := time.Now()
 	res, err := p.nh.SyncPropose(ctx, p.nh.GetNoOPSession(p.shard), data)
 	p.metrics.observe(time.Since(start), len(live), err)
+	outs, err := outcomes(res, err, len(live))
 	if err != nil {
 		p.fail(live, err)
 		return
 	}
+	for i, req := range live {
+		req.done <- result{out: outs[i]}
+	}
+}
+
+// outcomes decodes the result of an entry of n commands.
+func outcomes(res sm.Result, err error, n int) ([]*raftv1.Outcome, error) {
+	if err != nil {
+		return nil, err
+	}
 	if res.Value != fsm.ResultApplied {
-		p.fail(live, ErrMalformed)
-		return
+		return nil, ErrMalformed
 	}
 	var outs raftv1.Outcomes
-	if err := proto.Unmarshal(res.Data, &outs); err != nil || len(outs.Outcomes) != len(live) {
-		p.fail(live, fmt.Errorf("proposer: outcome of %d commands for %d proposed: %v", len(outs.Outcomes), len(live), err))
-		return
+	if err := proto.Unmarshal(res.Data, &outs); err != nil || len(outs.Outcomes) != n {
+		return nil, fmt.Errorf("proposer: outcome of %d commands for %d proposed: %v", len(outs.Outcomes), n, err)
 	}
-	for i, req := range live {
-		req.done <- result{out: outs.Outcomes[i]}
+	return outs.Outcomes, nil
+}
+
+// Start proposes cmd as an entry of its own right away, bypassing the
+// group-commit queue, and returns a function that waits for its outcome.
+// Anything proposed on the shard after Start returns is ordered after cmd
+// in the Raft log (as long as the leader does not change).
+func (p *Proposer) Start(ctx context.Context, cmd *raftv1.Command) (func() (*raftv1.Outcome, error), error) {
+	data, err := proto.Marshal(&raftv1.Batch{Commands: []*raftv1.Command{cmd}})
+	if err != nil {
+		return nil, fmt.Errorf("proposer: encode command: %w", err)
 	}
+	timeout := p.cfg.ProposeTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	start := time.Now()
+	rs, err := p.nh.Propose(p.nh.GetNoOPSession(p.shard), data, timeout)
+	if err != nil {
+		p.metrics.observe(0, 1, err)
+		return nil, err
+	}
+	return func() (*raftv1.Outcome, error) {
+		defer rs.Release()
+		var res sm.Result
+		var err error
+		select {
+		case r := <-rs.ResultC():
+			res, err = requestResult(r)
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		p.metrics.observe(time.Since(start), 1, err)
+		outs, err := outcomes(res, err, 1)
+		if err != nil {
+			return nil, err
+		}
+		return outs[0], nil
+	}, nil
+}
+
+// requestResult maps an asynchronous proposal's result to Dragonboat's
+// errors, as SyncPropose does.
+func requestResult(r dragonboat.RequestResult) (sm.Result, error) {
+	switch {
+	case r.Completed():
+		return r.GetResult(), nil
+	case r.Timeout():
+		return sm.Result{}, dragonboat.ErrTimeout
+	case r.Terminated():
+		return sm.Result{}, dragonboat.ErrShardClosed
+	case r.Dropped():
+		return sm.Result{}, dragonboat.ErrShardNotReady
+	case r.Rejected():
+		return sm.Result{}, dragonboat.ErrRejected
+	case r.Aborted():
+		return sm.Result{}, dragonboat.ErrAborted
+	}
+	return sm.Result{}, dragonboat.ErrCanceled
 }
 
 func (p *Proposer) fail(batch []*request, err error) {

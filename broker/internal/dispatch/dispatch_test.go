@@ -1,0 +1,248 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	sm "github.com/lni/dragonboat/v4/statemachine"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sundialmq/sundial/broker/internal/fsm"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/receipt"
+)
+
+const shard = 100
+
+// shardLog applies commands to the real state machine in order, standing in
+// for a single-replica Raft log: the dispatcher's timing and scanning logic
+// runs against the real due index without replication.
+type shardLog struct {
+	t     *testing.T
+	mu    sync.Mutex
+	s     *fsm.StateMachine
+	index uint64
+}
+
+func (l *shardLog) propose(_ context.Context, cmd *raftv1.Command) (*raftv1.Outcome, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.index++
+	data, err := proto.Marshal(&raftv1.Batch{Commands: []*raftv1.Command{cmd}})
+	if err != nil {
+		return nil, err
+	}
+	out, err := l.s.Update([]sm.Entry{{Index: l.index, Cmd: data}})
+	if err != nil {
+		return nil, err
+	}
+	var outs raftv1.Outcomes
+	if err := proto.Unmarshal(out[0].Result.Data, &outs); err != nil {
+		return nil, err
+	}
+	return outs.Outcomes[0], nil
+}
+
+func (l *shardLog) start(ctx context.Context, cmd *raftv1.Command) (func() (*raftv1.Outcome, error), error) {
+	out, err := l.propose(ctx, cmd)
+	return func() (*raftv1.Outcome, error) { return out, err }, nil
+}
+
+type rig struct {
+	t   *testing.T
+	log *shardLog
+	d   *Dispatcher
+}
+
+func newRig(t *testing.T) *rig {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quiet{}})
+	if err != nil {
+		t.Fatalf("pebble.Open() error = %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	r := &rig{t: t}
+	r.log = &shardLog{t: t}
+	r.log.s = fsm.New(db, shard, func(_ uint64, c fsm.Change) {
+		if r.d != nil {
+			r.d.Changed(c.Lows, c.Reset)
+		}
+	})
+	r.d = New(shard, db, r.log.propose, r.log.start, time.Now, Config{}, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
+	r.d.Start()
+	t.Cleanup(r.d.Stop)
+	return r
+}
+
+// publish stores messages due at the given times (absolute ms).
+func (r *rig) publish(topic string, dues ...int64) []receipt.MessageID {
+	r.t.Helper()
+	p := &raftv1.Publish{NowMs: time.Now().UnixMilli()}
+	for _, due := range dues {
+		p.Messages = append(p.Messages, &raftv1.StoredMessage{Topic: topic, Payload: []byte(fmt.Sprint(due)), DueAtMs: due})
+	}
+	out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}})
+	if err != nil {
+		r.t.Fatalf("publish: %v", err)
+	}
+	var ids []receipt.MessageID
+	for _, o := range out.Published {
+		id, _ := receipt.MessageIDFromBytes(o.MessageId)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (r *rig) ack(d *sundialv1.Delivery) raftv1.RefCode {
+	r.t.Helper()
+	rc, err := receipt.Parse(d.Receipt)
+	if err != nil {
+		r.t.Fatalf("receipt.Parse() error = %v", err)
+	}
+	out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{Refs: []*raftv1.MessageRef{{MessageId: rc.Message[:], Group: rc.Group, Attempt: rc.Attempt}}}}})
+	if err != nil {
+		r.t.Fatalf("ack: %v", err)
+	}
+	return out.Codes[0]
+}
+
+type got struct {
+	d  *sundialv1.Delivery
+	at time.Time
+}
+
+// next waits for the consumer's next delivery.
+func next(c *Consumer, timeout time.Duration) (got, bool) {
+	deadline := time.After(timeout)
+	for {
+		if ds := c.Take(); len(ds) > 0 {
+			for _, d := range ds[1:] {
+				c.push(d) // keep the rest for later calls
+			}
+			return got{ds[0], time.Now()}, true
+		}
+		select {
+		case <-c.Ready():
+		case <-deadline:
+			return got{}, false
+		}
+	}
+}
+
+func TestDeliversInDueOrderNeverEarly(t *testing.T) {
+	r := newRig(t)
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+	r.d.Attach(c)
+	now := time.Now().UnixMilli()
+	r.publish("t", now+120, now+40, now+80)
+	var dues []int64
+	for range 3 {
+		g, ok := next(c, 5*time.Second)
+		if !ok {
+			t.Fatalf("only %d of 3 delivered", len(dues))
+		}
+		if g.at.UnixMilli() < g.d.DueAtUnixMs {
+			t.Fatalf("delivered at %d, before due %d", g.at.UnixMilli(), g.d.DueAtUnixMs)
+		}
+		dues = append(dues, g.d.DueAtUnixMs-now)
+	}
+	if fmt.Sprint(dues) != "[40 80 120]" {
+		t.Fatalf("delivered due offsets %v, want [40 80 120]", dues)
+	}
+}
+
+func TestCreditBoundsDeliveries(t *testing.T) {
+	r := newRig(t)
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 2)
+	r.d.Attach(c)
+	now := time.Now().UnixMilli()
+	r.publish("t", now, now, now, now, now)
+	for range 2 {
+		if _, ok := next(c, 5*time.Second); !ok {
+			t.Fatalf("credited delivery missing")
+		}
+	}
+	if g, ok := next(c, 300*time.Millisecond); ok {
+		t.Fatalf("delivered %v beyond the credit of 2", g.d.MessageId)
+	}
+	r.d.AddCredit(c, 3)
+	for range 3 {
+		if _, ok := next(c, 5*time.Second); !ok {
+			t.Fatalf("delivery after more credit missing")
+		}
+	}
+}
+
+// After scans walked past acked messages (raising the floor), a message
+// published due earlier than everything still waiting must be found.
+func TestInsertBelowFloorIsDelivered(t *testing.T) {
+	r := newRig(t)
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 100)
+	r.d.Attach(c)
+	now := time.Now().UnixMilli()
+	r.publish("t", now+3_600_000) // waits an hour: the floor rises to it
+	for i := range 20 {
+		r.publish("t", now+int64(i))
+	}
+	for range 20 {
+		g, ok := next(c, 5*time.Second)
+		if !ok {
+			t.Fatalf("due message missing")
+		}
+		if code := r.ack(g.d); code != raftv1.RefCode_REF_CODE_OK {
+			t.Fatalf("ack = %v", code)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // let a round raise the floor to the hour mark
+	r.publish("t", time.Now().UnixMilli()+20)
+	if _, ok := next(c, 5*time.Second); !ok {
+		t.Fatalf("message due below the scan floor was never delivered")
+	}
+}
+
+func TestAtMostOnceRemovesOnDelivery(t *testing.T) {
+	r := newRig(t)
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, true, 10)
+	r.d.Attach(c)
+	r.publish("t", time.Now().UnixMilli())
+	g, ok := next(c, 5*time.Second)
+	if !ok {
+		t.Fatalf("no delivery")
+	}
+	if code := r.ack(g.d); code != raftv1.RefCode_REF_CODE_NOT_FOUND {
+		t.Fatalf("ack after an at-most-once delivery = %v, want NOT_FOUND: the delivery removed it", code)
+	}
+}
+
+func TestExpiredLeaseIsRedelivered(t *testing.T) {
+	r := newRig(t)
+	c := NewConsumer("t", "default", []uint32{0}, 100*time.Millisecond, false, 10)
+	r.d.Attach(c)
+	r.publish("t", time.Now().UnixMilli())
+	first, ok := next(c, 5*time.Second)
+	if !ok {
+		t.Fatalf("no delivery")
+	}
+	second, ok := next(c, 5*time.Second)
+	if !ok || second.d.Attempt != 2 || second.d.MessageId != first.d.MessageId {
+		t.Fatalf("redelivery = %v, %v, want attempt 2 of %s", second.d, ok, first.d.MessageId)
+	}
+	if lag := second.at.Sub(first.at); lag < 90*time.Millisecond {
+		t.Fatalf("redelivered after %v, before the 100ms lease ended", lag)
+	}
+}
+
+type quiet struct{}
+
+func (quiet) Infof(string, ...interface{})  {}
+func (quiet) Errorf(string, ...interface{}) {}
+func (quiet) Fatalf(format string, args ...interface{}) {
+	panic(fmt.Sprintf(format, args...))
+}
