@@ -82,6 +82,117 @@ func (KeyConflict) EnumDescriptor() ([]byte, []int) {
 	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{0}
 }
 
+type KeyOutcome int32
+
+const (
+	KeyOutcome_KEY_OUTCOME_UNSPECIFIED KeyOutcome = 0
+	KeyOutcome_KEY_OUTCOME_CREATED     KeyOutcome = 1 // a new message
+	KeyOutcome_KEY_OUTCOME_IGNORED     KeyOutcome = 2 // the key was pending or recently done: the first message's id
+	KeyOutcome_KEY_OUTCOME_REPLACED    KeyOutcome = 3 // the pending message got the new payload and due time
+	KeyOutcome_KEY_OUTCOME_DEBOUNCED   KeyOutcome = 4 // the pending message got the new payload and a later due time
+)
+
+// Enum value maps for KeyOutcome.
+var (
+	KeyOutcome_name = map[int32]string{
+		0: "KEY_OUTCOME_UNSPECIFIED",
+		1: "KEY_OUTCOME_CREATED",
+		2: "KEY_OUTCOME_IGNORED",
+		3: "KEY_OUTCOME_REPLACED",
+		4: "KEY_OUTCOME_DEBOUNCED",
+	}
+	KeyOutcome_value = map[string]int32{
+		"KEY_OUTCOME_UNSPECIFIED": 0,
+		"KEY_OUTCOME_CREATED":     1,
+		"KEY_OUTCOME_IGNORED":     2,
+		"KEY_OUTCOME_REPLACED":    3,
+		"KEY_OUTCOME_DEBOUNCED":   4,
+	}
+)
+
+func (x KeyOutcome) Enum() *KeyOutcome {
+	p := new(KeyOutcome)
+	*p = x
+	return p
+}
+
+func (x KeyOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeyOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_v1_sundial_proto_enumTypes[1].Descriptor()
+}
+
+func (KeyOutcome) Type() protoreflect.EnumType {
+	return &file_sundial_v1_sundial_proto_enumTypes[1]
+}
+
+func (x KeyOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeyOutcome.Descriptor instead.
+func (KeyOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{1}
+}
+
+// ChangeOutcome is the definite answer of a cancel or reschedule.
+type ChangeOutcome int32
+
+const (
+	ChangeOutcome_CHANGE_OUTCOME_UNSPECIFIED       ChangeOutcome = 0
+	ChangeOutcome_CHANGE_OUTCOME_DONE              ChangeOutcome = 1 // cancelled or rescheduled
+	ChangeOutcome_CHANGE_OUTCOME_IN_FLIGHT         ChangeOutcome = 2 // a delivery is leased to a consumer: nothing changed
+	ChangeOutcome_CHANGE_OUTCOME_ALREADY_DELIVERED ChangeOutcome = 3 // delivered and acked (or dead-lettered) already: nothing changed
+	ChangeOutcome_CHANGE_OUTCOME_NOT_FOUND         ChangeOutcome = 4 // no such message (or it expired, or was cancelled long ago)
+)
+
+// Enum value maps for ChangeOutcome.
+var (
+	ChangeOutcome_name = map[int32]string{
+		0: "CHANGE_OUTCOME_UNSPECIFIED",
+		1: "CHANGE_OUTCOME_DONE",
+		2: "CHANGE_OUTCOME_IN_FLIGHT",
+		3: "CHANGE_OUTCOME_ALREADY_DELIVERED",
+		4: "CHANGE_OUTCOME_NOT_FOUND",
+	}
+	ChangeOutcome_value = map[string]int32{
+		"CHANGE_OUTCOME_UNSPECIFIED":       0,
+		"CHANGE_OUTCOME_DONE":              1,
+		"CHANGE_OUTCOME_IN_FLIGHT":         2,
+		"CHANGE_OUTCOME_ALREADY_DELIVERED": 3,
+		"CHANGE_OUTCOME_NOT_FOUND":         4,
+	}
+)
+
+func (x ChangeOutcome) Enum() *ChangeOutcome {
+	p := new(ChangeOutcome)
+	*p = x
+	return p
+}
+
+func (x ChangeOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChangeOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_v1_sundial_proto_enumTypes[2].Descriptor()
+}
+
+func (ChangeOutcome) Type() protoreflect.EnumType {
+	return &file_sundial_v1_sundial_proto_enumTypes[2]
+}
+
+func (x ChangeOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChangeOutcome.Descriptor instead.
+func (ChangeOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{2}
+}
+
 type AckMode int32
 
 const (
@@ -115,11 +226,11 @@ func (x AckMode) String() string {
 }
 
 func (AckMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_sundial_v1_sundial_proto_enumTypes[1].Descriptor()
+	return file_sundial_v1_sundial_proto_enumTypes[3].Descriptor()
 }
 
 func (AckMode) Type() protoreflect.EnumType {
-	return &file_sundial_v1_sundial_proto_enumTypes[1]
+	return &file_sundial_v1_sundial_proto_enumTypes[3]
 }
 
 func (x AckMode) Number() protoreflect.EnumNumber {
@@ -128,7 +239,7 @@ func (x AckMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AckMode.Descriptor instead.
 func (AckMode) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{1}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{3}
 }
 
 type TopicKind int32
@@ -164,11 +275,11 @@ func (x TopicKind) String() string {
 }
 
 func (TopicKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_sundial_v1_sundial_proto_enumTypes[2].Descriptor()
+	return file_sundial_v1_sundial_proto_enumTypes[4].Descriptor()
 }
 
 func (TopicKind) Type() protoreflect.EnumType {
-	return &file_sundial_v1_sundial_proto_enumTypes[2]
+	return &file_sundial_v1_sundial_proto_enumTypes[4]
 }
 
 func (x TopicKind) Number() protoreflect.EnumNumber {
@@ -177,7 +288,108 @@ func (x TopicKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TopicKind.Descriptor instead.
 func (TopicKind) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{2}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{4}
+}
+
+type CopyState int32
+
+const (
+	CopyState_COPY_STATE_UNSPECIFIED CopyState = 0
+	CopyState_COPY_STATE_SCHEDULED   CopyState = 1
+	CopyState_COPY_STATE_READY       CopyState = 2
+	CopyState_COPY_STATE_IN_FLIGHT   CopyState = 3
+)
+
+// Enum value maps for CopyState.
+var (
+	CopyState_name = map[int32]string{
+		0: "COPY_STATE_UNSPECIFIED",
+		1: "COPY_STATE_SCHEDULED",
+		2: "COPY_STATE_READY",
+		3: "COPY_STATE_IN_FLIGHT",
+	}
+	CopyState_value = map[string]int32{
+		"COPY_STATE_UNSPECIFIED": 0,
+		"COPY_STATE_SCHEDULED":   1,
+		"COPY_STATE_READY":       2,
+		"COPY_STATE_IN_FLIGHT":   3,
+	}
+)
+
+func (x CopyState) Enum() *CopyState {
+	p := new(CopyState)
+	*p = x
+	return p
+}
+
+func (x CopyState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CopyState) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_v1_sundial_proto_enumTypes[5].Descriptor()
+}
+
+func (CopyState) Type() protoreflect.EnumType {
+	return &file_sundial_v1_sundial_proto_enumTypes[5]
+}
+
+func (x CopyState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CopyState.Descriptor instead.
+func (CopyState) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{5}
+}
+
+type HistogramBucket int32
+
+const (
+	HistogramBucket_HISTOGRAM_BUCKET_UNSPECIFIED HistogramBucket = 0 // same as MINUTE
+	HistogramBucket_HISTOGRAM_BUCKET_MINUTE      HistogramBucket = 1
+	HistogramBucket_HISTOGRAM_BUCKET_HOUR        HistogramBucket = 2
+)
+
+// Enum value maps for HistogramBucket.
+var (
+	HistogramBucket_name = map[int32]string{
+		0: "HISTOGRAM_BUCKET_UNSPECIFIED",
+		1: "HISTOGRAM_BUCKET_MINUTE",
+		2: "HISTOGRAM_BUCKET_HOUR",
+	}
+	HistogramBucket_value = map[string]int32{
+		"HISTOGRAM_BUCKET_UNSPECIFIED": 0,
+		"HISTOGRAM_BUCKET_MINUTE":      1,
+		"HISTOGRAM_BUCKET_HOUR":        2,
+	}
+)
+
+func (x HistogramBucket) Enum() *HistogramBucket {
+	p := new(HistogramBucket)
+	*p = x
+	return p
+}
+
+func (x HistogramBucket) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HistogramBucket) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_v1_sundial_proto_enumTypes[6].Descriptor()
+}
+
+func (HistogramBucket) Type() protoreflect.EnumType {
+	return &file_sundial_v1_sundial_proto_enumTypes[6]
+}
+
+func (x HistogramBucket) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HistogramBucket.Descriptor instead.
+func (HistogramBucket) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{6}
 }
 
 type NodeState int32
@@ -216,11 +428,11 @@ func (x NodeState) String() string {
 }
 
 func (NodeState) Descriptor() protoreflect.EnumDescriptor {
-	return file_sundial_v1_sundial_proto_enumTypes[3].Descriptor()
+	return file_sundial_v1_sundial_proto_enumTypes[7].Descriptor()
 }
 
 func (NodeState) Type() protoreflect.EnumType {
-	return &file_sundial_v1_sundial_proto_enumTypes[3]
+	return &file_sundial_v1_sundial_proto_enumTypes[7]
 }
 
 func (x NodeState) Number() protoreflect.EnumNumber {
@@ -229,7 +441,7 @@ func (x NodeState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeState.Descriptor instead.
 func (NodeState) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{3}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{7}
 }
 
 type AckResult_Op int32
@@ -268,11 +480,11 @@ func (x AckResult_Op) String() string {
 }
 
 func (AckResult_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_sundial_v1_sundial_proto_enumTypes[4].Descriptor()
+	return file_sundial_v1_sundial_proto_enumTypes[8].Descriptor()
 }
 
 func (AckResult_Op) Type() protoreflect.EnumType {
-	return &file_sundial_v1_sundial_proto_enumTypes[4]
+	return &file_sundial_v1_sundial_proto_enumTypes[8]
 }
 
 func (x AckResult_Op) Number() protoreflect.EnumNumber {
@@ -281,7 +493,7 @@ func (x AckResult_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AckResult_Op.Descriptor instead.
 func (AckResult_Op) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{13, 0}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type PublishRequest struct {
@@ -522,8 +734,10 @@ type PublishResult struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	MessageId string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// Set when this message was not stored.
-	Error         *status.Status `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	DueAtUnixMs   int64          `protobuf:"varint,3,opt,name=due_at_unix_ms,json=dueAtUnixMs,proto3" json:"due_at_unix_ms,omitempty"`
+	Error       *status.Status `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	DueAtUnixMs int64          `protobuf:"varint,3,opt,name=due_at_unix_ms,json=dueAtUnixMs,proto3" json:"due_at_unix_ms,omitempty"`
+	// What a keyed publish did; CREATED for messages without a key.
+	KeyOutcome    KeyOutcome `protobuf:"varint,4,opt,name=key_outcome,json=keyOutcome,proto3,enum=sundial.v1.KeyOutcome" json:"key_outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -579,6 +793,451 @@ func (x *PublishResult) GetDueAtUnixMs() int64 {
 	return 0
 }
 
+func (x *PublishResult) GetKeyOutcome() KeyOutcome {
+	if x != nil {
+		return x.KeyOutcome
+	}
+	return KeyOutcome_KEY_OUTCOME_UNSPECIFIED
+}
+
+// MessageSelector names one message of a topic by its key or its id.
+type MessageSelector struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Types that are valid to be assigned to By:
+	//
+	//	*MessageSelector_Key
+	//	*MessageSelector_MessageId
+	By            isMessageSelector_By `protobuf_oneof:"by"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageSelector) Reset() {
+	*x = MessageSelector{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageSelector) ProtoMessage() {}
+
+func (x *MessageSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageSelector.ProtoReflect.Descriptor instead.
+func (*MessageSelector) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MessageSelector) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MessageSelector) GetBy() isMessageSelector_By {
+	if x != nil {
+		return x.By
+	}
+	return nil
+}
+
+func (x *MessageSelector) GetKey() string {
+	if x != nil {
+		if x, ok := x.By.(*MessageSelector_Key); ok {
+			return x.Key
+		}
+	}
+	return ""
+}
+
+func (x *MessageSelector) GetMessageId() string {
+	if x != nil {
+		if x, ok := x.By.(*MessageSelector_MessageId); ok {
+			return x.MessageId
+		}
+	}
+	return ""
+}
+
+type isMessageSelector_By interface {
+	isMessageSelector_By()
+}
+
+type MessageSelector_Key struct {
+	Key string `protobuf:"bytes,2,opt,name=key,proto3,oneof"`
+}
+
+type MessageSelector_MessageId struct {
+	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3,oneof"`
+}
+
+func (*MessageSelector_Key) isMessageSelector_By() {}
+
+func (*MessageSelector_MessageId) isMessageSelector_By() {}
+
+type CancelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *MessageSelector       `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRequest) Reset() {
+	*x = CancelRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRequest) ProtoMessage() {}
+
+func (x *CancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
+func (*CancelRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CancelRequest) GetMessage() *MessageSelector {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+type CancelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       ChangeOutcome          `protobuf:"varint,1,opt,name=outcome,proto3,enum=sundial.v1.ChangeOutcome" json:"outcome,omitempty"`
+	MessageId     string                 `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelResponse) Reset() {
+	*x = CancelResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelResponse) ProtoMessage() {}
+
+func (x *CancelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
+func (*CancelResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CancelResponse) GetOutcome() ChangeOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ChangeOutcome_CHANGE_OUTCOME_UNSPECIFIED
+}
+
+func (x *CancelResponse) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+type RescheduleRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Message *MessageSelector       `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// Exactly one: relative to now, or absolute (not in the past).
+	DelayMs         int64 `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	DeliverAtUnixMs int64 `protobuf:"varint,3,opt,name=deliver_at_unix_ms,json=deliverAtUnixMs,proto3" json:"deliver_at_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RescheduleRequest) Reset() {
+	*x = RescheduleRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescheduleRequest) ProtoMessage() {}
+
+func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescheduleRequest.ProtoReflect.Descriptor instead.
+func (*RescheduleRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RescheduleRequest) GetMessage() *MessageSelector {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *RescheduleRequest) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *RescheduleRequest) GetDeliverAtUnixMs() int64 {
+	if x != nil {
+		return x.DeliverAtUnixMs
+	}
+	return 0
+}
+
+type RescheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       ChangeOutcome          `protobuf:"varint,1,opt,name=outcome,proto3,enum=sundial.v1.ChangeOutcome" json:"outcome,omitempty"`
+	MessageId     string                 `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	DueAtUnixMs   int64                  `protobuf:"varint,3,opt,name=due_at_unix_ms,json=dueAtUnixMs,proto3" json:"due_at_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RescheduleResponse) Reset() {
+	*x = RescheduleResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescheduleResponse) ProtoMessage() {}
+
+func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescheduleResponse.ProtoReflect.Descriptor instead.
+func (*RescheduleResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RescheduleResponse) GetOutcome() ChangeOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ChangeOutcome_CHANGE_OUTCOME_UNSPECIFIED
+}
+
+func (x *RescheduleResponse) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *RescheduleResponse) GetDueAtUnixMs() int64 {
+	if x != nil {
+		return x.DueAtUnixMs
+	}
+	return 0
+}
+
+type ReceiveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// 1 to 1000; 0 means 1.
+	MaxMessages int32 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	// 0 to 20000; 0 answers at once.
+	WaitMs              int64   `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	VisibilityTimeoutMs int64   `protobuf:"varint,5,opt,name=visibility_timeout_ms,json=visibilityTimeoutMs,proto3" json:"visibility_timeout_ms,omitempty"`
+	AckMode             AckMode `protobuf:"varint,6,opt,name=ack_mode,json=ackMode,proto3,enum=sundial.v1.AckMode" json:"ack_mode,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ReceiveRequest) Reset() {
+	*x = ReceiveRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiveRequest) ProtoMessage() {}
+
+func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
+func (*ReceiveRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReceiveRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReceiveRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ReceiveRequest) GetMaxMessages() int32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *ReceiveRequest) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+func (x *ReceiveRequest) GetVisibilityTimeoutMs() int64 {
+	if x != nil {
+		return x.VisibilityTimeoutMs
+	}
+	return 0
+}
+
+func (x *ReceiveRequest) GetAckMode() AckMode {
+	if x != nil {
+		return x.AckMode
+	}
+	return AckMode_ACK_MODE_UNSPECIFIED
+}
+
+type ReceiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*Delivery            `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiveResponse) Reset() {
+	*x = ReceiveResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiveResponse) ProtoMessage() {}
+
+func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
+func (*ReceiveResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReceiveResponse) GetDeliveries() []*Delivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
 type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -595,7 +1254,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[4]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +1266,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[4]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +1279,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{4}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SubscribeRequest) GetKind() isSubscribeRequest_Kind {
@@ -725,7 +1384,7 @@ type Start struct {
 
 func (x *Start) Reset() {
 	*x = Start{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[5]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +1396,7 @@ func (x *Start) String() string {
 func (*Start) ProtoMessage() {}
 
 func (x *Start) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[5]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +1409,7 @@ func (x *Start) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Start.ProtoReflect.Descriptor instead.
 func (*Start) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{5}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Start) GetTopic() string {
@@ -798,7 +1457,7 @@ type Credit struct {
 
 func (x *Credit) Reset() {
 	*x = Credit{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[6]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1469,7 @@ func (x *Credit) String() string {
 func (*Credit) ProtoMessage() {}
 
 func (x *Credit) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[6]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1482,7 @@ func (x *Credit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credit.ProtoReflect.Descriptor instead.
 func (*Credit) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{6}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Credit) GetN() int32 {
@@ -846,7 +1505,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[7]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +1517,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[7]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1530,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{7}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SubscribeResponse) GetKind() isSubscribeResponse_Kind {
@@ -937,7 +1596,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[8]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1608,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[8]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1621,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{8}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Delivery) GetMessageId() string {
@@ -1060,7 +1719,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[9]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1731,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[9]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1744,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{9}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AckRequest) GetReceipts() []string {
@@ -1105,7 +1764,7 @@ func (x *AckRequest) GetRequestId() string {
 type NackRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Receipts []string               `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
-	// Redeliver after delay_ms; 0 redelivers as soon as possible.
+	// Redeliver after delay_ms; 0 applies the topic's exponential backoff.
 	DelayMs       int64  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
 	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1115,7 +1774,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[10]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1786,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[10]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1799,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{10}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NackRequest) GetReceipts() []string {
@@ -1183,7 +1842,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[11]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1854,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[11]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1867,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{11}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExtendRequest) GetReceipts() []string {
@@ -1245,7 +1904,7 @@ type ReceiptResult struct {
 
 func (x *ReceiptResult) Reset() {
 	*x = ReceiptResult{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[12]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1916,7 @@ func (x *ReceiptResult) String() string {
 func (*ReceiptResult) ProtoMessage() {}
 
 func (x *ReceiptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[12]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1929,7 @@ func (x *ReceiptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptResult.ProtoReflect.Descriptor instead.
 func (*ReceiptResult) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{12}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReceiptResult) GetReceipt() string {
@@ -1305,7 +1964,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[13]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1976,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[13]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1989,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{13}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AckResult) GetOp() AckResult_Op {
@@ -1363,7 +2022,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[14]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +2034,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[14]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +2047,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{14}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AckResponse) GetResults() []*ReceiptResult {
@@ -1407,7 +2066,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +2078,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +2091,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{15}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NackResponse) GetResults() []*ReceiptResult {
@@ -1451,7 +2110,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +2122,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +2135,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{16}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExtendResponse) GetResults() []*ReceiptResult {
@@ -1499,13 +2158,26 @@ type Topic struct {
 	Groups              []string `protobuf:"bytes,8,rep,name=groups,proto3" json:"groups,omitempty"`
 	CreatedAtUnixMs     int64    `protobuf:"varint,9,opt,name=created_at_unix_ms,json=createdAtUnixMs,proto3" json:"created_at_unix_ms,omitempty"`
 	DedupWindowMs       int64    `protobuf:"varint,10,opt,name=dedup_window_ms,json=dedupWindowMs,proto3" json:"dedup_window_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Per group, filled by GetTopic.
+	Stats []*GroupStats `protobuf:"bytes,11,rep,name=stats,proto3" json:"stats,omitempty"`
+	// Deliveries per second released from this topic; 0 is unlimited.
+	ReleaseRatePerSec float64 `protobuf:"fixed64,12,opt,name=release_rate_per_sec,json=releaseRatePerSec,proto3" json:"release_rate_per_sec,omitempty"`
+	// Spread each due time by a random 0..jitter_ms, so messages due at one
+	// instant do not arrive at once.
+	JitterMs int64 `protobuf:"varint,13,opt,name=jitter_ms,json=jitterMs,proto3" json:"jitter_ms,omitempty"`
+	// FAIR topics: weights of fairness keys (default 1).
+	FairnessWeights map[string]int32 `protobuf:"bytes,14,rep,name=fairness_weights,json=fairnessWeights,proto3" json:"fairness_weights,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Redelivery backoff after a nack without delay: base * 2^(attempt-1),
+	// capped, with jitter. Defaults 1s and 5m.
+	BackoffBaseMs int64 `protobuf:"varint,15,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs  int64 `protobuf:"varint,16,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +2189,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +2202,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{17}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Topic) GetName() string {
@@ -1603,6 +2275,1346 @@ func (x *Topic) GetDedupWindowMs() int64 {
 	return 0
 }
 
+func (x *Topic) GetStats() []*GroupStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+func (x *Topic) GetReleaseRatePerSec() float64 {
+	if x != nil {
+		return x.ReleaseRatePerSec
+	}
+	return 0
+}
+
+func (x *Topic) GetJitterMs() int64 {
+	if x != nil {
+		return x.JitterMs
+	}
+	return 0
+}
+
+func (x *Topic) GetFairnessWeights() map[string]int32 {
+	if x != nil {
+		return x.FairnessWeights
+	}
+	return nil
+}
+
+func (x *Topic) GetBackoffBaseMs() int64 {
+	if x != nil {
+		return x.BackoffBaseMs
+	}
+	return 0
+}
+
+func (x *Topic) GetBackoffMaxMs() int64 {
+	if x != nil {
+		return x.BackoffMaxMs
+	}
+	return 0
+}
+
+type GroupStats struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Group            string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Scheduled        int64                  `protobuf:"varint,2,opt,name=scheduled,proto3" json:"scheduled,omitempty"`                           // not yet due
+	Ready            int64                  `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`                                   // due, not leased
+	InFlight         int64                  `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`             // leased to a consumer
+	DeadLettered     int64                  `protobuf:"varint,5,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"` // moved to <topic>.dlq since the topic was created
+	OldestReadyAgeMs int64                  `protobuf:"varint,6,opt,name=oldest_ready_age_ms,json=oldestReadyAgeMs,proto3" json:"oldest_ready_age_ms,omitempty"`
+	// Delivery time minus due time at the leaders since they took over.
+	LatenessP50Ms float64 `protobuf:"fixed64,7,opt,name=lateness_p50_ms,json=latenessP50Ms,proto3" json:"lateness_p50_ms,omitempty"`
+	LatenessP99Ms float64 `protobuf:"fixed64,8,opt,name=lateness_p99_ms,json=latenessP99Ms,proto3" json:"lateness_p99_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStats) Reset() {
+	*x = GroupStats{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStats) ProtoMessage() {}
+
+func (x *GroupStats) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStats.ProtoReflect.Descriptor instead.
+func (*GroupStats) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GroupStats) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupStats) GetScheduled() int64 {
+	if x != nil {
+		return x.Scheduled
+	}
+	return 0
+}
+
+func (x *GroupStats) GetReady() int64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *GroupStats) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *GroupStats) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *GroupStats) GetOldestReadyAgeMs() int64 {
+	if x != nil {
+		return x.OldestReadyAgeMs
+	}
+	return 0
+}
+
+func (x *GroupStats) GetLatenessP50Ms() float64 {
+	if x != nil {
+		return x.LatenessP50Ms
+	}
+	return 0
+}
+
+func (x *GroupStats) GetLatenessP99Ms() float64 {
+	if x != nil {
+		return x.LatenessP99Ms
+	}
+	return 0
+}
+
+type Group struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Stats         *GroupStats            `protobuf:"bytes,3,opt,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Group) Reset() {
+	*x = Group{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Group) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Group) ProtoMessage() {}
+
+func (x *Group) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Group.ProtoReflect.Descriptor instead.
+func (*Group) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Group) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Group) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Group) GetStats() *GroupStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+type UpdateTopicRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic *Topic                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Field names of Topic to change, e.g. "visibility_timeout_ms".
+	UpdateMask    []string `protobuf:"bytes,2,rep,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTopicRequest) Reset() {
+	*x = UpdateTopicRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTopicRequest) ProtoMessage() {}
+
+func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTopicRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTopicRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *UpdateTopicRequest) GetTopic() *Topic {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+func (x *UpdateTopicRequest) GetUpdateMask() []string {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+type DeleteTopicRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTopicRequest) Reset() {
+	*x = DeleteTopicRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTopicRequest) ProtoMessage() {}
+
+func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
+func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DeleteTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTopicResponse) Reset() {
+	*x = DeleteTopicResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTopicResponse) ProtoMessage() {}
+
+func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
+func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{29}
+}
+
+type PurgeTopicRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Empty purges every group.
+	Group         string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeTopicRequest) Reset() {
+	*x = PurgeTopicRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeTopicRequest) ProtoMessage() {}
+
+func (x *PurgeTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeTopicRequest.ProtoReflect.Descriptor instead.
+func (*PurgeTopicRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PurgeTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PurgeTopicRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type PurgeTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Purged        int64                  `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeTopicResponse) Reset() {
+	*x = PurgeTopicResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeTopicResponse) ProtoMessage() {}
+
+func (x *PurgeTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeTopicResponse.ProtoReflect.Descriptor instead.
+func (*PurgeTopicResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PurgeTopicResponse) GetPurged() int64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
+type CreateGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	IfNotExists   bool                   `protobuf:"varint,3,opt,name=if_not_exists,json=ifNotExists,proto3" json:"if_not_exists,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateGroupRequest) Reset() {
+	*x = CreateGroupRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateGroupRequest) ProtoMessage() {}
+
+func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
+func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CreateGroupRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CreateGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CreateGroupRequest) GetIfNotExists() bool {
+	if x != nil {
+		return x.IfNotExists
+	}
+	return false
+}
+
+type ListGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListGroupsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+type ListGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*Group               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListGroupsResponse) GetGroups() []*Group {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type DeleteGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupRequest) Reset() {
+	*x = DeleteGroupRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupRequest) ProtoMessage() {}
+
+func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeleteGroupRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type DeleteGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupResponse) Reset() {
+	*x = DeleteGroupResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupResponse) ProtoMessage() {}
+
+func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{36}
+}
+
+type ListMessagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The group whose copies are listed; empty means "default".
+	Group string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// Due-time range [from, to); 0 means unbounded.
+	FromUnixMs int64  `protobuf:"varint,3,opt,name=from_unix_ms,json=fromUnixMs,proto3" json:"from_unix_ms,omitempty"`
+	ToUnixMs   int64  `protobuf:"varint,4,opt,name=to_unix_ms,json=toUnixMs,proto3" json:"to_unix_ms,omitempty"`
+	KeyPrefix  string `protobuf:"bytes,5,opt,name=key_prefix,json=keyPrefix,proto3" json:"key_prefix,omitempty"`
+	// Only messages whose header has this value.
+	HeaderKey   string `protobuf:"bytes,6,opt,name=header_key,json=headerKey,proto3" json:"header_key,omitempty"`
+	HeaderValue string `protobuf:"bytes,7,opt,name=header_value,json=headerValue,proto3" json:"header_value,omitempty"`
+	// 1 to 1000; 0 means 100.
+	PageSize      int32  `protobuf:"varint,8,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMessagesRequest) Reset() {
+	*x = ListMessagesRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMessagesRequest) ProtoMessage() {}
+
+func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
+func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListMessagesRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetFromUnixMs() int64 {
+	if x != nil {
+		return x.FromUnixMs
+	}
+	return 0
+}
+
+func (x *ListMessagesRequest) GetToUnixMs() int64 {
+	if x != nil {
+		return x.ToUnixMs
+	}
+	return 0
+}
+
+func (x *ListMessagesRequest) GetKeyPrefix() string {
+	if x != nil {
+		return x.KeyPrefix
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetHeaderKey() string {
+	if x != nil {
+		return x.HeaderKey
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetHeaderValue() string {
+	if x != nil {
+		return x.HeaderValue
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListMessagesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListMessagesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*MessageInfo         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMessagesResponse) Reset() {
+	*x = ListMessagesResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMessagesResponse) ProtoMessage() {}
+
+func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
+func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListMessagesResponse) GetMessages() []*MessageInfo {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ListMessagesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type GetMessageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *MessageSelector       `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageRequest) Reset() {
+	*x = GetMessageRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageRequest) ProtoMessage() {}
+
+func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
+func (*GetMessageRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetMessageRequest) GetMessage() *MessageSelector {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+type CopyInfo struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Group           string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	State           CopyState              `protobuf:"varint,2,opt,name=state,proto3,enum=sundial.v1.CopyState" json:"state,omitempty"`
+	Attempt         int32                  `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	VisibleAtUnixMs int64                  `protobuf:"varint,4,opt,name=visible_at_unix_ms,json=visibleAtUnixMs,proto3" json:"visible_at_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CopyInfo) Reset() {
+	*x = CopyInfo{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyInfo) ProtoMessage() {}
+
+func (x *CopyInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyInfo.ProtoReflect.Descriptor instead.
+func (*CopyInfo) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CopyInfo) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CopyInfo) GetState() CopyState {
+	if x != nil {
+		return x.State
+	}
+	return CopyState_COPY_STATE_UNSPECIFIED
+}
+
+func (x *CopyInfo) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *CopyInfo) GetVisibleAtUnixMs() int64 {
+	if x != nil {
+		return x.VisibleAtUnixMs
+	}
+	return 0
+}
+
+type MessageInfo struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	MessageId         string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Topic             string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key               string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Payload           []byte                 `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	Headers           map[string]string      `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	PublishedAtUnixMs int64                  `protobuf:"varint,6,opt,name=published_at_unix_ms,json=publishedAtUnixMs,proto3" json:"published_at_unix_ms,omitempty"`
+	DueAtUnixMs       int64                  `protobuf:"varint,7,opt,name=due_at_unix_ms,json=dueAtUnixMs,proto3" json:"due_at_unix_ms,omitempty"`
+	ExpiresAtUnixMs   int64                  `protobuf:"varint,8,opt,name=expires_at_unix_ms,json=expiresAtUnixMs,proto3" json:"expires_at_unix_ms,omitempty"`
+	FairnessKey       string                 `protobuf:"bytes,9,opt,name=fairness_key,json=fairnessKey,proto3" json:"fairness_key,omitempty"`
+	Priority          int32                  `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
+	Copies            []*CopyInfo            `protobuf:"bytes,11,rep,name=copies,proto3" json:"copies,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *MessageInfo) Reset() {
+	*x = MessageInfo{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageInfo) ProtoMessage() {}
+
+func (x *MessageInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageInfo.ProtoReflect.Descriptor instead.
+func (*MessageInfo) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *MessageInfo) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *MessageInfo) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MessageInfo) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *MessageInfo) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *MessageInfo) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *MessageInfo) GetPublishedAtUnixMs() int64 {
+	if x != nil {
+		return x.PublishedAtUnixMs
+	}
+	return 0
+}
+
+func (x *MessageInfo) GetDueAtUnixMs() int64 {
+	if x != nil {
+		return x.DueAtUnixMs
+	}
+	return 0
+}
+
+func (x *MessageInfo) GetExpiresAtUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresAtUnixMs
+	}
+	return 0
+}
+
+func (x *MessageInfo) GetFairnessKey() string {
+	if x != nil {
+		return x.FairnessKey
+	}
+	return ""
+}
+
+func (x *MessageInfo) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *MessageInfo) GetCopies() []*CopyInfo {
+	if x != nil {
+		return x.Copies
+	}
+	return nil
+}
+
+type DueHistogramRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Topic  string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group  string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Bucket HistogramBucket        `protobuf:"varint,3,opt,name=bucket,proto3,enum=sundial.v1.HistogramBucket" json:"bucket,omitempty"`
+	// 0 means now.
+	FromUnixMs int64 `protobuf:"varint,4,opt,name=from_unix_ms,json=fromUnixMs,proto3" json:"from_unix_ms,omitempty"`
+	// 0 means from + 60 buckets; at most 10000 buckets.
+	ToUnixMs      int64 `protobuf:"varint,5,opt,name=to_unix_ms,json=toUnixMs,proto3" json:"to_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DueHistogramRequest) Reset() {
+	*x = DueHistogramRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DueHistogramRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DueHistogramRequest) ProtoMessage() {}
+
+func (x *DueHistogramRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DueHistogramRequest.ProtoReflect.Descriptor instead.
+func (*DueHistogramRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *DueHistogramRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DueHistogramRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DueHistogramRequest) GetBucket() HistogramBucket {
+	if x != nil {
+		return x.Bucket
+	}
+	return HistogramBucket_HISTOGRAM_BUCKET_UNSPECIFIED
+}
+
+func (x *DueHistogramRequest) GetFromUnixMs() int64 {
+	if x != nil {
+		return x.FromUnixMs
+	}
+	return 0
+}
+
+func (x *DueHistogramRequest) GetToUnixMs() int64 {
+	if x != nil {
+		return x.ToUnixMs
+	}
+	return 0
+}
+
+type DueHistogramResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Counts        []*HistogramCount      `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DueHistogramResponse) Reset() {
+	*x = DueHistogramResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DueHistogramResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DueHistogramResponse) ProtoMessage() {}
+
+func (x *DueHistogramResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DueHistogramResponse.ProtoReflect.Descriptor instead.
+func (*DueHistogramResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DueHistogramResponse) GetCounts() []*HistogramCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+type HistogramCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartUnixMs   int64                  `protobuf:"varint,1,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistogramCount) Reset() {
+	*x = HistogramCount{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistogramCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistogramCount) ProtoMessage() {}
+
+func (x *HistogramCount) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistogramCount.ProtoReflect.Descriptor instead.
+func (*HistogramCount) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *HistogramCount) GetStartUnixMs() int64 {
+	if x != nil {
+		return x.StartUnixMs
+	}
+	return 0
+}
+
+func (x *HistogramCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type RedriveDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// 0 means all.
+	MaxMessages   int64 `protobuf:"varint,2,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDeadLettersRequest) Reset() {
+	*x = RedriveDeadLettersRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDeadLettersRequest) ProtoMessage() {}
+
+func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RedriveDeadLettersRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RedriveDeadLettersRequest) GetMaxMessages() int64 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+type RedriveDeadLettersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Moved         int64                  `protobuf:"varint,1,opt,name=moved,proto3" json:"moved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDeadLettersResponse) Reset() {
+	*x = RedriveDeadLettersResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDeadLettersResponse) ProtoMessage() {}
+
+func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RedriveDeadLettersResponse) GetMoved() int64 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
 type CreateTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic *Topic                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1614,7 +3626,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +3638,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +3651,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{18}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CreateTopicRequest) GetTopic() *Topic {
@@ -1665,7 +3677,7 @@ type GetTopicRequest struct {
 
 func (x *GetTopicRequest) Reset() {
 	*x = GetTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +3689,7 @@ func (x *GetTopicRequest) String() string {
 func (*GetTopicRequest) ProtoMessage() {}
 
 func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +3702,7 @@ func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicRequest.ProtoReflect.Descriptor instead.
 func (*GetTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{19}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetTopicRequest) GetName() string {
@@ -1711,7 +3723,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +3735,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +3748,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{20}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListTopicsRequest) GetPrefix() string {
@@ -1770,7 +3782,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +3794,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +3807,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{21}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -1820,7 +3832,7 @@ type GetClusterInfoRequest struct {
 
 func (x *GetClusterInfoRequest) Reset() {
 	*x = GetClusterInfoRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +3844,7 @@ func (x *GetClusterInfoRequest) String() string {
 func (*GetClusterInfoRequest) ProtoMessage() {}
 
 func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +3857,7 @@ func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{22}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{51}
 }
 
 type ClusterInfo struct {
@@ -1860,7 +3872,7 @@ type ClusterInfo struct {
 
 func (x *ClusterInfo) Reset() {
 	*x = ClusterInfo{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +3884,7 @@ func (x *ClusterInfo) String() string {
 func (*ClusterInfo) ProtoMessage() {}
 
 func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +3897,7 @@ func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfo.ProtoReflect.Descriptor instead.
 func (*ClusterInfo) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{23}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClusterInfo) GetRoutingVersion() uint64 {
@@ -1929,7 +3941,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +3953,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +3966,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{24}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Node) GetNodeId() uint64 {
@@ -2004,7 +4016,7 @@ type Shard struct {
 
 func (x *Shard) Reset() {
 	*x = Shard{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +4028,7 @@ func (x *Shard) String() string {
 func (*Shard) ProtoMessage() {}
 
 func (x *Shard) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +4041,7 @@ func (x *Shard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shard.ProtoReflect.Descriptor instead.
 func (*Shard) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{25}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Shard) GetShardId() uint64 {
@@ -2063,7 +4075,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +4087,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +4100,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{26}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Replica) GetReplicaId() uint64 {
@@ -2113,7 +4125,7 @@ type WatchRoutingRequest struct {
 
 func (x *WatchRoutingRequest) Reset() {
 	*x = WatchRoutingRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +4137,7 @@ func (x *WatchRoutingRequest) String() string {
 func (*WatchRoutingRequest) ProtoMessage() {}
 
 func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +4150,7 @@ func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutingRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{27}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{56}
 }
 
 type RoutingTable struct {
@@ -2156,7 +4168,7 @@ type RoutingTable struct {
 
 func (x *RoutingTable) Reset() {
 	*x = RoutingTable{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +4180,7 @@ func (x *RoutingTable) String() string {
 func (*RoutingTable) ProtoMessage() {}
 
 func (x *RoutingTable) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +4193,7 @@ func (x *RoutingTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingTable.ProtoReflect.Descriptor instead.
 func (*RoutingTable) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{28}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RoutingTable) GetVersion() uint64 {
@@ -2229,7 +4241,7 @@ type TopicRoute struct {
 
 func (x *TopicRoute) Reset() {
 	*x = TopicRoute{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2241,7 +4253,7 @@ func (x *TopicRoute) String() string {
 func (*TopicRoute) ProtoMessage() {}
 
 func (x *TopicRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2254,7 +4266,7 @@ func (x *TopicRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRoute.ProtoReflect.Descriptor instead.
 func (*TopicRoute) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{29}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TopicRoute) GetName() string {
@@ -2282,7 +4294,7 @@ type TopicDefaults struct {
 
 func (x *TopicDefaults) Reset() {
 	*x = TopicDefaults{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +4306,7 @@ func (x *TopicDefaults) String() string {
 func (*TopicDefaults) ProtoMessage() {}
 
 func (x *TopicDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +4319,7 @@ func (x *TopicDefaults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDefaults.ProtoReflect.Descriptor instead.
 func (*TopicDefaults) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{30}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TopicDefaults) GetAutoCreate() bool {
@@ -2339,7 +4351,7 @@ type ListShardsRequest struct {
 
 func (x *ListShardsRequest) Reset() {
 	*x = ListShardsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +4363,7 @@ func (x *ListShardsRequest) String() string {
 func (*ListShardsRequest) ProtoMessage() {}
 
 func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +4376,7 @@ func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsRequest.ProtoReflect.Descriptor instead.
 func (*ListShardsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{31}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
 }
 
 type ListShardsResponse struct {
@@ -2376,7 +4388,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +4400,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +4413,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{32}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -2440,12 +4452,46 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x0fPublishResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x123\n" +
-	"\aresults\x18\x02 \x03(\v2\x19.sundial.v1.PublishResultR\aresults\"}\n" +
+	"\aresults\x18\x02 \x03(\v2\x19.sundial.v1.PublishResultR\aresults\"\xb6\x01\n" +
 	"\rPublishResult\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12(\n" +
 	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x05error\x12#\n" +
-	"\x0edue_at_unix_ms\x18\x03 \x01(\x03R\vdueAtUnixMs\"\x83\x02\n" +
+	"\x0edue_at_unix_ms\x18\x03 \x01(\x03R\vdueAtUnixMs\x127\n" +
+	"\vkey_outcome\x18\x04 \x01(\x0e2\x16.sundial.v1.KeyOutcomeR\n" +
+	"keyOutcome\"b\n" +
+	"\x0fMessageSelector\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x03key\x18\x02 \x01(\tH\x00R\x03key\x12\x1f\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\tH\x00R\tmessageIdB\x04\n" +
+	"\x02by\"F\n" +
+	"\rCancelRequest\x125\n" +
+	"\amessage\x18\x01 \x01(\v2\x1b.sundial.v1.MessageSelectorR\amessage\"d\n" +
+	"\x0eCancelResponse\x123\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x19.sundial.v1.ChangeOutcomeR\aoutcome\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\"\x92\x01\n" +
+	"\x11RescheduleRequest\x125\n" +
+	"\amessage\x18\x01 \x01(\v2\x1b.sundial.v1.MessageSelectorR\amessage\x12\x19\n" +
+	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12+\n" +
+	"\x12deliver_at_unix_ms\x18\x03 \x01(\x03R\x0fdeliverAtUnixMs\"\x8d\x01\n" +
+	"\x12RescheduleResponse\x123\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x19.sundial.v1.ChangeOutcomeR\aoutcome\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12#\n" +
+	"\x0edue_at_unix_ms\x18\x03 \x01(\x03R\vdueAtUnixMs\"\xdc\x01\n" +
+	"\x0eReceiveRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12!\n" +
+	"\fmax_messages\x18\x03 \x01(\x05R\vmaxMessages\x12\x17\n" +
+	"\await_ms\x18\x04 \x01(\x03R\x06waitMs\x122\n" +
+	"\x15visibility_timeout_ms\x18\x05 \x01(\x03R\x13visibilityTimeoutMs\x12.\n" +
+	"\back_mode\x18\x06 \x01(\x0e2\x13.sundial.v1.AckModeR\aackMode\"G\n" +
+	"\x0fReceiveResponse\x124\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x14.sundial.v1.DeliveryR\n" +
+	"deliveries\"\x83\x02\n" +
 	"\x10SubscribeRequest\x12)\n" +
 	"\x05start\x18\x01 \x01(\v2\x11.sundial.v1.StartH\x00R\x05start\x12,\n" +
 	"\x06credit\x18\x02 \x01(\v2\x12.sundial.v1.CreditH\x00R\x06credit\x12*\n" +
@@ -2520,7 +4566,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\fNackResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.sundial.v1.ReceiptResultR\aresults\"E\n" +
 	"\x0eExtendResponse\x123\n" +
-	"\aresults\x18\x01 \x03(\v2\x19.sundial.v1.ReceiptResultR\aresults\"\xf9\x02\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.sundial.v1.ReceiptResultR\aresults\"\xda\x05\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.sundial.v1.TopicKindR\x04kind\x12\x1e\n" +
@@ -2534,7 +4580,114 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x06groups\x18\b \x03(\tR\x06groups\x12+\n" +
 	"\x12created_at_unix_ms\x18\t \x01(\x03R\x0fcreatedAtUnixMs\x12&\n" +
 	"\x0fdedup_window_ms\x18\n" +
-	" \x01(\x03R\rdedupWindowMs\"a\n" +
+	" \x01(\x03R\rdedupWindowMs\x12,\n" +
+	"\x05stats\x18\v \x03(\v2\x16.sundial.v1.GroupStatsR\x05stats\x12/\n" +
+	"\x14release_rate_per_sec\x18\f \x01(\x01R\x11releaseRatePerSec\x12\x1b\n" +
+	"\tjitter_ms\x18\r \x01(\x03R\bjitterMs\x12Q\n" +
+	"\x10fairness_weights\x18\x0e \x03(\v2&.sundial.v1.Topic.FairnessWeightsEntryR\x0ffairnessWeights\x12&\n" +
+	"\x0fbackoff_base_ms\x18\x0f \x01(\x03R\rbackoffBaseMs\x12$\n" +
+	"\x0ebackoff_max_ms\x18\x10 \x01(\x03R\fbackoffMaxMs\x1aB\n" +
+	"\x14FairnessWeightsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x97\x02\n" +
+	"\n" +
+	"GroupStats\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1c\n" +
+	"\tscheduled\x18\x02 \x01(\x03R\tscheduled\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\x03R\x05ready\x12\x1b\n" +
+	"\tin_flight\x18\x04 \x01(\x03R\binFlight\x12#\n" +
+	"\rdead_lettered\x18\x05 \x01(\x03R\fdeadLettered\x12-\n" +
+	"\x13oldest_ready_age_ms\x18\x06 \x01(\x03R\x10oldestReadyAgeMs\x12&\n" +
+	"\x0flateness_p50_ms\x18\a \x01(\x01R\rlatenessP50Ms\x12&\n" +
+	"\x0flateness_p99_ms\x18\b \x01(\x01R\rlatenessP99Ms\"_\n" +
+	"\x05Group\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
+	"\x05stats\x18\x03 \x01(\v2\x16.sundial.v1.GroupStatsR\x05stats\"^\n" +
+	"\x12UpdateTopicRequest\x12'\n" +
+	"\x05topic\x18\x01 \x01(\v2\x11.sundial.v1.TopicR\x05topic\x12\x1f\n" +
+	"\vupdate_mask\x18\x02 \x03(\tR\n" +
+	"updateMask\"(\n" +
+	"\x12DeleteTopicRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
+	"\x13DeleteTopicResponse\"=\n" +
+	"\x11PurgeTopicRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\",\n" +
+	"\x12PurgeTopicResponse\x12\x16\n" +
+	"\x06purged\x18\x01 \x01(\x03R\x06purged\"d\n" +
+	"\x12CreateGroupRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\"\n" +
+	"\rif_not_exists\x18\x03 \x01(\bR\vifNotExists\")\n" +
+	"\x11ListGroupsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"?\n" +
+	"\x12ListGroupsResponse\x12)\n" +
+	"\x06groups\x18\x01 \x03(\v2\x11.sundial.v1.GroupR\x06groups\"@\n" +
+	"\x12DeleteGroupRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"\x15\n" +
+	"\x13DeleteGroupResponse\"\x9e\x02\n" +
+	"\x13ListMessagesRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12 \n" +
+	"\ffrom_unix_ms\x18\x03 \x01(\x03R\n" +
+	"fromUnixMs\x12\x1c\n" +
+	"\n" +
+	"to_unix_ms\x18\x04 \x01(\x03R\btoUnixMs\x12\x1d\n" +
+	"\n" +
+	"key_prefix\x18\x05 \x01(\tR\tkeyPrefix\x12\x1d\n" +
+	"\n" +
+	"header_key\x18\x06 \x01(\tR\theaderKey\x12!\n" +
+	"\fheader_value\x18\a \x01(\tR\vheaderValue\x12\x1b\n" +
+	"\tpage_size\x18\b \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\t \x01(\tR\tpageToken\"s\n" +
+	"\x14ListMessagesResponse\x123\n" +
+	"\bmessages\x18\x01 \x03(\v2\x17.sundial.v1.MessageInfoR\bmessages\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"J\n" +
+	"\x11GetMessageRequest\x125\n" +
+	"\amessage\x18\x01 \x01(\v2\x1b.sundial.v1.MessageSelectorR\amessage\"\x94\x01\n" +
+	"\bCopyInfo\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12+\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x15.sundial.v1.CopyStateR\x05state\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12+\n" +
+	"\x12visible_at_unix_ms\x18\x04 \x01(\x03R\x0fvisibleAtUnixMs\"\xda\x03\n" +
+	"\vMessageInfo\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12>\n" +
+	"\aheaders\x18\x05 \x03(\v2$.sundial.v1.MessageInfo.HeadersEntryR\aheaders\x12/\n" +
+	"\x14published_at_unix_ms\x18\x06 \x01(\x03R\x11publishedAtUnixMs\x12#\n" +
+	"\x0edue_at_unix_ms\x18\a \x01(\x03R\vdueAtUnixMs\x12+\n" +
+	"\x12expires_at_unix_ms\x18\b \x01(\x03R\x0fexpiresAtUnixMs\x12!\n" +
+	"\ffairness_key\x18\t \x01(\tR\vfairnessKey\x12\x1a\n" +
+	"\bpriority\x18\n" +
+	" \x01(\x05R\bpriority\x12,\n" +
+	"\x06copies\x18\v \x03(\v2\x14.sundial.v1.CopyInfoR\x06copies\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
+	"\x13DueHistogramRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x123\n" +
+	"\x06bucket\x18\x03 \x01(\x0e2\x1b.sundial.v1.HistogramBucketR\x06bucket\x12 \n" +
+	"\ffrom_unix_ms\x18\x04 \x01(\x03R\n" +
+	"fromUnixMs\x12\x1c\n" +
+	"\n" +
+	"to_unix_ms\x18\x05 \x01(\x03R\btoUnixMs\"J\n" +
+	"\x14DueHistogramResponse\x122\n" +
+	"\x06counts\x18\x01 \x03(\v2\x1a.sundial.v1.HistogramCountR\x06counts\"J\n" +
+	"\x0eHistogramCount\x12\"\n" +
+	"\rstart_unix_ms\x18\x01 \x01(\x03R\vstartUnixMs\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"T\n" +
+	"\x19RedriveDeadLettersRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
+	"\fmax_messages\x18\x02 \x01(\x03R\vmaxMessages\"2\n" +
+	"\x1aRedriveDeadLettersResponse\x12\x14\n" +
+	"\x05moved\x18\x01 \x01(\x03R\x05moved\"a\n" +
 	"\x12CreateTopicRequest\x12'\n" +
 	"\x05topic\x18\x01 \x01(\v2\x11.sundial.v1.TopicR\x05topic\x12\"\n" +
 	"\rif_not_exists\x18\x02 \x01(\bR\vifNotExists\"%\n" +
@@ -2596,7 +4749,20 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x13KEY_CONFLICT_IGNORE\x10\x01\x12\x18\n" +
 	"\x14KEY_CONFLICT_REPLACE\x10\x02\x12\x19\n" +
 	"\x15KEY_CONFLICT_DEBOUNCE\x10\x03\x12\x17\n" +
-	"\x13KEY_CONFLICT_REJECT\x10\x04*Z\n" +
+	"\x13KEY_CONFLICT_REJECT\x10\x04*\x90\x01\n" +
+	"\n" +
+	"KeyOutcome\x12\x1b\n" +
+	"\x17KEY_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13KEY_OUTCOME_CREATED\x10\x01\x12\x17\n" +
+	"\x13KEY_OUTCOME_IGNORED\x10\x02\x12\x18\n" +
+	"\x14KEY_OUTCOME_REPLACED\x10\x03\x12\x19\n" +
+	"\x15KEY_OUTCOME_DEBOUNCED\x10\x04*\xaa\x01\n" +
+	"\rChangeOutcome\x12\x1e\n" +
+	"\x1aCHANGE_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13CHANGE_OUTCOME_DONE\x10\x01\x12\x1c\n" +
+	"\x18CHANGE_OUTCOME_IN_FLIGHT\x10\x02\x12$\n" +
+	" CHANGE_OUTCOME_ALREADY_DELIVERED\x10\x03\x12\x1c\n" +
+	"\x18CHANGE_OUTCOME_NOT_FOUND\x10\x04*Z\n" +
 	"\aAckMode\x12\x18\n" +
 	"\x14ACK_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ACK_MODE_AT_LEAST_ONCE\x10\x01\x12\x19\n" +
@@ -2604,26 +4770,52 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\tTopicKind\x12\x1a\n" +
 	"\x16TOPIC_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOPIC_KIND_DELAYED\x10\x01\x12\x13\n" +
-	"\x0fTOPIC_KIND_FAIR\x10\x02*o\n" +
+	"\x0fTOPIC_KIND_FAIR\x10\x02*q\n" +
+	"\tCopyState\x12\x1a\n" +
+	"\x16COPY_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14COPY_STATE_SCHEDULED\x10\x01\x12\x14\n" +
+	"\x10COPY_STATE_READY\x10\x02\x12\x18\n" +
+	"\x14COPY_STATE_IN_FLIGHT\x10\x03*k\n" +
+	"\x0fHistogramBucket\x12 \n" +
+	"\x1cHISTOGRAM_BUCKET_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17HISTOGRAM_BUCKET_MINUTE\x10\x01\x12\x19\n" +
+	"\x15HISTOGRAM_BUCKET_HOUR\x10\x02*o\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11NODE_STATE_ACTIVE\x10\x01\x12\x17\n" +
 	"\x13NODE_STATE_DRAINING\x10\x02\x12\x16\n" +
-	"\x12NODE_STATE_REMOVED\x10\x032\x9c\x01\n" +
+	"\x12NODE_STATE_REMOVED\x10\x032\xaa\x02\n" +
 	"\bProducer\x12B\n" +
 	"\aPublish\x12\x1a.sundial.v1.PublishRequest\x1a\x1b.sundial.v1.PublishResponse\x12L\n" +
-	"\rPublishStream\x12\x1a.sundial.v1.PublishRequest\x1a\x1b.sundial.v1.PublishResponse(\x010\x012\x8c\x02\n" +
+	"\rPublishStream\x12\x1a.sundial.v1.PublishRequest\x1a\x1b.sundial.v1.PublishResponse(\x010\x01\x12?\n" +
+	"\x06Cancel\x12\x19.sundial.v1.CancelRequest\x1a\x1a.sundial.v1.CancelResponse\x12K\n" +
+	"\n" +
+	"Reschedule\x12\x1d.sundial.v1.RescheduleRequest\x1a\x1e.sundial.v1.RescheduleResponse2\xd0\x02\n" +
 	"\bConsumer\x12L\n" +
 	"\tSubscribe\x12\x1c.sundial.v1.SubscribeRequest\x1a\x1d.sundial.v1.SubscribeResponse(\x010\x01\x126\n" +
 	"\x03Ack\x12\x16.sundial.v1.AckRequest\x1a\x17.sundial.v1.AckResponse\x129\n" +
 	"\x04Nack\x12\x17.sundial.v1.NackRequest\x1a\x18.sundial.v1.NackResponse\x12?\n" +
-	"\x06Extend\x12\x19.sundial.v1.ExtendRequest\x1a\x1a.sundial.v1.ExtendResponse2\xa0\x02\n" +
+	"\x06Extend\x12\x19.sundial.v1.ExtendRequest\x1a\x1a.sundial.v1.ExtendResponse\x12B\n" +
+	"\aReceive\x12\x1a.sundial.v1.ReceiveRequest\x1a\x1b.sundial.v1.ReceiveResponse2\xaf\b\n" +
 	"\x05Admin\x12@\n" +
 	"\vCreateTopic\x12\x1e.sundial.v1.CreateTopicRequest\x1a\x11.sundial.v1.Topic\x12:\n" +
 	"\bGetTopic\x12\x1b.sundial.v1.GetTopicRequest\x1a\x11.sundial.v1.Topic\x12K\n" +
 	"\n" +
 	"ListTopics\x12\x1d.sundial.v1.ListTopicsRequest\x1a\x1e.sundial.v1.ListTopicsResponse\x12L\n" +
-	"\x0eGetClusterInfo\x12!.sundial.v1.GetClusterInfoRequest\x1a\x17.sundial.v1.ClusterInfo2\xa3\x01\n" +
+	"\x0eGetClusterInfo\x12!.sundial.v1.GetClusterInfoRequest\x1a\x17.sundial.v1.ClusterInfo\x12@\n" +
+	"\vUpdateTopic\x12\x1e.sundial.v1.UpdateTopicRequest\x1a\x11.sundial.v1.Topic\x12N\n" +
+	"\vDeleteTopic\x12\x1e.sundial.v1.DeleteTopicRequest\x1a\x1f.sundial.v1.DeleteTopicResponse\x12K\n" +
+	"\n" +
+	"PurgeTopic\x12\x1d.sundial.v1.PurgeTopicRequest\x1a\x1e.sundial.v1.PurgeTopicResponse\x12@\n" +
+	"\vCreateGroup\x12\x1e.sundial.v1.CreateGroupRequest\x1a\x11.sundial.v1.Group\x12K\n" +
+	"\n" +
+	"ListGroups\x12\x1d.sundial.v1.ListGroupsRequest\x1a\x1e.sundial.v1.ListGroupsResponse\x12N\n" +
+	"\vDeleteGroup\x12\x1e.sundial.v1.DeleteGroupRequest\x1a\x1f.sundial.v1.DeleteGroupResponse\x12Q\n" +
+	"\fListMessages\x12\x1f.sundial.v1.ListMessagesRequest\x1a .sundial.v1.ListMessagesResponse\x12D\n" +
+	"\n" +
+	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\x12Q\n" +
+	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\x12c\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\xa3\x01\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12K\n" +
 	"\n" +
@@ -2641,113 +4833,193 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 	return file_sundial_v1_sundial_proto_rawDescData
 }
 
-var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_sundial_v1_sundial_proto_goTypes = []any{
-	(KeyConflict)(0),              // 0: sundial.v1.KeyConflict
-	(AckMode)(0),                  // 1: sundial.v1.AckMode
-	(TopicKind)(0),                // 2: sundial.v1.TopicKind
-	(NodeState)(0),                // 3: sundial.v1.NodeState
-	(AckResult_Op)(0),             // 4: sundial.v1.AckResult.Op
-	(*PublishRequest)(nil),        // 5: sundial.v1.PublishRequest
-	(*Message)(nil),               // 6: sundial.v1.Message
-	(*PublishResponse)(nil),       // 7: sundial.v1.PublishResponse
-	(*PublishResult)(nil),         // 8: sundial.v1.PublishResult
-	(*SubscribeRequest)(nil),      // 9: sundial.v1.SubscribeRequest
-	(*Start)(nil),                 // 10: sundial.v1.Start
-	(*Credit)(nil),                // 11: sundial.v1.Credit
-	(*SubscribeResponse)(nil),     // 12: sundial.v1.SubscribeResponse
-	(*Delivery)(nil),              // 13: sundial.v1.Delivery
-	(*AckRequest)(nil),            // 14: sundial.v1.AckRequest
-	(*NackRequest)(nil),           // 15: sundial.v1.NackRequest
-	(*ExtendRequest)(nil),         // 16: sundial.v1.ExtendRequest
-	(*ReceiptResult)(nil),         // 17: sundial.v1.ReceiptResult
-	(*AckResult)(nil),             // 18: sundial.v1.AckResult
-	(*AckResponse)(nil),           // 19: sundial.v1.AckResponse
-	(*NackResponse)(nil),          // 20: sundial.v1.NackResponse
-	(*ExtendResponse)(nil),        // 21: sundial.v1.ExtendResponse
-	(*Topic)(nil),                 // 22: sundial.v1.Topic
-	(*CreateTopicRequest)(nil),    // 23: sundial.v1.CreateTopicRequest
-	(*GetTopicRequest)(nil),       // 24: sundial.v1.GetTopicRequest
-	(*ListTopicsRequest)(nil),     // 25: sundial.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 26: sundial.v1.ListTopicsResponse
-	(*GetClusterInfoRequest)(nil), // 27: sundial.v1.GetClusterInfoRequest
-	(*ClusterInfo)(nil),           // 28: sundial.v1.ClusterInfo
-	(*Node)(nil),                  // 29: sundial.v1.Node
-	(*Shard)(nil),                 // 30: sundial.v1.Shard
-	(*Replica)(nil),               // 31: sundial.v1.Replica
-	(*WatchRoutingRequest)(nil),   // 32: sundial.v1.WatchRoutingRequest
-	(*RoutingTable)(nil),          // 33: sundial.v1.RoutingTable
-	(*TopicRoute)(nil),            // 34: sundial.v1.TopicRoute
-	(*TopicDefaults)(nil),         // 35: sundial.v1.TopicDefaults
-	(*ListShardsRequest)(nil),     // 36: sundial.v1.ListShardsRequest
-	(*ListShardsResponse)(nil),    // 37: sundial.v1.ListShardsResponse
-	nil,                           // 38: sundial.v1.Message.HeadersEntry
-	nil,                           // 39: sundial.v1.Delivery.HeadersEntry
-	(*status.Status)(nil),         // 40: google.rpc.Status
+	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
+	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
+	(ChangeOutcome)(0),                 // 2: sundial.v1.ChangeOutcome
+	(AckMode)(0),                       // 3: sundial.v1.AckMode
+	(TopicKind)(0),                     // 4: sundial.v1.TopicKind
+	(CopyState)(0),                     // 5: sundial.v1.CopyState
+	(HistogramBucket)(0),               // 6: sundial.v1.HistogramBucket
+	(NodeState)(0),                     // 7: sundial.v1.NodeState
+	(AckResult_Op)(0),                  // 8: sundial.v1.AckResult.Op
+	(*PublishRequest)(nil),             // 9: sundial.v1.PublishRequest
+	(*Message)(nil),                    // 10: sundial.v1.Message
+	(*PublishResponse)(nil),            // 11: sundial.v1.PublishResponse
+	(*PublishResult)(nil),              // 12: sundial.v1.PublishResult
+	(*MessageSelector)(nil),            // 13: sundial.v1.MessageSelector
+	(*CancelRequest)(nil),              // 14: sundial.v1.CancelRequest
+	(*CancelResponse)(nil),             // 15: sundial.v1.CancelResponse
+	(*RescheduleRequest)(nil),          // 16: sundial.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),         // 17: sundial.v1.RescheduleResponse
+	(*ReceiveRequest)(nil),             // 18: sundial.v1.ReceiveRequest
+	(*ReceiveResponse)(nil),            // 19: sundial.v1.ReceiveResponse
+	(*SubscribeRequest)(nil),           // 20: sundial.v1.SubscribeRequest
+	(*Start)(nil),                      // 21: sundial.v1.Start
+	(*Credit)(nil),                     // 22: sundial.v1.Credit
+	(*SubscribeResponse)(nil),          // 23: sundial.v1.SubscribeResponse
+	(*Delivery)(nil),                   // 24: sundial.v1.Delivery
+	(*AckRequest)(nil),                 // 25: sundial.v1.AckRequest
+	(*NackRequest)(nil),                // 26: sundial.v1.NackRequest
+	(*ExtendRequest)(nil),              // 27: sundial.v1.ExtendRequest
+	(*ReceiptResult)(nil),              // 28: sundial.v1.ReceiptResult
+	(*AckResult)(nil),                  // 29: sundial.v1.AckResult
+	(*AckResponse)(nil),                // 30: sundial.v1.AckResponse
+	(*NackResponse)(nil),               // 31: sundial.v1.NackResponse
+	(*ExtendResponse)(nil),             // 32: sundial.v1.ExtendResponse
+	(*Topic)(nil),                      // 33: sundial.v1.Topic
+	(*GroupStats)(nil),                 // 34: sundial.v1.GroupStats
+	(*Group)(nil),                      // 35: sundial.v1.Group
+	(*UpdateTopicRequest)(nil),         // 36: sundial.v1.UpdateTopicRequest
+	(*DeleteTopicRequest)(nil),         // 37: sundial.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 38: sundial.v1.DeleteTopicResponse
+	(*PurgeTopicRequest)(nil),          // 39: sundial.v1.PurgeTopicRequest
+	(*PurgeTopicResponse)(nil),         // 40: sundial.v1.PurgeTopicResponse
+	(*CreateGroupRequest)(nil),         // 41: sundial.v1.CreateGroupRequest
+	(*ListGroupsRequest)(nil),          // 42: sundial.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),         // 43: sundial.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),         // 44: sundial.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 45: sundial.v1.DeleteGroupResponse
+	(*ListMessagesRequest)(nil),        // 46: sundial.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 47: sundial.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 48: sundial.v1.GetMessageRequest
+	(*CopyInfo)(nil),                   // 49: sundial.v1.CopyInfo
+	(*MessageInfo)(nil),                // 50: sundial.v1.MessageInfo
+	(*DueHistogramRequest)(nil),        // 51: sundial.v1.DueHistogramRequest
+	(*DueHistogramResponse)(nil),       // 52: sundial.v1.DueHistogramResponse
+	(*HistogramCount)(nil),             // 53: sundial.v1.HistogramCount
+	(*RedriveDeadLettersRequest)(nil),  // 54: sundial.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil), // 55: sundial.v1.RedriveDeadLettersResponse
+	(*CreateTopicRequest)(nil),         // 56: sundial.v1.CreateTopicRequest
+	(*GetTopicRequest)(nil),            // 57: sundial.v1.GetTopicRequest
+	(*ListTopicsRequest)(nil),          // 58: sundial.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 59: sundial.v1.ListTopicsResponse
+	(*GetClusterInfoRequest)(nil),      // 60: sundial.v1.GetClusterInfoRequest
+	(*ClusterInfo)(nil),                // 61: sundial.v1.ClusterInfo
+	(*Node)(nil),                       // 62: sundial.v1.Node
+	(*Shard)(nil),                      // 63: sundial.v1.Shard
+	(*Replica)(nil),                    // 64: sundial.v1.Replica
+	(*WatchRoutingRequest)(nil),        // 65: sundial.v1.WatchRoutingRequest
+	(*RoutingTable)(nil),               // 66: sundial.v1.RoutingTable
+	(*TopicRoute)(nil),                 // 67: sundial.v1.TopicRoute
+	(*TopicDefaults)(nil),              // 68: sundial.v1.TopicDefaults
+	(*ListShardsRequest)(nil),          // 69: sundial.v1.ListShardsRequest
+	(*ListShardsResponse)(nil),         // 70: sundial.v1.ListShardsResponse
+	nil,                                // 71: sundial.v1.Message.HeadersEntry
+	nil,                                // 72: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 73: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 74: sundial.v1.MessageInfo.HeadersEntry
+	(*status.Status)(nil),              // 75: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
-	6,  // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	38, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
+	71, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
-	8,  // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	40, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
-	10, // 5: sundial.v1.SubscribeRequest.start:type_name -> sundial.v1.Start
-	11, // 6: sundial.v1.SubscribeRequest.credit:type_name -> sundial.v1.Credit
-	14, // 7: sundial.v1.SubscribeRequest.ack:type_name -> sundial.v1.AckRequest
-	15, // 8: sundial.v1.SubscribeRequest.nack:type_name -> sundial.v1.NackRequest
-	16, // 9: sundial.v1.SubscribeRequest.extend:type_name -> sundial.v1.ExtendRequest
-	1,  // 10: sundial.v1.Start.ack_mode:type_name -> sundial.v1.AckMode
-	13, // 11: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
-	18, // 12: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
-	39, // 13: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	40, // 14: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
-	4,  // 15: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
-	17, // 16: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
-	17, // 17: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
-	17, // 18: sundial.v1.NackResponse.results:type_name -> sundial.v1.ReceiptResult
-	17, // 19: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
-	2,  // 20: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
-	22, // 21: sundial.v1.CreateTopicRequest.topic:type_name -> sundial.v1.Topic
-	22, // 22: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
-	29, // 23: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
-	30, // 24: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
-	3,  // 25: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	31, // 26: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	29, // 27: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	30, // 28: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	34, // 29: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	35, // 30: sundial.v1.RoutingTable.defaults:type_name -> sundial.v1.TopicDefaults
-	30, // 31: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	5,  // 32: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	5,  // 33: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	9,  // 34: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	14, // 35: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	15, // 36: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	16, // 37: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	23, // 38: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	24, // 39: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	25, // 40: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	27, // 41: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	32, // 42: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	36, // 43: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	7,  // 44: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	7,  // 45: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	12, // 46: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	19, // 47: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	20, // 48: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	21, // 49: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	22, // 50: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	22, // 51: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	26, // 52: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	28, // 53: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 54: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	37, // 55: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	44, // [44:56] is the sub-list for method output_type
-	32, // [32:44] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
+	75, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
+	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
+	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
+	13, // 8: sundial.v1.RescheduleRequest.message:type_name -> sundial.v1.MessageSelector
+	2,  // 9: sundial.v1.RescheduleResponse.outcome:type_name -> sundial.v1.ChangeOutcome
+	3,  // 10: sundial.v1.ReceiveRequest.ack_mode:type_name -> sundial.v1.AckMode
+	24, // 11: sundial.v1.ReceiveResponse.deliveries:type_name -> sundial.v1.Delivery
+	21, // 12: sundial.v1.SubscribeRequest.start:type_name -> sundial.v1.Start
+	22, // 13: sundial.v1.SubscribeRequest.credit:type_name -> sundial.v1.Credit
+	25, // 14: sundial.v1.SubscribeRequest.ack:type_name -> sundial.v1.AckRequest
+	26, // 15: sundial.v1.SubscribeRequest.nack:type_name -> sundial.v1.NackRequest
+	27, // 16: sundial.v1.SubscribeRequest.extend:type_name -> sundial.v1.ExtendRequest
+	3,  // 17: sundial.v1.Start.ack_mode:type_name -> sundial.v1.AckMode
+	24, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
+	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
+	72, // 20: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	75, // 21: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	8,  // 22: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
+	28, // 23: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
+	28, // 24: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
+	28, // 25: sundial.v1.NackResponse.results:type_name -> sundial.v1.ReceiptResult
+	28, // 26: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
+	4,  // 27: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
+	34, // 28: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
+	73, // 29: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	34, // 30: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
+	33, // 31: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
+	35, // 32: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
+	50, // 33: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
+	13, // 34: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
+	5,  // 35: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
+	74, // 36: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	49, // 37: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
+	6,  // 38: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
+	53, // 39: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
+	33, // 40: sundial.v1.CreateTopicRequest.topic:type_name -> sundial.v1.Topic
+	33, // 41: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
+	62, // 42: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
+	63, // 43: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
+	7,  // 44: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
+	64, // 45: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
+	62, // 46: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	63, // 47: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	67, // 48: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	68, // 49: sundial.v1.RoutingTable.defaults:type_name -> sundial.v1.TopicDefaults
+	63, // 50: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	9,  // 51: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 52: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 53: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 54: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 55: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 56: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 57: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 58: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 59: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 60: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 61: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 62: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 63: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 64: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 65: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 66: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 67: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 68: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 69: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 70: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 71: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 72: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 73: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	65, // 74: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	69, // 75: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	11, // 76: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 77: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 78: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 79: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 80: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 81: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 82: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 83: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 84: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 85: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 86: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 87: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 88: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 89: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 90: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 91: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 92: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 93: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 94: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 95: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 96: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 97: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 98: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	66, // 99: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	70, // 100: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	76, // [76:101] is the sub-list for method output_type
+	51, // [51:76] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -2756,13 +5028,17 @@ func file_sundial_v1_sundial_proto_init() {
 		return
 	}
 	file_sundial_v1_sundial_proto_msgTypes[4].OneofWrappers = []any{
+		(*MessageSelector_Key)(nil),
+		(*MessageSelector_MessageId)(nil),
+	}
+	file_sundial_v1_sundial_proto_msgTypes[11].OneofWrappers = []any{
 		(*SubscribeRequest_Start)(nil),
 		(*SubscribeRequest_Credit)(nil),
 		(*SubscribeRequest_Ack)(nil),
 		(*SubscribeRequest_Nack)(nil),
 		(*SubscribeRequest_Extend)(nil),
 	}
-	file_sundial_v1_sundial_proto_msgTypes[7].OneofWrappers = []any{
+	file_sundial_v1_sundial_proto_msgTypes[14].OneofWrappers = []any{
 		(*SubscribeResponse_Delivery)(nil),
 		(*SubscribeResponse_AckResult)(nil),
 	}
@@ -2771,8 +5047,8 @@ func file_sundial_v1_sundial_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   35,
+			NumEnums:      9,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

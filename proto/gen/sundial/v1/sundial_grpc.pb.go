@@ -25,6 +25,8 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Producer_Publish_FullMethodName       = "/sundial.v1.Producer/Publish"
 	Producer_PublishStream_FullMethodName = "/sundial.v1.Producer/PublishStream"
+	Producer_Cancel_FullMethodName        = "/sundial.v1.Producer/Cancel"
+	Producer_Reschedule_FullMethodName    = "/sundial.v1.Producer/Reschedule"
 )
 
 // ProducerClient is the client API for Producer service.
@@ -38,6 +40,12 @@ type ProducerClient interface {
 	// PublishStream pipelines publishes; responses are matched by request_id
 	// and may arrive out of order.
 	PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PublishRequest, PublishResponse], error)
+	// Cancel removes a pending message, found by key or id, from every group.
+	// It answers exactly one outcome; a retried cancel answers the same.
+	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
+	// Reschedule moves a pending message to a new due time, atomically for
+	// every group.
+	Reschedule(ctx context.Context, in *RescheduleRequest, opts ...grpc.CallOption) (*RescheduleResponse, error)
 }
 
 type producerClient struct {
@@ -71,6 +79,26 @@ func (c *producerClient) PublishStream(ctx context.Context, opts ...grpc.CallOpt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Producer_PublishStreamClient = grpc.BidiStreamingClient[PublishRequest, PublishResponse]
 
+func (c *producerClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelResponse)
+	err := c.cc.Invoke(ctx, Producer_Cancel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *producerClient) Reschedule(ctx context.Context, in *RescheduleRequest, opts ...grpc.CallOption) (*RescheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RescheduleResponse)
+	err := c.cc.Invoke(ctx, Producer_Reschedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProducerServer is the server API for Producer service.
 // All implementations must embed UnimplementedProducerServer
 // for forward compatibility.
@@ -82,6 +110,12 @@ type ProducerServer interface {
 	// PublishStream pipelines publishes; responses are matched by request_id
 	// and may arrive out of order.
 	PublishStream(grpc.BidiStreamingServer[PublishRequest, PublishResponse]) error
+	// Cancel removes a pending message, found by key or id, from every group.
+	// It answers exactly one outcome; a retried cancel answers the same.
+	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
+	// Reschedule moves a pending message to a new due time, atomically for
+	// every group.
+	Reschedule(context.Context, *RescheduleRequest) (*RescheduleResponse, error)
 	mustEmbedUnimplementedProducerServer()
 }
 
@@ -97,6 +131,12 @@ func (UnimplementedProducerServer) Publish(context.Context, *PublishRequest) (*P
 }
 func (UnimplementedProducerServer) PublishStream(grpc.BidiStreamingServer[PublishRequest, PublishResponse]) error {
 	return status.Error(codes.Unimplemented, "method PublishStream not implemented")
+}
+func (UnimplementedProducerServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedProducerServer) Reschedule(context.Context, *RescheduleRequest) (*RescheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reschedule not implemented")
 }
 func (UnimplementedProducerServer) mustEmbedUnimplementedProducerServer() {}
 func (UnimplementedProducerServer) testEmbeddedByValue()                  {}
@@ -144,6 +184,42 @@ func _Producer_PublishStream_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Producer_PublishStreamServer = grpc.BidiStreamingServer[PublishRequest, PublishResponse]
 
+func _Producer_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServer).Cancel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Producer_Cancel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServer).Cancel(ctx, req.(*CancelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Producer_Reschedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RescheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServer).Reschedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Producer_Reschedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServer).Reschedule(ctx, req.(*RescheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Producer_ServiceDesc is the grpc.ServiceDesc for Producer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -154,6 +230,14 @@ var Producer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Publish",
 			Handler:    _Producer_Publish_Handler,
+		},
+		{
+			MethodName: "Cancel",
+			Handler:    _Producer_Cancel_Handler,
+		},
+		{
+			MethodName: "Reschedule",
+			Handler:    _Producer_Reschedule_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
@@ -172,6 +256,7 @@ const (
 	Consumer_Ack_FullMethodName       = "/sundial.v1.Consumer/Ack"
 	Consumer_Nack_FullMethodName      = "/sundial.v1.Consumer/Nack"
 	Consumer_Extend_FullMethodName    = "/sundial.v1.Consumer/Extend"
+	Consumer_Receive_FullMethodName   = "/sundial.v1.Consumer/Receive"
 )
 
 // ConsumerClient is the client API for Consumer service.
@@ -184,6 +269,10 @@ type ConsumerClient interface {
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
 	Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error)
 	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
+	// Receive is the pull form for clients that cannot hold a stream: it
+	// waits up to wait_ms for at least one delivery and answers at most
+	// max_messages, acked with the unary Ack.
+	Receive(ctx context.Context, in *ReceiveRequest, opts ...grpc.CallOption) (*ReceiveResponse, error)
 }
 
 type consumerClient struct {
@@ -237,6 +326,16 @@ func (c *consumerClient) Extend(ctx context.Context, in *ExtendRequest, opts ...
 	return out, nil
 }
 
+func (c *consumerClient) Receive(ctx context.Context, in *ReceiveRequest, opts ...grpc.CallOption) (*ReceiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReceiveResponse)
+	err := c.cc.Invoke(ctx, Consumer_Receive_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ConsumerServer is the server API for Consumer service.
 // All implementations must embed UnimplementedConsumerServer
 // for forward compatibility.
@@ -247,6 +346,10 @@ type ConsumerServer interface {
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
 	Nack(context.Context, *NackRequest) (*NackResponse, error)
 	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
+	// Receive is the pull form for clients that cannot hold a stream: it
+	// waits up to wait_ms for at least one delivery and answers at most
+	// max_messages, acked with the unary Ack.
+	Receive(context.Context, *ReceiveRequest) (*ReceiveResponse, error)
 	mustEmbedUnimplementedConsumerServer()
 }
 
@@ -268,6 +371,9 @@ func (UnimplementedConsumerServer) Nack(context.Context, *NackRequest) (*NackRes
 }
 func (UnimplementedConsumerServer) Extend(context.Context, *ExtendRequest) (*ExtendResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Extend not implemented")
+}
+func (UnimplementedConsumerServer) Receive(context.Context, *ReceiveRequest) (*ReceiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Receive not implemented")
 }
 func (UnimplementedConsumerServer) mustEmbedUnimplementedConsumerServer() {}
 func (UnimplementedConsumerServer) testEmbeddedByValue()                  {}
@@ -351,6 +457,24 @@ func _Consumer_Extend_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Consumer_Receive_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReceiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConsumerServer).Receive(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Consumer_Receive_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConsumerServer).Receive(ctx, req.(*ReceiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Consumer_ServiceDesc is the grpc.ServiceDesc for Consumer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -370,6 +494,10 @@ var Consumer_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Extend",
 			Handler:    _Consumer_Extend_Handler,
 		},
+		{
+			MethodName: "Receive",
+			Handler:    _Consumer_Receive_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -383,10 +511,20 @@ var Consumer_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_CreateTopic_FullMethodName    = "/sundial.v1.Admin/CreateTopic"
-	Admin_GetTopic_FullMethodName       = "/sundial.v1.Admin/GetTopic"
-	Admin_ListTopics_FullMethodName     = "/sundial.v1.Admin/ListTopics"
-	Admin_GetClusterInfo_FullMethodName = "/sundial.v1.Admin/GetClusterInfo"
+	Admin_CreateTopic_FullMethodName        = "/sundial.v1.Admin/CreateTopic"
+	Admin_GetTopic_FullMethodName           = "/sundial.v1.Admin/GetTopic"
+	Admin_ListTopics_FullMethodName         = "/sundial.v1.Admin/ListTopics"
+	Admin_GetClusterInfo_FullMethodName     = "/sundial.v1.Admin/GetClusterInfo"
+	Admin_UpdateTopic_FullMethodName        = "/sundial.v1.Admin/UpdateTopic"
+	Admin_DeleteTopic_FullMethodName        = "/sundial.v1.Admin/DeleteTopic"
+	Admin_PurgeTopic_FullMethodName         = "/sundial.v1.Admin/PurgeTopic"
+	Admin_CreateGroup_FullMethodName        = "/sundial.v1.Admin/CreateGroup"
+	Admin_ListGroups_FullMethodName         = "/sundial.v1.Admin/ListGroups"
+	Admin_DeleteGroup_FullMethodName        = "/sundial.v1.Admin/DeleteGroup"
+	Admin_ListMessages_FullMethodName       = "/sundial.v1.Admin/ListMessages"
+	Admin_GetMessage_FullMethodName         = "/sundial.v1.Admin/GetMessage"
+	Admin_DueHistogram_FullMethodName       = "/sundial.v1.Admin/DueHistogram"
+	Admin_RedriveDeadLetters_FullMethodName = "/sundial.v1.Admin/RedriveDeadLetters"
 )
 
 // AdminClient is the client API for Admin service.
@@ -397,6 +535,23 @@ type AdminClient interface {
 	GetTopic(ctx context.Context, in *GetTopicRequest, opts ...grpc.CallOption) (*Topic, error)
 	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
 	GetClusterInfo(ctx context.Context, in *GetClusterInfoRequest, opts ...grpc.CallOption) (*ClusterInfo, error)
+	// UpdateTopic changes the settings named in update_mask.
+	UpdateTopic(ctx context.Context, in *UpdateTopicRequest, opts ...grpc.CallOption) (*Topic, error)
+	// DeleteTopic removes a topic and all its messages.
+	DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error)
+	// PurgeTopic drops the pending messages of a topic, or of one group.
+	PurgeTopic(ctx context.Context, in *PurgeTopicRequest, opts ...grpc.CallOption) (*PurgeTopicResponse, error)
+	CreateGroup(ctx context.Context, in *CreateGroupRequest, opts ...grpc.CallOption) (*Group, error)
+	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
+	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// ListMessages pages through scheduled messages by due time, key prefix
+	// or header value, without loading them all.
+	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
+	GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*MessageInfo, error)
+	// DueHistogram counts upcoming due times per minute or hour.
+	DueHistogram(ctx context.Context, in *DueHistogramRequest, opts ...grpc.CallOption) (*DueHistogramResponse, error)
+	// RedriveDeadLetters moves messages of <topic>.dlq back to <topic>.
+	RedriveDeadLetters(ctx context.Context, in *RedriveDeadLettersRequest, opts ...grpc.CallOption) (*RedriveDeadLettersResponse, error)
 }
 
 type adminClient struct {
@@ -447,6 +602,106 @@ func (c *adminClient) GetClusterInfo(ctx context.Context, in *GetClusterInfoRequ
 	return out, nil
 }
 
+func (c *adminClient) UpdateTopic(ctx context.Context, in *UpdateTopicRequest, opts ...grpc.CallOption) (*Topic, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Topic)
+	err := c.cc.Invoke(ctx, Admin_UpdateTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteTopicResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) PurgeTopic(ctx context.Context, in *PurgeTopicRequest, opts ...grpc.CallOption) (*PurgeTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeTopicResponse)
+	err := c.cc.Invoke(ctx, Admin_PurgeTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CreateGroup(ctx context.Context, in *CreateGroupRequest, opts ...grpc.CallOption) (*Group, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Group)
+	err := c.cc.Invoke(ctx, Admin_CreateGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGroupsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteGroupResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMessagesResponse)
+	err := c.cc.Invoke(ctx, Admin_ListMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*MessageInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MessageInfo)
+	err := c.cc.Invoke(ctx, Admin_GetMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DueHistogram(ctx context.Context, in *DueHistogramRequest, opts ...grpc.CallOption) (*DueHistogramResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DueHistogramResponse)
+	err := c.cc.Invoke(ctx, Admin_DueHistogram_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RedriveDeadLetters(ctx context.Context, in *RedriveDeadLettersRequest, opts ...grpc.CallOption) (*RedriveDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RedriveDeadLettersResponse)
+	err := c.cc.Invoke(ctx, Admin_RedriveDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -455,6 +710,23 @@ type AdminServer interface {
 	GetTopic(context.Context, *GetTopicRequest) (*Topic, error)
 	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
 	GetClusterInfo(context.Context, *GetClusterInfoRequest) (*ClusterInfo, error)
+	// UpdateTopic changes the settings named in update_mask.
+	UpdateTopic(context.Context, *UpdateTopicRequest) (*Topic, error)
+	// DeleteTopic removes a topic and all its messages.
+	DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error)
+	// PurgeTopic drops the pending messages of a topic, or of one group.
+	PurgeTopic(context.Context, *PurgeTopicRequest) (*PurgeTopicResponse, error)
+	CreateGroup(context.Context, *CreateGroupRequest) (*Group, error)
+	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
+	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// ListMessages pages through scheduled messages by due time, key prefix
+	// or header value, without loading them all.
+	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
+	GetMessage(context.Context, *GetMessageRequest) (*MessageInfo, error)
+	// DueHistogram counts upcoming due times per minute or hour.
+	DueHistogram(context.Context, *DueHistogramRequest) (*DueHistogramResponse, error)
+	// RedriveDeadLetters moves messages of <topic>.dlq back to <topic>.
+	RedriveDeadLetters(context.Context, *RedriveDeadLettersRequest) (*RedriveDeadLettersResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -476,6 +748,36 @@ func (UnimplementedAdminServer) ListTopics(context.Context, *ListTopicsRequest) 
 }
 func (UnimplementedAdminServer) GetClusterInfo(context.Context, *GetClusterInfoRequest) (*ClusterInfo, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetClusterInfo not implemented")
+}
+func (UnimplementedAdminServer) UpdateTopic(context.Context, *UpdateTopicRequest) (*Topic, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateTopic not implemented")
+}
+func (UnimplementedAdminServer) DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteTopic not implemented")
+}
+func (UnimplementedAdminServer) PurgeTopic(context.Context, *PurgeTopicRequest) (*PurgeTopicResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeTopic not implemented")
+}
+func (UnimplementedAdminServer) CreateGroup(context.Context, *CreateGroupRequest) (*Group, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateGroup not implemented")
+}
+func (UnimplementedAdminServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGroups not implemented")
+}
+func (UnimplementedAdminServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedAdminServer) ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMessages not implemented")
+}
+func (UnimplementedAdminServer) GetMessage(context.Context, *GetMessageRequest) (*MessageInfo, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMessage not implemented")
+}
+func (UnimplementedAdminServer) DueHistogram(context.Context, *DueHistogramRequest) (*DueHistogramResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DueHistogram not implemented")
+}
+func (UnimplementedAdminServer) RedriveDeadLetters(context.Context, *RedriveDeadLettersRequest) (*RedriveDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RedriveDeadLetters not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -570,6 +872,186 @@ func _Admin_GetClusterInfo_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_UpdateTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UpdateTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UpdateTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UpdateTopic(ctx, req.(*UpdateTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteTopic(ctx, req.(*DeleteTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_PurgeTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PurgeTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PurgeTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PurgeTopic(ctx, req.(*PurgeTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CreateGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateGroup(ctx, req.(*CreateGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListGroups(ctx, req.(*ListGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteGroup(ctx, req.(*DeleteGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListMessages(ctx, req.(*ListMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_GetMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetMessage(ctx, req.(*GetMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DueHistogram_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DueHistogramRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DueHistogram(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DueHistogram_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DueHistogram(ctx, req.(*DueHistogramRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RedriveDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedriveDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RedriveDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RedriveDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RedriveDeadLetters(ctx, req.(*RedriveDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -592,6 +1074,46 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetClusterInfo",
 			Handler:    _Admin_GetClusterInfo_Handler,
+		},
+		{
+			MethodName: "UpdateTopic",
+			Handler:    _Admin_UpdateTopic_Handler,
+		},
+		{
+			MethodName: "DeleteTopic",
+			Handler:    _Admin_DeleteTopic_Handler,
+		},
+		{
+			MethodName: "PurgeTopic",
+			Handler:    _Admin_PurgeTopic_Handler,
+		},
+		{
+			MethodName: "CreateGroup",
+			Handler:    _Admin_CreateGroup_Handler,
+		},
+		{
+			MethodName: "ListGroups",
+			Handler:    _Admin_ListGroups_Handler,
+		},
+		{
+			MethodName: "DeleteGroup",
+			Handler:    _Admin_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "ListMessages",
+			Handler:    _Admin_ListMessages_Handler,
+		},
+		{
+			MethodName: "GetMessage",
+			Handler:    _Admin_GetMessage_Handler,
+		},
+		{
+			MethodName: "DueHistogram",
+			Handler:    _Admin_DueHistogram_Handler,
+		},
+		{
+			MethodName: "RedriveDeadLetters",
+			Handler:    _Admin_RedriveDeadLetters_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -504,6 +504,622 @@ func (x *ShardExtendRequest) GetExtendMs() int64 {
 	return 0
 }
 
+type ShardReceiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardId       uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Partitions    []uint32               `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	Request       *v1.ReceiveRequest     `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardReceiveRequest) Reset() {
+	*x = ShardReceiveRequest{}
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardReceiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardReceiveRequest) ProtoMessage() {}
+
+func (x *ShardReceiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardReceiveRequest.ProtoReflect.Descriptor instead.
+func (*ShardReceiveRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ShardReceiveRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ShardReceiveRequest) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ShardReceiveRequest) GetRequest() *v1.ReceiveRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type ShardChangeRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ShardId   uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Partition uint32                 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Message   *v1.MessageSelector    `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// Reschedule only.
+	DelayMs         int64 `protobuf:"varint,4,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	DeliverAtUnixMs int64 `protobuf:"varint,5,opt,name=deliver_at_unix_ms,json=deliverAtUnixMs,proto3" json:"deliver_at_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ShardChangeRequest) Reset() {
+	*x = ShardChangeRequest{}
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardChangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardChangeRequest) ProtoMessage() {}
+
+func (x *ShardChangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardChangeRequest.ProtoReflect.Descriptor instead.
+func (*ShardChangeRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ShardChangeRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ShardChangeRequest) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ShardChangeRequest) GetMessage() *v1.MessageSelector {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *ShardChangeRequest) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *ShardChangeRequest) GetDeliverAtUnixMs() int64 {
+	if x != nil {
+		return x.DeliverAtUnixMs
+	}
+	return 0
+}
+
+type ShardGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardId       uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group         string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	Delete        bool                   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardGroupRequest) Reset() {
+	*x = ShardGroupRequest{}
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardGroupRequest) ProtoMessage() {}
+
+func (x *ShardGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardGroupRequest.ProtoReflect.Descriptor instead.
+func (*ShardGroupRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ShardGroupRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ShardGroupRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ShardGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ShardGroupRequest) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+type ShardGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Copies removed by a delete.
+	Removed       int64 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardGroupResponse) Reset() {
+	*x = ShardGroupResponse{}
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardGroupResponse) ProtoMessage() {}
+
+func (x *ShardGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardGroupResponse.ProtoReflect.Descriptor instead.
+func (*ShardGroupResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ShardGroupResponse) GetRemoved() int64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
+type ShardTopicRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ShardId    uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Topic      string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions []uint32               `protobuf:"varint,3,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// Purge: only this group (empty: every group).
+	Group         string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardTopicRequest) Reset() {
+	*x = ShardTopicRequest{}
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardTopicRequest) ProtoMessage() {}
+
+func (x *ShardTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardTopicRequest.ProtoReflect.Descriptor instead.
+func (*ShardTopicRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ShardTopicRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ShardTopicRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ShardTopicRequest) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ShardTopicRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type ShardRedriveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardId       uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions    []uint32               `protobuf:"varint,3,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	MaxMessages   int64                  `protobuf:"varint,4,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardRedriveRequest) Reset() {
+	*x = ShardRedriveRequest{}
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardRedriveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardRedriveRequest) ProtoMessage() {}
+
+func (x *ShardRedriveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardRedriveRequest.ProtoReflect.Descriptor instead.
+func (*ShardRedriveRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ShardRedriveRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ShardRedriveRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ShardRedriveRequest) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ShardRedriveRequest) GetMaxMessages() int64 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+type ShardListMessagesRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ShardId    uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Partitions []uint32               `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// request.page_token is ignored: the shard resumes after `after`.
+	Request       *v1.ListMessagesRequest `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	After         []byte                  `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardListMessagesRequest) Reset() {
+	*x = ShardListMessagesRequest{}
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardListMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardListMessagesRequest) ProtoMessage() {}
+
+func (x *ShardListMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardListMessagesRequest.ProtoReflect.Descriptor instead.
+func (*ShardListMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ShardListMessagesRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ShardListMessagesRequest) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ShardListMessagesRequest) GetRequest() *v1.ListMessagesRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *ShardListMessagesRequest) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+// ShardListMessagesResponse lists up to page_size messages in listing
+// order. cursors[i] is the position of messages[i]: cursors of every shard
+// compare bytewise in listing order, so a proxy merges shards by cursor and
+// resumes each shard after the last cursor it used.
+type ShardListMessagesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*v1.MessageInfo      `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	Cursors       [][]byte               `protobuf:"bytes,2,rep,name=cursors,proto3" json:"cursors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardListMessagesResponse) Reset() {
+	*x = ShardListMessagesResponse{}
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardListMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardListMessagesResponse) ProtoMessage() {}
+
+func (x *ShardListMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardListMessagesResponse.ProtoReflect.Descriptor instead.
+func (*ShardListMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ShardListMessagesResponse) GetMessages() []*v1.MessageInfo {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ShardListMessagesResponse) GetCursors() [][]byte {
+	if x != nil {
+		return x.Cursors
+	}
+	return nil
+}
+
+type ShardStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stats         []*v1.GroupStats       `protobuf:"bytes,1,rep,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardStatsResponse) Reset() {
+	*x = ShardStatsResponse{}
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardStatsResponse) ProtoMessage() {}
+
+func (x *ShardStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardStatsResponse.ProtoReflect.Descriptor instead.
+func (*ShardStatsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ShardStatsResponse) GetStats() []*v1.GroupStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+type ShardDueHistogramRequest struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	ShardId       uint64                  `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Partitions    []uint32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	Request       *v1.DueHistogramRequest `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardDueHistogramRequest) Reset() {
+	*x = ShardDueHistogramRequest{}
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardDueHistogramRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardDueHistogramRequest) ProtoMessage() {}
+
+func (x *ShardDueHistogramRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardDueHistogramRequest.ProtoReflect.Descriptor instead.
+func (*ShardDueHistogramRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ShardDueHistogramRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ShardDueHistogramRequest) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ShardDueHistogramRequest) GetRequest() *v1.DueHistogramRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
 // NotLeader is the error detail of a call that reached a replica that does
 // not lead the shard. leader_addr is empty while no leader is known.
 type NotLeader struct {
@@ -517,7 +1133,7 @@ type NotLeader struct {
 
 func (x *NotLeader) Reset() {
 	*x = NotLeader{}
-	mi := &file_sundial_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +1145,7 @@ func (x *NotLeader) String() string {
 func (*NotLeader) ProtoMessage() {}
 
 func (x *NotLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +1158,7 @@ func (x *NotLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotLeader.ProtoReflect.Descriptor instead.
 func (*NotLeader) Descriptor() ([]byte, []int) {
-	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NotLeader) GetShardId() uint64 {
@@ -578,7 +1194,7 @@ type WrongShard struct {
 
 func (x *WrongShard) Reset() {
 	*x = WrongShard{}
-	mi := &file_sundial_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +1206,7 @@ func (x *WrongShard) String() string {
 func (*WrongShard) ProtoMessage() {}
 
 func (x *WrongShard) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_sundial_broker_v1_broker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +1219,7 @@ func (x *WrongShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrongShard.ProtoReflect.Descriptor instead.
 func (*WrongShard) Descriptor() ([]byte, []int) {
-	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_sundial_broker_v1_broker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WrongShard) GetShardId() uint64 {
@@ -660,7 +1276,58 @@ const file_sundial_broker_v1_broker_proto_rawDesc = "" +
 	"\x12ShardExtendRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1a\n" +
 	"\breceipts\x18\x02 \x03(\tR\breceipts\x12\x1b\n" +
-	"\textend_ms\x18\x03 \x01(\x03R\bextendMs\"m\n" +
+	"\textend_ms\x18\x03 \x01(\x03R\bextendMs\"\x86\x01\n" +
+	"\x13ShardReceiveRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\rR\n" +
+	"partitions\x124\n" +
+	"\arequest\x18\x03 \x01(\v2\x1a.sundial.v1.ReceiveRequestR\arequest\"\xcc\x01\n" +
+	"\x12ShardChangeRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x125\n" +
+	"\amessage\x18\x03 \x01(\v2\x1b.sundial.v1.MessageSelectorR\amessage\x12\x19\n" +
+	"\bdelay_ms\x18\x04 \x01(\x03R\adelayMs\x12+\n" +
+	"\x12deliver_at_unix_ms\x18\x05 \x01(\x03R\x0fdeliverAtUnixMs\"r\n" +
+	"\x11ShardGroupRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\x12\x16\n" +
+	"\x06delete\x18\x04 \x01(\bR\x06delete\".\n" +
+	"\x12ShardGroupResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\x03R\aremoved\"z\n" +
+	"\x11ShardTopicRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\rR\n" +
+	"partitions\x12\x14\n" +
+	"\x05group\x18\x04 \x01(\tR\x05group\"\x89\x01\n" +
+	"\x13ShardRedriveRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\rR\n" +
+	"partitions\x12!\n" +
+	"\fmax_messages\x18\x04 \x01(\x03R\vmaxMessages\"\xa6\x01\n" +
+	"\x18ShardListMessagesRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\rR\n" +
+	"partitions\x129\n" +
+	"\arequest\x18\x03 \x01(\v2\x1f.sundial.v1.ListMessagesRequestR\arequest\x12\x14\n" +
+	"\x05after\x18\x04 \x01(\fR\x05after\"j\n" +
+	"\x19ShardListMessagesResponse\x123\n" +
+	"\bmessages\x18\x01 \x03(\v2\x17.sundial.v1.MessageInfoR\bmessages\x12\x18\n" +
+	"\acursors\x18\x02 \x03(\fR\acursors\"B\n" +
+	"\x12ShardStatsResponse\x12,\n" +
+	"\x05stats\x18\x01 \x03(\v2\x16.sundial.v1.GroupStatsR\x05stats\"\x90\x01\n" +
+	"\x18ShardDueHistogramRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\rR\n" +
+	"partitions\x129\n" +
+	"\arequest\x18\x03 \x01(\v2\x1f.sundial.v1.DueHistogramRequestR\arequest\"m\n" +
 	"\tNotLeader\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x1f\n" +
@@ -669,13 +1336,25 @@ const file_sundial_broker_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"WrongShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12'\n" +
-	"\x0frouting_version\x18\x02 \x01(\x04R\x0eroutingVersion2\x89\x03\n" +
+	"\x0frouting_version\x18\x02 \x01(\x04R\x0eroutingVersion2\xe9\t\n" +
 	"\x05Shard\x12N\n" +
 	"\aPublish\x12&.sundial.broker.v1.ShardPublishRequest\x1a\x1b.sundial.v1.PublishResponse\x12X\n" +
 	"\tSubscribe\x12(.sundial.broker.v1.ShardSubscribeRequest\x1a\x1d.sundial.v1.SubscribeResponse(\x010\x01\x12B\n" +
 	"\x03Ack\x12\".sundial.broker.v1.ShardAckRequest\x1a\x17.sundial.v1.AckResponse\x12E\n" +
 	"\x04Nack\x12#.sundial.broker.v1.ShardNackRequest\x1a\x18.sundial.v1.NackResponse\x12K\n" +
-	"\x06Extend\x12%.sundial.broker.v1.ShardExtendRequest\x1a\x1a.sundial.v1.ExtendResponseBCZAgithub.com/sundialmq/sundial/proto/gen/sundial/broker/v1;brokerv1b\x06proto3"
+	"\x06Extend\x12%.sundial.broker.v1.ShardExtendRequest\x1a\x1a.sundial.v1.ExtendResponse\x12N\n" +
+	"\aReceive\x12&.sundial.broker.v1.ShardReceiveRequest\x1a\x1b.sundial.v1.ReceiveResponse\x12K\n" +
+	"\x06Cancel\x12%.sundial.broker.v1.ShardChangeRequest\x1a\x1a.sundial.v1.CancelResponse\x12S\n" +
+	"\n" +
+	"Reschedule\x12%.sundial.broker.v1.ShardChangeRequest\x1a\x1e.sundial.v1.RescheduleResponse\x12T\n" +
+	"\x05Group\x12$.sundial.broker.v1.ShardGroupRequest\x1a%.sundial.broker.v1.ShardGroupResponse\x12M\n" +
+	"\x05Purge\x12$.sundial.broker.v1.ShardTopicRequest\x1a\x1e.sundial.v1.PurgeTopicResponse\x12Y\n" +
+	"\aRedrive\x12&.sundial.broker.v1.ShardRedriveRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\x12i\n" +
+	"\fListMessages\x12+.sundial.broker.v1.ShardListMessagesRequest\x1a,.sundial.broker.v1.ShardListMessagesResponse\x12L\n" +
+	"\n" +
+	"GetMessage\x12%.sundial.broker.v1.ShardChangeRequest\x1a\x17.sundial.v1.MessageInfo\x12T\n" +
+	"\x05Stats\x12$.sundial.broker.v1.ShardTopicRequest\x1a%.sundial.broker.v1.ShardStatsResponse\x12]\n" +
+	"\fDueHistogram\x12+.sundial.broker.v1.ShardDueHistogramRequest\x1a .sundial.v1.DueHistogramResponseBCZAgithub.com/sundialmq/sundial/proto/gen/sundial/broker/v1;brokerv1b\x06proto3"
 
 var (
 	file_sundial_broker_v1_broker_proto_rawDescOnce sync.Once
@@ -689,47 +1368,95 @@ func file_sundial_broker_v1_broker_proto_rawDescGZIP() []byte {
 	return file_sundial_broker_v1_broker_proto_rawDescData
 }
 
-var file_sundial_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_sundial_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_sundial_broker_v1_broker_proto_goTypes = []any{
-	(*ShardPublishRequest)(nil),   // 0: sundial.broker.v1.ShardPublishRequest
-	(*PartitionedMessage)(nil),    // 1: sundial.broker.v1.PartitionedMessage
-	(*ShardSubscribeRequest)(nil), // 2: sundial.broker.v1.ShardSubscribeRequest
-	(*ShardStart)(nil),            // 3: sundial.broker.v1.ShardStart
-	(*ShardAckRequest)(nil),       // 4: sundial.broker.v1.ShardAckRequest
-	(*ShardNackRequest)(nil),      // 5: sundial.broker.v1.ShardNackRequest
-	(*ShardExtendRequest)(nil),    // 6: sundial.broker.v1.ShardExtendRequest
-	(*NotLeader)(nil),             // 7: sundial.broker.v1.NotLeader
-	(*WrongShard)(nil),            // 8: sundial.broker.v1.WrongShard
-	(*v1.Message)(nil),            // 9: sundial.v1.Message
-	(*v1.Credit)(nil),             // 10: sundial.v1.Credit
-	(v1.AckMode)(0),               // 11: sundial.v1.AckMode
-	(*v1.PublishResponse)(nil),    // 12: sundial.v1.PublishResponse
-	(*v1.SubscribeResponse)(nil),  // 13: sundial.v1.SubscribeResponse
-	(*v1.AckResponse)(nil),        // 14: sundial.v1.AckResponse
-	(*v1.NackResponse)(nil),       // 15: sundial.v1.NackResponse
-	(*v1.ExtendResponse)(nil),     // 16: sundial.v1.ExtendResponse
+	(*ShardPublishRequest)(nil),           // 0: sundial.broker.v1.ShardPublishRequest
+	(*PartitionedMessage)(nil),            // 1: sundial.broker.v1.PartitionedMessage
+	(*ShardSubscribeRequest)(nil),         // 2: sundial.broker.v1.ShardSubscribeRequest
+	(*ShardStart)(nil),                    // 3: sundial.broker.v1.ShardStart
+	(*ShardAckRequest)(nil),               // 4: sundial.broker.v1.ShardAckRequest
+	(*ShardNackRequest)(nil),              // 5: sundial.broker.v1.ShardNackRequest
+	(*ShardExtendRequest)(nil),            // 6: sundial.broker.v1.ShardExtendRequest
+	(*ShardReceiveRequest)(nil),           // 7: sundial.broker.v1.ShardReceiveRequest
+	(*ShardChangeRequest)(nil),            // 8: sundial.broker.v1.ShardChangeRequest
+	(*ShardGroupRequest)(nil),             // 9: sundial.broker.v1.ShardGroupRequest
+	(*ShardGroupResponse)(nil),            // 10: sundial.broker.v1.ShardGroupResponse
+	(*ShardTopicRequest)(nil),             // 11: sundial.broker.v1.ShardTopicRequest
+	(*ShardRedriveRequest)(nil),           // 12: sundial.broker.v1.ShardRedriveRequest
+	(*ShardListMessagesRequest)(nil),      // 13: sundial.broker.v1.ShardListMessagesRequest
+	(*ShardListMessagesResponse)(nil),     // 14: sundial.broker.v1.ShardListMessagesResponse
+	(*ShardStatsResponse)(nil),            // 15: sundial.broker.v1.ShardStatsResponse
+	(*ShardDueHistogramRequest)(nil),      // 16: sundial.broker.v1.ShardDueHistogramRequest
+	(*NotLeader)(nil),                     // 17: sundial.broker.v1.NotLeader
+	(*WrongShard)(nil),                    // 18: sundial.broker.v1.WrongShard
+	(*v1.Message)(nil),                    // 19: sundial.v1.Message
+	(*v1.Credit)(nil),                     // 20: sundial.v1.Credit
+	(v1.AckMode)(0),                       // 21: sundial.v1.AckMode
+	(*v1.ReceiveRequest)(nil),             // 22: sundial.v1.ReceiveRequest
+	(*v1.MessageSelector)(nil),            // 23: sundial.v1.MessageSelector
+	(*v1.ListMessagesRequest)(nil),        // 24: sundial.v1.ListMessagesRequest
+	(*v1.MessageInfo)(nil),                // 25: sundial.v1.MessageInfo
+	(*v1.GroupStats)(nil),                 // 26: sundial.v1.GroupStats
+	(*v1.DueHistogramRequest)(nil),        // 27: sundial.v1.DueHistogramRequest
+	(*v1.PublishResponse)(nil),            // 28: sundial.v1.PublishResponse
+	(*v1.SubscribeResponse)(nil),          // 29: sundial.v1.SubscribeResponse
+	(*v1.AckResponse)(nil),                // 30: sundial.v1.AckResponse
+	(*v1.NackResponse)(nil),               // 31: sundial.v1.NackResponse
+	(*v1.ExtendResponse)(nil),             // 32: sundial.v1.ExtendResponse
+	(*v1.ReceiveResponse)(nil),            // 33: sundial.v1.ReceiveResponse
+	(*v1.CancelResponse)(nil),             // 34: sundial.v1.CancelResponse
+	(*v1.RescheduleResponse)(nil),         // 35: sundial.v1.RescheduleResponse
+	(*v1.PurgeTopicResponse)(nil),         // 36: sundial.v1.PurgeTopicResponse
+	(*v1.RedriveDeadLettersResponse)(nil), // 37: sundial.v1.RedriveDeadLettersResponse
+	(*v1.DueHistogramResponse)(nil),       // 38: sundial.v1.DueHistogramResponse
 }
 var file_sundial_broker_v1_broker_proto_depIdxs = []int32{
 	1,  // 0: sundial.broker.v1.ShardPublishRequest.messages:type_name -> sundial.broker.v1.PartitionedMessage
-	9,  // 1: sundial.broker.v1.PartitionedMessage.message:type_name -> sundial.v1.Message
+	19, // 1: sundial.broker.v1.PartitionedMessage.message:type_name -> sundial.v1.Message
 	3,  // 2: sundial.broker.v1.ShardSubscribeRequest.start:type_name -> sundial.broker.v1.ShardStart
-	10, // 3: sundial.broker.v1.ShardSubscribeRequest.credit:type_name -> sundial.v1.Credit
-	11, // 4: sundial.broker.v1.ShardStart.ack_mode:type_name -> sundial.v1.AckMode
-	0,  // 5: sundial.broker.v1.Shard.Publish:input_type -> sundial.broker.v1.ShardPublishRequest
-	2,  // 6: sundial.broker.v1.Shard.Subscribe:input_type -> sundial.broker.v1.ShardSubscribeRequest
-	4,  // 7: sundial.broker.v1.Shard.Ack:input_type -> sundial.broker.v1.ShardAckRequest
-	5,  // 8: sundial.broker.v1.Shard.Nack:input_type -> sundial.broker.v1.ShardNackRequest
-	6,  // 9: sundial.broker.v1.Shard.Extend:input_type -> sundial.broker.v1.ShardExtendRequest
-	12, // 10: sundial.broker.v1.Shard.Publish:output_type -> sundial.v1.PublishResponse
-	13, // 11: sundial.broker.v1.Shard.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	14, // 12: sundial.broker.v1.Shard.Ack:output_type -> sundial.v1.AckResponse
-	15, // 13: sundial.broker.v1.Shard.Nack:output_type -> sundial.v1.NackResponse
-	16, // 14: sundial.broker.v1.Shard.Extend:output_type -> sundial.v1.ExtendResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	20, // 3: sundial.broker.v1.ShardSubscribeRequest.credit:type_name -> sundial.v1.Credit
+	21, // 4: sundial.broker.v1.ShardStart.ack_mode:type_name -> sundial.v1.AckMode
+	22, // 5: sundial.broker.v1.ShardReceiveRequest.request:type_name -> sundial.v1.ReceiveRequest
+	23, // 6: sundial.broker.v1.ShardChangeRequest.message:type_name -> sundial.v1.MessageSelector
+	24, // 7: sundial.broker.v1.ShardListMessagesRequest.request:type_name -> sundial.v1.ListMessagesRequest
+	25, // 8: sundial.broker.v1.ShardListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
+	26, // 9: sundial.broker.v1.ShardStatsResponse.stats:type_name -> sundial.v1.GroupStats
+	27, // 10: sundial.broker.v1.ShardDueHistogramRequest.request:type_name -> sundial.v1.DueHistogramRequest
+	0,  // 11: sundial.broker.v1.Shard.Publish:input_type -> sundial.broker.v1.ShardPublishRequest
+	2,  // 12: sundial.broker.v1.Shard.Subscribe:input_type -> sundial.broker.v1.ShardSubscribeRequest
+	4,  // 13: sundial.broker.v1.Shard.Ack:input_type -> sundial.broker.v1.ShardAckRequest
+	5,  // 14: sundial.broker.v1.Shard.Nack:input_type -> sundial.broker.v1.ShardNackRequest
+	6,  // 15: sundial.broker.v1.Shard.Extend:input_type -> sundial.broker.v1.ShardExtendRequest
+	7,  // 16: sundial.broker.v1.Shard.Receive:input_type -> sundial.broker.v1.ShardReceiveRequest
+	8,  // 17: sundial.broker.v1.Shard.Cancel:input_type -> sundial.broker.v1.ShardChangeRequest
+	8,  // 18: sundial.broker.v1.Shard.Reschedule:input_type -> sundial.broker.v1.ShardChangeRequest
+	9,  // 19: sundial.broker.v1.Shard.Group:input_type -> sundial.broker.v1.ShardGroupRequest
+	11, // 20: sundial.broker.v1.Shard.Purge:input_type -> sundial.broker.v1.ShardTopicRequest
+	12, // 21: sundial.broker.v1.Shard.Redrive:input_type -> sundial.broker.v1.ShardRedriveRequest
+	13, // 22: sundial.broker.v1.Shard.ListMessages:input_type -> sundial.broker.v1.ShardListMessagesRequest
+	8,  // 23: sundial.broker.v1.Shard.GetMessage:input_type -> sundial.broker.v1.ShardChangeRequest
+	11, // 24: sundial.broker.v1.Shard.Stats:input_type -> sundial.broker.v1.ShardTopicRequest
+	16, // 25: sundial.broker.v1.Shard.DueHistogram:input_type -> sundial.broker.v1.ShardDueHistogramRequest
+	28, // 26: sundial.broker.v1.Shard.Publish:output_type -> sundial.v1.PublishResponse
+	29, // 27: sundial.broker.v1.Shard.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 28: sundial.broker.v1.Shard.Ack:output_type -> sundial.v1.AckResponse
+	31, // 29: sundial.broker.v1.Shard.Nack:output_type -> sundial.v1.NackResponse
+	32, // 30: sundial.broker.v1.Shard.Extend:output_type -> sundial.v1.ExtendResponse
+	33, // 31: sundial.broker.v1.Shard.Receive:output_type -> sundial.v1.ReceiveResponse
+	34, // 32: sundial.broker.v1.Shard.Cancel:output_type -> sundial.v1.CancelResponse
+	35, // 33: sundial.broker.v1.Shard.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	10, // 34: sundial.broker.v1.Shard.Group:output_type -> sundial.broker.v1.ShardGroupResponse
+	36, // 35: sundial.broker.v1.Shard.Purge:output_type -> sundial.v1.PurgeTopicResponse
+	37, // 36: sundial.broker.v1.Shard.Redrive:output_type -> sundial.v1.RedriveDeadLettersResponse
+	14, // 37: sundial.broker.v1.Shard.ListMessages:output_type -> sundial.broker.v1.ShardListMessagesResponse
+	25, // 38: sundial.broker.v1.Shard.GetMessage:output_type -> sundial.v1.MessageInfo
+	15, // 39: sundial.broker.v1.Shard.Stats:output_type -> sundial.broker.v1.ShardStatsResponse
+	38, // 40: sundial.broker.v1.Shard.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	26, // [26:41] is the sub-list for method output_type
+	11, // [11:26] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sundial_broker_v1_broker_proto_init() }
@@ -747,7 +1474,7 @@ func file_sundial_broker_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_broker_v1_broker_proto_rawDesc), len(file_sundial_broker_v1_broker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,11 +24,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Shard_Publish_FullMethodName   = "/sundial.broker.v1.Shard/Publish"
-	Shard_Subscribe_FullMethodName = "/sundial.broker.v1.Shard/Subscribe"
-	Shard_Ack_FullMethodName       = "/sundial.broker.v1.Shard/Ack"
-	Shard_Nack_FullMethodName      = "/sundial.broker.v1.Shard/Nack"
-	Shard_Extend_FullMethodName    = "/sundial.broker.v1.Shard/Extend"
+	Shard_Publish_FullMethodName      = "/sundial.broker.v1.Shard/Publish"
+	Shard_Subscribe_FullMethodName    = "/sundial.broker.v1.Shard/Subscribe"
+	Shard_Ack_FullMethodName          = "/sundial.broker.v1.Shard/Ack"
+	Shard_Nack_FullMethodName         = "/sundial.broker.v1.Shard/Nack"
+	Shard_Extend_FullMethodName       = "/sundial.broker.v1.Shard/Extend"
+	Shard_Receive_FullMethodName      = "/sundial.broker.v1.Shard/Receive"
+	Shard_Cancel_FullMethodName       = "/sundial.broker.v1.Shard/Cancel"
+	Shard_Reschedule_FullMethodName   = "/sundial.broker.v1.Shard/Reschedule"
+	Shard_Group_FullMethodName        = "/sundial.broker.v1.Shard/Group"
+	Shard_Purge_FullMethodName        = "/sundial.broker.v1.Shard/Purge"
+	Shard_Redrive_FullMethodName      = "/sundial.broker.v1.Shard/Redrive"
+	Shard_ListMessages_FullMethodName = "/sundial.broker.v1.Shard/ListMessages"
+	Shard_GetMessage_FullMethodName   = "/sundial.broker.v1.Shard/GetMessage"
+	Shard_Stats_FullMethodName        = "/sundial.broker.v1.Shard/Stats"
+	Shard_DueHistogram_FullMethodName = "/sundial.broker.v1.Shard/DueHistogram"
 )
 
 // ShardClient is the client API for Shard service.
@@ -42,6 +52,22 @@ type ShardClient interface {
 	Ack(ctx context.Context, in *ShardAckRequest, opts ...grpc.CallOption) (*v1.AckResponse, error)
 	Nack(ctx context.Context, in *ShardNackRequest, opts ...grpc.CallOption) (*v1.NackResponse, error)
 	Extend(ctx context.Context, in *ShardExtendRequest, opts ...grpc.CallOption) (*v1.ExtendResponse, error)
+	Receive(ctx context.Context, in *ShardReceiveRequest, opts ...grpc.CallOption) (*v1.ReceiveResponse, error)
+	// Cancel and Reschedule find the message by id, or by key in the given
+	// partition (the proxy hashes the key like a publish does).
+	Cancel(ctx context.Context, in *ShardChangeRequest, opts ...grpc.CallOption) (*v1.CancelResponse, error)
+	Reschedule(ctx context.Context, in *ShardChangeRequest, opts ...grpc.CallOption) (*v1.RescheduleResponse, error)
+	// Group registers (or with delete, removes) a group of a topic on this
+	// shard: messages published afterwards get a copy for it.
+	Group(ctx context.Context, in *ShardGroupRequest, opts ...grpc.CallOption) (*ShardGroupResponse, error)
+	// Purge drops pending copies of the topic's partitions on this shard.
+	Purge(ctx context.Context, in *ShardTopicRequest, opts ...grpc.CallOption) (*v1.PurgeTopicResponse, error)
+	Redrive(ctx context.Context, in *ShardRedriveRequest, opts ...grpc.CallOption) (*v1.RedriveDeadLettersResponse, error)
+	// Reads, served by the leader from its applied state.
+	ListMessages(ctx context.Context, in *ShardListMessagesRequest, opts ...grpc.CallOption) (*ShardListMessagesResponse, error)
+	GetMessage(ctx context.Context, in *ShardChangeRequest, opts ...grpc.CallOption) (*v1.MessageInfo, error)
+	Stats(ctx context.Context, in *ShardTopicRequest, opts ...grpc.CallOption) (*ShardStatsResponse, error)
+	DueHistogram(ctx context.Context, in *ShardDueHistogramRequest, opts ...grpc.CallOption) (*v1.DueHistogramResponse, error)
 }
 
 type shardClient struct {
@@ -105,6 +131,106 @@ func (c *shardClient) Extend(ctx context.Context, in *ShardExtendRequest, opts .
 	return out, nil
 }
 
+func (c *shardClient) Receive(ctx context.Context, in *ShardReceiveRequest, opts ...grpc.CallOption) (*v1.ReceiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.ReceiveResponse)
+	err := c.cc.Invoke(ctx, Shard_Receive_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) Cancel(ctx context.Context, in *ShardChangeRequest, opts ...grpc.CallOption) (*v1.CancelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.CancelResponse)
+	err := c.cc.Invoke(ctx, Shard_Cancel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) Reschedule(ctx context.Context, in *ShardChangeRequest, opts ...grpc.CallOption) (*v1.RescheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.RescheduleResponse)
+	err := c.cc.Invoke(ctx, Shard_Reschedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) Group(ctx context.Context, in *ShardGroupRequest, opts ...grpc.CallOption) (*ShardGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShardGroupResponse)
+	err := c.cc.Invoke(ctx, Shard_Group_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) Purge(ctx context.Context, in *ShardTopicRequest, opts ...grpc.CallOption) (*v1.PurgeTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.PurgeTopicResponse)
+	err := c.cc.Invoke(ctx, Shard_Purge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) Redrive(ctx context.Context, in *ShardRedriveRequest, opts ...grpc.CallOption) (*v1.RedriveDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.RedriveDeadLettersResponse)
+	err := c.cc.Invoke(ctx, Shard_Redrive_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) ListMessages(ctx context.Context, in *ShardListMessagesRequest, opts ...grpc.CallOption) (*ShardListMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShardListMessagesResponse)
+	err := c.cc.Invoke(ctx, Shard_ListMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) GetMessage(ctx context.Context, in *ShardChangeRequest, opts ...grpc.CallOption) (*v1.MessageInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.MessageInfo)
+	err := c.cc.Invoke(ctx, Shard_GetMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) Stats(ctx context.Context, in *ShardTopicRequest, opts ...grpc.CallOption) (*ShardStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShardStatsResponse)
+	err := c.cc.Invoke(ctx, Shard_Stats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) DueHistogram(ctx context.Context, in *ShardDueHistogramRequest, opts ...grpc.CallOption) (*v1.DueHistogramResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.DueHistogramResponse)
+	err := c.cc.Invoke(ctx, Shard_DueHistogram_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -116,6 +242,22 @@ type ShardServer interface {
 	Ack(context.Context, *ShardAckRequest) (*v1.AckResponse, error)
 	Nack(context.Context, *ShardNackRequest) (*v1.NackResponse, error)
 	Extend(context.Context, *ShardExtendRequest) (*v1.ExtendResponse, error)
+	Receive(context.Context, *ShardReceiveRequest) (*v1.ReceiveResponse, error)
+	// Cancel and Reschedule find the message by id, or by key in the given
+	// partition (the proxy hashes the key like a publish does).
+	Cancel(context.Context, *ShardChangeRequest) (*v1.CancelResponse, error)
+	Reschedule(context.Context, *ShardChangeRequest) (*v1.RescheduleResponse, error)
+	// Group registers (or with delete, removes) a group of a topic on this
+	// shard: messages published afterwards get a copy for it.
+	Group(context.Context, *ShardGroupRequest) (*ShardGroupResponse, error)
+	// Purge drops pending copies of the topic's partitions on this shard.
+	Purge(context.Context, *ShardTopicRequest) (*v1.PurgeTopicResponse, error)
+	Redrive(context.Context, *ShardRedriveRequest) (*v1.RedriveDeadLettersResponse, error)
+	// Reads, served by the leader from its applied state.
+	ListMessages(context.Context, *ShardListMessagesRequest) (*ShardListMessagesResponse, error)
+	GetMessage(context.Context, *ShardChangeRequest) (*v1.MessageInfo, error)
+	Stats(context.Context, *ShardTopicRequest) (*ShardStatsResponse, error)
+	DueHistogram(context.Context, *ShardDueHistogramRequest) (*v1.DueHistogramResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -140,6 +282,36 @@ func (UnimplementedShardServer) Nack(context.Context, *ShardNackRequest) (*v1.Na
 }
 func (UnimplementedShardServer) Extend(context.Context, *ShardExtendRequest) (*v1.ExtendResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Extend not implemented")
+}
+func (UnimplementedShardServer) Receive(context.Context, *ShardReceiveRequest) (*v1.ReceiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Receive not implemented")
+}
+func (UnimplementedShardServer) Cancel(context.Context, *ShardChangeRequest) (*v1.CancelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedShardServer) Reschedule(context.Context, *ShardChangeRequest) (*v1.RescheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reschedule not implemented")
+}
+func (UnimplementedShardServer) Group(context.Context, *ShardGroupRequest) (*ShardGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Group not implemented")
+}
+func (UnimplementedShardServer) Purge(context.Context, *ShardTopicRequest) (*v1.PurgeTopicResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Purge not implemented")
+}
+func (UnimplementedShardServer) Redrive(context.Context, *ShardRedriveRequest) (*v1.RedriveDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Redrive not implemented")
+}
+func (UnimplementedShardServer) ListMessages(context.Context, *ShardListMessagesRequest) (*ShardListMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMessages not implemented")
+}
+func (UnimplementedShardServer) GetMessage(context.Context, *ShardChangeRequest) (*v1.MessageInfo, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMessage not implemented")
+}
+func (UnimplementedShardServer) Stats(context.Context, *ShardTopicRequest) (*ShardStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedShardServer) DueHistogram(context.Context, *ShardDueHistogramRequest) (*v1.DueHistogramResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DueHistogram not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -241,6 +413,186 @@ func _Shard_Extend_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Receive_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardReceiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Receive(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Receive_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Receive(ctx, req.(*ShardReceiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardChangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Cancel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Cancel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Cancel(ctx, req.(*ShardChangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_Reschedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardChangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Reschedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Reschedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Reschedule(ctx, req.(*ShardChangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_Group_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Group(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Group_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Group(ctx, req.(*ShardGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_Purge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Purge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Purge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Purge(ctx, req.(*ShardTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_Redrive_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardRedriveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Redrive(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Redrive_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Redrive(ctx, req.(*ShardRedriveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_ListMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardListMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).ListMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_ListMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).ListMessages(ctx, req.(*ShardListMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_GetMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardChangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).GetMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_GetMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).GetMessage(ctx, req.(*ShardChangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_Stats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Stats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Stats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Stats(ctx, req.(*ShardTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_DueHistogram_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardDueHistogramRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).DueHistogram(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_DueHistogram_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).DueHistogram(ctx, req.(*ShardDueHistogramRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -263,6 +615,46 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Extend",
 			Handler:    _Shard_Extend_Handler,
+		},
+		{
+			MethodName: "Receive",
+			Handler:    _Shard_Receive_Handler,
+		},
+		{
+			MethodName: "Cancel",
+			Handler:    _Shard_Cancel_Handler,
+		},
+		{
+			MethodName: "Reschedule",
+			Handler:    _Shard_Reschedule_Handler,
+		},
+		{
+			MethodName: "Group",
+			Handler:    _Shard_Group_Handler,
+		},
+		{
+			MethodName: "Purge",
+			Handler:    _Shard_Purge_Handler,
+		},
+		{
+			MethodName: "Redrive",
+			Handler:    _Shard_Redrive_Handler,
+		},
+		{
+			MethodName: "ListMessages",
+			Handler:    _Shard_ListMessages_Handler,
+		},
+		{
+			MethodName: "GetMessage",
+			Handler:    _Shard_GetMessage_Handler,
+		},
+		{
+			MethodName: "Stats",
+			Handler:    _Shard_Stats_Handler,
+		},
+		{
+			MethodName: "DueHistogram",
+			Handler:    _Shard_DueHistogram_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
