@@ -172,8 +172,9 @@ func Message(field string, m *sundialv1.Message, lim Limits, nowMs int64) []apie
 
 const maxInt64 = int64(^uint64(0) >> 1)
 
-// Publish checks a publish request: a non-empty batch of at most MaxBatch
-// valid messages. Violations of message i name "messages[i].<field>".
+// Publish checks a client's publish request: a non-empty batch of at most
+// MaxBatch valid messages, none to a dead-letter topic (PublishTopic).
+// Violations of message i name "messages[i].<field>".
 func Publish(req *sundialv1.PublishRequest, lim Limits, nowMs int64) []apierr.FieldViolation {
 	lim = lim.withDefaults()
 	msgs := req.GetMessages()
@@ -185,7 +186,9 @@ func Publish(req *sundialv1.PublishRequest, lim Limits, nowMs int64) []apierr.Fi
 	}
 	var out []apierr.FieldViolation
 	for i, m := range msgs {
-		out = append(out, Message("messages["+strconv.Itoa(i)+"]", m, lim, nowMs)...)
+		f := "messages[" + strconv.Itoa(i) + "]"
+		out = append(out, Message(f, m, lim, nowMs)...)
+		out = append(out, PublishTopic(f+".topic", m.GetTopic())...)
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"math"
 	"slices"
@@ -493,11 +492,15 @@ func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, 
 			continue
 		}
 		v, err := it.ValueAndErr()
-		if err != nil || len(v) != 4 {
-			return nil, time.Time{}, errors.Join(err, keys.ErrMalformed)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		attempt, _, err := keys.ParseDueValue(v)
+		if err != nil {
+			return nil, time.Time{}, err
 		}
 		out = append(out, dueItem{item: &raftv1.LeaseItem{
-			Ref:         &raftv1.MessageRef{MessageId: slices.Clone(e.ID), Group: q.Group, Attempt: binary.BigEndian.Uint32(v)},
+			Ref:         &raftv1.MessageRef{MessageId: slices.Clone(e.ID), Group: q.Group, Attempt: attempt},
 			VisibleAtMs: e.VisibleAtMs,
 		}})
 	}

@@ -28,6 +28,8 @@ type Change struct {
 	// Lows maps each queue that got due-index entries to the earliest
 	// visible_at among them.
 	Lows map[keys.Queue]int64
+	// ExpiryLow is the earliest TTL expiry inserted, 0 if none.
+	ExpiryLow int64
 	// Reset: the whole state was replaced (snapshot recovery).
 	Reset bool
 }
@@ -82,7 +84,7 @@ func (s *StateMachine) Open(<-chan struct{}) (uint64, error) {
 func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	a := applier{b: b, shard: s.shard, lows: map[keys.Queue]int64{}}
+	a := applier{b: b, shard: s.shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*raftv1.Counters{}}
 	for i := range entries {
 		e := &entries[i]
 		var batch raftv1.Batch
@@ -105,6 +107,9 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		}
 		e.Result = sm.Result{Value: ResultApplied, Data: data}
 	}
+	if err := a.flushCounters(); err != nil {
+		return nil, err
+	}
 	last := entries[len(entries)-1].Index
 	if err := b.Set(keys.Applied(s.shard), binary.BigEndian.AppendUint64(nil, last), nil); err != nil {
 		return nil, err
@@ -113,7 +118,7 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		return nil, fmt.Errorf("fsm: commit batch: %w", err)
 	}
 	s.applied.Store(last)
-	s.notify(s.shard, Change{Lows: a.lows})
+	s.notify(s.shard, Change{Lows: a.lows, ExpiryLow: a.expiryLow})
 	return entries, nil
 }
 

@@ -13,7 +13,14 @@
 //	'g' <topic> 0 <group>                    groups of a topic on this shard
 //	'r' <request id>                         publish dedup record
 //	'q' <applied_at 8> <request id>          dedup records by age
+//	'k' <topic> 0 <key>                      key record (KeyRecord)
+//	'e' <msg id 16>                          how a message ended (EndRecord)
+//	'v' <forget_at 8> <kind> <rest>          key and end records by expiry
+//	'x' <expires_at 8> <msg id 16>           messages by TTL expiry
+//	'n' <topic> 0 <group>                    a group's counters
 //
+// The due-index value is the copy's attempt (4 bytes) and a flag byte,
+// 1 when the entry is a lease deadline.
 // Topic and group names never contain a zero byte (their charset excludes
 // it), so the zero separators keep prefixes unambiguous. Integers are
 // big-endian so byte order is numeric order; the priority is offset by 2^31
@@ -38,6 +45,17 @@ const (
 	tagGroup   = 'g'
 	tagDedup   = 'r'
 	tagDedupAt = 'q'
+	tagKey     = 'k'
+	tagEnd     = 'e'
+	tagForget  = 'v'
+	tagExpiry  = 'x'
+	tagCounter = 'n'
+)
+
+// Kinds of records in the forget index.
+const (
+	ForgetKey byte = 'k'
+	ForgetEnd byte = 'e'
 )
 
 // IDBytes is the length of a message id.
@@ -177,3 +195,151 @@ func PrefixEnd(p []byte) []byte {
 	}
 	return nil
 }
+
+// CopyPrefix is the prefix of every group's copy state of a message.
+func CopyPrefix(shard uint64, id []byte) []byte {
+	return append(append(ShardPrefix(shard), tagCopy), id...)
+}
+
+// GroupOfCopy returns the group of a key made by Copy.
+func GroupOfCopy(key []byte) string {
+	return string(key[9+1+IDBytes:])
+}
+
+// TopicDuePrefix is the prefix of every due-index key of topic, all
+// partitions and groups.
+func TopicDuePrefix(shard uint64, topic string) []byte {
+	return append(append(append(ShardPrefix(shard), tagDue), topic...), 0)
+}
+
+// ParseTopicDue parses a due-index key under TopicDuePrefix(shard, topic).
+func ParseTopicDue(shard uint64, topic string, key []byte) (Queue, DueEntry, error) {
+	prefix := TopicDuePrefix(shard, topic)
+	rest := key[len(prefix):]
+	if len(key) < len(prefix)+4+1+8+4+IDBytes || string(key[:len(prefix)]) != string(prefix) {
+		return Queue{}, DueEntry{}, fmt.Errorf("%w: topic due key", ErrMalformed)
+	}
+	q := Queue{Topic: topic, Partition: binary.BigEndian.Uint32(rest[:4])}
+	groupEnd := len(rest) - (8 + 4 + IDBytes) - 1
+	if groupEnd < 4 || rest[groupEnd] != 0 {
+		return Queue{}, DueEntry{}, fmt.Errorf("%w: topic due key group", ErrMalformed)
+	}
+	q.Group = string(rest[4:groupEnd])
+	e, err := ParseDue(shard, q, key)
+	return q, e, err
+}
+
+// DueValue encodes a due-index value.
+func DueValue(attempt uint32, leased bool) []byte {
+	v := binary.BigEndian.AppendUint32(make([]byte, 0, 5), attempt)
+	if leased {
+		return append(v, 1)
+	}
+	return append(v, 0)
+}
+
+// ParseDueValue decodes a value made by DueValue.
+func ParseDueValue(v []byte) (attempt uint32, leased bool, err error) {
+	if len(v) != 5 {
+		return 0, false, fmt.Errorf("%w: due value of %d bytes", ErrMalformed, len(v))
+	}
+	return binary.BigEndian.Uint32(v[:4]), v[4] == 1, nil
+}
+
+// Key is the key record of a topic's message key.
+func Key(shard uint64, topic, key string) []byte {
+	b := append(append(ShardPrefix(shard), tagKey), topic...)
+	return append(append(b, 0), key...)
+}
+
+// KeyPrefix is the prefix of the key records of topic whose key starts
+// with prefix.
+func KeyPrefix(shard uint64, topic, prefix string) []byte {
+	return Key(shard, topic, prefix)
+}
+
+// KeyOfRecord returns the message key inside a key made by Key.
+func KeyOfRecord(shard uint64, topic string, k []byte) string {
+	return string(k[len(Key(shard, topic, "")):])
+}
+
+// End is the end record of a message.
+func End(shard uint64, id []byte) []byte {
+	return append(append(ShardPrefix(shard), tagEnd), id...)
+}
+
+// Forget indexes a key or end record by the time it may be forgotten;
+// rest is the record's key after the shard prefix and tag.
+func Forget(shard uint64, atMs int64, kind byte, rest []byte) []byte {
+	b := append(ShardPrefix(shard), tagForget)
+	b = binary.BigEndian.AppendUint64(b, uint64(atMs))
+	return append(append(b, kind), rest...)
+}
+
+// ForgetRange bounds the forget index before beforeMs.
+func ForgetRange(shard uint64, beforeMs int64) (lower, upper []byte) {
+	lower = append(ShardPrefix(shard), tagForget)
+	upper = binary.BigEndian.AppendUint64(append(ShardPrefix(shard), tagForget), uint64(beforeMs))
+	return lower, upper
+}
+
+// ParseForget splits a forget-index key into its time, kind and rest.
+func ParseForget(key []byte) (atMs int64, kind byte, rest []byte, err error) {
+	if len(key) < 9+1+8+1 {
+		return 0, 0, nil, fmt.Errorf("%w: forget key", ErrMalformed)
+	}
+	return int64(binary.BigEndian.Uint64(key[10:18])), key[18], key[19:], nil
+}
+
+// Expiry indexes a message by the time its TTL ends.
+func Expiry(shard uint64, atMs int64, id []byte) []byte {
+	b := append(ShardPrefix(shard), tagExpiry)
+	b = binary.BigEndian.AppendUint64(b, uint64(atMs))
+	return append(b, id...)
+}
+
+// ExpiryRange bounds the TTL index up to and including nowMs.
+func ExpiryRange(shard uint64, nowMs int64) (lower, upper []byte) {
+	lower = append(ShardPrefix(shard), tagExpiry)
+	upper = binary.BigEndian.AppendUint64(append(ShardPrefix(shard), tagExpiry), uint64(nowMs)+1)
+	return lower, upper
+}
+
+// ExpiryPrefix is the prefix of the whole TTL index.
+func ExpiryPrefix(shard uint64) []byte {
+	return append(ShardPrefix(shard), tagExpiry)
+}
+
+// ParseExpiry splits a TTL-index key.
+func ParseExpiry(key []byte) (atMs int64, id []byte, err error) {
+	if len(key) != 9+1+8+IDBytes {
+		return 0, nil, fmt.Errorf("%w: expiry key", ErrMalformed)
+	}
+	return int64(binary.BigEndian.Uint64(key[10:18])), key[18:], nil
+}
+
+// Counter is the key of a group's counters on a topic.
+func Counter(shard uint64, topic, group string) []byte {
+	b := append(append(ShardPrefix(shard), tagCounter), topic...)
+	return append(append(b, 0), group...)
+}
+
+// CounterPrefix is the prefix of every counter of topic.
+func CounterPrefix(shard uint64, topic string) []byte {
+	return append(append(append(ShardPrefix(shard), tagCounter), topic...), 0)
+}
+
+// Tail is a key without its shard prefix and tag: the rest a forget-index
+// entry stores.
+func Tail(key []byte) []byte { return key[10:] }
+
+// FromTail rebuilds a key of the given tag from its tail.
+func FromTail(shard uint64, tag byte, tail []byte) []byte {
+	return append(append(ShardPrefix(shard), tag), tail...)
+}
+
+// Tags of the records a forget-index entry can point at.
+const (
+	TagKey = tagKey
+	TagEnd = tagEnd
+)

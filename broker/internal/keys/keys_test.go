@@ -110,3 +110,36 @@ func BenchmarkDue(b *testing.B) {
 		_ = Due(3, q, int64(i), 0, mid)
 	}
 }
+
+func TestParseTopicDue(t *testing.T) {
+	q := Queue{Topic: "orders", Partition: 7, Group: "billing"}
+	k := Due(3, q, 12345, -2, id(9))
+	gotQ, e, err := ParseTopicDue(3, "orders", k)
+	if err != nil || gotQ != q || e.VisibleAtMs != 12345 || e.Priority != -2 || !bytes.Equal(e.ID, id(9)) {
+		t.Fatalf("ParseTopicDue() = %v, %v, %v", gotQ, e, err)
+	}
+	if _, _, err := ParseTopicDue(3, "orders", QueuePrefix(3, q)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("ParseTopicDue(prefix) error = %v, want ErrMalformed", err)
+	}
+}
+
+func TestDueValueRoundTrip(t *testing.T) {
+	for _, leased := range []bool{false, true} {
+		a, l, err := ParseDueValue(DueValue(42, leased))
+		if err != nil || a != 42 || l != leased {
+			t.Fatalf("ParseDueValue(DueValue(42, %v)) = %d, %v, %v", leased, a, l, err)
+		}
+	}
+}
+
+func TestForgetAndExpiryRoundTrip(t *testing.T) {
+	k := Forget(5, 999, ForgetKey, Tail(Key(5, "t", "k1")))
+	at, kind, rest, err := ParseForget(k)
+	if err != nil || at != 999 || kind != ForgetKey || !bytes.Equal(FromTail(5, TagKey, rest), Key(5, "t", "k1")) {
+		t.Fatalf("ParseForget() = %d, %c, %q, %v", at, kind, rest, err)
+	}
+	at, mid, err := ParseExpiry(Expiry(5, 777, id(3)))
+	if err != nil || at != 777 || !bytes.Equal(mid, id(3)) {
+		t.Fatalf("ParseExpiry() = %d, %v, %v", at, mid, err)
+	}
+}

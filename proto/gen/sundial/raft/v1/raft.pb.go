@@ -26,6 +26,220 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type KeyConflict int32
+
+const (
+	KeyConflict_KEY_CONFLICT_IGNORE   KeyConflict = 0
+	KeyConflict_KEY_CONFLICT_REPLACE  KeyConflict = 1
+	KeyConflict_KEY_CONFLICT_DEBOUNCE KeyConflict = 2
+	KeyConflict_KEY_CONFLICT_REJECT   KeyConflict = 3
+)
+
+// Enum value maps for KeyConflict.
+var (
+	KeyConflict_name = map[int32]string{
+		0: "KEY_CONFLICT_IGNORE",
+		1: "KEY_CONFLICT_REPLACE",
+		2: "KEY_CONFLICT_DEBOUNCE",
+		3: "KEY_CONFLICT_REJECT",
+	}
+	KeyConflict_value = map[string]int32{
+		"KEY_CONFLICT_IGNORE":   0,
+		"KEY_CONFLICT_REPLACE":  1,
+		"KEY_CONFLICT_DEBOUNCE": 2,
+		"KEY_CONFLICT_REJECT":   3,
+	}
+)
+
+func (x KeyConflict) Enum() *KeyConflict {
+	p := new(KeyConflict)
+	*p = x
+	return p
+}
+
+func (x KeyConflict) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeyConflict) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_raft_v1_raft_proto_enumTypes[0].Descriptor()
+}
+
+func (KeyConflict) Type() protoreflect.EnumType {
+	return &file_sundial_raft_v1_raft_proto_enumTypes[0]
+}
+
+func (x KeyConflict) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeyConflict.Descriptor instead.
+func (KeyConflict) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{0}
+}
+
+type KeyOutcome int32
+
+const (
+	KeyOutcome_KEY_OUTCOME_CREATED   KeyOutcome = 0
+	KeyOutcome_KEY_OUTCOME_IGNORED   KeyOutcome = 1
+	KeyOutcome_KEY_OUTCOME_REPLACED  KeyOutcome = 2
+	KeyOutcome_KEY_OUTCOME_DEBOUNCED KeyOutcome = 3
+	KeyOutcome_KEY_OUTCOME_REJECTED  KeyOutcome = 4
+)
+
+// Enum value maps for KeyOutcome.
+var (
+	KeyOutcome_name = map[int32]string{
+		0: "KEY_OUTCOME_CREATED",
+		1: "KEY_OUTCOME_IGNORED",
+		2: "KEY_OUTCOME_REPLACED",
+		3: "KEY_OUTCOME_DEBOUNCED",
+		4: "KEY_OUTCOME_REJECTED",
+	}
+	KeyOutcome_value = map[string]int32{
+		"KEY_OUTCOME_CREATED":   0,
+		"KEY_OUTCOME_IGNORED":   1,
+		"KEY_OUTCOME_REPLACED":  2,
+		"KEY_OUTCOME_DEBOUNCED": 3,
+		"KEY_OUTCOME_REJECTED":  4,
+	}
+)
+
+func (x KeyOutcome) Enum() *KeyOutcome {
+	p := new(KeyOutcome)
+	*p = x
+	return p
+}
+
+func (x KeyOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeyOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_raft_v1_raft_proto_enumTypes[1].Descriptor()
+}
+
+func (KeyOutcome) Type() protoreflect.EnumType {
+	return &file_sundial_raft_v1_raft_proto_enumTypes[1]
+}
+
+func (x KeyOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeyOutcome.Descriptor instead.
+func (KeyOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{1}
+}
+
+type ChangeCode int32
+
+const (
+	ChangeCode_CHANGE_CODE_DONE              ChangeCode = 0
+	ChangeCode_CHANGE_CODE_IN_FLIGHT         ChangeCode = 1
+	ChangeCode_CHANGE_CODE_ALREADY_DELIVERED ChangeCode = 2
+	ChangeCode_CHANGE_CODE_NOT_FOUND         ChangeCode = 3
+)
+
+// Enum value maps for ChangeCode.
+var (
+	ChangeCode_name = map[int32]string{
+		0: "CHANGE_CODE_DONE",
+		1: "CHANGE_CODE_IN_FLIGHT",
+		2: "CHANGE_CODE_ALREADY_DELIVERED",
+		3: "CHANGE_CODE_NOT_FOUND",
+	}
+	ChangeCode_value = map[string]int32{
+		"CHANGE_CODE_DONE":              0,
+		"CHANGE_CODE_IN_FLIGHT":         1,
+		"CHANGE_CODE_ALREADY_DELIVERED": 2,
+		"CHANGE_CODE_NOT_FOUND":         3,
+	}
+)
+
+func (x ChangeCode) Enum() *ChangeCode {
+	p := new(ChangeCode)
+	*p = x
+	return p
+}
+
+func (x ChangeCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChangeCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_raft_v1_raft_proto_enumTypes[2].Descriptor()
+}
+
+func (ChangeCode) Type() protoreflect.EnumType {
+	return &file_sundial_raft_v1_raft_proto_enumTypes[2]
+}
+
+func (x ChangeCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChangeCode.Descriptor instead.
+func (ChangeCode) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{2}
+}
+
+type EndState int32
+
+const (
+	EndState_END_STATE_PENDING       EndState = 0
+	EndState_END_STATE_DELIVERED     EndState = 1
+	EndState_END_STATE_CANCELLED     EndState = 2
+	EndState_END_STATE_EXPIRED       EndState = 3
+	EndState_END_STATE_DEAD_LETTERED EndState = 4
+)
+
+// Enum value maps for EndState.
+var (
+	EndState_name = map[int32]string{
+		0: "END_STATE_PENDING",
+		1: "END_STATE_DELIVERED",
+		2: "END_STATE_CANCELLED",
+		3: "END_STATE_EXPIRED",
+		4: "END_STATE_DEAD_LETTERED",
+	}
+	EndState_value = map[string]int32{
+		"END_STATE_PENDING":       0,
+		"END_STATE_DELIVERED":     1,
+		"END_STATE_CANCELLED":     2,
+		"END_STATE_EXPIRED":       3,
+		"END_STATE_DEAD_LETTERED": 4,
+	}
+)
+
+func (x EndState) Enum() *EndState {
+	p := new(EndState)
+	*p = x
+	return p
+}
+
+func (x EndState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EndState) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_raft_v1_raft_proto_enumTypes[3].Descriptor()
+}
+
+func (EndState) Type() protoreflect.EnumType {
+	return &file_sundial_raft_v1_raft_proto_enumTypes[3]
+}
+
+func (x EndState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EndState.Descriptor instead.
+func (EndState) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{3}
+}
+
 type RefCode int32
 
 const (
@@ -59,11 +273,11 @@ func (x RefCode) String() string {
 }
 
 func (RefCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_sundial_raft_v1_raft_proto_enumTypes[0].Descriptor()
+	return file_sundial_raft_v1_raft_proto_enumTypes[4].Descriptor()
 }
 
 func (RefCode) Type() protoreflect.EnumType {
-	return &file_sundial_raft_v1_raft_proto_enumTypes[0]
+	return &file_sundial_raft_v1_raft_proto_enumTypes[4]
 }
 
 func (x RefCode) Number() protoreflect.EnumNumber {
@@ -72,7 +286,7 @@ func (x RefCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RefCode.Descriptor instead.
 func (RefCode) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{0}
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{4}
 }
 
 // Batch is one Raft entry: commands gathered by the shard's proposer and
@@ -131,6 +345,11 @@ type Command struct {
 	//	*Command_Nack
 	//	*Command_Extend
 	//	*Command_Sweep
+	//	*Command_Change
+	//	*Command_Group
+	//	*Command_Purge
+	//	*Command_Redrive
+	//	*Command_Expire
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -227,6 +446,51 @@ func (x *Command) GetSweep() *Sweep {
 	return nil
 }
 
+func (x *Command) GetChange() *Change {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Change); ok {
+			return x.Change
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetGroup() *Group {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Group); ok {
+			return x.Group
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPurge() *Purge {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Purge); ok {
+			return x.Purge
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRedrive() *Redrive {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Redrive); ok {
+			return x.Redrive
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetExpire() *Expire {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Expire); ok {
+			return x.Expire
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -255,6 +519,26 @@ type Command_Sweep struct {
 	Sweep *Sweep `protobuf:"bytes,6,opt,name=sweep,proto3,oneof"`
 }
 
+type Command_Change struct {
+	Change *Change `protobuf:"bytes,7,opt,name=change,proto3,oneof"`
+}
+
+type Command_Group struct {
+	Group *Group `protobuf:"bytes,8,opt,name=group,proto3,oneof"`
+}
+
+type Command_Purge struct {
+	Purge *Purge `protobuf:"bytes,9,opt,name=purge,proto3,oneof"`
+}
+
+type Command_Redrive struct {
+	Redrive *Redrive `protobuf:"bytes,10,opt,name=redrive,proto3,oneof"`
+}
+
+type Command_Expire struct {
+	Expire *Expire `protobuf:"bytes,11,opt,name=expire,proto3,oneof"`
+}
+
 func (*Command_Publish) isCommand_Kind() {}
 
 func (*Command_Lease) isCommand_Kind() {}
@@ -266,6 +550,16 @@ func (*Command_Nack) isCommand_Kind() {}
 func (*Command_Extend) isCommand_Kind() {}
 
 func (*Command_Sweep) isCommand_Kind() {}
+
+func (*Command_Change) isCommand_Kind() {}
+
+func (*Command_Group) isCommand_Kind() {}
+
+func (*Command_Purge) isCommand_Kind() {}
+
+func (*Command_Redrive) isCommand_Kind() {}
+
+func (*Command_Expire) isCommand_Kind() {}
 
 type Publish struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -345,6 +639,13 @@ type StoredMessage struct {
 	Priority    int32  `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
 	// Groups that still hold a copy; the body is deleted at zero.
 	GroupsPending uint32 `protobuf:"varint,11,opt,name=groups_pending,json=groupsPending,proto3" json:"groups_pending,omitempty"`
+	// Command-only fields: how a keyed publish meets a pending key.
+	OnConflict KeyConflict `protobuf:"varint,12,opt,name=on_conflict,json=onConflict,proto3,enum=sundial.raft.v1.KeyConflict" json:"on_conflict,omitempty"`
+	// Debounce cap: the message is never due later than its first publish
+	// plus max_wait_ms (0: no cap).
+	MaxWaitMs int64 `protobuf:"varint,13,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	// How long the key and id are remembered once the message is done.
+	DedupWindowMs int64 `protobuf:"varint,14,opt,name=dedup_window_ms,json=dedupWindowMs,proto3" json:"dedup_window_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -452,6 +753,27 @@ func (x *StoredMessage) GetPriority() int32 {
 func (x *StoredMessage) GetGroupsPending() uint32 {
 	if x != nil {
 		return x.GroupsPending
+	}
+	return 0
+}
+
+func (x *StoredMessage) GetOnConflict() KeyConflict {
+	if x != nil {
+		return x.OnConflict
+	}
+	return KeyConflict_KEY_CONFLICT_IGNORE
+}
+
+func (x *StoredMessage) GetMaxWaitMs() int64 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
+func (x *StoredMessage) GetDedupWindowMs() int64 {
+	if x != nil {
+		return x.DedupWindowMs
 	}
 	return 0
 }
@@ -578,7 +900,9 @@ type LeaseItem struct {
 	VisibleAtMs int64                  `protobuf:"varint,2,opt,name=visible_at_ms,json=visibleAtMs,proto3" json:"visible_at_ms,omitempty"`
 	DeadlineMs  int64                  `protobuf:"varint,3,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
 	// Delivery completes the copy at once (at-most-once).
-	Remove        bool `protobuf:"varint,4,opt,name=remove,proto3" json:"remove,omitempty"`
+	Remove bool `protobuf:"varint,4,opt,name=remove,proto3" json:"remove,omitempty"`
+	// The copy used up its attempts: move it to <topic>.dlq instead.
+	DeadLetter    bool `protobuf:"varint,5,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -641,9 +965,17 @@ func (x *LeaseItem) GetRemove() bool {
 	return false
 }
 
+func (x *LeaseItem) GetDeadLetter() bool {
+	if x != nil {
+		return x.DeadLetter
+	}
+	return false
+}
+
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Refs          []*MessageRef          `protobuf:"bytes,1,rep,name=refs,proto3" json:"refs,omitempty"`
+	NowMs         int64                  `protobuf:"varint,2,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -683,6 +1015,13 @@ func (x *Ack) GetRefs() []*MessageRef {
 		return x.Refs
 	}
 	return nil
+}
+
+func (x *Ack) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
 }
 
 type Nack struct {
@@ -797,7 +1136,8 @@ func (x *Extend) GetDeadlineMs() int64 {
 	return 0
 }
 
-// Sweep forgets publish dedup records older than before_ms.
+// Sweep forgets publish dedup records older than before_ms and key and id
+// tombstones that expired by then.
 type Sweep struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	BeforeMs      int64                  `protobuf:"varint,1,opt,name=before_ms,json=beforeMs,proto3" json:"before_ms,omitempty"`
@@ -842,11 +1182,359 @@ func (x *Sweep) GetBeforeMs() int64 {
 	return 0
 }
 
+// Change cancels or reschedules one message, by id or by topic and key.
+type Change struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NowMs         int64                  `protobuf:"varint,1,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	MessageId     []byte                 `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Topic         string                 `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key           string                 `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	Cancel        bool                   `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	DueAtMs       int64                  `protobuf:"varint,6,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
+	DedupWindowMs int64                  `protobuf:"varint,7,opt,name=dedup_window_ms,json=dedupWindowMs,proto3" json:"dedup_window_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Change) Reset() {
+	*x = Change{}
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Change) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Change) ProtoMessage() {}
+
+func (x *Change) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Change.ProtoReflect.Descriptor instead.
+func (*Change) Descriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Change) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+func (x *Change) GetMessageId() []byte {
+	if x != nil {
+		return x.MessageId
+	}
+	return nil
+}
+
+func (x *Change) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Change) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Change) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *Change) GetDueAtMs() int64 {
+	if x != nil {
+		return x.DueAtMs
+	}
+	return 0
+}
+
+func (x *Change) GetDedupWindowMs() int64 {
+	if x != nil {
+		return x.DedupWindowMs
+	}
+	return 0
+}
+
+// Group registers a group of a topic on this shard, or removes it with up
+// to limit of its copies (repeat until fewer are removed).
+type Group struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Delete        bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
+	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Group) Reset() {
+	*x = Group{}
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Group) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Group) ProtoMessage() {}
+
+func (x *Group) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Group.ProtoReflect.Descriptor instead.
+func (*Group) Descriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Group) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Group) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Group) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+func (x *Group) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// Purge removes up to limit pending copies of a topic (of one group if set).
+type Purge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	NowMs         int64                  `protobuf:"varint,4,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Purge) Reset() {
+	*x = Purge{}
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Purge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Purge) ProtoMessage() {}
+
+func (x *Purge) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Purge.ProtoReflect.Descriptor instead.
+func (*Purge) Descriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Purge) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Purge) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Purge) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *Purge) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+// Redrive moves up to limit messages of topic.dlq back to topic.
+type Redrive struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	NowMs         int64                  `protobuf:"varint,3,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Redrive) Reset() {
+	*x = Redrive{}
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Redrive) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Redrive) ProtoMessage() {}
+
+func (x *Redrive) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Redrive.ProtoReflect.Descriptor instead.
+func (*Redrive) Descriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Redrive) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Redrive) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *Redrive) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+// Expire removes up to limit messages whose TTL ended by now_ms.
+type Expire struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NowMs         int64                  `protobuf:"varint,1,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Expire) Reset() {
+	*x = Expire{}
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Expire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Expire) ProtoMessage() {}
+
+func (x *Expire) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Expire.ProtoReflect.Descriptor instead.
+func (*Expire) Descriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Expire) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+func (x *Expire) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 // CopyState is one group's state of one message.
 type CopyState struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Attempt     uint32                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	VisibleAtMs int64                  `protobuf:"varint,2,opt,name=visible_at_ms,json=visibleAtMs,proto3" json:"visible_at_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Last nack reason, for dead letters.
+	Reason      string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	Attempt     uint32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	VisibleAtMs int64  `protobuf:"varint,2,opt,name=visible_at_ms,json=visibleAtMs,proto3" json:"visible_at_ms,omitempty"`
 	// leased: delivered and not yet acked; visible_at_ms is the lease deadline.
 	Leased        bool   `protobuf:"varint,3,opt,name=leased,proto3" json:"leased,omitempty"`
 	Priority      int32  `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
@@ -858,7 +1546,7 @@ type CopyState struct {
 
 func (x *CopyState) Reset() {
 	*x = CopyState{}
-	mi := &file_sundial_raft_v1_raft_proto_msgTypes[11]
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1558,7 @@ func (x *CopyState) String() string {
 func (*CopyState) ProtoMessage() {}
 
 func (x *CopyState) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_raft_v1_raft_proto_msgTypes[11]
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1571,14 @@ func (x *CopyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyState.ProtoReflect.Descriptor instead.
 func (*CopyState) Descriptor() ([]byte, []int) {
-	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{11}
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CopyState) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 func (x *CopyState) GetAttempt() uint32 {
@@ -934,14 +1629,19 @@ type Outcome struct {
 	// For publish: one per message, in order.
 	Published []*PublishOutcome `protobuf:"bytes,1,rep,name=published,proto3" json:"published,omitempty"`
 	// For ack, nack, extend and lease: one code per ref/item.
-	Codes         []RefCode `protobuf:"varint,2,rep,packed,name=codes,proto3,enum=sundial.raft.v1.RefCode" json:"codes,omitempty"`
+	Codes []RefCode `protobuf:"varint,2,rep,packed,name=codes,proto3,enum=sundial.raft.v1.RefCode" json:"codes,omitempty"`
+	// For change.
+	Change *ChangeResult `protobuf:"bytes,3,opt,name=change,proto3" json:"change,omitempty"`
+	// For group delete, purge, redrive and expire: copies or messages
+	// removed or moved.
+	Count         uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_sundial_raft_v1_raft_proto_msgTypes[12]
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1653,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_raft_v1_raft_proto_msgTypes[12]
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1666,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{12}
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Outcome) GetPublished() []*PublishOutcome {
@@ -983,17 +1683,32 @@ func (x *Outcome) GetCodes() []RefCode {
 	return nil
 }
 
+func (x *Outcome) GetChange() *ChangeResult {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+func (x *Outcome) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type PublishOutcome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MessageId     []byte                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	DueAtMs       int64                  `protobuf:"varint,2,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
+	KeyOutcome    KeyOutcome             `protobuf:"varint,3,opt,name=key_outcome,json=keyOutcome,proto3,enum=sundial.raft.v1.KeyOutcome" json:"key_outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PublishOutcome) Reset() {
 	*x = PublishOutcome{}
-	mi := &file_sundial_raft_v1_raft_proto_msgTypes[13]
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1720,7 @@ func (x *PublishOutcome) String() string {
 func (*PublishOutcome) ProtoMessage() {}
 
 func (x *PublishOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_raft_v1_raft_proto_msgTypes[13]
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1733,7 @@ func (x *PublishOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishOutcome.ProtoReflect.Descriptor instead.
 func (*PublishOutcome) Descriptor() ([]byte, []int) {
-	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{13}
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PublishOutcome) GetMessageId() []byte {
@@ -1035,6 +1750,258 @@ func (x *PublishOutcome) GetDueAtMs() int64 {
 	return 0
 }
 
+func (x *PublishOutcome) GetKeyOutcome() KeyOutcome {
+	if x != nil {
+		return x.KeyOutcome
+	}
+	return KeyOutcome_KEY_OUTCOME_CREATED
+}
+
+type ChangeResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          ChangeCode             `protobuf:"varint,1,opt,name=code,proto3,enum=sundial.raft.v1.ChangeCode" json:"code,omitempty"`
+	MessageId     []byte                 `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	DueAtMs       int64                  `protobuf:"varint,3,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeResult) Reset() {
+	*x = ChangeResult{}
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeResult) ProtoMessage() {}
+
+func (x *ChangeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeResult.ProtoReflect.Descriptor instead.
+func (*ChangeResult) Descriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ChangeResult) GetCode() ChangeCode {
+	if x != nil {
+		return x.Code
+	}
+	return ChangeCode_CHANGE_CODE_DONE
+}
+
+func (x *ChangeResult) GetMessageId() []byte {
+	if x != nil {
+		return x.MessageId
+	}
+	return nil
+}
+
+func (x *ChangeResult) GetDueAtMs() int64 {
+	if x != nil {
+		return x.DueAtMs
+	}
+	return 0
+}
+
+// KeyRecord maps a topic's key to its message: the pending one, or the
+// finished one while the key is remembered.
+type KeyRecord struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	MessageId  []byte                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	End        EndState               `protobuf:"varint,2,opt,name=end,proto3,enum=sundial.raft.v1.EndState" json:"end,omitempty"` // END_STATE_PENDING while the message waits
+	ForgetAtMs int64                  `protobuf:"varint,3,opt,name=forget_at_ms,json=forgetAtMs,proto3" json:"forget_at_ms,omitempty"`
+	// Debounce cap of the pending message (0: none).
+	DueCapMs      int64 `protobuf:"varint,4,opt,name=due_cap_ms,json=dueCapMs,proto3" json:"due_cap_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyRecord) Reset() {
+	*x = KeyRecord{}
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyRecord) ProtoMessage() {}
+
+func (x *KeyRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyRecord.ProtoReflect.Descriptor instead.
+func (*KeyRecord) Descriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *KeyRecord) GetMessageId() []byte {
+	if x != nil {
+		return x.MessageId
+	}
+	return nil
+}
+
+func (x *KeyRecord) GetEnd() EndState {
+	if x != nil {
+		return x.End
+	}
+	return EndState_END_STATE_PENDING
+}
+
+func (x *KeyRecord) GetForgetAtMs() int64 {
+	if x != nil {
+		return x.ForgetAtMs
+	}
+	return 0
+}
+
+func (x *KeyRecord) GetDueCapMs() int64 {
+	if x != nil {
+		return x.DueCapMs
+	}
+	return 0
+}
+
+// EndRecord remembers how a message ended, for definite answers by id.
+type EndRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	End           EndState               `protobuf:"varint,1,opt,name=end,proto3,enum=sundial.raft.v1.EndState" json:"end,omitempty"`
+	ForgetAtMs    int64                  `protobuf:"varint,2,opt,name=forget_at_ms,json=forgetAtMs,proto3" json:"forget_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndRecord) Reset() {
+	*x = EndRecord{}
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndRecord) ProtoMessage() {}
+
+func (x *EndRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndRecord.ProtoReflect.Descriptor instead.
+func (*EndRecord) Descriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *EndRecord) GetEnd() EndState {
+	if x != nil {
+		return x.End
+	}
+	return EndState_END_STATE_PENDING
+}
+
+func (x *EndRecord) GetForgetAtMs() int64 {
+	if x != nil {
+		return x.ForgetAtMs
+	}
+	return 0
+}
+
+// Counters are one group's exact counts on a shard.
+type Counters struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pending       int64                  `protobuf:"varint,1,opt,name=pending,proto3" json:"pending,omitempty"`                   // copies not yet acked
+	InFlight      int64                  `protobuf:"varint,2,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"` // of which leased
+	DeadLettered  int64                  `protobuf:"varint,3,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Counters) Reset() {
+	*x = Counters{}
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Counters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Counters) ProtoMessage() {}
+
+func (x *Counters) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Counters.ProtoReflect.Descriptor instead.
+func (*Counters) Descriptor() ([]byte, []int) {
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Counters) GetPending() int64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *Counters) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *Counters) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
 type Outcomes struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Outcomes      []*Outcome             `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
@@ -1044,7 +2011,7 @@ type Outcomes struct {
 
 func (x *Outcomes) Reset() {
 	*x = Outcomes{}
-	mi := &file_sundial_raft_v1_raft_proto_msgTypes[14]
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +2023,7 @@ func (x *Outcomes) String() string {
 func (*Outcomes) ProtoMessage() {}
 
 func (x *Outcomes) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_raft_v1_raft_proto_msgTypes[14]
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +2036,7 @@ func (x *Outcomes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcomes.ProtoReflect.Descriptor instead.
 func (*Outcomes) Descriptor() ([]byte, []int) {
-	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{14}
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Outcomes) GetOutcomes() []*Outcome {
@@ -1090,7 +2057,7 @@ type DedupRecord struct {
 
 func (x *DedupRecord) Reset() {
 	*x = DedupRecord{}
-	mi := &file_sundial_raft_v1_raft_proto_msgTypes[15]
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +2069,7 @@ func (x *DedupRecord) String() string {
 func (*DedupRecord) ProtoMessage() {}
 
 func (x *DedupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_raft_v1_raft_proto_msgTypes[15]
+	mi := &file_sundial_raft_v1_raft_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +2082,7 @@ func (x *DedupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupRecord.ProtoReflect.Descriptor instead.
 func (*DedupRecord) Descriptor() ([]byte, []int) {
-	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{15}
+	return file_sundial_raft_v1_raft_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DedupRecord) GetAppliedAtMs() int64 {
@@ -1138,20 +2105,26 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"\x1asundial/raft/v1/raft.proto\x12\x0fsundial.raft.v1\"=\n" +
 	"\x05Batch\x124\n" +
-	"\bcommands\x18\x01 \x03(\v2\x18.sundial.raft.v1.CommandR\bcommands\"\xb1\x02\n" +
+	"\bcommands\x18\x01 \x03(\v2\x18.sundial.raft.v1.CommandR\bcommands\"\xad\x04\n" +
 	"\aCommand\x124\n" +
 	"\apublish\x18\x01 \x01(\v2\x18.sundial.raft.v1.PublishH\x00R\apublish\x12.\n" +
 	"\x05lease\x18\x02 \x01(\v2\x16.sundial.raft.v1.LeaseH\x00R\x05lease\x12(\n" +
 	"\x03ack\x18\x03 \x01(\v2\x14.sundial.raft.v1.AckH\x00R\x03ack\x12+\n" +
 	"\x04nack\x18\x04 \x01(\v2\x15.sundial.raft.v1.NackH\x00R\x04nack\x121\n" +
 	"\x06extend\x18\x05 \x01(\v2\x17.sundial.raft.v1.ExtendH\x00R\x06extend\x12.\n" +
-	"\x05sweep\x18\x06 \x01(\v2\x16.sundial.raft.v1.SweepH\x00R\x05sweepB\x06\n" +
+	"\x05sweep\x18\x06 \x01(\v2\x16.sundial.raft.v1.SweepH\x00R\x05sweep\x121\n" +
+	"\x06change\x18\a \x01(\v2\x17.sundial.raft.v1.ChangeH\x00R\x06change\x12.\n" +
+	"\x05group\x18\b \x01(\v2\x16.sundial.raft.v1.GroupH\x00R\x05group\x12.\n" +
+	"\x05purge\x18\t \x01(\v2\x16.sundial.raft.v1.PurgeH\x00R\x05purge\x124\n" +
+	"\aredrive\x18\n" +
+	" \x01(\v2\x18.sundial.raft.v1.RedriveH\x00R\aredrive\x121\n" +
+	"\x06expire\x18\v \x01(\v2\x17.sundial.raft.v1.ExpireH\x00R\x06expireB\x06\n" +
 	"\x04kind\"{\n" +
 	"\aPublish\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12:\n" +
-	"\bmessages\x18\x03 \x03(\v2\x1e.sundial.raft.v1.StoredMessageR\bmessages\"\xc0\x03\n" +
+	"\bmessages\x18\x03 \x03(\v2\x1e.sundial.raft.v1.StoredMessageR\bmessages\"\xc7\x04\n" +
 	"\rStoredMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x18\n" +
@@ -1164,7 +2137,11 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\ffairness_key\x18\t \x01(\tR\vfairnessKey\x12\x1a\n" +
 	"\bpriority\x18\n" +
 	" \x01(\x05R\bpriority\x12%\n" +
-	"\x0egroups_pending\x18\v \x01(\rR\rgroupsPending\x1a:\n" +
+	"\x0egroups_pending\x18\v \x01(\rR\rgroupsPending\x12=\n" +
+	"\von_conflict\x18\f \x01(\x0e2\x1c.sundial.raft.v1.KeyConflictR\n" +
+	"onConflict\x12\x1e\n" +
+	"\vmax_wait_ms\x18\r \x01(\x03R\tmaxWaitMs\x12&\n" +
+	"\x0fdedup_window_ms\x18\x0e \x01(\x03R\rdedupWindowMs\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
@@ -1176,15 +2153,18 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\"P\n" +
 	"\x05Lease\x12\x15\n" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x120\n" +
-	"\x05items\x18\x02 \x03(\v2\x1a.sundial.raft.v1.LeaseItemR\x05items\"\x97\x01\n" +
+	"\x05items\x18\x02 \x03(\v2\x1a.sundial.raft.v1.LeaseItemR\x05items\"\xb8\x01\n" +
 	"\tLeaseItem\x12-\n" +
 	"\x03ref\x18\x01 \x01(\v2\x1b.sundial.raft.v1.MessageRefR\x03ref\x12\"\n" +
 	"\rvisible_at_ms\x18\x02 \x01(\x03R\vvisibleAtMs\x12\x1f\n" +
 	"\vdeadline_ms\x18\x03 \x01(\x03R\n" +
 	"deadlineMs\x12\x16\n" +
-	"\x06remove\x18\x04 \x01(\bR\x06remove\"6\n" +
+	"\x06remove\x18\x04 \x01(\bR\x06remove\x12\x1f\n" +
+	"\vdead_letter\x18\x05 \x01(\bR\n" +
+	"deadLetter\"M\n" +
 	"\x03Ack\x12/\n" +
-	"\x04refs\x18\x01 \x03(\v2\x1b.sundial.raft.v1.MessageRefR\x04refs\"s\n" +
+	"\x04refs\x18\x01 \x03(\v2\x1b.sundial.raft.v1.MessageRefR\x04refs\x12\x15\n" +
+	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\"s\n" +
 	"\x04Nack\x12/\n" +
 	"\x04refs\x18\x01 \x03(\v2\x1b.sundial.raft.v1.MessageRefR\x04refs\x12\"\n" +
 	"\rvisible_at_ms\x18\x02 \x01(\x03R\vvisibleAtMs\x12\x16\n" +
@@ -1194,26 +2174,102 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\vdeadline_ms\x18\x02 \x01(\x03R\n" +
 	"deadlineMs\"$\n" +
 	"\x05Sweep\x12\x1b\n" +
-	"\tbefore_ms\x18\x01 \x01(\x03R\bbeforeMs\"\xb1\x01\n" +
-	"\tCopyState\x12\x18\n" +
+	"\tbefore_ms\x18\x01 \x01(\x03R\bbeforeMs\"\xc2\x01\n" +
+	"\x06Change\x12\x15\n" +
+	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\fR\tmessageId\x12\x14\n" +
+	"\x05topic\x18\x03 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x16\n" +
+	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x12\x1a\n" +
+	"\tdue_at_ms\x18\x06 \x01(\x03R\adueAtMs\x12&\n" +
+	"\x0fdedup_window_ms\x18\a \x01(\x03R\rdedupWindowMs\"a\n" +
+	"\x05Group\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x16\n" +
+	"\x06delete\x18\x03 \x01(\bR\x06delete\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"`\n" +
+	"\x05Purge\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x15\n" +
+	"\x06now_ms\x18\x04 \x01(\x03R\x05nowMs\"L\n" +
+	"\aRedrive\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x15\n" +
+	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"5\n" +
+	"\x06Expire\x12\x15\n" +
+	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xc9\x01\n" +
+	"\tCopyState\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\"\n" +
 	"\rvisible_at_ms\x18\x02 \x01(\x03R\vvisibleAtMs\x12\x16\n" +
 	"\x06leased\x18\x03 \x01(\bR\x06leased\x12\x1a\n" +
 	"\bpriority\x18\x04 \x01(\x05R\bpriority\x12\x1c\n" +
 	"\tpartition\x18\x05 \x01(\rR\tpartition\x12\x14\n" +
-	"\x05topic\x18\x06 \x01(\tR\x05topic\"x\n" +
+	"\x05topic\x18\x06 \x01(\tR\x05topic\"\xc5\x01\n" +
 	"\aOutcome\x12=\n" +
 	"\tpublished\x18\x01 \x03(\v2\x1f.sundial.raft.v1.PublishOutcomeR\tpublished\x12.\n" +
-	"\x05codes\x18\x02 \x03(\x0e2\x18.sundial.raft.v1.RefCodeR\x05codes\"K\n" +
+	"\x05codes\x18\x02 \x03(\x0e2\x18.sundial.raft.v1.RefCodeR\x05codes\x125\n" +
+	"\x06change\x18\x03 \x01(\v2\x1d.sundial.raft.v1.ChangeResultR\x06change\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\rR\x05count\"\x89\x01\n" +
 	"\x0ePublishOutcome\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\fR\tmessageId\x12\x1a\n" +
-	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\"@\n" +
+	"\tdue_at_ms\x18\x02 \x01(\x03R\adueAtMs\x12<\n" +
+	"\vkey_outcome\x18\x03 \x01(\x0e2\x1b.sundial.raft.v1.KeyOutcomeR\n" +
+	"keyOutcome\"z\n" +
+	"\fChangeResult\x12/\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x1b.sundial.raft.v1.ChangeCodeR\x04code\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\fR\tmessageId\x12\x1a\n" +
+	"\tdue_at_ms\x18\x03 \x01(\x03R\adueAtMs\"\x97\x01\n" +
+	"\tKeyRecord\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\fR\tmessageId\x12+\n" +
+	"\x03end\x18\x02 \x01(\x0e2\x19.sundial.raft.v1.EndStateR\x03end\x12 \n" +
+	"\fforget_at_ms\x18\x03 \x01(\x03R\n" +
+	"forgetAtMs\x12\x1c\n" +
+	"\n" +
+	"due_cap_ms\x18\x04 \x01(\x03R\bdueCapMs\"Z\n" +
+	"\tEndRecord\x12+\n" +
+	"\x03end\x18\x01 \x01(\x0e2\x19.sundial.raft.v1.EndStateR\x03end\x12 \n" +
+	"\fforget_at_ms\x18\x02 \x01(\x03R\n" +
+	"forgetAtMs\"f\n" +
+	"\bCounters\x12\x18\n" +
+	"\apending\x18\x01 \x01(\x03R\apending\x12\x1b\n" +
+	"\tin_flight\x18\x02 \x01(\x03R\binFlight\x12#\n" +
+	"\rdead_lettered\x18\x03 \x01(\x03R\fdeadLettered\"@\n" +
 	"\bOutcomes\x124\n" +
 	"\boutcomes\x18\x01 \x03(\v2\x18.sundial.raft.v1.OutcomeR\boutcomes\"e\n" +
 	"\vDedupRecord\x12\"\n" +
 	"\rapplied_at_ms\x18\x01 \x01(\x03R\vappliedAtMs\x122\n" +
-	"\aoutcome\x18\x02 \x01(\v2\x18.sundial.raft.v1.OutcomeR\aoutcome*F\n" +
+	"\aoutcome\x18\x02 \x01(\v2\x18.sundial.raft.v1.OutcomeR\aoutcome*t\n" +
+	"\vKeyConflict\x12\x17\n" +
+	"\x13KEY_CONFLICT_IGNORE\x10\x00\x12\x18\n" +
+	"\x14KEY_CONFLICT_REPLACE\x10\x01\x12\x19\n" +
+	"\x15KEY_CONFLICT_DEBOUNCE\x10\x02\x12\x17\n" +
+	"\x13KEY_CONFLICT_REJECT\x10\x03*\x8d\x01\n" +
+	"\n" +
+	"KeyOutcome\x12\x17\n" +
+	"\x13KEY_OUTCOME_CREATED\x10\x00\x12\x17\n" +
+	"\x13KEY_OUTCOME_IGNORED\x10\x01\x12\x18\n" +
+	"\x14KEY_OUTCOME_REPLACED\x10\x02\x12\x19\n" +
+	"\x15KEY_OUTCOME_DEBOUNCED\x10\x03\x12\x18\n" +
+	"\x14KEY_OUTCOME_REJECTED\x10\x04*{\n" +
+	"\n" +
+	"ChangeCode\x12\x14\n" +
+	"\x10CHANGE_CODE_DONE\x10\x00\x12\x19\n" +
+	"\x15CHANGE_CODE_IN_FLIGHT\x10\x01\x12!\n" +
+	"\x1dCHANGE_CODE_ALREADY_DELIVERED\x10\x02\x12\x19\n" +
+	"\x15CHANGE_CODE_NOT_FOUND\x10\x03*\x87\x01\n" +
+	"\bEndState\x12\x15\n" +
+	"\x11END_STATE_PENDING\x10\x00\x12\x17\n" +
+	"\x13END_STATE_DELIVERED\x10\x01\x12\x17\n" +
+	"\x13END_STATE_CANCELLED\x10\x02\x12\x15\n" +
+	"\x11END_STATE_EXPIRED\x10\x03\x12\x1b\n" +
+	"\x17END_STATE_DEAD_LETTERED\x10\x04*F\n" +
 	"\aRefCode\x12\x0f\n" +
 	"\vREF_CODE_OK\x10\x00\x12\x16\n" +
 	"\x12REF_CODE_NOT_FOUND\x10\x01\x12\x12\n" +
@@ -1231,52 +2287,76 @@ func file_sundial_raft_v1_raft_proto_rawDescGZIP() []byte {
 	return file_sundial_raft_v1_raft_proto_rawDescData
 }
 
-var file_sundial_raft_v1_raft_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_raft_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_sundial_raft_v1_raft_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_sundial_raft_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_sundial_raft_v1_raft_proto_goTypes = []any{
-	(RefCode)(0),           // 0: sundial.raft.v1.RefCode
-	(*Batch)(nil),          // 1: sundial.raft.v1.Batch
-	(*Command)(nil),        // 2: sundial.raft.v1.Command
-	(*Publish)(nil),        // 3: sundial.raft.v1.Publish
-	(*StoredMessage)(nil),  // 4: sundial.raft.v1.StoredMessage
-	(*MessageRef)(nil),     // 5: sundial.raft.v1.MessageRef
-	(*Lease)(nil),          // 6: sundial.raft.v1.Lease
-	(*LeaseItem)(nil),      // 7: sundial.raft.v1.LeaseItem
-	(*Ack)(nil),            // 8: sundial.raft.v1.Ack
-	(*Nack)(nil),           // 9: sundial.raft.v1.Nack
-	(*Extend)(nil),         // 10: sundial.raft.v1.Extend
-	(*Sweep)(nil),          // 11: sundial.raft.v1.Sweep
-	(*CopyState)(nil),      // 12: sundial.raft.v1.CopyState
-	(*Outcome)(nil),        // 13: sundial.raft.v1.Outcome
-	(*PublishOutcome)(nil), // 14: sundial.raft.v1.PublishOutcome
-	(*Outcomes)(nil),       // 15: sundial.raft.v1.Outcomes
-	(*DedupRecord)(nil),    // 16: sundial.raft.v1.DedupRecord
-	nil,                    // 17: sundial.raft.v1.StoredMessage.HeadersEntry
+	(KeyConflict)(0),       // 0: sundial.raft.v1.KeyConflict
+	(KeyOutcome)(0),        // 1: sundial.raft.v1.KeyOutcome
+	(ChangeCode)(0),        // 2: sundial.raft.v1.ChangeCode
+	(EndState)(0),          // 3: sundial.raft.v1.EndState
+	(RefCode)(0),           // 4: sundial.raft.v1.RefCode
+	(*Batch)(nil),          // 5: sundial.raft.v1.Batch
+	(*Command)(nil),        // 6: sundial.raft.v1.Command
+	(*Publish)(nil),        // 7: sundial.raft.v1.Publish
+	(*StoredMessage)(nil),  // 8: sundial.raft.v1.StoredMessage
+	(*MessageRef)(nil),     // 9: sundial.raft.v1.MessageRef
+	(*Lease)(nil),          // 10: sundial.raft.v1.Lease
+	(*LeaseItem)(nil),      // 11: sundial.raft.v1.LeaseItem
+	(*Ack)(nil),            // 12: sundial.raft.v1.Ack
+	(*Nack)(nil),           // 13: sundial.raft.v1.Nack
+	(*Extend)(nil),         // 14: sundial.raft.v1.Extend
+	(*Sweep)(nil),          // 15: sundial.raft.v1.Sweep
+	(*Change)(nil),         // 16: sundial.raft.v1.Change
+	(*Group)(nil),          // 17: sundial.raft.v1.Group
+	(*Purge)(nil),          // 18: sundial.raft.v1.Purge
+	(*Redrive)(nil),        // 19: sundial.raft.v1.Redrive
+	(*Expire)(nil),         // 20: sundial.raft.v1.Expire
+	(*CopyState)(nil),      // 21: sundial.raft.v1.CopyState
+	(*Outcome)(nil),        // 22: sundial.raft.v1.Outcome
+	(*PublishOutcome)(nil), // 23: sundial.raft.v1.PublishOutcome
+	(*ChangeResult)(nil),   // 24: sundial.raft.v1.ChangeResult
+	(*KeyRecord)(nil),      // 25: sundial.raft.v1.KeyRecord
+	(*EndRecord)(nil),      // 26: sundial.raft.v1.EndRecord
+	(*Counters)(nil),       // 27: sundial.raft.v1.Counters
+	(*Outcomes)(nil),       // 28: sundial.raft.v1.Outcomes
+	(*DedupRecord)(nil),    // 29: sundial.raft.v1.DedupRecord
+	nil,                    // 30: sundial.raft.v1.StoredMessage.HeadersEntry
 }
 var file_sundial_raft_v1_raft_proto_depIdxs = []int32{
-	2,  // 0: sundial.raft.v1.Batch.commands:type_name -> sundial.raft.v1.Command
-	3,  // 1: sundial.raft.v1.Command.publish:type_name -> sundial.raft.v1.Publish
-	6,  // 2: sundial.raft.v1.Command.lease:type_name -> sundial.raft.v1.Lease
-	8,  // 3: sundial.raft.v1.Command.ack:type_name -> sundial.raft.v1.Ack
-	9,  // 4: sundial.raft.v1.Command.nack:type_name -> sundial.raft.v1.Nack
-	10, // 5: sundial.raft.v1.Command.extend:type_name -> sundial.raft.v1.Extend
-	11, // 6: sundial.raft.v1.Command.sweep:type_name -> sundial.raft.v1.Sweep
-	4,  // 7: sundial.raft.v1.Publish.messages:type_name -> sundial.raft.v1.StoredMessage
-	17, // 8: sundial.raft.v1.StoredMessage.headers:type_name -> sundial.raft.v1.StoredMessage.HeadersEntry
-	7,  // 9: sundial.raft.v1.Lease.items:type_name -> sundial.raft.v1.LeaseItem
-	5,  // 10: sundial.raft.v1.LeaseItem.ref:type_name -> sundial.raft.v1.MessageRef
-	5,  // 11: sundial.raft.v1.Ack.refs:type_name -> sundial.raft.v1.MessageRef
-	5,  // 12: sundial.raft.v1.Nack.refs:type_name -> sundial.raft.v1.MessageRef
-	5,  // 13: sundial.raft.v1.Extend.refs:type_name -> sundial.raft.v1.MessageRef
-	14, // 14: sundial.raft.v1.Outcome.published:type_name -> sundial.raft.v1.PublishOutcome
-	0,  // 15: sundial.raft.v1.Outcome.codes:type_name -> sundial.raft.v1.RefCode
-	13, // 16: sundial.raft.v1.Outcomes.outcomes:type_name -> sundial.raft.v1.Outcome
-	13, // 17: sundial.raft.v1.DedupRecord.outcome:type_name -> sundial.raft.v1.Outcome
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	6,  // 0: sundial.raft.v1.Batch.commands:type_name -> sundial.raft.v1.Command
+	7,  // 1: sundial.raft.v1.Command.publish:type_name -> sundial.raft.v1.Publish
+	10, // 2: sundial.raft.v1.Command.lease:type_name -> sundial.raft.v1.Lease
+	12, // 3: sundial.raft.v1.Command.ack:type_name -> sundial.raft.v1.Ack
+	13, // 4: sundial.raft.v1.Command.nack:type_name -> sundial.raft.v1.Nack
+	14, // 5: sundial.raft.v1.Command.extend:type_name -> sundial.raft.v1.Extend
+	15, // 6: sundial.raft.v1.Command.sweep:type_name -> sundial.raft.v1.Sweep
+	16, // 7: sundial.raft.v1.Command.change:type_name -> sundial.raft.v1.Change
+	17, // 8: sundial.raft.v1.Command.group:type_name -> sundial.raft.v1.Group
+	18, // 9: sundial.raft.v1.Command.purge:type_name -> sundial.raft.v1.Purge
+	19, // 10: sundial.raft.v1.Command.redrive:type_name -> sundial.raft.v1.Redrive
+	20, // 11: sundial.raft.v1.Command.expire:type_name -> sundial.raft.v1.Expire
+	8,  // 12: sundial.raft.v1.Publish.messages:type_name -> sundial.raft.v1.StoredMessage
+	30, // 13: sundial.raft.v1.StoredMessage.headers:type_name -> sundial.raft.v1.StoredMessage.HeadersEntry
+	0,  // 14: sundial.raft.v1.StoredMessage.on_conflict:type_name -> sundial.raft.v1.KeyConflict
+	11, // 15: sundial.raft.v1.Lease.items:type_name -> sundial.raft.v1.LeaseItem
+	9,  // 16: sundial.raft.v1.LeaseItem.ref:type_name -> sundial.raft.v1.MessageRef
+	9,  // 17: sundial.raft.v1.Ack.refs:type_name -> sundial.raft.v1.MessageRef
+	9,  // 18: sundial.raft.v1.Nack.refs:type_name -> sundial.raft.v1.MessageRef
+	9,  // 19: sundial.raft.v1.Extend.refs:type_name -> sundial.raft.v1.MessageRef
+	23, // 20: sundial.raft.v1.Outcome.published:type_name -> sundial.raft.v1.PublishOutcome
+	4,  // 21: sundial.raft.v1.Outcome.codes:type_name -> sundial.raft.v1.RefCode
+	24, // 22: sundial.raft.v1.Outcome.change:type_name -> sundial.raft.v1.ChangeResult
+	1,  // 23: sundial.raft.v1.PublishOutcome.key_outcome:type_name -> sundial.raft.v1.KeyOutcome
+	2,  // 24: sundial.raft.v1.ChangeResult.code:type_name -> sundial.raft.v1.ChangeCode
+	3,  // 25: sundial.raft.v1.KeyRecord.end:type_name -> sundial.raft.v1.EndState
+	3,  // 26: sundial.raft.v1.EndRecord.end:type_name -> sundial.raft.v1.EndState
+	22, // 27: sundial.raft.v1.Outcomes.outcomes:type_name -> sundial.raft.v1.Outcome
+	22, // 28: sundial.raft.v1.DedupRecord.outcome:type_name -> sundial.raft.v1.Outcome
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_sundial_raft_v1_raft_proto_init() }
@@ -1291,14 +2371,19 @@ func file_sundial_raft_v1_raft_proto_init() {
 		(*Command_Nack)(nil),
 		(*Command_Extend)(nil),
 		(*Command_Sweep)(nil),
+		(*Command_Change)(nil),
+		(*Command_Group)(nil),
+		(*Command_Purge)(nil),
+		(*Command_Redrive)(nil),
+		(*Command_Expire)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_raft_v1_raft_proto_rawDesc), len(file_sundial_raft_v1_raft_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   17,
+			NumEnums:      5,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,244 @@
+package fsm
+
+import (
+	"strconv"
+
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/proto/receipt"
+)
+
+func (a *applier) lease(l *raftv1.Lease) (*raftv1.Outcome, error) {
+	out := &raftv1.Outcome{Codes: make([]raftv1.RefCode, 0, len(l.Items))}
+	for _, item := range l.Items {
+		ref := item.GetRef()
+		cs, err := a.copyState(ref.GetMessageId(), ref.GetGroup())
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case cs == nil:
+			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_NOT_FOUND)
+			continue
+		case cs.Attempt != ref.Attempt || cs.VisibleAtMs != item.VisibleAtMs:
+			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_STALE)
+			continue
+		}
+		switch {
+		case item.DeadLetter:
+			err = a.deadLetter(ref, cs, l.NowMs)
+		case item.Remove:
+			err = a.dropCopy(ref.MessageId, ref.Group, cs, l.NowMs, raftv1.EndState_END_STATE_DELIVERED)
+		default:
+			if !cs.Leased {
+				c, cerr := a.counter(cs.Topic, ref.Group)
+				if cerr != nil {
+					return nil, cerr
+				}
+				c.InFlight++
+			}
+			cs.Attempt++
+			err = a.moveTo(ref.MessageId, ref.Group, cs, item.DeadlineMs, true)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_OK)
+	}
+	return out, nil
+}
+
+// forEachRef validates each ref against its copy's current lease and runs
+// fn on the valid ones.
+func (a *applier) forEachRef(refs []*raftv1.MessageRef, fn func(*raftv1.MessageRef, *raftv1.CopyState) error) (*raftv1.Outcome, error) {
+	out := &raftv1.Outcome{Codes: make([]raftv1.RefCode, 0, len(refs))}
+	for _, ref := range refs {
+		cs, err := a.copyState(ref.GetMessageId(), ref.GetGroup())
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case cs == nil:
+			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_NOT_FOUND)
+		case cs.Attempt != ref.Attempt || !cs.Leased:
+			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_STALE)
+		default:
+			if err := fn(ref, cs); err != nil {
+				return nil, err
+			}
+			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_OK)
+		}
+	}
+	return out, nil
+}
+
+// moveTo re-indexes a copy at visibleAtMs; leased says whether it stays
+// leased until then (lease, extend) or becomes visible then (nack).
+func (a *applier) moveTo(id []byte, group string, cs *raftv1.CopyState, visibleAtMs int64, leased bool) error {
+	if err := a.b.Delete(a.dueKey(id, group, cs), nil); err != nil {
+		return err
+	}
+	if cs.Leased && !leased {
+		c, err := a.counter(cs.Topic, group)
+		if err != nil {
+			return err
+		}
+		c.InFlight--
+	}
+	cs.VisibleAtMs, cs.Leased = visibleAtMs, leased
+	return a.putCopy(id, group, cs)
+}
+
+// dropCopy removes a group's copy and, with the last copy, the body; end
+// says how the message ended (unspecified for a purge: nothing remembered).
+func (a *applier) dropCopy(id []byte, group string, cs *raftv1.CopyState, nowMs int64, end raftv1.EndState) error {
+	if err := a.b.Delete(a.dueKey(id, group, cs), nil); err != nil {
+		return err
+	}
+	if err := a.b.Delete(keys.Copy(a.shard, id, group), nil); err != nil {
+		return err
+	}
+	c, err := a.counter(cs.Topic, group)
+	if err != nil {
+		return err
+	}
+	c.Pending--
+	if cs.Leased {
+		c.InFlight--
+	}
+	bodyKey := keys.Message(a.shard, id)
+	var body raftv1.StoredMessage
+	found, err := a.get(bodyKey, &body)
+	if err != nil || !found {
+		return err
+	}
+	if body.GroupsPending > 1 {
+		body.GroupsPending--
+		return a.put(bodyKey, &body)
+	}
+	return a.dropBody(id, &body, nowMs, end)
+}
+
+// dropBody deletes a message whose last copy went and remembers how it
+// ended for the topic's dedup window.
+func (a *applier) dropBody(id []byte, body *raftv1.StoredMessage, nowMs int64, end raftv1.EndState) error {
+	if err := a.b.Delete(keys.Message(a.shard, id), nil); err != nil {
+		return err
+	}
+	if body.ExpiresAtMs != 0 {
+		if err := a.b.Delete(keys.Expiry(a.shard, body.ExpiresAtMs, id), nil); err != nil {
+			return err
+		}
+	}
+	remember := end != raftv1.EndState_END_STATE_PENDING && body.DedupWindowMs > 0
+	forgetAt := nowMs + body.DedupWindowMs
+	if body.Key != "" {
+		keyKey := keys.Key(a.shard, body.Topic, body.Key)
+		var rec raftv1.KeyRecord
+		found, err := a.get(keyKey, &rec)
+		if err != nil {
+			return err
+		}
+		if found && string(rec.MessageId) == string(id) {
+			if remember {
+				if err := a.put(keyKey, &raftv1.KeyRecord{MessageId: id, End: end, ForgetAtMs: forgetAt}); err != nil {
+					return err
+				}
+				if err := a.b.Set(keys.Forget(a.shard, forgetAt, keys.ForgetKey, keys.Tail(keyKey)), nil, nil); err != nil {
+					return err
+				}
+			} else if err := a.b.Delete(keyKey, nil); err != nil {
+				return err
+			}
+		}
+	}
+	if !remember {
+		return nil
+	}
+	endKey := keys.End(a.shard, id)
+	if err := a.put(endKey, &raftv1.EndRecord{End: end, ForgetAtMs: forgetAt}); err != nil {
+		return err
+	}
+	return a.b.Set(keys.Forget(a.shard, forgetAt, keys.ForgetEnd, keys.Tail(endKey)), nil, nil)
+}
+
+// deadLetter moves a copy that used up its attempts to the topic's
+// dead-letter topic, as a new message on the same shard and partition.
+func (a *applier) deadLetter(ref *raftv1.MessageRef, cs *raftv1.CopyState, nowMs int64) error {
+	var body raftv1.StoredMessage
+	found, err := a.get(keys.Message(a.shard, ref.MessageId), &body)
+	if err != nil || !found {
+		return err
+	}
+	orig, _ := receipt.MessageIDFromBytes(ref.MessageId)
+	headers := make(map[string]string, len(body.Headers)+5)
+	for k, v := range body.Headers {
+		headers[k] = v
+	}
+	headers[HeaderOriginalTopic] = body.Topic
+	headers[HeaderOriginalGroup] = ref.Group
+	headers[HeaderOriginalID] = orig.String()
+	headers[HeaderAttempts] = strconv.FormatUint(uint64(cs.Attempt), 10)
+	headers[HeaderReason] = cs.Reason
+	dead := &raftv1.StoredMessage{
+		Topic: body.Topic + DLQSuffix, Partition: body.Partition, Payload: body.Payload, Headers: headers,
+		PublishedAtMs: nowMs, DueAtMs: nowMs, FairnessKey: body.FairnessKey, Priority: body.Priority,
+		DedupWindowMs: body.DedupWindowMs,
+	}
+	if _, err := a.store(dead); err != nil {
+		return err
+	}
+	c, err := a.counter(cs.Topic, ref.Group)
+	if err != nil {
+		return err
+	}
+	c.DeadLettered++
+	return a.dropCopy(ref.MessageId, ref.Group, cs, nowMs, raftv1.EndState_END_STATE_DEAD_LETTERED)
+}
+
+func (a *applier) dueKey(id []byte, group string, cs *raftv1.CopyState) []byte {
+	q := keys.Queue{Topic: cs.Topic, Partition: cs.Partition, Group: group}
+	return keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id)
+}
+
+// putCopy writes a copy state and its due-index entry.
+func (a *applier) putCopy(id []byte, group string, cs *raftv1.CopyState) error {
+	if err := a.put(keys.Copy(a.shard, id, group), cs); err != nil {
+		return err
+	}
+	q := keys.Queue{Topic: cs.Topic, Partition: cs.Partition, Group: group}
+	if low, ok := a.lows[q]; !ok || cs.VisibleAtMs < low {
+		a.lows[q] = cs.VisibleAtMs
+	}
+	return a.b.Set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id), keys.DueValue(cs.Attempt, cs.Leased), nil)
+}
+
+func (a *applier) copyState(id []byte, group string) (*raftv1.CopyState, error) {
+	if len(id) != keys.IDBytes {
+		return nil, nil
+	}
+	var cs raftv1.CopyState
+	found, err := a.get(keys.Copy(a.shard, id, group), &cs)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &cs, nil
+}
+
+// copies returns every group's copy state of a message, by group order.
+func (a *applier) copies(id []byte) (groups []string, states []*raftv1.CopyState, err error) {
+	prefix := keys.CopyPrefix(a.shard, id)
+	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range ks {
+		var cs raftv1.CopyState
+		if _, err := a.get(k, &cs); err != nil {
+			return nil, nil, err
+		}
+		groups = append(groups, keys.GroupOfCopy(k))
+		states = append(states, &cs)
+	}
+	return groups, states, nil
+}

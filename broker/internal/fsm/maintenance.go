@@ -1,0 +1,307 @@
+package fsm
+
+import (
+	"maps"
+	"strings"
+
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+)
+
+// sweep forgets publish dedup records applied before beforeMs and key and
+// end records whose time to be forgotten came.
+func (a *applier) sweep(beforeMs int64) error {
+	lower, upper := keys.DedupAtRange(a.shard, beforeMs)
+	doomed, err := a.scanKeys(lower, upper, 0)
+	if err != nil {
+		return err
+	}
+	for _, k := range doomed {
+		if err := a.b.Delete(keys.Dedup(a.shard, keys.DedupRequestID(k)), nil); err != nil {
+			return err
+		}
+		if err := a.b.Delete(k, nil); err != nil {
+			return err
+		}
+	}
+	lower, upper = keys.ForgetRange(a.shard, beforeMs)
+	if doomed, err = a.scanKeys(lower, upper, 0); err != nil {
+		return err
+	}
+	for _, k := range doomed {
+		at, kind, rest, err := keys.ParseForget(k)
+		if err != nil {
+			return err
+		}
+		if err := a.b.Delete(k, nil); err != nil {
+			return err
+		}
+		// The record may have been reused since (a key's new message):
+		// forget it only if it still ends at this time.
+		switch kind {
+		case keys.ForgetKey:
+			rk := keys.FromTail(a.shard, keys.TagKey, rest)
+			var rec raftv1.KeyRecord
+			if found, err := a.get(rk, &rec); err != nil {
+				return err
+			} else if found && rec.End != raftv1.EndState_END_STATE_PENDING && rec.ForgetAtMs == at {
+				if err := a.b.Delete(rk, nil); err != nil {
+					return err
+				}
+			}
+		case keys.ForgetEnd:
+			if err := a.b.Delete(keys.FromTail(a.shard, keys.TagEnd, rest), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// change cancels or reschedules one message and answers definitely.
+func (a *applier) change(c *raftv1.Change) (*raftv1.Outcome, error) {
+	answer := func(code raftv1.ChangeCode, id []byte, due int64) (*raftv1.Outcome, error) {
+		return &raftv1.Outcome{Change: &raftv1.ChangeResult{Code: code, MessageId: id, DueAtMs: due}}, nil
+	}
+	id := c.MessageId
+	if len(id) == 0 {
+		var rec raftv1.KeyRecord
+		found, err := a.get(keys.Key(a.shard, c.Topic, c.Key), &rec)
+		if err != nil {
+			return nil, err
+		}
+		if !found || (rec.End != raftv1.EndState_END_STATE_PENDING && rec.ForgetAtMs <= c.NowMs) {
+			return answer(raftv1.ChangeCode_CHANGE_CODE_NOT_FOUND, nil, 0)
+		}
+		if rec.End != raftv1.EndState_END_STATE_PENDING {
+			return answer(endCode(rec.End, c.Cancel), rec.MessageId, 0)
+		}
+		id = rec.MessageId
+	}
+	if len(id) != keys.IDBytes {
+		return answer(raftv1.ChangeCode_CHANGE_CODE_NOT_FOUND, nil, 0)
+	}
+	var body raftv1.StoredMessage
+	found, err := a.get(keys.Message(a.shard, id), &body)
+	if err != nil {
+		return nil, err
+	}
+	if found && c.Topic != "" && body.Topic != c.Topic {
+		return answer(raftv1.ChangeCode_CHANGE_CODE_NOT_FOUND, id, 0)
+	}
+	if !found {
+		var end raftv1.EndRecord
+		if ok, err := a.get(keys.End(a.shard, id), &end); err != nil {
+			return nil, err
+		} else if ok && end.ForgetAtMs > c.NowMs {
+			return answer(endCode(end.End, c.Cancel), id, 0)
+		}
+		return answer(raftv1.ChangeCode_CHANGE_CODE_NOT_FOUND, id, 0)
+	}
+	groups, states, err := a.copies(id)
+	if err != nil {
+		return nil, err
+	}
+	for _, cs := range states {
+		if cs.Leased {
+			return answer(raftv1.ChangeCode_CHANGE_CODE_IN_FLIGHT, id, body.DueAtMs)
+		}
+	}
+	if c.Cancel {
+		for i, cs := range states {
+			if err := a.dropCopy(id, groups[i], cs, c.NowMs, raftv1.EndState_END_STATE_CANCELLED); err != nil {
+				return nil, err
+			}
+		}
+		return answer(raftv1.ChangeCode_CHANGE_CODE_DONE, id, 0)
+	}
+	m := &raftv1.StoredMessage{Payload: body.Payload, Headers: body.Headers, FairnessKey: body.FairnessKey, Priority: body.Priority, DueAtMs: body.DueAtMs, ExpiresAtMs: body.ExpiresAtMs}
+	if err := a.rewrite(id, &body, m, c.DueAtMs, groups, states); err != nil {
+		return nil, err
+	}
+	return answer(raftv1.ChangeCode_CHANGE_CODE_DONE, id, c.DueAtMs)
+}
+
+// endCode answers a change of a message that ended already.
+func endCode(end raftv1.EndState, cancel bool) raftv1.ChangeCode {
+	switch end {
+	case raftv1.EndState_END_STATE_DELIVERED, raftv1.EndState_END_STATE_DEAD_LETTERED:
+		return raftv1.ChangeCode_CHANGE_CODE_ALREADY_DELIVERED
+	case raftv1.EndState_END_STATE_CANCELLED:
+		if cancel {
+			return raftv1.ChangeCode_CHANGE_CODE_DONE // a retried cancel
+		}
+	}
+	return raftv1.ChangeCode_CHANGE_CODE_NOT_FOUND
+}
+
+// group registers a group on a topic, or removes it and up to limit of its
+// copies.
+func (a *applier) group(g *raftv1.Group) (*raftv1.Outcome, error) {
+	if !g.Delete {
+		if _, err := a.groups(g.Topic); err != nil { // the default group comes first
+			return nil, err
+		}
+		return &raftv1.Outcome{}, a.b.Set(keys.Group(a.shard, g.Topic, g.Group), nil, nil)
+	}
+	if err := a.b.Delete(keys.Group(a.shard, g.Topic, g.Group), nil); err != nil {
+		return nil, err
+	}
+	n, err := a.dropTopicCopies(g.Topic, g.Group, g.Limit, 0)
+	return &raftv1.Outcome{Count: n}, err
+}
+
+// purge removes up to limit pending copies of a topic, or of one group.
+func (a *applier) purge(p *raftv1.Purge) (*raftv1.Outcome, error) {
+	n, err := a.dropTopicCopies(p.Topic, p.Group, p.Limit, p.NowMs)
+	return &raftv1.Outcome{Count: n}, err
+}
+
+// dropTopicCopies removes up to limit copies of topic (of group, if set),
+// remembering nothing about them.
+func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64) (uint32, error) {
+	prefix := keys.TopicDuePrefix(a.shard, topic)
+	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), 0)
+	if err != nil {
+		return 0, err
+	}
+	var n uint32
+	for _, k := range ks {
+		if limit > 0 && n >= limit {
+			break
+		}
+		q, e, err := keys.ParseTopicDue(a.shard, topic, k)
+		if err != nil {
+			return n, err
+		}
+		if group != "" && q.Group != group {
+			continue
+		}
+		cs, err := a.copyState(e.ID, q.Group)
+		if err != nil || cs == nil {
+			return n, err
+		}
+		if err := a.dropCopy(e.ID, q.Group, cs, nowMs, raftv1.EndState_END_STATE_PENDING); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// redrive moves up to limit dead letters of topic.dlq back to topic, each
+// for the group it was dead-lettered from.
+func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
+	dlq := r.Topic + DLQSuffix
+	prefix := keys.TopicDuePrefix(a.shard, dlq)
+	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), 0)
+	if err != nil {
+		return nil, err
+	}
+	var n uint32
+	done := map[string]bool{}
+	for _, k := range ks {
+		if r.Limit > 0 && n >= r.Limit {
+			break
+		}
+		_, e, err := keys.ParseTopicDue(a.shard, dlq, k)
+		if err != nil {
+			return nil, err
+		}
+		if done[string(e.ID)] {
+			continue
+		}
+		done[string(e.ID)] = true
+		var body raftv1.StoredMessage
+		if found, err := a.get(keys.Message(a.shard, e.ID), &body); err != nil {
+			return nil, err
+		} else if !found {
+			continue
+		}
+		groups, states, err := a.copies(e.ID)
+		if err != nil {
+			return nil, err
+		}
+		leased := false
+		for _, cs := range states {
+			leased = leased || cs.Leased
+		}
+		if leased {
+			continue // someone is reading the dead letter right now
+		}
+		if err := a.restore(&body, r.NowMs); err != nil {
+			return nil, err
+		}
+		for i, cs := range states {
+			if err := a.dropCopy(e.ID, groups[i], cs, r.NowMs, raftv1.EndState_END_STATE_PENDING); err != nil {
+				return nil, err
+			}
+		}
+		n++
+	}
+	return &raftv1.Outcome{Count: n}, nil
+}
+
+// restore publishes a dead letter again on its original topic, due now,
+// for the group it came from only.
+func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
+	headers := maps.Clone(dead.Headers)
+	topic, group := headers[HeaderOriginalTopic], headers[HeaderOriginalGroup]
+	for k := range headers {
+		if strings.HasPrefix(k, "sundial-") {
+			delete(headers, k)
+		}
+	}
+	if topic == "" || group == "" {
+		return nil
+	}
+	m := &raftv1.StoredMessage{
+		Topic: topic, Partition: dead.Partition, Payload: dead.Payload, Headers: headers,
+		PublishedAtMs: nowMs, DueAtMs: nowMs, FairnessKey: dead.FairnessKey, Priority: dead.Priority,
+		DedupWindowMs: dead.DedupWindowMs, GroupsPending: 1,
+	}
+	id := a.nextID()
+	if err := a.put(keys.Message(a.shard, id), m); err != nil {
+		return err
+	}
+	c, err := a.counter(topic, group)
+	if err != nil {
+		return err
+	}
+	c.Pending++
+	return a.putCopy(id, group, &raftv1.CopyState{VisibleAtMs: nowMs, Priority: m.Priority, Partition: m.Partition, Topic: topic})
+}
+
+// expire removes up to limit messages whose TTL ended by now; copies in
+// flight finish their delivery.
+func (a *applier) expire(e *raftv1.Expire) (*raftv1.Outcome, error) {
+	lower, upper := keys.ExpiryRange(a.shard, e.NowMs)
+	ks, err := a.scanKeys(lower, upper, int(e.Limit))
+	if err != nil {
+		return nil, err
+	}
+	var n uint32
+	for _, k := range ks {
+		_, id, err := keys.ParseExpiry(k)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.b.Delete(k, nil); err != nil {
+			return nil, err
+		}
+		groups, states, err := a.copies(id)
+		if err != nil {
+			return nil, err
+		}
+		for i, cs := range states {
+			if cs.Leased {
+				continue
+			}
+			if err := a.dropCopy(id, groups[i], cs, e.NowMs, raftv1.EndState_END_STATE_EXPIRED); err != nil {
+				return nil, err
+			}
+		}
+		n++
+	}
+	return &raftv1.Outcome{Count: n}, nil
+}

@@ -1,0 +1,214 @@
+package fsm
+
+import (
+	"errors"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/proto/receipt"
+)
+
+func (a *applier) publish(p *raftv1.Publish) (*raftv1.Outcome, error) {
+	if p.RequestId != "" {
+		var rec raftv1.DedupRecord
+		found, err := a.get(keys.Dedup(a.shard, p.RequestId), &rec)
+		if err != nil || found {
+			return rec.Outcome, err
+		}
+	}
+	out := &raftv1.Outcome{Published: make([]*raftv1.PublishOutcome, 0, len(p.Messages))}
+	for _, m := range p.Messages {
+		po, err := a.publishOne(p.NowMs, m)
+		if err != nil {
+			return nil, err
+		}
+		out.Published = append(out.Published, po)
+	}
+	if p.RequestId != "" {
+		if err := a.put(keys.Dedup(a.shard, p.RequestId), &raftv1.DedupRecord{AppliedAtMs: p.NowMs, Outcome: out}); err != nil {
+			return nil, err
+		}
+		if err := a.b.Set(keys.DedupAt(a.shard, p.NowMs, p.RequestId), nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// publishOne stores m, or meets the pending message of its key as its
+// on_conflict says.
+func (a *applier) publishOne(nowMs int64, m *raftv1.StoredMessage) (*raftv1.PublishOutcome, error) {
+	if m.Key == "" {
+		return a.store(m)
+	}
+	var rec raftv1.KeyRecord
+	found, err := a.get(keys.Key(a.shard, m.Topic, m.Key), &rec)
+	if err != nil {
+		return nil, err
+	}
+	if found && rec.End != raftv1.EndState_END_STATE_PENDING && rec.ForgetAtMs <= nowMs {
+		found = false // remembered no longer
+	}
+	if !found {
+		return a.store(m)
+	}
+	ignored := &raftv1.PublishOutcome{MessageId: rec.MessageId, KeyOutcome: raftv1.KeyOutcome_KEY_OUTCOME_IGNORED}
+	rejected := &raftv1.PublishOutcome{MessageId: rec.MessageId, KeyOutcome: raftv1.KeyOutcome_KEY_OUTCOME_REJECTED}
+	if rec.End != raftv1.EndState_END_STATE_PENDING {
+		switch m.OnConflict {
+		case raftv1.KeyConflict_KEY_CONFLICT_IGNORE:
+			return ignored, nil
+		case raftv1.KeyConflict_KEY_CONFLICT_REJECT:
+			return rejected, nil
+		}
+		return a.store(m) // replace or debounce after the end: a new message
+	}
+	var body raftv1.StoredMessage
+	if _, err := a.get(keys.Message(a.shard, rec.MessageId), &body); err != nil {
+		return nil, err
+	}
+	switch m.OnConflict {
+	case raftv1.KeyConflict_KEY_CONFLICT_IGNORE:
+		ignored.DueAtMs = body.DueAtMs
+		return ignored, nil
+	case raftv1.KeyConflict_KEY_CONFLICT_REJECT:
+		rejected.DueAtMs = body.DueAtMs
+		return rejected, nil
+	}
+	groups, states, err := a.copies(rec.MessageId)
+	if err != nil {
+		return nil, err
+	}
+	for _, cs := range states {
+		if cs.Leased || cs.Attempt > 0 {
+			// Delivery began: that message runs its course and the key
+			// moves on to a new one.
+			return a.store(m)
+		}
+	}
+	due := m.DueAtMs
+	outcome := raftv1.KeyOutcome_KEY_OUTCOME_REPLACED
+	if m.OnConflict == raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE {
+		outcome = raftv1.KeyOutcome_KEY_OUTCOME_DEBOUNCED
+		if rec.DueCapMs > 0 {
+			due = min(due, rec.DueCapMs)
+		}
+	}
+	if err := a.rewrite(rec.MessageId, &body, m, due, groups, states); err != nil {
+		return nil, err
+	}
+	return &raftv1.PublishOutcome{MessageId: rec.MessageId, DueAtMs: due, KeyOutcome: outcome}, nil
+}
+
+// rewrite gives a pending, never delivered message new contents and a new
+// due time, moving every group's copy.
+func (a *applier) rewrite(id []byte, body, m *raftv1.StoredMessage, due int64, groups []string, states []*raftv1.CopyState) error {
+	if body.ExpiresAtMs != 0 {
+		if err := a.b.Delete(keys.Expiry(a.shard, body.ExpiresAtMs, id), nil); err != nil {
+			return err
+		}
+	}
+	body.Payload, body.Headers, body.FairnessKey = m.Payload, m.Headers, m.FairnessKey
+	body.ExpiresAtMs = 0
+	if m.ExpiresAtMs != 0 {
+		body.ExpiresAtMs = due + (m.ExpiresAtMs - m.DueAtMs)
+		if err := a.indexExpiry(id, body.ExpiresAtMs); err != nil {
+			return err
+		}
+	}
+	body.DueAtMs = due
+	for i, cs := range states {
+		if err := a.b.Delete(a.dueKey(id, groups[i], cs), nil); err != nil {
+			return err
+		}
+		cs.Priority = m.Priority
+		body.Priority = m.Priority
+		cs.VisibleAtMs = due
+		if err := a.putCopy(id, groups[i], cs); err != nil {
+			return err
+		}
+	}
+	return a.put(keys.Message(a.shard, id), body)
+}
+
+// store writes a new message with a copy for every group of its topic on
+// this shard, and makes it its key's message.
+func (a *applier) store(m *raftv1.StoredMessage) (*raftv1.PublishOutcome, error) {
+	gs, err := a.groups(m.Topic)
+	if err != nil {
+		return nil, err
+	}
+	id := a.nextID()
+	if m.Key != "" {
+		nr := &raftv1.KeyRecord{MessageId: id}
+		if m.OnConflict == raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE && m.MaxWaitMs > 0 {
+			nr.DueCapMs = m.PublishedAtMs + m.MaxWaitMs
+			m.DueAtMs = min(m.DueAtMs, nr.DueCapMs)
+		}
+		if err := a.put(keys.Key(a.shard, m.Topic, m.Key), nr); err != nil {
+			return nil, err
+		}
+	}
+	m.OnConflict, m.MaxWaitMs = 0, 0
+	m.GroupsPending = uint32(len(gs))
+	if err := a.put(keys.Message(a.shard, id), m); err != nil {
+		return nil, err
+	}
+	if m.ExpiresAtMs != 0 {
+		if err := a.indexExpiry(id, m.ExpiresAtMs); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range gs {
+		cs := &raftv1.CopyState{VisibleAtMs: m.DueAtMs, Priority: m.Priority, Partition: m.Partition, Topic: m.Topic}
+		if err := a.putCopy(id, g, cs); err != nil {
+			return nil, err
+		}
+		c, err := a.counter(m.Topic, g)
+		if err != nil {
+			return nil, err
+		}
+		c.Pending++
+	}
+	return &raftv1.PublishOutcome{MessageId: id, DueAtMs: m.DueAtMs, KeyOutcome: raftv1.KeyOutcome_KEY_OUTCOME_CREATED}, nil
+}
+
+// nextID is the id of the next message this entry creates.
+func (a *applier) nextID() []byte {
+	id := receipt.NewMessageID(a.shard, a.index, a.pos)
+	a.pos++
+	return id[:]
+}
+
+func (a *applier) indexExpiry(id []byte, atMs int64) error {
+	if a.expiryLow == 0 || atMs < a.expiryLow {
+		a.expiryLow = atMs
+	}
+	return a.b.Set(keys.Expiry(a.shard, atMs, id), nil, nil)
+}
+
+// groups lists the groups of topic on this shard, registering the default
+// group on first use.
+func (a *applier) groups(topic string) ([]string, error) {
+	prefix := keys.GroupPrefix(a.shard, topic)
+	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	var gs []string
+	for valid := it.First(); valid; valid = it.Next() {
+		gs = append(gs, keys.GroupFromKey(a.shard, topic, it.Key()))
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, err
+	}
+	if len(gs) == 0 {
+		gs = []string{DefaultGroup}
+		if err := a.b.Set(keys.Group(a.shard, topic, DefaultGroup), nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	return gs, nil
+}
