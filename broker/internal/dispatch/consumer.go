@@ -17,8 +17,9 @@ type Consumer struct {
 
 	credit int // guarded by the dispatcher's mu
 
-	mu      sync.Mutex // guards pending
+	mu      sync.Mutex // guards pending and gone
 	pending []*sundialv1.Delivery
+	gone    bool
 	ready   chan struct{} // signalled when pending grows
 	closed  chan struct{} // closed when the dispatcher drops the consumer
 	once    sync.Once
@@ -50,16 +51,29 @@ func (c *Consumer) Take() []*sundialv1.Delivery {
 	return out
 }
 
-func (c *Consumer) push(d *sundialv1.Delivery) {
+// push queues a delivery; false if the consumer is closed.
+func (c *Consumer) push(d *sundialv1.Delivery) bool {
 	c.mu.Lock()
+	if c.gone {
+		c.mu.Unlock()
+		return false
+	}
 	c.pending = append(c.pending, d)
 	c.mu.Unlock()
 	select {
 	case c.ready <- struct{}{}:
 	default:
 	}
+	return true
 }
 
-func (c *Consumer) close() {
+// close stops pushes to c and returns what it was pushed but never took.
+func (c *Consumer) close() []*sundialv1.Delivery {
 	c.once.Do(func() { close(c.closed) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gone = true
+	left := c.pending
+	c.pending = nil
+	return left
 }

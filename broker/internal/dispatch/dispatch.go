@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -37,6 +38,20 @@ type Config struct {
 	RetryInterval time.Duration
 	// MaxLeasesInFlight bounds the lease proposals awaiting commit. Default 4.
 	MaxLeasesInFlight int
+	// MaxExpireBatch caps the messages one TTL expiry command removes.
+	// Default 1000.
+	MaxExpireBatch int
+	// Policy answers a topic's delivery policy; nil means no limits.
+	Policy func(topic string) Policy
+}
+
+// Policy is what the dispatcher needs of a topic's settings.
+type Policy struct {
+	// MaxAttempts: a copy delivered this many times goes to the dead-letter
+	// topic instead of a further attempt; 0 means unlimited.
+	MaxAttempts int32
+	// ReleaseRate caps deliveries per second of the topic; 0 is unlimited.
+	ReleaseRate float64
 }
 
 func (c *Config) fill() {
@@ -55,6 +70,12 @@ func (c *Config) fill() {
 	if c.MaxLeasesInFlight <= 0 {
 		c.MaxLeasesInFlight = 4
 	}
+	if c.MaxExpireBatch <= 0 {
+		c.MaxExpireBatch = 1000
+	}
+	if c.Policy == nil {
+		c.Policy = func(string) Policy { return Policy{} }
+	}
 }
 
 // Dispatcher delivers one shard's due messages while its broker leads it.
@@ -68,9 +89,11 @@ type Dispatcher struct {
 	log     *zap.Logger
 	metrics *Metrics
 
-	mu        sync.Mutex // guards consumers, rr and leasing
+	mu        sync.Mutex // guards consumers, rr, leasing, buckets and latenesses
 	consumers []*Consumer
 	rr        int
+	buckets   map[string]*bucket      // release-rate limiters by topic
+	lateness  map[queueKey]*histogram // first-delivery lateness by topic and group
 	// leasing holds the copies (message id + group) whose lease proposal
 	// has not been applied yet, so a round does not pick them twice. It is
 	// bounded by MaxLeaseBatch × MaxLeasesInFlight.
@@ -87,6 +110,13 @@ type Dispatcher struct {
 	scanning    keys.Queue
 	scanningOn  bool
 	scanningLow int64
+
+	// nextExpiry is the earliest TTL expiry on the shard (0: none known,
+	// -1: not read yet); owned by the loop, lowered through expiryLow.
+	nextExpiry  int64
+	expiryLow   atomic.Int64 // earliest expiry reported by the state machine
+	expiryReset atomic.Bool  // the state was replaced: read the expiry again
+	expireNow   atomic.Bool  // a due message was found expired
 
 	ctx    context.Context // canceled by Stop; bounds lease proposals
 	cancel context.CancelFunc
@@ -105,9 +135,12 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, now 
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Dispatcher{
 		shard: shard, db: db, propose: propose, start: start, now: now, cfg: cfg, log: log, metrics: m,
-		leasing: map[string]struct{}{},
-		floors:  map[keys.Queue]int64{},
-		ctx:     ctx, cancel: cancel,
+		nextExpiry: -1,
+		leasing:    map[string]struct{}{},
+		buckets:    map[string]*bucket{},
+		lateness:   map[queueKey]*histogram{},
+		floors:     map[keys.Queue]int64{},
+		ctx:        ctx, cancel: cancel,
 		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
 		wake:  make(chan struct{}, 1), stopc: make(chan struct{}),
 	}
@@ -144,7 +177,16 @@ func (d *Dispatcher) Wake() {
 // Changed is the state machine's report of due-index insertions (lows: the
 // earliest visible_at per queue) or of a wholesale reset; it lowers the scan
 // floors and wakes the loop.
-func (d *Dispatcher) Changed(lows map[keys.Queue]int64, reset bool) {
+func (d *Dispatcher) Changed(lows map[keys.Queue]int64, expiryLow int64, reset bool) {
+	for expiryLow > 0 {
+		cur := d.expiryLow.Load()
+		if (cur != 0 && cur <= expiryLow) || d.expiryLow.CompareAndSwap(cur, expiryLow) {
+			break
+		}
+	}
+	if reset {
+		d.expiryReset.Store(true)
+	}
 	d.floorMu.Lock()
 	if reset {
 		clear(d.floors)
@@ -203,7 +245,9 @@ func (d *Dispatcher) Detach(c *Consumer) {
 		d.consumers = slices.Delete(d.consumers, i, i+1)
 		d.metrics.consumers.Dec()
 	}
-	c.close()
+	if left := c.close(); len(left) > 0 {
+		d.release(left)
+	}
 }
 
 // AddCredit grants c n more deliveries.
@@ -221,6 +265,9 @@ func (d *Dispatcher) run() {
 	lastSweep := d.now()
 	for {
 		next := d.round()
+		if at := d.expireDue(d.now()); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
 		if now := d.now(); now.Sub(lastSweep) >= d.cfg.SweepInterval {
 			d.sweep(now)
 			lastSweep = now
@@ -270,13 +317,23 @@ func (d *Dispatcher) round() time.Time {
 	if len(picks) == 0 {
 		return next
 	}
-	// Read every body first: an at-most-once lease deletes it.
+	// Read every body first: an at-most-once lease deletes it. Expired
+	// messages are left for the TTL sweep, never delivered.
 	var unread []pick
 	ready := picks[:0]
 	for _, p := range picks {
-		delivery, err := d.delivery(p)
+		if p.item.DeadLetter {
+			ready = append(ready, p)
+			continue
+		}
+		delivery, expiresAt, err := d.delivery(p)
 		if err != nil {
 			d.log.Error("read due message", zap.Uint64("shard_id", d.shard), zap.Error(err))
+			unread = append(unread, p)
+			continue
+		}
+		if expiresAt != 0 && expiresAt <= now.UnixMilli() {
+			d.expireNow.Store(true)
 			unread = append(unread, p)
 			continue
 		}
@@ -310,9 +367,8 @@ func (d *Dispatcher) round() time.Time {
 	// The lease is queued in the Raft log ahead of any ack a consumer can
 	// send for these deliveries: push the at-least-once ones now.
 	for i, p := range picks {
-		if !p.item.Remove {
-			d.push(p, now)
-			pushed[i] = true
+		if !p.item.Remove && !p.item.DeadLetter {
+			pushed[i] = d.push(p, now)
 		}
 	}
 	d.wg.Add(1)
@@ -335,9 +391,11 @@ func (d *Dispatcher) commit(now time.Time, picks []pick, pushed []bool, wait fun
 		return
 	}
 	for i, p := range picks {
-		if p.item.Remove && out.Codes[i] == raftv1.RefCode_REF_CODE_OK {
-			d.push(p, now)
-			pushed[i] = true
+		switch {
+		case p.item.DeadLetter && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
+			d.metrics.deadLettered.Inc()
+		case p.item.Remove && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
+			pushed[i] = d.push(p, now)
 		}
 	}
 	d.settle(picks, pushed, out.Codes)
@@ -357,10 +415,18 @@ func (d *Dispatcher) leaseFailed(picks []pick, pushed []bool, err error) {
 	d.settle(picks, pushed, nil)
 }
 
-// push hands a picked copy's delivery to its consumer.
-func (d *Dispatcher) push(p pick, now time.Time) {
+// push hands a picked copy's delivery to its consumer. A consumer that went
+// away meanwhile gets nothing: its copy is given back at once.
+func (d *Dispatcher) push(p pick, now time.Time) bool {
+	if !p.consumer.push(p.delivery) {
+		d.release([]*sundialv1.Delivery{p.delivery})
+		return true // the credit went with the consumer
+	}
 	d.metrics.delivered(now, p.delivery.DueAtUnixMs, uint32(p.delivery.Attempt))
-	p.consumer.push(p.delivery)
+	if p.delivery.Attempt == 1 {
+		d.observeLateness(queueKey{p.q.Topic, p.q.Group}, now.UnixMilli()-p.delivery.DueAtUnixMs)
+	}
+	return true
 }
 
 // settle releases picks for later rounds and refunds the credit of those
@@ -370,7 +436,7 @@ func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []raftv1.RefCode)
 	defer d.mu.Unlock()
 	for i, p := range picks {
 		delete(d.leasing, leasingKey(p.item.Ref))
-		if !pushed[i] {
+		if !pushed[i] && p.consumer != nil {
 			p.consumer.credit++
 		}
 		if codes != nil && codes[i] != raftv1.RefCode_REF_CODE_OK && pushed[i] {
@@ -412,11 +478,20 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 		if credit == 0 {
 			continue
 		}
+		policy := d.cfg.Policy(k.topic)
+		allowed, refill := d.allowance(k.topic, policy.ReleaseRate, nowMs)
+		if !refill.IsZero() && (next.IsZero() || refill.Before(next)) {
+			next = refill
+		}
+		credit = min(credit, allowed)
 		for _, part := range sortedKeys(parts) {
 			q := keys.Queue{Topic: k.topic, Partition: part, Group: k.group}
 			limit := min(credit, d.cfg.MaxLeaseBatch-len(picks))
 			if limit <= 0 {
-				return picks, time.UnixMilli(nowMs)
+				if credit > 0 {
+					return picks, time.UnixMilli(nowMs)
+				}
+				break
 			}
 			due, wakeAt, err := d.scan(q, nowMs, limit)
 			if err != nil {
@@ -425,9 +500,17 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 			}
 			for _, e := range due {
 				d.leasing[leasingKey(e.item.Ref)] = struct{}{}
+				if policy.MaxAttempts > 0 && e.item.Ref.Attempt >= uint32(policy.MaxAttempts) {
+					// Its attempts are used up: dead-letter it, spending
+					// no credit.
+					e.item.DeadLetter = true
+					picks = append(picks, pick{item: e.item, q: q})
+					continue
+				}
 				c := d.nextConsumer(cs, part)
 				c.credit--
 				credit--
+				d.spend(k.topic, policy.ReleaseRate)
 				e.item.DeadlineMs = nowMs + c.VisibilityTimeout.Milliseconds()
 				e.item.Remove = c.AtMostOnce
 				picks = append(picks, pick{item: e.item, consumer: c, q: q})
@@ -515,20 +598,20 @@ func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, 
 	return out, wakeAt, it.Error()
 }
 
-func (d *Dispatcher) delivery(p pick) (*sundialv1.Delivery, error) {
+func (d *Dispatcher) delivery(p pick) (*sundialv1.Delivery, int64, error) {
 	id, err := receipt.MessageIDFromBytes(p.item.Ref.MessageId)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	v, closer, err := d.db.Get(keys.Message(d.shard, id[:]))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var m raftv1.StoredMessage
 	err = proto.Unmarshal(v, &m)
 	closer.Close()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	attempt := p.item.Ref.Attempt + 1
 	return &sundialv1.Delivery{
@@ -544,7 +627,7 @@ func (d *Dispatcher) delivery(p pick) (*sundialv1.Delivery, error) {
 		Key:                 m.Key,
 		Group:               p.q.Group,
 		LeaseDeadlineUnixMs: p.item.DeadlineMs,
-	}, nil
+	}, m.ExpiresAtMs, nil
 }
 
 func (d *Dispatcher) sweep(now time.Time) {

@@ -63,6 +63,10 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
+	return newRigWith(t, Config{})
+}
+
+func newRigWith(t *testing.T, cfg Config) *rig {
 	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quiet{}})
 	if err != nil {
 		t.Fatalf("pebble.Open() error = %v", err)
@@ -72,10 +76,10 @@ func newRig(t *testing.T) *rig {
 	r.log = &shardLog{t: t}
 	r.log.s = fsm.New(db, shard, func(_ uint64, c fsm.Change) {
 		if r.d != nil {
-			r.d.Changed(c.Lows, c.Reset)
+			r.d.Changed(c.Lows, c.ExpiryLow, c.Reset)
 		}
 	})
-	r.d = New(shard, db, r.log.propose, r.log.start, time.Now, Config{}, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
+	r.d = New(shard, db, r.log.propose, r.log.start, time.Now, cfg, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
 	r.d.Start()
 	t.Cleanup(r.d.Stop)
 	return r
@@ -84,10 +88,16 @@ func newRig(t *testing.T) *rig {
 // publish stores messages due at the given times (absolute ms).
 func (r *rig) publish(topic string, dues ...int64) []receipt.MessageID {
 	r.t.Helper()
-	p := &raftv1.Publish{NowMs: time.Now().UnixMilli()}
+	var msgs []*raftv1.StoredMessage
 	for _, due := range dues {
-		p.Messages = append(p.Messages, &raftv1.StoredMessage{Topic: topic, Payload: []byte(fmt.Sprint(due)), DueAtMs: due})
+		msgs = append(msgs, &raftv1.StoredMessage{Topic: topic, Payload: []byte(fmt.Sprint(due)), DueAtMs: due})
 	}
+	return r.publishMessages(msgs...)
+}
+
+func (r *rig) publishMessages(msgs ...*raftv1.StoredMessage) []receipt.MessageID {
+	r.t.Helper()
+	p := &raftv1.Publish{NowMs: time.Now().UnixMilli(), Messages: msgs}
 	out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}})
 	if err != nil {
 		r.t.Fatalf("publish: %v", err)
@@ -245,4 +255,72 @@ func (quiet) Infof(string, ...interface{})  {}
 func (quiet) Errorf(string, ...interface{}) {}
 func (quiet) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf(format, args...))
+}
+
+func TestDeadLetterAfterMaxAttempts(t *testing.T) {
+	r := newRigWith(t, Config{Policy: func(topic string) Policy {
+		if topic == "t" {
+			return Policy{MaxAttempts: 2}
+		}
+		return Policy{}
+	}})
+	c := NewConsumer("t", "default", []uint32{0}, 50*time.Millisecond, false, 10)
+	r.d.Attach(c)
+	dlq := NewConsumer("t.dlq", "default", []uint32{0}, time.Minute, false, 10)
+	r.d.Attach(dlq)
+	r.publish("t", time.Now().UnixMilli())
+	for attempt := int32(1); attempt <= 2; attempt++ {
+		g, ok := next(c, 5*time.Second)
+		if !ok || g.d.Attempt != attempt {
+			t.Fatalf("attempt %d = %v, %v", attempt, g.d, ok)
+		}
+	}
+	dead, ok := next(dlq, 5*time.Second)
+	if !ok || dead.d.Headers["sundial-original-topic"] != "t" || dead.d.Headers["sundial-attempts"] != "2" {
+		t.Fatalf("dead letter = %v, %v, want one from t after 2 attempts", dead.d, ok)
+	}
+	if g, ok := next(c, 200*time.Millisecond); ok {
+		t.Fatalf("a third attempt was delivered: %v", g.d)
+	}
+}
+
+func TestExpiredMessageIsNeverDelivered(t *testing.T) {
+	r := newRig(t)
+	now := time.Now().UnixMilli()
+	r.publishMessages(
+		&raftv1.StoredMessage{Topic: "t", Payload: []byte("stale"), DueAtMs: now - 100, ExpiresAtMs: now - 50},
+		&raftv1.StoredMessage{Topic: "t", Payload: []byte("fresh"), DueAtMs: now, ExpiresAtMs: now + 60_000},
+	)
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+	r.d.Attach(c)
+	g, ok := next(c, 5*time.Second)
+	if !ok || string(g.d.Payload) != "fresh" {
+		t.Fatalf("delivery = %v, %v, want only the fresh message", g.d, ok)
+	}
+	if g, ok := next(c, 300*time.Millisecond); ok {
+		t.Fatalf("expired message delivered: %v", g.d)
+	}
+}
+
+func TestReleaseRateCapsDeliveries(t *testing.T) {
+	r := newRigWith(t, Config{Policy: func(string) Policy { return Policy{ReleaseRate: 20} }})
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 1000)
+	r.d.Attach(c)
+	now := time.Now().UnixMilli()
+	dues := make([]int64, 200)
+	for i := range dues {
+		dues[i] = now
+	}
+	r.publish("t", dues...)
+	start := time.Now()
+	n := 0
+	for time.Since(start) < time.Second {
+		if _, ok := next(c, 100*time.Millisecond); ok {
+			n++
+		}
+	}
+	// A burst of one second's worth plus the rate over the second.
+	if n > 45 || n == 0 {
+		t.Fatalf("delivered %d in one second at a release rate of 20/s, want 1 to 45", n)
+	}
 }

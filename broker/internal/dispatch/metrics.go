@@ -15,6 +15,8 @@ type Metrics struct {
 	// leaseConflicts counts copies pushed whose lease did not commit as
 	// picked (acked, nacked or leased meanwhile): possible duplicates.
 	leaseConflicts prometheus.Counter
+	deadLettered   prometheus.Counter
+	expired        prometheus.Counter
 }
 
 // NewMetrics registers the dispatch collectors on reg.
@@ -42,7 +44,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "sundial", Subsystem: "broker", Name: "lease_conflicts_total",
 		Help: "Deliveries pushed whose lease then did not commit as picked (a possible duplicate).",
 	})
-	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness, m.leaseConflicts)
+	m.deadLettered = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "dead_lettered_messages_total",
+		Help: "Copies moved to their topic's dead-letter topic after max attempts.",
+	})
+	m.expired = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "expired_messages_total",
+		Help: "Messages removed by the TTL sweep, never delivered.",
+	})
+	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness, m.leaseConflicts, m.deadLettered, m.expired)
 	return m
 }
 

@@ -318,7 +318,7 @@ func (h *Host) wakeShard(id uint64, c fsm.Change) {
 	}
 	h.mu.RUnlock()
 	if d != nil {
-		d.Changed(c.Lows, c.Reset)
+		d.Changed(c.Lows, c.ExpiryLow, c.Reset)
 	}
 }
 
