@@ -42,7 +42,7 @@ PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/r
 
 # The per-module pattern targets (test-%, vet-%, bench-%, tidy-%) are deliberately not
 # listed: make skips pattern-rule search for .PHONY targets.
-.PHONY: help build test test-short lint gen verify run bench loadtest clean tools tools-lint
+.PHONY: help build test test-short lint gen verify run bench loadtest clean tools tools-lint bench-peers
 
 help: ## Show this list of targets
 	@echo "Sundial make targets:"
@@ -159,6 +159,17 @@ loadtest: ## Build bin/loadtest and print its help (LOADTEST_ARGS='...' to run a
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/loadtest ./loadtest/cmd/loadtest
 	$(BIN)/loadtest $(LOADTEST_ARGS)
+
+# BENCH_PEERS_ARGS passes extra flags to `loadtest bench`, e.g.
+# BENCH_PEERS_ARGS='--backlog-messages 10000000 --backlog-max-fill 10m' for the 10M backlog.
+BENCH_PEERS_ARGS ?=
+
+bench-peers: ## Install the peers, then run every scenario on Sundial and each peer; writes docs/benchmarks.md (~15 min)
+	bash scripts/install-peers.sh
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./broker/cmd/sundial-broker ./proxy/cmd/sundial-proxy ./loadtest/cmd/loadtest
+	PATH="$(TOOLS):$$PATH" $(BIN)/loadtest bench --bin-dir $(BIN) --out docs/benchmarks.md \
+	  --svg docs/benchmarks-lateness.svg --json $(BIN)/benchmarks.json $(BENCH_PEERS_ARGS)
 
 clean: ## Remove bin/ and data/ (including the local cluster's data)
 	rm -rf $(BIN) $(CURDIR)/data

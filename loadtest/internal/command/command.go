@@ -1,7 +1,8 @@
 // Package command is loadtest's command line: it maps flags onto the
-// scenario configs, runs a scenario against a proxy and prints the report
-// (a table on stdout, optionally JSON to a file). Exit codes: 0 ok, 1 the
-// run failed, 2 usage error.
+// scenario and bench configs, runs scenarios against Sundial and the peer
+// systems, and prints the results (a table on stdout, optionally JSON to a
+// file; `bench` also writes docs/benchmarks.md and its SVG chart). Exit
+// codes: 0 ok, 1 a run failed, 2 usage error. Progress goes to stderr.
 package command
 
 import (
@@ -11,13 +12,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/urfave/cli/v2"
 
+	"github.com/sundialmq/sundial/loadtest/internal/bench"
 	"github.com/sundialmq/sundial/loadtest/internal/scenario"
-	"github.com/sundialmq/sundial/proto/client"
+	"github.com/sundialmq/sundial/loadtest/internal/target"
 )
 
 type usageError struct{ msg string }
@@ -26,19 +30,106 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
+// errRunFailed reports that at least one run failed (details printed).
+var errRunFailed = errors.New("at least one run failed")
+
+func systemNames() string {
+	names := make([]string, len(target.Specs))
+	for i, s := range target.Specs {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func parseSystems(v string) ([]target.Spec, error) {
+	if v == "all" {
+		return target.Specs, nil
+	}
+	var out []target.Spec
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		s, err := target.Lookup(n)
+		if err != nil {
+			return nil, usagef("--system %q: want all or a list of: %s", n, systemNames())
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--system: empty list")
+	}
+	return out, nil
+}
+
+func loadFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "system", Value: "sundial", Usage: "systems to run, comma-separated, or all: " + systemNames()},
+		&cli.IntFlag{Name: "concurrency", Value: 8, Usage: "producers (one batch in flight each) and consumer workers"},
+		&cli.IntFlag{Name: "batch", Value: 100, Usage: "messages per publish batch and consumer prefetch"},
+		&cli.IntFlag{Name: "size", Value: 100, Usage: "payload bytes (at least 16)"},
+		&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to `FILE` (- for stdout)"},
+		&cli.StringFlag{Name: "dir", Usage: "work directory for server data (default: a temp dir, removed afterwards)"},
+		&cli.StringFlag{Name: "bin-dir", Usage: "directory with sundial-broker and sundial-proxy (default: <repo>/bin; built when missing)"},
+		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "bound on one scenario on one system"},
+	}
+}
+
+func load(c *cli.Context) (scenario.Load, error) {
+	l := scenario.Load{Concurrency: c.Int("concurrency"), Batch: c.Int("batch"), SizeBytes: c.Int("size")}
+	switch {
+	case l.Concurrency < 1 || l.Concurrency > 10000:
+		return l, usagef("--concurrency %d: want 1..10000", l.Concurrency)
+	case l.Batch < 1 || l.Batch > 100000:
+		return l, usagef("--batch %d: want 1..100000", l.Batch)
+	case l.SizeBytes < scenario.HeaderBytes || l.SizeBytes > 1<<20:
+		return l, usagef("--size %d: want %d..1048576", l.SizeBytes, scenario.HeaderBytes)
+	}
+	return l, nil
+}
+
+func positive(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if c.Duration(n) <= 0 {
+			return usagef("--%s %v: want a positive duration", n, c.Duration(n))
+		}
+	}
+	return nil
+}
+
 // Run runs loadtest with args and returns the exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	onUsage := func(_ *cli.Context, err error, _ bool) error { return &usageError{err.Error()} }
-	common := func() []cli.Flag {
-		return []cli.Flag{
-			&cli.StringFlag{Name: "proxy", Value: client.DefaultAddr, EnvVars: []string{"SUNDIAL_PROXY"}, Usage: "proxy gRPC address(es), comma-separated"},
-			&cli.DurationFlag{Name: "duration", Value: 10 * time.Second, Usage: "how long to publish"},
-			&cli.StringFlag{Name: "json", Usage: "also write the report as JSON to `FILE` (- for stdout)"},
+	// runScenario runs one scenario on the selected systems.
+	runScenario := func(c *cli.Context, name string, set func(*bench.Config) error) error {
+		l, err := load(c)
+		if err != nil {
+			return err
 		}
+		specs, err := parseSystems(c.String("system"))
+		if err != nil {
+			return err
+		}
+		cfg := bench.Config{Systems: specs, Scenarios: []string{name}, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"),
+			ScenarioTimeout: c.Duration("timeout"), Progress: stderr}
+		cfg.Throughput.Load, cfg.Burst.Load, cfg.Precision.Load, cfg.Backlog.Load, cfg.Failover.Load = l, l, l, l, l
+		if err := set(&cfg); err != nil {
+			return err
+		}
+		rep, err := bench.RunAll(c.Context, cfg)
+		printRuns(stdout, rep.Runs)
+		if jerr := writeJSON(c.String("json"), stdout, rep); jerr != nil {
+			return jerr
+		}
+		if err != nil {
+			return err
+		}
+		return failed(rep)
 	}
 	app := &cli.App{
 		Name:            "loadtest",
-		Usage:           "load generator and benchmark driver for Sundial",
+		Usage:           "load generator and benchmark driver for Sundial, side by side with Redis, beanstalkd and NATS",
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		OnUsageError:    onUsage,
@@ -53,90 +144,104 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		},
 		Commands: []*cli.Command{
 			{
-				Name:         "throughput",
-				Usage:        "publish as fast as the cluster takes it; report msgs/s and publish latency",
+				Name:         bench.Throughput,
+				Usage:        "publish as fast as each system takes it; msgs/s and publish latency",
 				OnUsageError: onUsage,
-				Flags: append(common(),
-					&cli.IntFlag{Name: "concurrency", Value: 8, Usage: "producer goroutines"},
-					&cli.IntFlag{Name: "batch", Value: 100, Usage: "messages per batch"},
-					&cli.IntFlag{Name: "size", Value: 100, Usage: "payload bytes"},
-					&cli.StringFlag{Name: "topic", Value: "loadtest", Usage: "topic"},
+				Flags: append(loadFlags(),
+					&cli.DurationFlag{Name: "duration", Value: 10 * time.Second, Usage: "how long to publish"},
 					&cli.DurationFlag{Name: "delay-min", Value: time.Second, Usage: "shortest message delay"},
 					&cli.DurationFlag{Name: "delay-max", Value: time.Hour, Usage: "longest message delay"},
 				),
 				Action: func(c *cli.Context) error {
-					cfg := scenario.ThroughputConfig{
-						Topic: c.String("topic"), Duration: c.Duration("duration"), Concurrency: c.Int("concurrency"),
-						Batch: c.Int("batch"), SizeBytes: c.Int("size"), DelayMin: c.Duration("delay-min"), DelayMax: c.Duration("delay-max"),
-					}
-					switch {
-					case cfg.Duration <= 0:
-						return usagef("--duration %v: want a positive duration", cfg.Duration)
-					case cfg.Concurrency < 1 || cfg.Concurrency > 10000:
-						return usagef("--concurrency %d: want 1..10000", cfg.Concurrency)
-					case cfg.Batch < 1 || cfg.Batch > 100000:
-						return usagef("--batch %d: want 1..100000", cfg.Batch)
-					case cfg.SizeBytes < 0:
-						return usagef("--size %d: want 0 or more", cfg.SizeBytes)
-					}
-					if err := cfg.Validate(); err != nil {
-						return usagef("%v", err)
-					}
-					cl, err := client.Dial(c.Context, []string{c.String("proxy")})
-					if err != nil {
-						return err
-					}
-					defer cl.Close()
-					fmt.Fprintf(stderr, "loadtest: throughput against %s for %v (concurrency %d, batch %d, %d-byte payloads)\n",
-						c.String("proxy"), cfg.Duration, cfg.Concurrency, cfg.Batch, cfg.SizeBytes)
-					res, runErr := scenario.Throughput(c.Context, cl, cfg)
-					printThroughput(stdout, res)
-					if err := writeJSON(c.String("json"), stdout, res); err != nil {
-						return err
-					}
-					return runErr
+					return runScenario(c, bench.Throughput, func(cfg *bench.Config) error {
+						if err := positive(c, "duration"); err != nil {
+							return err
+						}
+						cfg.Throughput.Duration, cfg.Throughput.DelayMin, cfg.Throughput.DelayMax = c.Duration("duration"), c.Duration("delay-min"), c.Duration("delay-max")
+						if err := cfg.Throughput.Validate(); err != nil {
+							return usagef("%v", err)
+						}
+						return nil
+					})
 				},
 			},
 			{
-				Name:         "precision",
-				Usage:        "publish at a steady rate with a fixed delay; report delivery lateness",
+				Name:         bench.Burst,
+				Usage:        "many messages due at one instant; drain rate and lateness",
 				OnUsageError: onUsage,
-				Flags: append(common(),
+				Flags: append(loadFlags(),
+					&cli.Uint64Flag{Name: "messages", Value: 1_000_000, Usage: "messages due at once"},
+					&cli.DurationFlag{Name: "max-fill", Value: 60 * time.Second, Usage: "stop filling after this long"},
+				),
+				Action: func(c *cli.Context) error {
+					return runScenario(c, bench.Burst, func(cfg *bench.Config) error {
+						if c.Uint64("messages") == 0 {
+							return usagef("--messages: want at least 1")
+						}
+						cfg.Burst.Messages, cfg.Burst.MaxFill = c.Uint64("messages"), c.Duration("max-fill")
+						return positive(c, "max-fill")
+					})
+				},
+			},
+			{
+				Name:         bench.Precision,
+				Usage:        "a steady rate with a fixed delay; delivery lateness and early deliveries",
+				OnUsageError: onUsage,
+				Flags: append(loadFlags(),
 					&cli.IntFlag{Name: "rate", Value: 1000, Usage: "messages per second"},
 					&cli.DurationFlag{Name: "delay", Value: 2 * time.Second, Usage: "delay of every message"},
-					&cli.StringFlag{Name: "topic", Value: "loadtest.precision", Usage: "topic"},
+					&cli.DurationFlag{Name: "duration", Value: 10 * time.Second, Usage: "how long to publish"},
 					&cli.DurationFlag{Name: "grace", Value: 5 * time.Second, Usage: "how long to wait for stragglers after the last due time"},
 				),
 				Action: func(c *cli.Context) error {
-					cfg := scenario.PrecisionConfig{
-						Topic: c.String("topic"), Rate: c.Int("rate"), Delay: c.Duration("delay"),
-						Duration: c.Duration("duration"), Grace: c.Duration("grace"),
-					}
-					switch {
-					case cfg.Rate < 1 || cfg.Rate > 1000000:
-						return usagef("--rate %d: want 1..1000000", cfg.Rate)
-					case cfg.Delay <= 0:
-						return usagef("--delay %v: want a positive duration", cfg.Delay)
-					case cfg.Duration <= 0:
-						return usagef("--duration %v: want a positive duration", cfg.Duration)
-					case cfg.Grace < 0:
-						return usagef("--grace %v: want 0 or more", cfg.Grace)
-					}
-					cl, err := client.Dial(c.Context, []string{c.String("proxy")})
-					if err != nil {
-						return err
-					}
-					defer cl.Close()
-					fmt.Fprintf(stderr, "loadtest: precision against %s: %d msg/s, delay %v, for %v\n",
-						c.String("proxy"), cfg.Rate, cfg.Delay, cfg.Duration)
-					res, runErr := scenario.Precision(c.Context, cl, cfg)
-					printPrecision(stdout, res)
-					if err := writeJSON(c.String("json"), stdout, res); err != nil {
-						return err
-					}
-					return runErr
+					return runScenario(c, bench.Precision, func(cfg *bench.Config) error {
+						if r := c.Int("rate"); r < 1 || r > 1000000 {
+							return usagef("--rate %d: want 1..1000000", r)
+						}
+						cfg.Precision.Rate, cfg.Precision.Delay, cfg.Precision.Duration, cfg.Precision.Grace = c.Int("rate"), c.Duration("delay"), c.Duration("duration"), c.Duration("grace")
+						return positive(c, "delay", "duration", "grace")
+					})
 				},
 			},
+			{
+				Name:         bench.Backlog,
+				Usage:        "fill a pending backlog; RSS and disk, then restart and time the first due delivery",
+				OnUsageError: onUsage,
+				Flags: append(loadFlags(),
+					&cli.Uint64Flag{Name: "messages", Value: 1_000_000, Usage: "pending messages (10000000 for the 10M target)"},
+					&cli.DurationFlag{Name: "max-fill", Value: 120 * time.Second, Usage: "stop filling after this long"},
+				),
+				Action: func(c *cli.Context) error {
+					return runScenario(c, bench.Backlog, func(cfg *bench.Config) error {
+						if c.Uint64("messages") == 0 {
+							return usagef("--messages: want at least 1")
+						}
+						cfg.Backlog.Messages, cfg.Backlog.MaxFill = c.Uint64("messages"), c.Duration("max-fill")
+						return positive(c, "max-fill")
+					})
+				},
+			},
+			{
+				Name:         bench.Failover,
+				Usage:        "steady publish and consume, kill the node leading most shards; window and acked loss (Sundial)",
+				OnUsageError: onUsage,
+				Flags: append(loadFlags(),
+					&cli.IntFlag{Name: "rate", Value: 2000, Usage: "messages per second"},
+					&cli.DurationFlag{Name: "before", Value: 3 * time.Second, Usage: "publish this long before the kill"},
+					&cli.DurationFlag{Name: "after", Value: 7 * time.Second, Usage: "publish this long after the kill"},
+				),
+				Action: func(c *cli.Context) error {
+					return runScenario(c, bench.Failover, func(cfg *bench.Config) error {
+						if r := c.Int("rate"); r < 1 || r > 1000000 {
+							return usagef("--rate %d: want 1..1000000", r)
+						}
+						cfg.Failover.Rate, cfg.Failover.Before, cfg.Failover.After = c.Int("rate"), c.Duration("before"), c.Duration("after")
+						cfg.Failover.Load.Batch = min(cfg.Failover.Load.Batch, 10)
+						return positive(c, "before", "after")
+					})
+				},
+			},
+			benchCommand(onUsage, stdout, stderr),
 		},
 	}
 	err := app.RunContext(ctx, args)
@@ -149,6 +254,135 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return 1
+}
+
+func benchCommand(onUsage cli.OnUsageErrorFunc, stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:         "bench",
+		Usage:        "run every scenario on Sundial and every peer; write docs/benchmarks.md and its SVG chart",
+		OnUsageError: onUsage,
+		Flags: append(loadFlags(),
+			&cli.StringFlag{Name: "scenarios", Value: strings.Join(bench.Scenarios, ","), Usage: "scenarios to run"},
+			&cli.StringFlag{Name: "out", Value: "docs/benchmarks.md", Usage: "markdown report `FILE`"},
+			&cli.StringFlag{Name: "svg", Value: "docs/benchmarks-lateness.svg", Usage: "lateness chart `FILE` (next to the report)"},
+			&cli.DurationFlag{Name: "throughput-duration", Value: 10 * time.Second},
+			&cli.Uint64Flag{Name: "burst-messages", Value: 200_000},
+			&cli.DurationFlag{Name: "burst-max-fill", Value: 15 * time.Second},
+			&cli.DurationFlag{Name: "precision-duration", Value: 10 * time.Second},
+			&cli.Uint64Flag{Name: "backlog-messages", Value: 1_000_000, Usage: "pending messages in backlog (10000000 for the 10M target)"},
+			&cli.DurationFlag{Name: "backlog-max-fill", Value: 25 * time.Second},
+		),
+		Action: func(c *cli.Context) error {
+			l, err := load(c)
+			if err != nil {
+				return err
+			}
+			specs := target.Specs
+			if c.IsSet("system") {
+				if specs, err = parseSystems(c.String("system")); err != nil {
+					return err
+				}
+			}
+			var scs []string
+			for _, s := range strings.Split(c.String("scenarios"), ",") {
+				if !contains(bench.Scenarios, s) {
+					return usagef("--scenarios %q: want a list of %s", s, strings.Join(bench.Scenarios, ","))
+				}
+				scs = append(scs, s)
+			}
+			var missing []string
+			for _, s := range specs {
+				if _, err := s.BinaryPath(); err != nil {
+					missing = append(missing, fmt.Sprintf("%s (%s)", s.Name, s.Binary))
+				}
+			}
+			if len(missing) > 0 {
+				fmt.Fprintf(stderr, "loadtest: MISSING peer binaries, these runs are skipped: %s — run scripts/install-peers.sh\n", strings.Join(missing, ", "))
+			}
+			cfg := bench.Config{Systems: specs, Scenarios: scs, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"),
+				ScenarioTimeout: c.Duration("timeout"), Progress: stderr}
+			cfg.Throughput = scenario.ThroughputConfig{Load: l, Duration: c.Duration("throughput-duration")}
+			cfg.Burst = scenario.BurstConfig{Load: l, Messages: c.Uint64("burst-messages"), MaxFill: c.Duration("burst-max-fill")}
+			cfg.Precision = scenario.PrecisionConfig{Load: l, Rate: 1000, Delay: 2 * time.Second, Duration: c.Duration("precision-duration")}
+			cfg.Backlog = scenario.BacklogConfig{Load: l, Messages: c.Uint64("backlog-messages"), MaxFill: c.Duration("backlog-max-fill")}
+			fl := l
+			fl.Batch = min(fl.Batch, 10)
+			cfg.Failover = scenario.FailoverConfig{Load: fl, Rate: 2000}
+			rep, runErr := bench.RunAll(c.Context, cfg)
+			fillDefaults(&rep)
+			printRuns(stdout, rep.Runs)
+			if err := writeJSON(c.String("json"), stdout, rep); err != nil {
+				return err
+			}
+			if out := c.String("out"); out != "" {
+				svgName := ""
+				if svg := c.String("svg"); svg != "" {
+					var sb strings.Builder
+					rep.SVG(&sb)
+					if err := writeFile(svg, sb.String()); err != nil {
+						return err
+					}
+					if rel, err := filepath.Rel(filepath.Dir(out), svg); err == nil {
+						svgName = rel
+					}
+				}
+				var sb strings.Builder
+				rep.Markdown(&sb, svgName)
+				if err := writeFile(out, sb.String()); err != nil {
+					return err
+				}
+				fmt.Fprintf(stderr, "loadtest: wrote %s\n", out)
+			}
+			if runErr != nil {
+				return runErr
+			}
+			return failed(rep)
+		},
+	}
+}
+
+// fillDefaults records the effective configs (defaults applied by the
+// scenarios) from the first result of each scenario.
+func fillDefaults(rep *bench.Report) {
+	for _, r := range rep.Runs {
+		switch {
+		case r.Throughput != nil:
+			rep.Config.Throughput = r.Throughput.Config
+		case r.Burst != nil:
+			rep.Config.Burst = r.Burst.Config
+		case r.Precision != nil:
+			rep.Config.Precision = r.Precision.Config
+		case r.Backlog != nil:
+			rep.Config.Backlog = r.Backlog.Config
+		case r.Failover != nil:
+			rep.Config.Failover = r.Failover.Config
+		}
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+func failed(rep bench.Report) error {
+	for _, r := range rep.Runs {
+		if r.Error != "" {
+			return errRunFailed
+		}
+	}
+	return nil
+}
+
+func writeFile(path, s string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
 }
 
 func writeJSON(path string, stdout io.Writer, v any) error {
@@ -164,56 +398,16 @@ func writeJSON(path string, stdout io.Writer, v any) error {
 		_, err = stdout.Write(b)
 		return err
 	}
-	return os.WriteFile(path, b, 0o644)
+	return writeFile(path, string(b))
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
-
-func newTable(w io.Writer) table.Writer {
+func printRuns(w io.Writer, runs []bench.Run) {
 	t := table.NewWriter()
 	t.SetOutputMirror(w)
 	t.SetStyle(table.StyleLight)
-	return t
-}
-
-func printThroughput(w io.Writer, r scenario.ThroughputResult) {
-	t := newTable(w)
-	t.AppendHeader(table.Row{"METRIC", "VALUE"})
-	t.AppendRows([]table.Row{
-		{"published", r.Published},
-		{"failed", r.Failed},
-		{"elapsed", r.Elapsed.Round(time.Millisecond)},
-		{"msgs/s", fmt.Sprintf("%.0f", r.MsgsPerS)},
-		{"payload MB/s", fmt.Sprintf("%.2f", r.BytesPerS/1e6)},
-		{"publish latency p50", ms(r.Latency.P50)},
-		{"publish latency p99", ms(r.Latency.P99)},
-		{"publish latency max", ms(r.Latency.Max)},
-		{"batch latency p50", ms(r.BatchLatency.P50)},
-		{"batch latency p99", ms(r.BatchLatency.P99)},
-	})
-	if r.FirstError != "" {
-		t.AppendRow(table.Row{"first error", clip(r.FirstError)})
-	}
-	t.Render()
-}
-
-func printPrecision(w io.Writer, r scenario.PrecisionResult) {
-	t := newTable(w)
-	t.AppendHeader(table.Row{"METRIC", "VALUE"})
-	t.AppendRows([]table.Row{
-		{"published", r.Published},
-		{"publish failed", r.Failed},
-		{"received", r.Received},
-		{"missing", r.Missing},
-		{"duplicates", r.Duplicates},
-		{"early", r.Early},
-		{"lateness p50", ms(r.P50)},
-		{"lateness p99", ms(r.P99)},
-		{"lateness max", ms(r.Max)},
-		{"lateness min", ms(r.Min)},
-	})
-	if r.FirstErr != "" {
-		t.AppendRow(table.Row{"first error", clip(r.FirstErr)})
+	t.AppendHeader(table.Row{"SCENARIO", "SYSTEM", "CONFIG", "RESULT"})
+	for _, r := range runs {
+		t.AppendRow(table.Row{r.Scenario, r.Name, r.Config, clip(bench.Summary(r))})
 	}
 	t.Render()
 }
@@ -221,8 +415,9 @@ func printPrecision(w io.Writer, r scenario.PrecisionResult) {
 // clip keeps long error text from widening the table; the JSON report has
 // it whole.
 func clip(s string) string {
-	if len(s) > 100 {
-		return s[:97] + "..."
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 160 {
+		return s[:157] + "..."
 	}
 	return s
 }

@@ -2,44 +2,28 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/sundialmq/sundial/proto/client"
-	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
-
-// runHeader tags a precision run's messages so leftovers of other runs on
-// the same topic are acked but not counted.
-const runHeader = "loadtest-run"
 
 // PrecisionConfig configures Precision.
 type PrecisionConfig struct {
-	Topic    string        // default "loadtest.precision"
-	Group    string        // default: the topic's default group
-	Rate     int           // messages per second; default 1000
-	Delay    time.Duration // delay of every message; default 2s
-	Duration time.Duration // how long to publish; default 10s
+	Load     Load          `json:"load"`
+	Rate     int           `json:"rate"`        // messages per second; default 1000
+	Delay    time.Duration `json:"delay_ns"`    // delay of every message; default 2s
+	Duration time.Duration `json:"duration_ns"` // how long to publish; default 10s
 	// Grace is how long to keep consuming after the last message is due;
 	// default 5s.
-	Grace       time.Duration
-	MaxInFlight int // subscriber credit; default 256
+	Grace time.Duration `json:"grace_ns"`
 }
 
 func (c PrecisionConfig) withDefaults() PrecisionConfig {
-	if c.Topic == "" {
-		c.Topic = "loadtest.precision"
-	}
+	c.Load = c.Load.withDefaults()
 	if c.Rate <= 0 {
 		c.Rate = 1000
 	}
-	if c.Delay < 0 {
-		c.Delay = 0
-	}
-	if c.Delay == 0 {
+	if c.Delay <= 0 {
 		c.Delay = 2 * time.Second
 	}
 	if c.Duration <= 0 {
@@ -48,168 +32,123 @@ func (c PrecisionConfig) withDefaults() PrecisionConfig {
 	if c.Grace <= 0 {
 		c.Grace = 5 * time.Second
 	}
-	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = 256
-	}
 	return c
 }
 
-// PrecisionResult is what Precision measured. Lateness is delivery time
-// (client clock) minus the message's due_at_unix_ms.
+// PrecisionResult is what Precision measured. Lateness is the consumer's
+// receive time minus the message's due time (the one the system was asked
+// for, in milliseconds).
 type PrecisionResult struct {
-	Config    PrecisionConfig `json:"config"`
-	Published int             `json:"published"`
-	Failed    int             `json:"publish_failed"`
-	Received  int             `json:"received"`
-	// Duplicates counts deliveries of a message already received.
-	Duplicates int `json:"duplicates"`
-	// Early counts deliveries before their due time.
-	Early    int           `json:"early"`
-	Missing  int           `json:"missing"`
-	P50      time.Duration `json:"lateness_p50_ns"`
-	P99      time.Duration `json:"lateness_p99_ns"`
-	Max      time.Duration `json:"lateness_max_ns"`
-	Min      time.Duration `json:"lateness_min_ns"`
-	FirstErr string        `json:"first_error,omitempty"`
+	Config     PrecisionConfig `json:"config"`
+	Published  uint64          `json:"published"`
+	Failed     uint64          `json:"publish_failed"`
+	Received   uint64          `json:"received"`
+	Missing    uint64          `json:"missing"`
+	Duplicates uint64          `json:"duplicates"`
+	// Early counts deliveries before their due time; Earliest is the most
+	// negative lateness.
+	Early        uint64        `json:"early"`
+	Earliest     time.Duration `json:"earliest_ns"`
+	Lateness     Latency       `json:"lateness"`
+	LatenessCDF  []Quantile    `json:"lateness_cdf"`
+	FirstError   string        `json:"first_error,omitempty"`
+	ConsumeError string        `json:"consume_error,omitempty"`
 }
 
-// Precision publishes Rate messages per second, each due Delay later, for
-// Duration, while a subscriber acks them; it measures how late (or early)
-// each first delivery came. It returns when every published message arrived
-// or Grace after the last one was due.
-func Precision(ctx context.Context, c *client.Client, cfg PrecisionConfig) (PrecisionResult, error) {
+// Precision publishes Rate messages per second on a steady schedule, each
+// due Delay after its scheduled send time, for Duration, while consumers
+// ack them; it measures the lateness of each first delivery.
+func Precision(ctx context.Context, t Target, cfg PrecisionConfig) (PrecisionResult, error) {
 	cfg = cfg.withDefaults()
-	run := client.NewRequestID()[:12]
-	res := PrecisionResult{Config: cfg}
-
-	var (
-		mu        sync.Mutex // guards everything below
-		published = map[string]struct{}{}
-		seen      = map[string]struct{}{}
-		lateness  []time.Duration
-		subErr    error
-		allIn     = make(chan struct{})
-		pubDone   bool
-	)
-	checkDone := func() {
-		if pubDone && len(seen) >= len(published) {
-			select {
-			case <-allIn:
-			default:
-				close(allIn)
-			}
-		}
+	if err := cfg.Load.Validate(); err != nil {
+		return PrecisionResult{}, fmt.Errorf("scenario: precision: %w", err)
 	}
+	res := PrecisionResult{Config: cfg}
+	total := uint64(float64(cfg.Rate) * cfg.Duration.Seconds())
+	rec := newReceiver(total)
+	stop := startConsumer(ctx, t, cfg.Load.consume(), rec.handle)
 
-	subCtx, stopSub := context.WithCancel(ctx)
-	defer stopSub()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		err := c.Subscribe(subCtx, client.SubscribeOptions{Topic: cfg.Topic, Group: cfg.Group, MaxInFlight: cfg.MaxInFlight},
-			func(hctx context.Context, d *client.Delivery) {
-				now := time.Now()
-				_ = d.Ack(hctx)
-				if d.GetHeaders()[runHeader] != run {
-					return
+	// The scheduler queues each message at its send time; workers publish
+	// whatever is queued, up to Batch at a time, so a slow publish delays
+	// only its own messages.
+	queue := make(chan Message, cfg.Rate*int(cfg.Duration/time.Second+2))
+	var (
+		mu       sync.Mutex // guards the three below
+		ok, fail uint64
+		firstErr error
+		lastDue  time.Time
+		wg       sync.WaitGroup
+	)
+	pctx, cancel := context.WithTimeout(ctx, cfg.Duration+30*time.Second)
+	defer cancel()
+	for range cfg.Load.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range queue {
+				batch := []Message{m}
+			more:
+				for len(batch) < cfg.Load.Batch {
+					select {
+					case m2, open := <-queue:
+						if !open {
+							break more
+						}
+						batch = append(batch, m2)
+					default:
+						break more
+					}
 				}
-				late := now.Sub(time.UnixMilli(d.GetDueAtUnixMs()))
+				err := t.Publish(pctx, batch)
 				mu.Lock()
-				defer mu.Unlock()
-				if _, dup := seen[d.GetMessageId()]; dup {
-					res.Duplicates++
-					return
+				if err != nil {
+					fail += uint64(len(batch))
+					if firstErr == nil {
+						firstErr = err
+					}
+				} else {
+					ok += uint64(len(batch))
 				}
-				seen[d.GetMessageId()] = struct{}{}
-				lateness = append(lateness, late)
-				if late < 0 {
-					res.Early++
-				}
-				checkDone()
-			})
-		mu.Lock()
-		subErr = err
-		mu.Unlock()
-	}()
-
-	// Publish on a steady schedule: every tick, catch up to rate·elapsed.
-	pub := c.NewPublisher(client.PublisherOptions{Linger: time.Millisecond, PublishTimeout: 10 * time.Second})
-	var futs []*client.PublishFuture
+				mu.Unlock()
+			}
+		}()
+	}
 	start := time.Now()
 	tick := time.NewTicker(time.Millisecond)
-	headers := map[string]string{runHeader: run}
-	total := int(float64(cfg.Rate) * cfg.Duration.Seconds())
-publish:
-	for sent := 0; sent < total; {
+	interval := time.Second / time.Duration(cfg.Rate)
+	var sent uint64
+schedule:
+	for sent < total {
 		select {
-		case <-ctx.Done():
-			break publish
+		case <-pctx.Done():
+			break schedule
 		case <-tick.C:
 		}
-		want := min(total, int(float64(cfg.Rate)*time.Since(start).Seconds()))
+		want := min(total, uint64(time.Since(start)/interval)+1)
 		for ; sent < want; sent++ {
-			futs = append(futs, pub.Publish(&sundialv1.Message{
-				Topic: cfg.Topic, Payload: []byte(strconv.Itoa(sent)), Headers: headers, DelayMs: cfg.Delay.Milliseconds(),
-			}))
+			due := dueMs(start.Add(time.Duration(sent)*interval + cfg.Delay))
+			lastDue = due
+			queue <- Message{Seq: sent, Due: due, Payload: EncodePayload(sent, due, cfg.Load.SizeBytes)}
 		}
 	}
 	tick.Stop()
-	closeCtx, cancelClose := context.WithTimeout(context.Background(), 30*time.Second)
-	_ = pub.Close(closeCtx)
-	cancelClose()
-	var lastDue time.Time
-	mu.Lock()
-	for _, f := range futs {
-		r, err := f.Wait(ctx)
-		if err != nil {
-			res.Failed++
-			if res.FirstErr == "" {
-				res.FirstErr = err.Error()
-			}
-			continue
-		}
-		published[r.GetMessageId()] = struct{}{}
-		if due := time.UnixMilli(r.GetDueAtUnixMs()); due.After(lastDue) {
-			lastDue = due
-		}
-	}
-	res.Published = len(published)
-	pubDone = true
-	checkDone()
-	mu.Unlock()
-
-	wait := time.Until(lastDue) + cfg.Grace
-	timer := time.NewTimer(max(wait, 0))
-	select {
-	case <-allIn:
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	timer.Stop()
-	stopSub()
+	close(queue)
 	wg.Wait()
+	res.Published, res.Failed, res.FirstError = ok, fail, errString(firstErr)
+	rec.expect(ok)
+	rec.wait(ctx, lastDue.Add(cfg.Grace))
+	res.ConsumeError = errString(stop())
 
-	mu.Lock()
-	defer mu.Unlock()
-	res.Received = len(seen)
-	for id := range published {
-		if _, ok := seen[id]; !ok {
-			res.Missing++
-		}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	res.Received, res.Duplicates, res.Early, res.Earliest = rec.got, rec.dups, rec.early, rec.earliest
+	if res.Published > res.Received {
+		res.Missing = res.Published - res.Received
 	}
-	res.P50 = Percentile(lateness, 0.5)
-	res.P99 = Percentile(lateness, 0.99)
-	res.Max = Percentile(lateness, 1)
-	res.Min = Percentile(lateness, 0)
-	if subErr != nil {
-		return res, fmt.Errorf("scenario: precision: subscribe: %w", subErr)
+	res.Lateness = rec.lateness.Summary()
+	res.LatenessCDF = rec.lateness.CDF(CDFQuantiles)
+	if res.Published == 0 {
+		return res, fmt.Errorf("scenario: precision: nothing published, first error: %s", res.FirstError)
 	}
-	if res.Published == 0 && res.Failed > 0 {
-		return res, fmt.Errorf("scenario: precision: every publish failed, first: %s", res.FirstErr)
-	}
-	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		return res, err
-	}
-	return res, nil
+	return res, ctx.Err()
 }

@@ -154,3 +154,24 @@ type Latency struct {
 func (h *Histogram) Summary() Latency {
 	return Latency{Count: h.n, P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), Max: h.max, Mean: h.Mean()}
 }
+
+// Quantile is one point of a distribution: the value at quantile Q.
+type Quantile struct {
+	Q     float64       `json:"q"`
+	Value time.Duration `json:"value_ns"`
+}
+
+// CDFQuantiles are the quantiles reports chart.
+var CDFQuantiles = []float64{0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999, 1}
+
+// CDF returns h's value at each of qs.
+func (h *Histogram) CDF(qs []float64) []Quantile {
+	if h.n == 0 {
+		return nil
+	}
+	out := make([]Quantile, len(qs))
+	for i, q := range qs {
+		out[i] = Quantile{Q: q, Value: h.Quantile(q)}
+	}
+	return out
+}

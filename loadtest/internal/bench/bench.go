@@ -1,0 +1,281 @@
+// Package bench runs every scenario against every system configuration,
+// each on a freshly started instance, and renders the results as
+// docs/benchmarks.md with an SVG chart of lateness distributions.
+//
+// RunAll is sequential: one system instance runs at a time, so the systems
+// never compete for the machine. It owns no goroutines after it returns.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/sundialmq/sundial/loadtest/internal/scenario"
+	"github.com/sundialmq/sundial/loadtest/internal/target"
+)
+
+// Scenario names, in run order.
+const (
+	Throughput = "throughput"
+	Burst      = "burst"
+	Precision  = "precision"
+	Backlog    = "backlog"
+	Failover   = "failover"
+)
+
+// Scenarios lists every scenario in run order.
+var Scenarios = []string{Throughput, Burst, Precision, Backlog, Failover}
+
+// Config says what to run.
+type Config struct {
+	Systems    []target.Spec
+	Scenarios  []string
+	Throughput scenario.ThroughputConfig
+	Burst      scenario.BurstConfig
+	Precision  scenario.PrecisionConfig
+	Backlog    scenario.BacklogConfig
+	Failover   scenario.FailoverConfig
+	// Dir is the work directory for every instance's data; default a temp
+	// dir, removed afterwards.
+	Dir           string
+	SundialBinDir string
+	// ScenarioTimeout bounds one scenario on one system; default 10m.
+	ScenarioTimeout time.Duration
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+}
+
+// Run is one scenario on one system.
+type Run struct {
+	Name     string `json:"name"`
+	System   string `json:"system"`
+	Config   string `json:"config"`
+	Durable  bool   `json:"durable"`
+	Scenario string `json:"scenario"`
+	// Skipped says why the run did not happen (missing binary, scenario
+	// not meaningful for the system).
+	Skipped string        `json:"skipped,omitempty"`
+	Error   string        `json:"error,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+
+	Throughput *scenario.ThroughputResult `json:"throughput,omitempty"`
+	Burst      *scenario.BurstResult      `json:"burst,omitempty"`
+	Precision  *scenario.PrecisionResult  `json:"precision,omitempty"`
+	Backlog    *scenario.BacklogResult    `json:"backlog,omitempty"`
+	Failover   *scenario.FailoverResult   `json:"failover,omitempty"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	Cores       int    `json:"cores"`
+	MemoryBytes int64  `json:"memory_bytes"`
+	CPU         string `json:"cpu"`
+	GoVersion   string `json:"go_version"`
+	Kernel      string `json:"kernel"`
+	Versions    string `json:"versions"`
+}
+
+// Report is a whole benchmark run.
+type Report struct {
+	Machine Machine       `json:"machine"`
+	Started time.Time     `json:"started"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Runs    []Run         `json:"runs"`
+	Config  struct {
+		Throughput scenario.ThroughputConfig `json:"throughput"`
+		Burst      scenario.BurstConfig      `json:"burst"`
+		Precision  scenario.PrecisionConfig  `json:"precision"`
+		Backlog    scenario.BacklogConfig    `json:"backlog"`
+		Failover   scenario.FailoverConfig   `json:"failover"`
+	} `json:"config"`
+}
+
+// RunAll runs cfg.Scenarios × cfg.Systems and returns every run, failed or
+// skipped ones included. It stops early only when ctx ends.
+func RunAll(ctx context.Context, cfg Config) (Report, error) {
+	if cfg.ScenarioTimeout <= 0 {
+		cfg.ScenarioTimeout = 10 * time.Minute
+	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	rep := Report{Machine: DescribeMachine(cfg.Systems), Started: time.Now()}
+	rep.Config.Throughput, rep.Config.Burst, rep.Config.Precision = cfg.Throughput, cfg.Burst, cfg.Precision
+	rep.Config.Backlog, rep.Config.Failover = cfg.Backlog, cfg.Failover
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "loadtest-bench-")
+		if err != nil {
+			return rep, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	for _, sc := range cfg.Scenarios {
+		for _, spec := range cfg.Systems {
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			run := Run{Name: spec.Name, System: spec.System, Config: spec.Config, Durable: spec.Durable, Scenario: sc}
+			if _, err := spec.BinaryPath(); err != nil {
+				run.Skipped = err.Error()
+				fmt.Fprintf(progress, "bench: %-10s %-17s SKIPPED: %v\n", sc, spec.Name, err)
+				rep.Runs = append(rep.Runs, run)
+				continue
+			}
+			if sc == Failover && spec.Name != "sundial" {
+				run.Skipped = "single server process: losing it is an outage until restart, not a failover"
+				rep.Runs = append(rep.Runs, run)
+				continue
+			}
+			fmt.Fprintf(progress, "bench: %-10s %-17s starting\n", sc, spec.Name)
+			start := time.Now()
+			err := runOne(ctx, cfg, sc, spec, filepath.Join(dir, sc+"-"+spec.Name), &run)
+			run.Elapsed = time.Since(start)
+			if err != nil {
+				run.Error = err.Error()
+			}
+			fmt.Fprintf(progress, "bench: %-10s %-17s done in %v: %s\n", sc, spec.Name, run.Elapsed.Round(time.Second), Summary(run))
+			rep.Runs = append(rep.Runs, run)
+		}
+	}
+	rep.Elapsed = time.Since(rep.Started)
+	return rep, nil
+}
+
+func runOne(ctx context.Context, cfg Config, sc string, spec target.Spec, dir string, run *Run) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.ScenarioTimeout)
+	defer cancel()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	inst, err := spec.Start(ctx, target.Options{Dir: dir, SundialBinDir: cfg.SundialBinDir})
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	defer func() { err = errors.Join(err, inst.Close()) }()
+	switch sc {
+	case Throughput:
+		r, err := scenario.Throughput(ctx, inst, cfg.Throughput)
+		run.Throughput = &r
+		return err
+	case Burst:
+		r, err := scenario.Burst(ctx, inst, cfg.Burst)
+		run.Burst = &r
+		return err
+	case Precision:
+		r, err := scenario.Precision(ctx, inst, cfg.Precision)
+		run.Precision = &r
+		return err
+	case Backlog:
+		r, err := scenario.Backlog(ctx, inst, cfg.Backlog)
+		run.Backlog = &r
+		return err
+	case Failover:
+		r, err := scenario.Failover(ctx, inst, cfg.Failover)
+		run.Failover = &r
+		return err
+	}
+	return fmt.Errorf("bench: unknown scenario %q", sc)
+}
+
+// Summary is a one-line account of a run for progress output.
+func Summary(r Run) string {
+	switch {
+	case r.Skipped != "":
+		return "skipped: " + r.Skipped
+	case r.Throughput != nil:
+		return fmt.Sprintf("%.0f msgs/s, batch p99 %v %s", r.Throughput.MsgsPerS, ms(r.Throughput.BatchLatency.P99), errSuffix(r.Error))
+	case r.Burst != nil:
+		b := r.Burst
+		return fmt.Sprintf("%d/%d delivered, drain %.0f msgs/s, lateness p50 %v p99 %v %s", b.Delivered, b.Published, b.DrainRate, ms(b.Lateness.P50), ms(b.Lateness.P99), errSuffix(r.Error))
+	case r.Precision != nil:
+		p := r.Precision
+		return fmt.Sprintf("%d/%d received, early %d, lateness p50 %v p99 %v max %v %s", p.Received, p.Published, p.Early, ms(p.Lateness.P50), ms(p.Lateness.P99), ms(p.Lateness.Max), errSuffix(r.Error))
+	case r.Backlog != nil:
+		b := r.Backlog
+		return fmt.Sprintf("%d pending, max RSS %s, %.0f B/msg, disk %s, first due %v after restart %s", b.Published, mib(b.MaxRSSBytes), b.RSSPerMsgBytes, mib(b.DiskBytes), ms(b.FirstDue), errSuffix(r.Error))
+	case r.Failover != nil:
+		f := r.Failover
+		return fmt.Sprintf("killed %s, window %v, failed %d, lost %d %s", f.Killed, ms(f.Window), f.Failed, f.Lost, errSuffix(r.Error))
+	}
+	return errSuffix(r.Error)
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return "ERROR: " + e
+}
+
+// DescribeMachine reads cores, memory, CPU model, kernel and versions.
+func DescribeMachine(specs []target.Spec) Machine {
+	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if out, err := exec.Command("go", "version").Output(); err == nil {
+		m.GoVersion = strings.TrimSpace(string(out))
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				var kb int64
+				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
+				m.MemoryBytes = kb * 1024
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				if _, v, ok := strings.Cut(line, ":"); ok {
+					m.CPU = strings.TrimSpace(v)
+					break
+				}
+			}
+		}
+	}
+	if out, err := exec.Command("uname", "-sr").Output(); err == nil {
+		m.Kernel = strings.TrimSpace(string(out))
+	}
+	var vs []string
+	for _, s := range specs {
+		if s.Binary == "" {
+			continue
+		}
+		p, err := s.BinaryPath()
+		if err != nil {
+			continue
+		}
+		flag := "--version"
+		if s.Binary == "beanstalkd" {
+			flag = "-v"
+		}
+		out, _ := exec.Command(p, flag).CombinedOutput()
+		v := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+		entry := s.Binary + ": " + v
+		if !contains(vs, entry) {
+			vs = append(vs, entry)
+		}
+	}
+	m.Versions = strings.Join(vs, "; ")
+	return m
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

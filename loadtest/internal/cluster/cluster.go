@@ -1,0 +1,337 @@
+// Package cluster starts a local Sundial cluster as processes: N brokers
+// (replication factor min(3, N), S event shards) and one proxy, on free
+// loopback ports, from the sundial-broker and sundial-proxy binaries. It is
+// how loadtest measures Sundial the way a user runs it, without importing
+// the broker module (and so without dragonboat or pebble).
+//
+// A Cluster is used from one goroutine at a time; its processes are stopped
+// by pid in Stop. Ports are fixed at Start, so a restarted broker comes back
+// on the same addresses with the same data directory.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sundialmq/sundial/loadtest/internal/proc"
+)
+
+// Config says what to start. Zero fields take the defaults.
+type Config struct {
+	// Brokers is the number of broker processes; default 3.
+	Brokers int
+	// Shards is the number of event shards at bootstrap; default 8.
+	Shards int
+	// BinDir holds sundial-broker and sundial-proxy; missing binaries are
+	// built there with go build from the repository root. Default: <root>/bin.
+	BinDir string
+	// DataDir holds broker-N/ directories and logs/; default a new temp dir
+	// (removed by Stop unless KeepData).
+	DataDir  string
+	KeepData bool
+	// LogLevel of every process; default "warn".
+	LogLevel string
+	// StartTimeout bounds waiting for every /healthz; default 90s.
+	StartTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Brokers <= 0 {
+		c.Brokers = 3
+	}
+	if c.Shards <= 0 {
+		c.Shards = 8
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "warn"
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 90 * time.Second
+	}
+	return c
+}
+
+// NodeID is a broker's node id (1-based).
+type NodeID int
+
+type broker struct {
+	id                       NodeID
+	raft, grpc, metrics, dir string
+	proc                     *proc.Process
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	cfg       Config
+	bin       string
+	members   string
+	brokers   []*broker
+	proxy     *proc.Process
+	proxyGRPC string
+	proxyHTTP string
+	tempData  bool
+}
+
+// RepoRoot walks up from the working directory to the directory holding
+// go.work.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for range 64 {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return "", errors.New("cluster: no go.work above the working directory")
+}
+
+// EnsureBinaries returns the bin dir holding sundial-broker and
+// sundial-proxy, building whichever is missing (or all when rebuild).
+func EnsureBinaries(ctx context.Context, binDir string, rebuild bool) (string, error) {
+	root, rootErr := RepoRoot()
+	if binDir == "" {
+		if rootErr != nil {
+			return "", rootErr
+		}
+		binDir = filepath.Join(root, "bin")
+	}
+	var missing []string
+	for name, pkg := range map[string]string{"sundial-broker": "./broker/cmd/sundial-broker", "sundial-proxy": "./proxy/cmd/sundial-proxy"} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil || rebuild {
+			missing = append(missing, pkg)
+		}
+	}
+	if len(missing) == 0 {
+		return binDir, nil
+	}
+	if rootErr != nil {
+		return "", fmt.Errorf("cluster: %s lacks the binaries and they cannot be built: %w", binDir, rootErr)
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", err
+	}
+	args := append([]string{"build", "-o", binDir + string(filepath.Separator)}, missing...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("cluster: go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return binDir, nil
+}
+
+// Start builds missing binaries, starts the brokers and the proxy, and
+// waits until every /healthz answers 200.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	cfg = cfg.withDefaults()
+	bin, err := EnsureBinaries(ctx, cfg.BinDir, false)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, bin: bin}
+	if cfg.DataDir == "" {
+		d, err := os.MkdirTemp("", "sundial-loadtest-")
+		if err != nil {
+			return nil, err
+		}
+		c.cfg.DataDir, c.tempData = d, true
+	}
+	var members, grpcs []string
+	for i := 1; i <= cfg.Brokers; i++ {
+		b := &broker{id: NodeID(i), dir: filepath.Join(c.cfg.DataDir, fmt.Sprintf("broker-%d", i))}
+		for _, a := range []*string{&b.raft, &b.grpc, &b.metrics} {
+			if *a, err = proc.FreeAddr(); err != nil {
+				return nil, err
+			}
+		}
+		members = append(members, fmt.Sprintf("%d=%s@%s", i, b.raft, b.grpc))
+		grpcs = append(grpcs, b.grpc)
+		c.brokers = append(c.brokers, b)
+	}
+	c.members = strings.Join(members, ",")
+	if c.proxyGRPC, err = proc.FreeAddr(); err != nil {
+		return nil, err
+	}
+	if c.proxyHTTP, err = proc.FreeAddr(); err != nil {
+		return nil, err
+	}
+	for _, b := range c.brokers {
+		if err := c.startBroker(b); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	c.proxy, err = proc.Start("proxy", filepath.Join(bin, "sundial-proxy"), filepath.Join(c.cfg.DataDir, "logs", "proxy.log"),
+		"--grpc-addr", c.proxyGRPC, "--http-addr", c.proxyHTTP, "--brokers", strings.Join(grpcs, ","), "--log-level", cfg.LogLevel)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) startBroker(b *broker) error {
+	p, err := proc.Start(fmt.Sprintf("broker-%d", b.id), filepath.Join(c.bin, "sundial-broker"),
+		filepath.Join(c.cfg.DataDir, "logs", fmt.Sprintf("broker-%d.log", b.id)),
+		"--node-id", fmt.Sprint(b.id), "--raft-addr", b.raft, "--grpc-addr", b.grpc, "--metrics-addr", b.metrics,
+		"--data-dir", b.dir, "--initial-members", c.members, "--shards", fmt.Sprint(c.cfg.Shards),
+		"--log-level", c.cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	b.proc = p
+	return nil
+}
+
+// WaitHealthy waits until every running broker's and the proxy's /healthz
+// answer 200, up to StartTimeout.
+func (c *Cluster) WaitHealthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
+	defer cancel()
+	for _, b := range c.brokers {
+		if b.proc == nil || b.proc.Exited() {
+			continue
+		}
+		if err := proc.WaitFor(ctx, 100*time.Millisecond, proc.HTTP200("http://"+b.metrics+"/healthz"), b.proc); err != nil {
+			return fmt.Errorf("cluster: broker-%d not healthy: %w", b.id, err)
+		}
+	}
+	if err := proc.WaitFor(ctx, 100*time.Millisecond, proc.HTTP200("http://"+c.proxyHTTP+"/healthz"), c.proxy); err != nil {
+		return fmt.Errorf("cluster: proxy not healthy: %w", err)
+	}
+	return nil
+}
+
+// ProxyAddr is the proxy's gRPC address.
+func (c *Cluster) ProxyAddr() string { return c.proxyGRPC }
+
+// Shards is the number of event shards the cluster was bootstrapped with.
+func (c *Cluster) Shards() int { return c.cfg.Shards }
+
+// Brokers lists the node ids.
+func (c *Cluster) Brokers() []NodeID {
+	ids := make([]NodeID, len(c.brokers))
+	for i, b := range c.brokers {
+		ids[i] = b.id
+	}
+	return ids
+}
+
+// BrokerPids are the pids of the running brokers.
+func (c *Cluster) BrokerPids() []int {
+	var pids []int
+	for _, b := range c.brokers {
+		if b.proc != nil && !b.proc.Exited() {
+			pids = append(pids, b.proc.Pid())
+		}
+	}
+	return pids
+}
+
+// ProxyPid is the proxy's pid.
+func (c *Cluster) ProxyPid() int { return c.proxy.Pid() }
+
+// DataDirs are the brokers' data directories.
+func (c *Cluster) DataDirs() []string {
+	dirs := make([]string, len(c.brokers))
+	for i, b := range c.brokers {
+		dirs[i] = b.dir
+	}
+	return dirs
+}
+
+func (c *Cluster) broker(id NodeID) (*broker, error) {
+	for _, b := range c.brokers {
+		if b.id == id {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("cluster: no broker %d", id)
+}
+
+// Kill SIGKILLs broker id.
+func (c *Cluster) Kill(id NodeID) error {
+	b, err := c.broker(id)
+	if err != nil {
+		return err
+	}
+	if b.proc == nil {
+		return nil
+	}
+	return b.proc.Kill()
+}
+
+// StopBroker stops broker id gracefully (SIGTERM).
+func (c *Cluster) StopBroker(id NodeID) error {
+	b, err := c.broker(id)
+	if err != nil {
+		return err
+	}
+	if b.proc == nil {
+		return nil
+	}
+	return b.proc.Stop()
+}
+
+// Restart starts broker id again (stopping it first if it runs) on the
+// same addresses and data, without waiting for health.
+func (c *Cluster) Restart(id NodeID) error {
+	b, err := c.broker(id)
+	if err != nil {
+		return err
+	}
+	if b.proc != nil && !b.proc.Exited() {
+		if err := b.proc.Stop(); err != nil {
+			return err
+		}
+	}
+	return c.startBroker(b)
+}
+
+// Stop stops the proxy and every broker by pid, and removes a temp data
+// directory unless KeepData.
+func (c *Cluster) Stop() error {
+	var errs []error
+	if c.proxy != nil {
+		errs = append(errs, c.proxy.Stop())
+	}
+	for _, b := range c.brokers {
+		if b.proc != nil {
+			errs = append(errs, b.proc.Stop())
+		}
+	}
+	if c.tempData && !c.cfg.KeepData {
+		errs = append(errs, os.RemoveAll(c.cfg.DataDir))
+	}
+	return errors.Join(errs...)
+}
+
+// LogTails returns the last bytes of every process log, for failure reports.
+func (c *Cluster) LogTails(n int) string {
+	var sb strings.Builder
+	for _, b := range c.brokers {
+		if b.proc != nil {
+			fmt.Fprintf(&sb, "--- broker-%d:\n%s\n", b.id, b.proc.Tail(n))
+		}
+	}
+	if c.proxy != nil {
+		fmt.Fprintf(&sb, "--- proxy:\n%s\n", c.proxy.Tail(n))
+	}
+	return sb.String()
+}
