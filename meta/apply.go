@@ -17,6 +17,19 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.bootstrapShards(c.Count, c.RF), nil
 	case OpCreateTopic:
 		return s.createTopic(c.Topic, c.IfNotExists, c.NowMs)
+	case OpUpdateTopic:
+		return s.updateTopic(c.Topic)
+	case OpDeleteTopic:
+		if _, ok := s.Topics[c.Name]; !ok {
+			return ResultNotFound, nil
+		}
+		delete(s.Topics, c.Name)
+		s.Version++
+		return ResultOK, nil
+	case OpCreateGroup:
+		return s.createGroup(c.Name, c.Group, c.IfNotExists)
+	case OpDeleteGroup:
+		return s.deleteGroup(c.Name, c.Group)
 	}
 	return ResultInvalid, nil
 }
@@ -85,3 +98,49 @@ func (s *State) createTopic(t *Topic, ifNotExists bool, nowMs int64) (uint64, []
 
 // DefaultGroup is the group every topic has.
 const DefaultGroup = "default"
+
+// updateTopic replaces a topic's settings, keeping its name, creation time
+// and groups.
+func (s *State) updateTopic(t *Topic) (uint64, []byte) {
+	old, ok := s.Topics[t.Name]
+	if !ok {
+		return ResultNotFound, nil
+	}
+	nt := t.Clone()
+	nt.CreatedAtMs, nt.Groups = old.CreatedAtMs, slices.Clone(old.Groups)
+	s.Topics[t.Name] = nt
+	s.Version++
+	b, _ := json.Marshal(nt)
+	return ResultOK, b
+}
+
+func (s *State) createGroup(topic, group string, ifNotExists bool) (uint64, []byte) {
+	t, ok := s.Topics[topic]
+	if !ok {
+		return ResultNotFound, nil
+	}
+	if slices.Contains(t.Groups, group) {
+		if ifNotExists {
+			return ResultNoop, nil
+		}
+		return ResultExists, nil
+	}
+	t.Groups = append(t.Groups, group)
+	slices.Sort(t.Groups)
+	s.Version++
+	return ResultOK, nil
+}
+
+func (s *State) deleteGroup(topic, group string) (uint64, []byte) {
+	t, ok := s.Topics[topic]
+	if !ok {
+		return ResultNotFound, nil
+	}
+	i := slices.Index(t.Groups, group)
+	if i < 0 {
+		return ResultNotFound, nil
+	}
+	t.Groups = slices.Delete(t.Groups, i, i+1)
+	s.Version++
+	return ResultOK, nil
+}

@@ -13,6 +13,10 @@ const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
 	OpCreateTopic     Op = "create_topic"
+	OpUpdateTopic     Op = "update_topic"
+	OpDeleteTopic     Op = "delete_topic"
+	OpCreateGroup     Op = "create_group"
+	OpDeleteGroup     Op = "delete_group"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -29,6 +33,10 @@ type Command struct {
 
 	Topic       *Topic `json:"topic,omitempty"`
 	IfNotExists bool   `json:"if_not_exists,omitempty"`
+
+	// Topic and group names for delete_topic, create_group, delete_group.
+	Name  string `json:"name,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -37,6 +45,7 @@ const (
 	ResultExists
 	ResultInvalid
 	ResultNoop
+	ResultNotFound
 )
 
 // ErrMalformedCommand is returned for bytes that are not a command.
@@ -66,9 +75,17 @@ func DecodeCommand(b []byte) (*Command, error) {
 		if c.Count < 1 || c.RF < 1 {
 			return nil, fmt.Errorf("%w: bootstrap_shards needs count and rf", ErrMalformedCommand)
 		}
-	case OpCreateTopic:
+	case OpCreateTopic, OpUpdateTopic:
 		if c.Topic == nil || c.Topic.Name == "" {
-			return nil, fmt.Errorf("%w: create_topic without a topic", ErrMalformedCommand)
+			return nil, fmt.Errorf("%w: %s without a topic", ErrMalformedCommand, c.Op)
+		}
+	case OpDeleteTopic:
+		if c.Name == "" {
+			return nil, fmt.Errorf("%w: delete_topic without a name", ErrMalformedCommand)
+		}
+	case OpCreateGroup, OpDeleteGroup:
+		if c.Name == "" || c.Group == "" {
+			return nil, fmt.Errorf("%w: %s without topic and group", ErrMalformedCommand, c.Op)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)

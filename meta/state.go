@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"maps"
 	"slices"
 )
 
@@ -72,6 +73,15 @@ type Topic struct {
 	DedupWindowMs       int64    `json:"dedup_window_ms"`
 	Groups              []string `json:"groups"`
 	CreatedAtMs         int64    `json:"created_at_ms"`
+	// ReleaseRatePerSec caps deliveries per second; 0 is unlimited.
+	ReleaseRatePerSec float64 `json:"release_rate_per_sec,omitempty"`
+	// JitterMs spreads due times by up to this much.
+	JitterMs int64 `json:"jitter_ms,omitempty"`
+	// FairnessWeights weighs fairness keys of FAIR topics (default 1).
+	FairnessWeights map[string]int32 `json:"fairness_weights,omitempty"`
+	// Backoff of redeliveries after a nack without delay.
+	BackoffBaseMs int64 `json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs  int64 `json:"backoff_max_ms,omitempty"`
 }
 
 // State is the whole metadata.
@@ -114,9 +124,7 @@ func (s *State) Clone() *State {
 		c.Shards[id] = &Shard{ID: sh.ID, Replicas: slices.Clone(sh.Replicas)}
 	}
 	for name, t := range s.Topics {
-		tt := *t
-		tt.Groups = slices.Clone(t.Groups)
-		c.Topics[name] = &tt
+		c.Topics[name] = t.Clone()
 	}
 	return c
 }
@@ -149,4 +157,12 @@ func (s *State) TopicNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// Clone is a deep copy.
+func (t *Topic) Clone() *Topic {
+	tt := *t
+	tt.Groups = slices.Clone(t.Groups)
+	tt.FairnessWeights = maps.Clone(t.FairnessWeights)
+	return &tt
 }

@@ -117,3 +117,32 @@ func FuzzDecodeCommand(f *testing.F) {
 		s.Apply(c)
 	})
 }
+
+func TestGroupsAndTopicChanges(t *testing.T) {
+	m := bootstrapped(t)
+	apply(t, m, 5, &Command{Op: OpCreateTopic, Topic: &Topic{Name: "orders", Partitions: 1, MaxAttempts: 10}})
+	steps := []struct {
+		c    *Command
+		want uint64
+	}{
+		{&Command{Op: OpCreateGroup, Name: "orders", Group: "billing"}, ResultOK},
+		{&Command{Op: OpCreateGroup, Name: "orders", Group: "billing"}, ResultExists},
+		{&Command{Op: OpCreateGroup, Name: "orders", Group: "billing", IfNotExists: true}, ResultNoop},
+		{&Command{Op: OpCreateGroup, Name: "missing", Group: "g"}, ResultNotFound},
+		{&Command{Op: OpUpdateTopic, Topic: &Topic{Name: "orders", Partitions: 1, MaxAttempts: 3, ReleaseRatePerSec: 5}}, ResultOK},
+		{&Command{Op: OpDeleteGroup, Name: "orders", Group: "nope"}, ResultNotFound},
+		{&Command{Op: OpDeleteGroup, Name: "orders", Group: "billing"}, ResultOK},
+	}
+	for i, s := range steps {
+		if r := apply(t, m, uint64(6+i), s.c); r.Value != s.want {
+			t.Fatalf("step %d %s = %d, want %d", i, s.c.Op, r.Value, s.want)
+		}
+	}
+	got := state(t, m).Topics["orders"]
+	if got.MaxAttempts != 3 || got.ReleaseRatePerSec != 5 || len(got.Groups) != 1 || got.Groups[0] != DefaultGroup {
+		t.Fatalf("topic = %+v, want max attempts 3, rate 5, groups [default]", got)
+	}
+	if r := apply(t, m, 20, &Command{Op: OpDeleteTopic, Name: "orders"}); r.Value != ResultOK || state(t, m).Topics["orders"] != nil {
+		t.Fatalf("delete topic = %d, topic %v", r.Value, state(t, m).Topics["orders"])
+	}
+}

@@ -50,16 +50,21 @@ func (a *applier) apply(c *raftv1.Command) (*raftv1.Outcome, error) {
 	case *raftv1.Command_Lease:
 		return a.lease(k.Lease)
 	case *raftv1.Command_Ack:
-		return a.forEachRef(k.Ack.Refs, func(ref *raftv1.MessageRef, cs *raftv1.CopyState) error {
+		return a.forEachRef(k.Ack.Refs, func(_ int, ref *raftv1.MessageRef, cs *raftv1.CopyState) error {
 			return a.dropCopy(ref.MessageId, ref.Group, cs, k.Ack.NowMs, raftv1.EndState_END_STATE_DELIVERED)
 		})
 	case *raftv1.Command_Nack:
-		return a.forEachRef(k.Nack.Refs, func(ref *raftv1.MessageRef, cs *raftv1.CopyState) error {
-			cs.Reason = k.Nack.Reason
-			return a.moveTo(ref.MessageId, ref.Group, cs, k.Nack.VisibleAtMs, false)
+		n := k.Nack
+		return a.forEachRef(n.Refs, func(i int, ref *raftv1.MessageRef, cs *raftv1.CopyState) error {
+			cs.Reason = n.Reason
+			visibleAt := n.VisibleAtMs
+			if len(n.VisibleAtEachMs) == len(n.Refs) {
+				visibleAt = n.VisibleAtEachMs[i]
+			}
+			return a.moveTo(ref.MessageId, ref.Group, cs, visibleAt, false)
 		})
 	case *raftv1.Command_Extend:
-		return a.forEachRef(k.Extend.Refs, func(ref *raftv1.MessageRef, cs *raftv1.CopyState) error {
+		return a.forEachRef(k.Extend.Refs, func(_ int, ref *raftv1.MessageRef, cs *raftv1.CopyState) error {
 			return a.moveTo(ref.MessageId, ref.Group, cs, k.Extend.DeadlineMs, true)
 		})
 	case *raftv1.Command_Sweep:

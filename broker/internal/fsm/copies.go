@@ -50,9 +50,9 @@ func (a *applier) lease(l *raftv1.Lease) (*raftv1.Outcome, error) {
 
 // forEachRef validates each ref against its copy's current lease and runs
 // fn on the valid ones.
-func (a *applier) forEachRef(refs []*raftv1.MessageRef, fn func(*raftv1.MessageRef, *raftv1.CopyState) error) (*raftv1.Outcome, error) {
+func (a *applier) forEachRef(refs []*raftv1.MessageRef, fn func(int, *raftv1.MessageRef, *raftv1.CopyState) error) (*raftv1.Outcome, error) {
 	out := &raftv1.Outcome{Codes: make([]raftv1.RefCode, 0, len(refs))}
-	for _, ref := range refs {
+	for i, ref := range refs {
 		cs, err := a.copyState(ref.GetMessageId(), ref.GetGroup())
 		if err != nil {
 			return nil, err
@@ -63,7 +63,7 @@ func (a *applier) forEachRef(refs []*raftv1.MessageRef, fn func(*raftv1.MessageR
 		case cs.Attempt != ref.Attempt || !cs.Leased:
 			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_STALE)
 		default:
-			if err := fn(ref, cs); err != nil {
+			if err := fn(i, ref, cs); err != nil {
 				return nil, err
 			}
 			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_OK)

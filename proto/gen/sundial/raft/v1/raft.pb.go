@@ -1025,12 +1025,14 @@ func (x *Ack) GetNowMs() int64 {
 }
 
 type Nack struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Refs          []*MessageRef          `protobuf:"bytes,1,rep,name=refs,proto3" json:"refs,omitempty"`
-	VisibleAtMs   int64                  `protobuf:"varint,2,opt,name=visible_at_ms,json=visibleAtMs,proto3" json:"visible_at_ms,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Refs        []*MessageRef          `protobuf:"bytes,1,rep,name=refs,proto3" json:"refs,omitempty"`
+	VisibleAtMs int64                  `protobuf:"varint,2,opt,name=visible_at_ms,json=visibleAtMs,proto3" json:"visible_at_ms,omitempty"`
+	Reason      string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When set, one visible_at per ref (a backoff per attempt) instead.
+	VisibleAtEachMs []int64 `protobuf:"varint,4,rep,packed,name=visible_at_each_ms,json=visibleAtEachMs,proto3" json:"visible_at_each_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Nack) Reset() {
@@ -1082,6 +1084,13 @@ func (x *Nack) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *Nack) GetVisibleAtEachMs() []int64 {
+	if x != nil {
+		return x.VisibleAtEachMs
+	}
+	return nil
 }
 
 type Extend struct {
@@ -2164,11 +2173,12 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"deadLetter\"M\n" +
 	"\x03Ack\x12/\n" +
 	"\x04refs\x18\x01 \x03(\v2\x1b.sundial.raft.v1.MessageRefR\x04refs\x12\x15\n" +
-	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\"s\n" +
+	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\"\xa0\x01\n" +
 	"\x04Nack\x12/\n" +
 	"\x04refs\x18\x01 \x03(\v2\x1b.sundial.raft.v1.MessageRefR\x04refs\x12\"\n" +
 	"\rvisible_at_ms\x18\x02 \x01(\x03R\vvisibleAtMs\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"Z\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12+\n" +
+	"\x12visible_at_each_ms\x18\x04 \x03(\x03R\x0fvisibleAtEachMs\"Z\n" +
 	"\x06Extend\x12/\n" +
 	"\x04refs\x18\x01 \x03(\v2\x1b.sundial.raft.v1.MessageRefR\x04refs\x12\x1f\n" +
 	"\vdeadline_ms\x18\x02 \x01(\x03R\n" +
