@@ -358,7 +358,9 @@ func (h *Host) leaderChanged(id, leader uint64) {
 	var stopping *dispatch.Dispatcher
 	switch {
 	case leader == s.replicaID && s.dispatcher == nil:
-		s.dispatcher = dispatch.New(id, h.db, s.proposer.Propose, s.proposer.Start, h.cfg.Now, h.cfg.Dispatch, h.log, h.dispM)
+		dc := h.cfg.Dispatch
+		dc.Policy = h.topicPolicy
+		s.dispatcher = dispatch.New(id, h.db, s.proposer.Propose, s.proposer.Start, h.cfg.Now, dc, h.log, h.dispM)
 		s.dispatcher.Start()
 		h.leaderG.WithLabelValues(fmt.Sprint(id)).Set(1)
 		h.log.Info("shard leadership gained", zap.Uint64("shard_id", id))
@@ -420,6 +422,7 @@ func (h *Host) ReadMeta(ctx context.Context) (*meta.State, error) {
 
 // Leading is the shard's proposer and dispatcher if this node leads it.
 type Leading struct {
+	Shard      uint64
 	Proposer   *proposer.Proposer
 	Dispatcher *dispatch.Dispatcher
 }
@@ -431,7 +434,7 @@ func (h *Host) LeaderInfo(id uint64) (lead *Leading, leaderNode uint64, leaderAd
 	s, hosted := h.shards[id]
 	var leading *Leading
 	if hosted && s.dispatcher != nil {
-		leading = &Leading{Proposer: s.proposer, Dispatcher: s.dispatcher}
+		leading = &Leading{Shard: id, Proposer: s.proposer, Dispatcher: s.dispatcher}
 	}
 	h.mu.RUnlock()
 	if !hosted {
@@ -510,4 +513,14 @@ func (h *Host) StateHash(shard uint64) ([]byte, error) {
 		return nil, err
 	}
 	return v.([]byte), nil
+}
+
+// topicPolicy answers the dispatch policy of a topic from the meta state.
+// Dead-letter topics have no attempt limit.
+func (h *Host) topicPolicy(topic string) dispatch.Policy {
+	t, ok := h.Meta().Topics[topic]
+	if !ok {
+		return dispatch.Policy{}
+	}
+	return dispatch.Policy{MaxAttempts: t.MaxAttempts, ReleaseRate: t.ReleaseRatePerSec}
 }

@@ -60,6 +60,11 @@ func (a *Admin) createTopic(ctx context.Context, in *sundialv1.Topic, ifNotExist
 		MaxMessageBytes:     or(in.GetMaxMessageBytes(), a.opts.Limits.MaxMessageBytes),
 		DedupWindowMs:       or(in.GetDedupWindowMs(), a.opts.DefaultDedupWindow.Milliseconds()),
 		Groups:              in.GetGroups(),
+		ReleaseRatePerSec:   in.GetReleaseRatePerSec(),
+		JitterMs:            in.GetJitterMs(),
+		FairnessWeights:     in.GetFairnessWeights(),
+		BackoffBaseMs:       in.GetBackoffBaseMs(),
+		BackoffMaxMs:        in.GetBackoffMaxMs(),
 	}
 	if in.GetKind() == sundialv1.TopicKind_TOPIC_KIND_FAIR {
 		t.Kind = "fair"
@@ -69,8 +74,6 @@ func (a *Admin) createTopic(ctx context.Context, in *sundialv1.Topic, ifNotExist
 		bad = append(bad, apierr.FieldViolation{Field: "topic.partitions", Description: "must be between 1 and 1024"})
 	case in.GetVisibilityTimeoutMs() != 0 && (in.GetVisibilityTimeoutMs() < minVisibilityTimeout.Milliseconds() || in.GetVisibilityTimeoutMs() > maxVisibilityTimeout.Milliseconds()):
 		bad = append(bad, apierr.FieldViolation{Field: "topic.visibility_timeout_ms", Description: "must be between 1s and 12h"})
-	case in.GetMaxAttempts() < 0:
-		bad = append(bad, apierr.FieldViolation{Field: "topic.max_attempts", Description: "must be at least 1"})
 	case in.GetRetentionMs() < 0 || in.GetDedupWindowMs() < 0:
 		bad = append(bad, apierr.FieldViolation{Field: "topic.retention_ms", Description: "durations must not be negative"})
 	case in.GetMaxMessageBytes() < 0 || in.GetMaxMessageBytes() > a.opts.Limits.MaxMessageBytes:
@@ -79,6 +82,7 @@ func (a *Admin) createTopic(ctx context.Context, in *sundialv1.Topic, ifNotExist
 	for i, g := range in.GetGroups() {
 		bad = append(bad, validate.GroupName(fieldIndex("topic.groups", i), g)...)
 	}
+	bad = append(bad, checkPolicy(t)...)
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
@@ -149,6 +153,29 @@ func (a *Admin) GetClusterInfo(ctx context.Context, _ *sundialv1.GetClusterInfoR
 	return &sundialv1.ClusterInfo{RoutingVersion: rt.Version, Nodes: rt.Nodes, Shards: rt.Shards, MetaLeaderNodeId: a.host.MetaLeader()}, nil
 }
 
+// checkPolicy validates the delivery-policy settings of a topic.
+func checkPolicy(t *meta.Topic) []apierr.FieldViolation {
+	var bad []apierr.FieldViolation
+	if t.ReleaseRatePerSec < 0 || t.ReleaseRatePerSec > 1e6 {
+		bad = append(bad, apierr.FieldViolation{Field: "topic.release_rate_per_sec", Description: "must be between 0 (unlimited) and 1000000"})
+	}
+	if t.JitterMs < 0 || t.JitterMs > 24*time.Hour.Milliseconds() {
+		bad = append(bad, apierr.FieldViolation{Field: "topic.jitter_ms", Description: "must be between 0 and 24h"})
+	}
+	if t.BackoffBaseMs < 0 || t.BackoffMaxMs < 0 || (t.BackoffMaxMs > 0 && t.BackoffBaseMs > t.BackoffMaxMs) {
+		bad = append(bad, apierr.FieldViolation{Field: "topic.backoff_base_ms", Description: "backoff durations must not be negative and base must not exceed max"})
+	}
+	for k, w := range t.FairnessWeights {
+		if w <= 0 {
+			bad = append(bad, apierr.FieldViolation{Field: "topic.fairness_weights[" + k + "]", Description: "weights must be positive"})
+		}
+	}
+	if t.MaxAttempts < 1 {
+		bad = append(bad, apierr.FieldViolation{Field: "topic.max_attempts", Description: "must be at least 1"})
+	}
+	return bad
+}
+
 func topicProto(t *meta.Topic) *sundialv1.Topic {
 	kind := sundialv1.TopicKind_TOPIC_KIND_DELAYED
 	if t.Kind == "fair" {
@@ -159,7 +186,162 @@ func topicProto(t *meta.Topic) *sundialv1.Topic {
 		VisibilityTimeoutMs: t.VisibilityTimeoutMs, MaxAttempts: t.MaxAttempts,
 		RetentionMs: t.RetentionMs, MaxMessageBytes: t.MaxMessageBytes,
 		Groups: t.Groups, CreatedAtUnixMs: t.CreatedAtMs, DedupWindowMs: t.DedupWindowMs,
+		ReleaseRatePerSec: t.ReleaseRatePerSec, JitterMs: t.JitterMs, FairnessWeights: t.FairnessWeights,
+		BackoffBaseMs: t.BackoffBaseMs, BackoffMaxMs: t.BackoffMaxMs,
 	}
+}
+
+// UpdateTopic changes the settings named in the update mask.
+func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicRequest) (*sundialv1.Topic, error) {
+	in := req.GetTopic()
+	if bad := validate.TopicName("topic.name", in.GetName()); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	if len(req.GetUpdateMask()) == 0 {
+		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "update_mask", Description: "name at least one field to change"})
+	}
+	st, err := a.host.ReadMeta(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	cur, ok := st.Topics[in.GetName()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", in.GetName())
+	}
+	t := cur.Clone()
+	var bad []apierr.FieldViolation
+	for _, f := range req.GetUpdateMask() {
+		switch f {
+		case "visibility_timeout_ms":
+			t.VisibilityTimeoutMs = in.GetVisibilityTimeoutMs()
+			if t.VisibilityTimeoutMs < minVisibilityTimeout.Milliseconds() || t.VisibilityTimeoutMs > maxVisibilityTimeout.Milliseconds() {
+				bad = append(bad, apierr.FieldViolation{Field: "topic.visibility_timeout_ms", Description: "must be between 1s and 12h"})
+			}
+		case "max_attempts":
+			t.MaxAttempts = in.GetMaxAttempts()
+		case "retention_ms":
+			t.RetentionMs = in.GetRetentionMs()
+		case "max_message_bytes":
+			t.MaxMessageBytes = in.GetMaxMessageBytes()
+			if t.MaxMessageBytes < 1 || t.MaxMessageBytes > a.opts.Limits.MaxMessageBytes {
+				bad = append(bad, apierr.FieldViolation{Field: "topic.max_message_bytes", Description: "must be between 1 and the cluster's maximum message size"})
+			}
+		case "dedup_window_ms":
+			t.DedupWindowMs = in.GetDedupWindowMs()
+		case "release_rate_per_sec":
+			t.ReleaseRatePerSec = in.GetReleaseRatePerSec()
+		case "jitter_ms":
+			t.JitterMs = in.GetJitterMs()
+		case "fairness_weights":
+			t.FairnessWeights = in.GetFairnessWeights()
+		case "backoff_base_ms":
+			t.BackoffBaseMs = in.GetBackoffBaseMs()
+		case "backoff_max_ms":
+			t.BackoffMaxMs = in.GetBackoffMaxMs()
+		default:
+			bad = append(bad, apierr.FieldViolation{Field: "update_mask", Description: "cannot change " + f + " (partitions, kind and groups are fixed here)"})
+		}
+	}
+	bad = append(bad, checkPolicy(t)...)
+	if len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	code, data, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpUpdateTopic, Topic: t})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if code == meta.ResultNotFound {
+		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", t.Name)
+	}
+	var stored meta.Topic
+	if err := json.Unmarshal(data, &stored); err != nil {
+		return nil, status.Errorf(codes.Internal, "decode updated topic: %v", err)
+	}
+	return topicProto(&stored), nil
+}
+
+// DeleteTopic removes the topic from the meta group; the proxy purges its
+// messages from the shards first.
+func (a *Admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicRequest) (*sundialv1.DeleteTopicResponse, error) {
+	if bad := validate.TopicName("name", req.GetName()); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	code, _, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpDeleteTopic, Name: req.GetName()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if code == meta.ResultNotFound {
+		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetName())
+	}
+	return &sundialv1.DeleteTopicResponse{}, nil
+}
+
+// CreateGroup adds a group to a topic in the meta group; the proxy then
+// registers it on the topic's shards.
+func (a *Admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupRequest) (*sundialv1.Group, error) {
+	bad := append(validate.TopicName("topic", req.GetTopic()), validate.GroupName("group", req.GetGroup())...)
+	if req.GetGroup() == "" {
+		bad = append(bad, apierr.FieldViolation{Field: "group", Description: "must not be empty"})
+	}
+	if len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	if _, ok := a.host.Meta().Topics[req.GetTopic()]; !ok && a.opts.AutoCreateTopics {
+		if _, err := a.createTopic(ctx, &sundialv1.Topic{Name: req.GetTopic()}, true); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	code, _, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateGroup, Name: req.GetTopic(), Group: req.GetGroup(), IfNotExists: req.GetIfNotExists()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	switch code {
+	case meta.ResultNotFound:
+		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetTopic())
+	case meta.ResultExists:
+		return nil, status.Errorf(codes.AlreadyExists, "group %q of topic %q already exists", req.GetGroup(), req.GetTopic())
+	}
+	return &sundialv1.Group{Topic: req.GetTopic(), Name: req.GetGroup()}, nil
+}
+
+// ListGroups answers a topic's groups (the proxy adds their stats).
+func (a *Admin) ListGroups(ctx context.Context, req *sundialv1.ListGroupsRequest) (*sundialv1.ListGroupsResponse, error) {
+	if bad := validate.TopicName("topic", req.GetTopic()); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	st, err := a.host.ReadMeta(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	t, ok := st.Topics[req.GetTopic()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetTopic())
+	}
+	resp := &sundialv1.ListGroupsResponse{}
+	for _, g := range t.Groups {
+		resp.Groups = append(resp.Groups, &sundialv1.Group{Topic: t.Name, Name: g})
+	}
+	return resp, nil
+}
+
+// DeleteGroup removes a group from a topic in the meta group (the proxy
+// removes its copies from the shards first). The default group stays.
+func (a *Admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupRequest) (*sundialv1.DeleteGroupResponse, error) {
+	bad := append(validate.TopicName("topic", req.GetTopic()), validate.GroupName("group", req.GetGroup())...)
+	if len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	if req.GetGroup() == meta.DefaultGroup {
+		return nil, apierr.FailedPrecondition(apierr.FieldViolation{Field: "group", Description: "every topic keeps the default group: purge it instead"})
+	}
+	code, _, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpDeleteGroup, Name: req.GetTopic(), Group: req.GetGroup()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if code == meta.ResultNotFound {
+		return nil, status.Errorf(codes.NotFound, "group %q of topic %q does not exist", req.GetGroup(), req.GetTopic())
+	}
+	return &sundialv1.DeleteGroupResponse{}, nil
 }
 
 func or(v, def int64) int64 {

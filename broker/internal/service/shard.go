@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -89,9 +90,17 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		return nil, err
 	}
 	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
+	st := s.host.Meta()
 	for i, pm := range req.Messages {
 		m := pm.GetMessage()
 		due := validate.DueAt(m, nowMs)
+		window := s.opts.DefaultDedupWindow.Milliseconds()
+		if t, ok := st.Topics[m.GetTopic()]; ok {
+			window = t.DedupWindowMs
+			if t.JitterMs > 0 {
+				due += rand.Int64N(t.JitterMs + 1)
+			}
+		}
 		var expires int64
 		if m.GetTtlMs() > 0 {
 			expires = due + m.GetTtlMs()
@@ -100,6 +109,7 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 			Topic: m.GetTopic(), Partition: pm.GetPartition(), Payload: m.GetPayload(), Headers: m.GetHeaders(),
 			PublishedAtMs: nowMs, DueAtMs: due, ExpiresAtMs: expires,
 			Key: m.GetKey(), FairnessKey: m.GetFairnessKey(), Priority: m.GetPriority(),
+			OnConflict: keyConflict(m.GetOnKeyConflict()), MaxWaitMs: m.GetMaxWaitMs(), DedupWindowMs: window,
 		}
 	}
 	out, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: cmd}})
@@ -109,9 +119,38 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	resp := &sundialv1.PublishResponse{RequestId: req.GetRequestId(), Results: make([]*sundialv1.PublishResult, len(out.GetPublished()))}
 	for i, p := range out.GetPublished() {
 		id, _ := receipt.MessageIDFromBytes(p.MessageId)
-		resp.Results[i] = &sundialv1.PublishResult{MessageId: id.String(), DueAtUnixMs: p.DueAtMs}
+		r := &sundialv1.PublishResult{MessageId: id.String(), DueAtUnixMs: p.DueAtMs, KeyOutcome: keyOutcome(p.KeyOutcome)}
+		if p.KeyOutcome == raftv1.KeyOutcome_KEY_OUTCOME_REJECTED {
+			r.Error = statusProto(codes.AlreadyExists, "the key is pending (or was done within the dedup window) and on_key_conflict is REJECT")
+			r.KeyOutcome = sundialv1.KeyOutcome_KEY_OUTCOME_UNSPECIFIED
+		}
+		resp.Results[i] = r
 	}
 	return resp, nil
+}
+
+func keyConflict(k sundialv1.KeyConflict) raftv1.KeyConflict {
+	switch k {
+	case sundialv1.KeyConflict_KEY_CONFLICT_REPLACE:
+		return raftv1.KeyConflict_KEY_CONFLICT_REPLACE
+	case sundialv1.KeyConflict_KEY_CONFLICT_DEBOUNCE:
+		return raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE
+	case sundialv1.KeyConflict_KEY_CONFLICT_REJECT:
+		return raftv1.KeyConflict_KEY_CONFLICT_REJECT
+	}
+	return raftv1.KeyConflict_KEY_CONFLICT_IGNORE
+}
+
+func keyOutcome(k raftv1.KeyOutcome) sundialv1.KeyOutcome {
+	switch k {
+	case raftv1.KeyOutcome_KEY_OUTCOME_IGNORED:
+		return sundialv1.KeyOutcome_KEY_OUTCOME_IGNORED
+	case raftv1.KeyOutcome_KEY_OUTCOME_REPLACED:
+		return sundialv1.KeyOutcome_KEY_OUTCOME_REPLACED
+	case raftv1.KeyOutcome_KEY_OUTCOME_DEBOUNCED:
+		return sundialv1.KeyOutcome_KEY_OUTCOME_DEBOUNCED
+	}
+	return sundialv1.KeyOutcome_KEY_OUTCOME_CREATED
 }
 
 // ensureTopics creates unknown topics when the cluster allows it.
@@ -165,6 +204,9 @@ func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
 	group := start.GetGroup()
 	if group == "" {
 		group = meta.DefaultGroup
+	}
+	if err := s.ensureGroup(stream.Context(), lead, start.GetTopic(), group); err != nil {
+		return err
 	}
 	visibility := time.Duration(start.GetVisibilityTimeoutMs()) * time.Millisecond
 	if visibility == 0 {
@@ -223,7 +265,7 @@ func (s *Shard) topicVisibility(topic string) time.Duration {
 // Ack completes deliveries.
 func (s *Shard) Ack(ctx context.Context, req *brokerv1.ShardAckRequest) (*sundialv1.AckResponse, error) {
 	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*raftv1.MessageRef, _ int64) *raftv1.Command {
-		return &raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{Refs: refs}}}
+		return &raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{Refs: refs, NowMs: s.opts.Now().UnixMilli()}}}
 	})
 	s.metrics.settled("ack", results)
 	return &sundialv1.AckResponse{Results: results}, toStatus(err)
@@ -235,7 +277,14 @@ func (s *Shard) Nack(ctx context.Context, req *brokerv1.ShardNackRequest) (*sund
 		return nil, toStatus(apierr.InvalidArgument(apierr.FieldViolation{Field: "delay_ms", Description: "must be between 0 and the maximum delay"}))
 	}
 	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*raftv1.MessageRef, nowMs int64) *raftv1.Command {
-		return &raftv1.Command{Kind: &raftv1.Command_Nack{Nack: &raftv1.Nack{Refs: refs, VisibleAtMs: nowMs + req.GetDelayMs(), Reason: req.GetReason()}}}
+		nack := &raftv1.Nack{Refs: refs, VisibleAtMs: nowMs + req.GetDelayMs(), Reason: req.GetReason()}
+		if req.GetDelayMs() == 0 {
+			nack.VisibleAtEachMs = make([]int64, len(refs))
+			for i, ref := range refs {
+				nack.VisibleAtEachMs[i] = nowMs + s.backoff(ref).Milliseconds()
+			}
+		}
+		return &raftv1.Command{Kind: &raftv1.Command_Nack{Nack: nack}}
 	})
 	s.metrics.settled("nack", results)
 	return &sundialv1.NackResponse{Results: results}, toStatus(err)
@@ -306,6 +355,27 @@ func (s *Shard) settle(ctx context.Context, shardID uint64, receipts []string, b
 		}
 	}
 	return results, nil
+}
+
+// backoff is the redelivery delay after a nack without delay: the topic's
+// base doubled per attempt, capped, with jitter in [d/2, d].
+func (s *Shard) backoff(ref *raftv1.MessageRef) time.Duration {
+	base, ceiling := time.Second, 5*time.Minute
+	// The topic is not in the receipt: the copy's topic is, on disk.
+	if t := s.copyTopic(ref); t != nil {
+		if t.BackoffBaseMs > 0 {
+			base = time.Duration(t.BackoffBaseMs) * time.Millisecond
+		}
+		if t.BackoffMaxMs > 0 {
+			ceiling = time.Duration(t.BackoffMaxMs) * time.Millisecond
+		}
+	}
+	d := base
+	for i := uint32(1); i < ref.Attempt && d < ceiling; i++ {
+		d *= 2
+	}
+	d = min(d, ceiling)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
 func statusProto(code codes.Code, msg string) *spb.Status {

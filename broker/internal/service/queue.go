@@ -1,0 +1,321 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sundialmq/sundial/broker/internal/dispatch"
+	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/proto/apierr"
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/receipt"
+	"github.com/sundialmq/sundial/proto/validate"
+)
+
+// batchLimit caps what one purge, redrive or group removal command
+// touches; handlers repeat commands until done.
+const batchLimit = 1000
+
+// ensureGroup registers group on the shard (and in the meta group) the
+// first time a consumer uses it; only messages published afterwards get
+// a copy for it.
+func (s *Shard) ensureGroup(ctx context.Context, lead *host.Leading, topic, group string) error {
+	_, closer, err := s.host.DB().Get(keys.Group(lead.Shard, topic, group))
+	if err == nil {
+		closer.Close()
+		return nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
+	if _, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: topic, Group: group}}}); err != nil {
+		return err
+	}
+	if t, ok := s.host.Meta().Topics[topic]; ok && group != meta.DefaultGroup {
+		for _, g := range t.Groups {
+			if g == group {
+				return nil
+			}
+		}
+		if _, _, err := s.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateGroup, Name: topic, Group: group, IfNotExists: true}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyTopic answers the meta topic of a receipt's copy, nil if unknown.
+func (s *Shard) copyTopic(ref *raftv1.MessageRef) *meta.Topic {
+	id, err := receipt.MessageIDFromBytes(ref.MessageId)
+	if err != nil {
+		return nil
+	}
+	v, closer, err := s.host.DB().Get(keys.Copy(id.Shard(), id[:], ref.Group))
+	if err != nil {
+		return nil
+	}
+	defer closer.Close()
+	var cs raftv1.CopyState
+	if proto.Unmarshal(v, &cs) != nil {
+		return nil
+	}
+	return s.host.Meta().Topics[cs.Topic]
+}
+
+// Receive is the pull form of Subscribe: a consumer with max credit that
+// lives until the first deliveries arrive or the wait ends.
+func (s *Shard) Receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) (*sundialv1.ReceiveResponse, error) {
+	resp, err := s.receive(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (s *Shard) receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) (*sundialv1.ReceiveResponse, error) {
+	r := req.GetRequest()
+	var bad []apierr.FieldViolation
+	bad = append(bad, validate.TopicName("request.topic", r.GetTopic())...)
+	if r.GetGroup() != "" {
+		bad = append(bad, validate.GroupName("request.group", r.GetGroup())...)
+	}
+	if r.GetMaxMessages() < 0 || r.GetMaxMessages() > 1000 {
+		bad = append(bad, apierr.FieldViolation{Field: "request.max_messages", Description: "must be between 0 (1) and 1000"})
+	}
+	if r.GetWaitMs() < 0 || r.GetWaitMs() > 20000 {
+		bad = append(bad, apierr.FieldViolation{Field: "request.wait_ms", Description: "must be between 0 and 20000"})
+	}
+	if len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	lead, err := s.leading(req.GetShardId())
+	if err != nil {
+		return nil, err
+	}
+	group := r.GetGroup()
+	if group == "" {
+		group = meta.DefaultGroup
+	}
+	if err := s.ensureGroup(ctx, lead, r.GetTopic(), group); err != nil {
+		return nil, err
+	}
+	max := int(max(r.GetMaxMessages(), 1))
+	visibility := time.Duration(r.GetVisibilityTimeoutMs()) * time.Millisecond
+	if visibility == 0 {
+		visibility = s.topicVisibility(r.GetTopic())
+	}
+	parts := req.GetPartitions()
+	if len(parts) == 0 {
+		parts = []uint32{0}
+	}
+	c := dispatch.NewConsumer(r.GetTopic(), group, parts, visibility, r.GetAckMode() == sundialv1.AckMode_ACK_MODE_AT_MOST_ONCE, max)
+	lead.Dispatcher.Attach(c)
+	defer lead.Dispatcher.Detach(c) // gives back anything pushed after we stop taking
+	wait := time.NewTimer(time.Duration(r.GetWaitMs()) * time.Millisecond)
+	defer wait.Stop()
+	resp := &sundialv1.ReceiveResponse{}
+	for len(resp.Deliveries) < max {
+		select {
+		case <-c.Ready():
+			resp.Deliveries = append(resp.Deliveries, c.Take()...)
+			if len(resp.Deliveries) > 0 {
+				// Take what the same round produced, then answer.
+				select {
+				case <-c.Ready():
+					resp.Deliveries = append(resp.Deliveries, c.Take()...)
+				case <-time.After(2 * time.Millisecond):
+				}
+				return resp, nil
+			}
+		case <-wait.C:
+			resp.Deliveries = append(resp.Deliveries, c.Take()...)
+			return resp, nil
+		case <-c.Closed():
+			return resp, status.Error(codes.Unavailable, "shard leadership moved during receive")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return resp, nil
+}
+
+// Cancel cancels one message by key or id.
+func (s *Shard) Cancel(ctx context.Context, req *brokerv1.ShardChangeRequest) (*sundialv1.CancelResponse, error) {
+	res, err := s.change(ctx, req, true, 0)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &sundialv1.CancelResponse{Outcome: changeOutcome(res.Code), MessageId: messageID(res.MessageId)}, nil
+}
+
+// Reschedule moves one message to a new due time.
+func (s *Shard) Reschedule(ctx context.Context, req *brokerv1.ShardChangeRequest) (*sundialv1.RescheduleResponse, error) {
+	nowMs := s.opts.Now().UnixMilli()
+	var bad []apierr.FieldViolation
+	switch {
+	case (req.GetDelayMs() != 0) == (req.GetDeliverAtUnixMs() != 0) && req.GetDeliverAtUnixMs() != 0:
+		bad = append(bad, apierr.FieldViolation{Field: "delay_ms", Description: "set at most one of delay_ms and deliver_at_unix_ms"})
+	case req.GetDelayMs() < 0:
+		bad = append(bad, apierr.FieldViolation{Field: "delay_ms", Description: "must not be negative"})
+	case req.GetDeliverAtUnixMs() != 0 && req.GetDeliverAtUnixMs() < nowMs-1000:
+		bad = append(bad, apierr.FieldViolation{Field: "deliver_at_unix_ms", Description: "reschedule into the past: the time is before now"})
+	}
+	due := nowMs + req.GetDelayMs()
+	if req.GetDeliverAtUnixMs() != 0 {
+		due = max(req.GetDeliverAtUnixMs(), nowMs)
+	}
+	if due > nowMs+s.opts.Limits.MaxDelay.Milliseconds() {
+		bad = append(bad, apierr.FieldViolation{Field: "delay_ms", Description: "beyond the maximum delay"})
+	}
+	if len(bad) > 0 {
+		return nil, toStatus(apierr.InvalidArgument(bad...))
+	}
+	res, err := s.change(ctx, req, false, due)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &sundialv1.RescheduleResponse{Outcome: changeOutcome(res.Code), MessageId: messageID(res.MessageId), DueAtUnixMs: res.DueAtMs}, nil
+}
+
+func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, cancel bool, due int64) (*raftv1.ChangeResult, error) {
+	sel := req.GetMessage()
+	c := &raftv1.Change{NowMs: s.opts.Now().UnixMilli(), Topic: sel.GetTopic(), Cancel: cancel, DueAtMs: due}
+	var bad []apierr.FieldViolation
+	bad = append(bad, validate.TopicName("message.topic", sel.GetTopic())...)
+	switch by := sel.GetBy().(type) {
+	case *sundialv1.MessageSelector_Key:
+		if by.Key == "" || len(by.Key) > 512 {
+			bad = append(bad, apierr.FieldViolation{Field: "message.key", Description: "must be 1 to 512 bytes"})
+		}
+		c.Key = by.Key
+	case *sundialv1.MessageSelector_MessageId:
+		id, err := receipt.ParseMessageID(by.MessageId)
+		if err != nil {
+			bad = append(bad, apierr.FieldViolation{Field: "message.message_id", Description: "is not a message id"})
+		} else if id.Shard() != req.GetShardId() {
+			bad = append(bad, apierr.FieldViolation{Field: "message.message_id", Description: "belongs to another shard"})
+		}
+		c.MessageId = id[:]
+	default:
+		bad = append(bad, apierr.FieldViolation{Field: "message", Description: "set key or message_id"})
+	}
+	if len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	lead, err := s.leading(req.GetShardId())
+	if err != nil {
+		return nil, err
+	}
+	if t, ok := s.host.Meta().Topics[sel.GetTopic()]; ok {
+		c.DedupWindowMs = t.DedupWindowMs
+	}
+	out, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Change{Change: c}})
+	if err != nil {
+		return nil, err
+	}
+	return out.GetChange(), nil
+}
+
+func changeOutcome(c raftv1.ChangeCode) sundialv1.ChangeOutcome {
+	switch c {
+	case raftv1.ChangeCode_CHANGE_CODE_DONE:
+		return sundialv1.ChangeOutcome_CHANGE_OUTCOME_DONE
+	case raftv1.ChangeCode_CHANGE_CODE_IN_FLIGHT:
+		return sundialv1.ChangeOutcome_CHANGE_OUTCOME_IN_FLIGHT
+	case raftv1.ChangeCode_CHANGE_CODE_ALREADY_DELIVERED:
+		return sundialv1.ChangeOutcome_CHANGE_OUTCOME_ALREADY_DELIVERED
+	}
+	return sundialv1.ChangeOutcome_CHANGE_OUTCOME_NOT_FOUND
+}
+
+func messageID(b []byte) string {
+	id, err := receipt.MessageIDFromBytes(b)
+	if err != nil {
+		return ""
+	}
+	return id.String()
+}
+
+// Group registers or removes a group of a topic on this shard.
+func (s *Shard) Group(ctx context.Context, req *brokerv1.ShardGroupRequest) (*brokerv1.ShardGroupResponse, error) {
+	bad := append(validate.TopicName("topic", req.GetTopic()), validate.GroupName("group", req.GetGroup())...)
+	if req.GetGroup() == "" {
+		bad = append(bad, apierr.FieldViolation{Field: "group", Description: "must not be empty"})
+	}
+	if len(bad) > 0 {
+		return nil, toStatus(apierr.InvalidArgument(bad...))
+	}
+	lead, err := s.leading(req.GetShardId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if !req.GetDelete() {
+		_, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: req.GetTopic(), Group: req.GetGroup()}}})
+		return &brokerv1.ShardGroupResponse{}, toStatus(err)
+	}
+	n, err := s.repeat(ctx, lead, 0, func(limit uint32) *raftv1.Command {
+		return &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: req.GetTopic(), Group: req.GetGroup(), Delete: true, Limit: limit}}}
+	})
+	return &brokerv1.ShardGroupResponse{Removed: n}, toStatus(err)
+}
+
+// Purge drops the pending copies of a topic (or one group) on this shard.
+func (s *Shard) Purge(ctx context.Context, req *brokerv1.ShardTopicRequest) (*sundialv1.PurgeTopicResponse, error) {
+	bad := validate.TopicName("topic", req.GetTopic())
+	if req.GetGroup() != "" {
+		bad = append(bad, validate.GroupName("group", req.GetGroup())...)
+	}
+	if len(bad) > 0 {
+		return nil, toStatus(apierr.InvalidArgument(bad...))
+	}
+	lead, err := s.leading(req.GetShardId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	n, err := s.repeat(ctx, lead, 0, func(limit uint32) *raftv1.Command {
+		return &raftv1.Command{Kind: &raftv1.Command_Purge{Purge: &raftv1.Purge{Topic: req.GetTopic(), Group: req.GetGroup(), Limit: limit, NowMs: s.opts.Now().UnixMilli()}}}
+	})
+	return &sundialv1.PurgeTopicResponse{Purged: n}, toStatus(err)
+}
+
+// Redrive moves dead letters of topic.dlq on this shard back to topic.
+func (s *Shard) Redrive(ctx context.Context, req *brokerv1.ShardRedriveRequest) (*sundialv1.RedriveDeadLettersResponse, error) {
+	if bad := validate.TopicName("topic", req.GetTopic()); len(bad) > 0 || req.GetMaxMessages() < 0 {
+		return nil, toStatus(apierr.InvalidArgument(append(bad, apierr.FieldViolation{Field: "max_messages", Description: "must not be negative"})...))
+	}
+	lead, err := s.leading(req.GetShardId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	n, err := s.repeat(ctx, lead, req.GetMaxMessages(), func(limit uint32) *raftv1.Command {
+		return &raftv1.Command{Kind: &raftv1.Command_Redrive{Redrive: &raftv1.Redrive{Topic: req.GetTopic(), Limit: limit, NowMs: s.opts.Now().UnixMilli()}}}
+	})
+	return &sundialv1.RedriveDeadLettersResponse{Moved: n}, toStatus(err)
+}
+
+// repeat proposes batches built by cmd until one touches fewer than its
+// limit or total (0: unbounded) is reached, and answers the sum.
+func (s *Shard) repeat(ctx context.Context, lead *host.Leading, total int64, cmd func(limit uint32) *raftv1.Command) (int64, error) {
+	var n int64
+	for {
+		limit := uint32(batchLimit)
+		if total > 0 {
+			limit = uint32(min(int64(batchLimit), total-n))
+		}
+		out, err := lead.Proposer.Propose(ctx, cmd(limit))
+		if err != nil {
+			return n, err
+		}
+		n += int64(out.GetCount())
+		if out.GetCount() < limit || (total > 0 && n >= total) {
+			return n, nil
+		}
+	}
+}
