@@ -8,7 +8,10 @@ import (
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
-// admin forwards the Admin service unchanged to any broker.
+// admin serves the Admin service: topic and group settings are forwarded
+// to any broker (the meta group holds them); what lives in the event
+// shards (stats, purges, group registration, listings, histograms,
+// redrives) is fanned out to every shard holding the topic's partitions.
 type admin struct {
 	sundialv1.UnimplementedAdminServer
 	s *Server
@@ -33,10 +36,6 @@ func adminCall[Req, Resp any](m func(sundialv1.AdminClient, context.Context, Req
 
 func (a admin) CreateTopic(ctx context.Context, req *sundialv1.CreateTopicRequest) (*sundialv1.Topic, error) {
 	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.CreateTopic))
-}
-
-func (a admin) GetTopic(ctx context.Context, req *sundialv1.GetTopicRequest) (*sundialv1.Topic, error) {
-	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetTopic))
 }
 
 func (a admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest) (*sundialv1.ListTopicsResponse, error) {

@@ -11,6 +11,15 @@
 // of a subscription's shards into one stream (internal/subscribe) and
 // routes acks back by receipt (internal/ack).
 //
+// Calls about one message (Cancel, Reschedule, GetMessage) go to one
+// shard: by key, the shard of partition xxhash(key) mod partitions; by id,
+// the shard inside the id. Topic-wide calls (Receive, stats in GetTopic
+// and ListGroups, PurgeTopic, DeleteTopic, CreateGroup, DeleteGroup,
+// ListMessages, DueHistogram, RedriveDeadLetters) fan out to every shard
+// holding a partition of the topic, each told its partitions, and their
+// answers are merged by internal/fanout. A dead-letter topic "<t>.dlq"
+// routes like "<t>": brokers keep the dead letters of partition p with p.
+//
 // Lifecycle: New builds a Server; Start listens and starts the routing
 // watcher and the gRPC and HTTP servers, each on a goroutine owned by the
 // Server; Stop stops them all and waits for them. The same Server runs in

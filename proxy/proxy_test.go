@@ -31,6 +31,8 @@ type fakeBroker struct {
 	leader     bool
 	leaderAddr string
 	table      func() *sundialv1.RoutingTable
+	admin      sundialv1.AdminServer // optional
+	queue      *fakeQueue            // optional: queue-semantics Shard calls
 
 	mu        sync.Mutex
 	published map[uint64]int // shard → messages
@@ -120,6 +122,9 @@ func serve(t *testing.T, b *fakeBroker) string {
 	g := grpc.NewServer()
 	sundialv1.RegisterClusterServer(g, b)
 	brokerv1.RegisterShardServer(g, b)
+	if b.admin != nil {
+		sundialv1.RegisterAdminServer(g, b.admin)
+	}
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	return lis.Addr().String()
@@ -130,8 +135,9 @@ func serve(t *testing.T, b *fakeBroker) string {
 // seeded with the follower.
 func startCluster(t *testing.T) (*Server, *fakeBroker, *grpc.ClientConn) {
 	t.Helper()
-	leader := &fakeBroker{leader: true, published: map[uint64]int{}}
-	follower := &fakeBroker{published: map[uint64]int{}}
+	adm := &fakeAdmin{}
+	leader := &fakeBroker{leader: true, published: map[uint64]int{}, admin: adm, queue: &fakeQueue{}}
+	follower := &fakeBroker{published: map[uint64]int{}, admin: adm}
 	leaderAddr := serve(t, leader)
 	followerAddr := serve(t, follower)
 	follower.leaderAddr = leaderAddr

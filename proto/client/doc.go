@@ -13,6 +13,11 @@
 //     exponential backoff and runs a handler per Delivery, at most
 //     MaxInFlight at a time. Deliveries are acked, nacked or extended over
 //     the stream (falling back to the unary calls once the stream is gone).
+//   - Cancel, RescheduleIn and RescheduleAt change a pending message found
+//     by key or id (ByKey, ByID) and answer a definite outcome; they are
+//     retried like Publish.
+//   - Receive is the pull API: up to MaxMessages deliveries after a long
+//     poll of at most Wait, answered with the unary Ack, Nack and Extend.
 //   - Admin and Cluster expose the raw generated clients.
 //
 // Goroutines: a Client starts none of its own (gRPC owns its connections).

@@ -61,8 +61,9 @@ func (o SubscribeOptions) validate() error {
 type Delivery struct {
 	*sundialv1.Delivery
 
-	sub  *subscription
-	sess *session
+	c    *Client
+	sub  *subscription // nil for a delivery from Receive
+	sess *session      // nil for a delivery from Receive
 
 	mu        sync.Mutex // guards completed
 	completed bool
@@ -75,7 +76,7 @@ func (d *Delivery) Ack(ctx context.Context) error {
 	d.complete()
 	req := &sundialv1.AckRequest{Receipts: []string{d.Receipt}, RequestId: NewRequestID()}
 	r, err := d.answer(ctx, &sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Ack{Ack: req}}, req.RequestId,
-		func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) { return d.sub.c.Ack(ctx, d.Receipt) })
+		func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) { return d.c.Ack(ctx, d.Receipt) })
 	if err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func (d *Delivery) Nack(ctx context.Context, delay time.Duration, reason string)
 	req := &sundialv1.NackRequest{Receipts: []string{d.Receipt}, DelayMs: delay.Milliseconds(), Reason: reason, RequestId: NewRequestID()}
 	r, err := d.answer(ctx, &sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Nack{Nack: req}}, req.RequestId,
 		func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) {
-			return d.sub.c.Nack(ctx, delay, reason, d.Receipt)
+			return d.c.Nack(ctx, delay, reason, d.Receipt)
 		})
 	if err != nil {
 		return err
@@ -103,7 +104,7 @@ func (d *Delivery) Extend(ctx context.Context, dur time.Duration) (time.Time, er
 	req := &sundialv1.ExtendRequest{Receipts: []string{d.Receipt}, ExtendMs: dur.Milliseconds(), RequestId: NewRequestID()}
 	r, err := d.answer(ctx, &sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Extend{Extend: req}}, req.RequestId,
 		func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) {
-			return d.sub.c.Extend(ctx, dur, d.Receipt)
+			return d.c.Extend(ctx, dur, d.Receipt)
 		})
 	if err != nil {
 		return time.Time{}, err
@@ -115,7 +116,8 @@ func (d *Delivery) Extend(ctx context.Context, dur time.Duration) (time.Time, er
 }
 
 // answer sends req over the delivery's stream and waits for its AckResult;
-// once that stream is gone it uses the unary call instead.
+// once that stream is gone, or for a delivery from Receive, it uses the
+// unary call instead.
 func (d *Delivery) answer(ctx context.Context, req *sundialv1.SubscribeRequest, id string,
 	unary func(context.Context) ([]*sundialv1.ReceiptResult, error)) (*sundialv1.ReceiptResult, error) {
 	res, err := d.sess.request(ctx, req, id)
@@ -144,7 +146,7 @@ func (d *Delivery) complete() {
 	done := d.completed
 	d.completed = true
 	d.mu.Unlock()
-	if !done {
+	if !done && d.sub != nil {
 		d.sub.release()
 	}
 }
@@ -299,7 +301,7 @@ func (s *subscription) run(ctx context.Context, handler func(context.Context, *D
 		switch k := resp.GetKind().(type) {
 		case *sundialv1.SubscribeResponse_Delivery:
 			got = true
-			d := &Delivery{Delivery: k.Delivery, sub: s, sess: sess}
+			d := &Delivery{Delivery: k.Delivery, c: s.c, sub: s, sess: sess}
 			s.mu.Lock()
 			s.busy++
 			s.mu.Unlock()
@@ -335,6 +337,9 @@ func (s *session) send(req *sundialv1.SubscribeRequest) error {
 
 // request sends an ack, nack or extend and waits for its AckResult.
 func (s *session) request(ctx context.Context, req *sundialv1.SubscribeRequest, id string) ([]*sundialv1.ReceiptResult, error) {
+	if s == nil {
+		return nil, errSessionEnded
+	}
 	ch := make(chan []*sundialv1.ReceiptResult, 1)
 	s.mu.Lock()
 	if s.ended {

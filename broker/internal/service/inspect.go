@@ -164,10 +164,11 @@ func (s *Shard) ListMessages(_ context.Context, req *brokerv1.ShardListMessagesR
 		group = meta.DefaultGroup
 	}
 	// Cursors are the due-index suffix (visible_at, priority, id): they
-	// sort by due time on every shard and partition.
+	// sort by due time on every shard and partition. Each partition yields
+	// up to a page of matching messages; the merge keeps the first page.
 	type entry struct {
 		cursor []byte
-		id     []byte
+		info   *sundialv1.MessageInfo
 	}
 	var all []entry
 	for _, part := range partitionsOf(req.GetPartitions()) {
@@ -188,14 +189,18 @@ func (s *Shard) ListMessages(_ context.Context, req *brokerv1.ShardListMessagesR
 			if examined++; examined > maxListExamined || n >= size {
 				return false, nil
 			}
+			if _, leased, _ := keys.ParseDueValue(v); leased {
+				return true, nil // in flight: not scheduled
+			}
 			e, err := keys.ParseDue(r.shard, q, k)
 			if err != nil {
 				return false, err
 			}
-			if _, leased, _ := keys.ParseDueValue(v); leased {
-				return true, nil // in flight: not scheduled
+			info, err := r.info(e.ID)
+			if err != nil || info == nil || !matches(info, lr) {
+				return err == nil, err
 			}
-			all = append(all, entry{cursor: slices.Clone(k[len(prefix):]), id: slices.Clone(e.ID)})
+			all = append(all, entry{cursor: slices.Clone(k[len(prefix):]), info: info})
 			n++
 			return true, nil
 		})
@@ -205,14 +210,7 @@ func (s *Shard) ListMessages(_ context.Context, req *brokerv1.ShardListMessagesR
 	}
 	slices.SortFunc(all, func(a, b entry) int { return bytes.Compare(a.cursor, b.cursor) })
 	for _, e := range all {
-		info, err := r.info(e.id)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		if info == nil || !matches(info, lr) {
-			continue
-		}
-		if !add(info, e.cursor) {
+		if !add(e.info, e.cursor) {
 			break
 		}
 	}

@@ -10,9 +10,10 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/cespare/xxhash/v2"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+
+	"github.com/sundialmq/sundial/proxy/internal/routing"
 
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -46,7 +47,7 @@ func (p *Partitioner) Partition(topic, key string, partitions uint32) uint32 {
 		return 0
 	}
 	if key != "" {
-		return uint32(xxhash.Sum64String(key) % uint64(partitions))
+		return routing.KeyPartition(key, partitions)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -172,8 +172,14 @@ var ErrUnknownShard = errors.New("forward: shard not in routing table")
 // context error when the caller cancelled, or codes.Unavailable when the
 // time ran out.
 func (f *Forwarder) Do(ctx context.Context, shard uint64, call Call) error {
+	return f.DoFor(ctx, shard, f.timeout, call)
+}
+
+// DoFor is Do with its own timeout instead of the forward timeout, for
+// calls that wait on purpose (a long-polling Receive).
+func (f *Forwarder) DoFor(ctx context.Context, shard uint64, timeout time.Duration, call Call) error {
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if _, err := f.tables.Wait(ctx); err != nil {
 		return f.giveUp(parent, shard, err)

@@ -1,6 +1,15 @@
 package routing
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/sundialmq/sundial/proto/receipt"
+	"github.com/sundialmq/sundial/proto/validate"
 	"github.com/sundialmq/sundial/proxy/internal/ring"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -63,10 +72,11 @@ func (t *Table) Raw() *sundialv1.RoutingTable {
 // Version is the table's routing version, 0 for a nil table.
 func (t *Table) Version() uint64 { return t.Raw().GetVersion() }
 
-// Partitions is the partition count of topic; an unknown topic has one.
+// Partitions is the partition count of topic; an unknown topic has one. A
+// dead-letter topic "<t>.dlq" has the partitions of "<t>".
 func (t *Table) Partitions(topic string) uint32 {
 	if t != nil {
-		if n, ok := t.partitions[topic]; ok {
+		if n, ok := t.partitions[validate.DeadLetterBase(topic)]; ok {
 			return n
 		}
 	}
@@ -74,12 +84,62 @@ func (t *Table) Partitions(topic string) uint32 {
 }
 
 // Locate is the shard owning partition of topic, 0 if the table has no
-// shards.
+// shards. Partition p of a dead-letter topic "<t>.dlq" lives with
+// partition p of "<t>": brokers move dead letters within a shard.
 func (t *Table) Locate(topic string, partition uint32) ShardID {
 	if t == nil {
 		return 0
 	}
-	return t.ring.Locate(topic, partition)
+	return t.ring.Locate(validate.DeadLetterBase(topic), partition)
+}
+
+// ErrBadMessageID is wrapped by LocateMessage's error for a selector whose
+// message id does not parse.
+var ErrBadMessageID = errors.New("routing: malformed message id")
+
+// LocateMessage is where the message a selector names lives: for a key,
+// the shard of the key's partition (KeyPartition, as publish picks it);
+// for a message id, the shard inside the id and partition 0.
+func (t *Table) LocateMessage(sel *sundialv1.MessageSelector) (ShardID, uint32, error) {
+	if id := sel.GetMessageId(); id != "" {
+		mid, err := receipt.ParseMessageID(id)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: %w", ErrBadMessageID, err)
+		}
+		return mid.Shard(), 0, nil
+	}
+	p := KeyPartition(sel.GetKey(), t.Partitions(sel.GetTopic()))
+	return t.Locate(sel.GetTopic(), p), p, nil
+}
+
+// KeyPartition is the partition of a keyed message: xxhash(key) mod
+// partitions. Publish, cancel, reschedule and get all use it.
+func KeyPartition(key string, partitions uint32) uint32 {
+	if partitions <= 1 {
+		return 0
+	}
+	return uint32(xxhash.Sum64String(key) % uint64(partitions))
+}
+
+// Fingerprint identifies where topic's partitions live: equal fingerprints
+// mean the same shard holds each partition. Page tokens carry it to notice
+// a placement change between pages.
+func (t *Table) Fingerprint(topic string) uint64 {
+	byShard := t.TopicShards(topic)
+	ids := make([]ShardID, 0, len(byShard))
+	for id := range byShard {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var buf []byte
+	for _, id := range ids {
+		buf = binary.BigEndian.AppendUint64(buf, id)
+		for _, p := range byShard[id] {
+			buf = binary.BigEndian.AppendUint32(buf, p)
+		}
+		buf = append(buf, 0xff)
+	}
+	return xxhash.Sum64(buf)
 }
 
 // ShardCount is the number of event shards on the ring.

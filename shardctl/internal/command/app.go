@@ -173,6 +173,12 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		return cm
 	}
 
+	plain := func(f func(context.Context, *cli.Context, *env) error) cli.ActionFunc { return act(false, f) }
+	leaf := func(cm *cli.Command) *cli.Command { return cmd(cm, false) }
+	group := func(name, usage string, subs ...*cli.Command) *cli.Command {
+		return &cli.Command{Name: name, Usage: usage, HideHelpCommand: true, OnUsageError: onUsage, Action: notFound, Subcommands: subs}
+	}
+
 	return &cli.App{
 		Name:                      "shardctl",
 		Usage:                     "operate a Sundial cluster",
@@ -213,14 +219,52 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 					}, false),
 					cmd(&cli.Command{
 						Name:      "get",
-						Usage:     "show one topic",
+						Usage:     "show one topic with per-group stats",
 						ArgsUsage: "NAME",
 						Action:    act(false, runTopicsGet),
 					}, false),
+					cmd(topicsUpdateCommand(act(false, runTopicsUpdate)), false),
+					cmd(&cli.Command{
+						Name:      "delete",
+						Usage:     "delete a topic and all its messages",
+						ArgsUsage: "NAME",
+						Flags:     []cli.Flag{yesFlag()},
+						Action:    act(false, runTopicsDelete),
+					}, false),
+					cmd(&cli.Command{
+						Name:      "purge",
+						Usage:     "drop the pending messages of a topic, or of one group",
+						ArgsUsage: "NAME",
+						Flags:     []cli.Flag{&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "only this group's copies"}, yesFlag()},
+						Action:    act(false, runTopicsPurge),
+					}, false),
 				},
 			},
+			group("groups", "create, list and delete consumer groups", groupsCommands(plain, leaf)...),
+			group("messages", "inspect scheduled messages", []*cli.Command{
+				leaf(&cli.Command{Name: "list", Usage: "list scheduled messages by due time, key prefix or header", Flags: listFlags(), Action: plain(runMessagesList)}),
+				leaf(&cli.Command{Name: "get", Usage: "show one message by key or id, with its copies per group", Flags: selectorFlags(), Action: plain(runMessagesGet)}),
+				leaf(&cli.Command{Name: "histogram", Usage: "count upcoming due times per minute or hour", Flags: []cli.Flag{
+					topicFlag(),
+					&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "whose copies to count (default: default)"},
+					&cli.StringFlag{Name: "bucket", Value: "minute", Usage: "minute or hour"},
+					&cli.StringFlag{Name: "from", Usage: "first bucket at `T` (default now): RFC 3339, now, now+10m"},
+					&cli.StringFlag{Name: "to", Usage: "end at `T` (default: 60 buckets)"},
+				}, Action: plain(runMessagesHistogram)}),
+			}...),
+			group("dlq", "list and redrive dead letters (<topic>.dlq)", []*cli.Command{
+				leaf(&cli.Command{Name: "list", Usage: "list the dead letters of a topic", Flags: listFlags(), Action: plain(runDLQList)}),
+				leaf(&cli.Command{Name: "redrive", Usage: "move dead letters back to their topic", Flags: []cli.Flag{
+					topicFlag(),
+					&cli.Int64Flag{Name: "max", Usage: "move at most this many (0: all)"},
+					yesFlag(),
+				}, Action: plain(runDLQRedrive)}),
+			}...),
+			leaf(&cli.Command{Name: "cancel", Usage: "cancel a pending message; prints done, in_flight, already_delivered or not_found", Flags: selectorFlags(), Action: plain(runCancel)}),
+			leaf(rescheduleCommand(plain(runReschedule))),
 			cmd(publishCommand(act(false, runPublish)), false),
 			cmd(consumeCommand(act(true, runConsume)), true),
+			leaf(receiveCommand(plain(runReceive))),
 		},
 	}
 }

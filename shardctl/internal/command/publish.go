@@ -30,6 +30,9 @@ func publishCommand(action cli.ActionFunc) *cli.Command {
 			&cli.StringFlag{Name: "key", Usage: "message key (dedup, cancel and reschedule by key)"},
 			&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "header `k=v` (repeatable)"},
 			&cli.IntFlag{Name: "priority", Usage: "lower is delivered first among messages due at the same time"},
+			&cli.StringFlag{Name: "on-conflict", Usage: "when --key is pending already: ignore (default), replace, debounce or reject"},
+			&cli.DurationFlag{Name: "max-wait", Usage: "with --on-conflict debounce: never push the due time past first publish + this"},
+			&cli.StringFlag{Name: "fairness-key", Usage: "FAIR topics: the message's fairness key, e.g. tenant-a.job-7"},
 		},
 		Action: action,
 	}
@@ -86,6 +89,10 @@ func messageTemplate(c *cli.Context) (*sundialv1.Message, error) {
 	} else {
 		m.TtlMs = ttl.Milliseconds()
 	}
+	if err := conflictFromFlags(c, m); err != nil {
+		return nil, err
+	}
+	m.FairnessKey = c.String("fairness-key")
 	p := c.Int("priority")
 	if p < -1<<31 || p > 1<<31-1 {
 		return nil, usagef("--priority %d: out of range", p)
@@ -120,6 +127,9 @@ type publishedView struct {
 	MessageID   string `json:"message_id" yaml:"message_id"`
 	DueAt       string `json:"due_at" yaml:"due_at"`
 	DueAtUnixMs int64  `json:"due_at_unix_ms" yaml:"due_at_unix_ms"`
+	// KeyOutcome says what a keyed publish did (created, ignored, replaced,
+	// debounced).
+	KeyOutcome string `json:"key_outcome,omitempty" yaml:"key_outcome,omitempty"`
 }
 
 func formatMs(ms int64) string {
@@ -181,7 +191,7 @@ func runPublish(ctx context.Context, c *cli.Context, e *env) error {
 				printError(e.stderr, fmt.Sprintf("shardctl: publish: message %d: ", idx), err)
 				continue
 			}
-			done = append(done, publishedView{Index: idx, MessageID: r.GetMessageId(), DueAt: formatMs(r.GetDueAtUnixMs()), DueAtUnixMs: r.GetDueAtUnixMs()})
+			done = append(done, publishedView{Index: idx, MessageID: r.GetMessageId(), DueAt: formatMs(r.GetDueAtUnixMs()), DueAtUnixMs: r.GetDueAtUnixMs(), KeyOutcome: keyOutcome(tmpl, r)})
 		}
 	}
 	if err := renderPublished(e.stdout, e.output, done); err != nil {
@@ -213,10 +223,71 @@ func renderPublished(w io.Writer, format string, views []publishedView) error {
 		views = []publishedView{}
 	}
 	return render(w, format, views, func(w io.Writer) {
-		t := newTable(w, "#", "MESSAGE ID", "DUE")
+		keyed := false
 		for _, v := range views {
-			t.AppendRow([]any{v.Index, v.MessageID, v.DueAt})
+			keyed = keyed || v.KeyOutcome != ""
+		}
+		if !keyed {
+			t := newTable(w, "#", "MESSAGE ID", "DUE")
+			for _, v := range views {
+				t.AppendRow([]any{v.Index, v.MessageID, v.DueAt})
+			}
+			t.Render()
+			return
+		}
+		t := newTable(w, "#", "MESSAGE ID", "DUE", "KEY OUTCOME")
+		for _, v := range views {
+			t.AppendRow([]any{v.Index, v.MessageID, v.DueAt, v.KeyOutcome})
 		}
 		t.Render()
 	})
+}
+
+// conflictFromFlags sets the key-conflict policy of --on-conflict and
+// --max-wait.
+func conflictFromFlags(c *cli.Context, m *sundialv1.Message) error {
+	switch oc := c.String("on-conflict"); oc {
+	case "":
+	case "ignore":
+		m.OnKeyConflict = sundialv1.KeyConflict_KEY_CONFLICT_IGNORE
+	case "replace":
+		m.OnKeyConflict = sundialv1.KeyConflict_KEY_CONFLICT_REPLACE
+	case "debounce":
+		m.OnKeyConflict = sundialv1.KeyConflict_KEY_CONFLICT_DEBOUNCE
+	case "reject":
+		m.OnKeyConflict = sundialv1.KeyConflict_KEY_CONFLICT_REJECT
+	default:
+		return usagef("--on-conflict %q: want ignore, replace, debounce or reject", oc)
+	}
+	if m.OnKeyConflict != sundialv1.KeyConflict_KEY_CONFLICT_UNSPECIFIED && m.Key == "" {
+		return usagef("--on-conflict needs --key")
+	}
+	if c.IsSet("max-wait") {
+		d := c.Duration("max-wait")
+		switch {
+		case m.OnKeyConflict != sundialv1.KeyConflict_KEY_CONFLICT_DEBOUNCE:
+			return usagef("--max-wait is only for --on-conflict debounce")
+		case d <= 0:
+			return usagef("--max-wait %v: want a positive duration", d)
+		}
+		m.MaxWaitMs = d.Milliseconds()
+	}
+	return nil
+}
+
+// keyOutcomeName names a publish's key outcome, "" for messages without a
+// key's outcome.
+func keyOutcomeName(o sundialv1.KeyOutcome) string {
+	if o == sundialv1.KeyOutcome_KEY_OUTCOME_UNSPECIFIED {
+		return ""
+	}
+	return enumName(o.String(), "KEY_OUTCOME_")
+}
+
+// keyOutcome is the rendered key outcome of a keyed publish, "" without a key.
+func keyOutcome(tmpl *sundialv1.Message, r *sundialv1.PublishResult) string {
+	if tmpl.GetKey() == "" {
+		return ""
+	}
+	return keyOutcomeName(r.GetKeyOutcome())
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +28,44 @@ type topicView struct {
 	DedupWindow       string   `json:"dedup_window" yaml:"dedup_window"`
 	Groups            []string `json:"groups" yaml:"groups"`
 	CreatedAt         string   `json:"created_at" yaml:"created_at"`
+
+	ReleaseRatePerSec float64          `json:"release_rate_per_sec,omitempty" yaml:"release_rate_per_sec,omitempty"`
+	Jitter            string           `json:"jitter,omitempty" yaml:"jitter,omitempty"`
+	BackoffBase       string           `json:"backoff_base,omitempty" yaml:"backoff_base,omitempty"`
+	BackoffMax        string           `json:"backoff_max,omitempty" yaml:"backoff_max,omitempty"`
+	FairnessWeights   map[string]int32 `json:"fairness_weights,omitempty" yaml:"fairness_weights,omitempty"`
+	Stats             []groupStatsView `json:"stats,omitempty" yaml:"stats,omitempty"`
+}
+
+// groupStatsView is the rendered form of GroupStats.
+type groupStatsView struct {
+	Group          string  `json:"group" yaml:"group"`
+	Scheduled      int64   `json:"scheduled" yaml:"scheduled"`
+	Ready          int64   `json:"ready" yaml:"ready"`
+	InFlight       int64   `json:"in_flight" yaml:"in_flight"`
+	DeadLettered   int64   `json:"dead_lettered" yaml:"dead_lettered"`
+	OldestReadyAge string  `json:"oldest_ready_age,omitempty" yaml:"oldest_ready_age,omitempty"`
+	LatenessP50Ms  float64 `json:"lateness_p50_ms" yaml:"lateness_p50_ms"`
+	LatenessP99Ms  float64 `json:"lateness_p99_ms" yaml:"lateness_p99_ms"`
+}
+
+func newGroupStatsView(s *sundialv1.GroupStats) groupStatsView {
+	return groupStatsView{
+		Group: s.GetGroup(), Scheduled: s.GetScheduled(), Ready: s.GetReady(), InFlight: s.GetInFlight(),
+		DeadLettered: s.GetDeadLettered(), OldestReadyAge: msDuration(s.GetOldestReadyAgeMs()),
+		LatenessP50Ms: s.GetLatenessP50Ms(), LatenessP99Ms: s.GetLatenessP99Ms(),
+	}
+}
+
+// statsHeader and statsRow render group stats as table columns.
+var statsHeader = []any{"GROUP", "SCHEDULED", "READY", "IN FLIGHT", "DEAD-LETTERED", "OLDEST READY", "LATENESS P50", "LATENESS P99"}
+
+func statsRow(v groupStatsView) []any {
+	return []any{v.Group, v.Scheduled, v.Ready, v.InFlight, v.DeadLettered, v.OldestReadyAge, fmtMs(v.LatenessP50Ms), fmtMs(v.LatenessP99Ms)}
+}
+
+func fmtMs(ms float64) string {
+	return strconv.FormatFloat(ms, 'f', -1, 64) + "ms"
 }
 
 func newTopicView(t *sundialv1.Topic) topicView {
@@ -42,6 +83,16 @@ func newTopicView(t *sundialv1.Topic) topicView {
 		MaxMessageBytes:   t.GetMaxMessageBytes(),
 		DedupWindow:       msDuration(t.GetDedupWindowMs()),
 		Groups:            append([]string{}, t.GetGroups()...),
+	}
+	v.ReleaseRatePerSec = t.GetReleaseRatePerSec()
+	v.Jitter = msDuration(t.GetJitterMs())
+	v.BackoffBase = msDuration(t.GetBackoffBaseMs())
+	v.BackoffMax = msDuration(t.GetBackoffMaxMs())
+	if len(t.GetFairnessWeights()) > 0 {
+		v.FairnessWeights = t.GetFairnessWeights()
+	}
+	for _, st := range t.GetStats() {
+		v.Stats = append(v.Stats, newGroupStatsView(st))
 	}
 	if ms := t.GetCreatedAtUnixMs(); ms > 0 {
 		v.CreatedAt = time.UnixMilli(ms).UTC().Format(time.RFC3339)
@@ -81,7 +132,31 @@ func renderTopic(w io.Writer, format string, topic *sundialv1.Topic) error {
 			{"dedup window", v.DedupWindow}, {"groups", strings.Join(v.Groups, ",")},
 			{"created at", v.CreatedAt},
 		})
+		if v.ReleaseRatePerSec != 0 {
+			t.AppendRow(table.Row{"release rate", strconv.FormatFloat(v.ReleaseRatePerSec, 'f', -1, 64) + "/s"})
+		}
+		for _, r := range []struct{ name, val string }{{"jitter", v.Jitter}, {"backoff base", v.BackoffBase}, {"backoff max", v.BackoffMax}} {
+			if r.val != "" {
+				t.AppendRow(table.Row{r.name, r.val})
+			}
+		}
+		if len(v.FairnessWeights) > 0 {
+			keys := slices.Sorted(maps.Keys(v.FairnessWeights))
+			parts := make([]string, 0, len(keys))
+			for _, k := range keys {
+				parts = append(parts, fmt.Sprintf("%s=%d", k, v.FairnessWeights[k]))
+			}
+			t.AppendRow(table.Row{"fairness weights", strings.Join(parts, ",")})
+		}
 		t.Render()
+		if len(v.Stats) > 0 {
+			fmt.Fprintln(w)
+			st := newTable(w, statsHeader...)
+			for _, g := range v.Stats {
+				st.AppendRow(statsRow(g))
+			}
+			st.Render()
+		}
 	})
 }
 

@@ -1,0 +1,201 @@
+package proxy
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proto/validate"
+	"github.com/sundialmq/sundial/proxy/internal/fanout"
+	"github.com/sundialmq/sundial/proxy/internal/routing"
+
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// UpdateTopic forwards to a broker (the meta group holds topic settings).
+func (a admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicRequest) (*sundialv1.Topic, error) {
+	vs := validate.TopicName("topic.name", req.GetTopic().GetName())
+	if len(req.GetUpdateMask()) == 0 {
+		vs = append(vs, apierr.FieldViolation{Field: "update_mask", Description: "must name at least one field"})
+	}
+	if len(vs) > 0 {
+		return nil, apierr.InvalidArgument(vs...)
+	}
+	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.UpdateTopic))
+}
+
+// DeleteTopic purges the topic and its dead-letter topic on every shard
+// holding their partitions, then deletes the topic in the meta group. A
+// failed purge stops before the delete: retrying is safe.
+func (a admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicRequest) (*sundialv1.DeleteTopicResponse, error) {
+	if vs := validate.TopicName("name", req.GetName()); len(vs) > 0 {
+		return nil, apierr.InvalidArgument(vs...)
+	}
+	table, err := a.s.table(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, topic := range []string{req.GetName(), req.GetName() + validate.DeadLetterSuffix} {
+		if validate.IsDeadLetter(req.GetName()) && topic != req.GetName() {
+			continue
+		}
+		if _, err := a.s.purge(ctx, table, topic, ""); err != nil {
+			return nil, err
+		}
+	}
+	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.DeleteTopic))
+}
+
+// PurgeTopic drops the pending copies of a topic (or of one group) on
+// every shard holding its partitions and sums what they dropped.
+func (a admin) PurgeTopic(ctx context.Context, req *sundialv1.PurgeTopicRequest) (*sundialv1.PurgeTopicResponse, error) {
+	vs := validate.TopicName("name", req.GetName())
+	if g := req.GetGroup(); g != "" {
+		vs = append(vs, validate.GroupName("group", g)...)
+	}
+	if len(vs) > 0 {
+		return nil, apierr.InvalidArgument(vs...)
+	}
+	table, err := a.s.table(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := a.s.purge(ctx, table, req.GetName(), req.GetGroup())
+	if err != nil {
+		return nil, err
+	}
+	return &sundialv1.PurgeTopicResponse{Purged: n}, nil
+}
+
+func (s *Server) purge(ctx context.Context, table *routing.Table, topic, group string) (int64, error) {
+	resps, err := allOf(onTopicShards(ctx, s, table, topic, func(ctx context.Context, c brokerv1.ShardClient, shard uint64, parts []uint32) (*sundialv1.PurgeTopicResponse, error) {
+		return c.Purge(ctx, &brokerv1.ShardTopicRequest{ShardId: shard, Topic: topic, Partitions: parts, Group: group})
+	}))
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, r := range resps {
+		n += r.GetPurged()
+	}
+	return n, nil
+}
+
+// CreateGroup creates the group in the meta group, then registers it on
+// every shard holding the topic's partitions, so each shard gives it a copy
+// of every message published from then on. With if_not_exists an existing
+// group is registered again (Shard.Group is idempotent), which is how a
+// client repairs a create that failed half-way.
+func (a admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupRequest) (*sundialv1.Group, error) {
+	if vs := validate.TopicGroup(req.GetTopic(), req.GetGroup()); len(vs) > 0 {
+		return nil, apierr.InvalidArgument(vs...)
+	}
+	g, err := anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.CreateGroup))
+	if err != nil {
+		return nil, err
+	}
+	if err := a.s.registerGroup(ctx, req.GetTopic(), req.GetGroup(), false); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// DeleteGroup removes the group's copies on every shard, then the group in
+// the meta group.
+func (a admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupRequest) (*sundialv1.DeleteGroupResponse, error) {
+	if vs := validate.TopicGroup(req.GetTopic(), req.GetGroup()); len(vs) > 0 {
+		return nil, apierr.InvalidArgument(vs...)
+	}
+	if err := a.s.registerGroup(ctx, req.GetTopic(), req.GetGroup(), true); err != nil {
+		return nil, err
+	}
+	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.DeleteGroup))
+}
+
+func (s *Server) registerGroup(ctx context.Context, topic, group string, del bool) error {
+	table, err := s.table(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = allOf(onTopicShards(ctx, s, table, topic, func(ctx context.Context, c brokerv1.ShardClient, shard uint64, _ []uint32) (*brokerv1.ShardGroupResponse, error) {
+		return c.Group(ctx, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: topic, Group: group, Delete: del})
+	}))
+	return err
+}
+
+// GetTopic answers the topic from the meta group with per-group stats
+// merged over its shards (fanout.MergeStats: lateness is an upper bound).
+func (a admin) GetTopic(ctx context.Context, req *sundialv1.GetTopicRequest) (*sundialv1.Topic, error) {
+	if vs := validate.TopicName("name", req.GetName()); len(vs) > 0 {
+		return nil, apierr.InvalidArgument(vs...)
+	}
+	t, err := anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetTopic))
+	if err != nil {
+		return nil, err
+	}
+	stats, err := a.s.stats(ctx, req.GetName(), t.GetGroups())
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		// A broker without Shard.Stats (a rolling upgrade): the topic
+		// without stats beats no topic.
+	case err != nil:
+		return nil, err
+	default:
+		t.Stats = stats
+	}
+	return t, nil
+}
+
+// ListGroups answers the groups from the meta group, each with its stats
+// merged over the topic's shards.
+func (a admin) ListGroups(ctx context.Context, req *sundialv1.ListGroupsRequest) (*sundialv1.ListGroupsResponse, error) {
+	if vs := validate.TopicName("topic", req.GetTopic()); len(vs) > 0 {
+		return nil, apierr.InvalidArgument(vs...)
+	}
+	resp, err := anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.ListGroups))
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(resp.GetGroups()))
+	for _, g := range resp.GetGroups() {
+		names = append(names, g.GetName())
+	}
+	stats, err := a.s.stats(ctx, req.GetTopic(), names)
+	if status.Code(err) == codes.Unimplemented {
+		return resp, nil // as in GetTopic
+	}
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*sundialv1.GroupStats, len(stats))
+	for _, st := range stats {
+		byName[st.GetGroup()] = st
+	}
+	for _, g := range resp.GetGroups() {
+		g.Stats = byName[g.GetName()]
+	}
+	return resp, nil
+}
+
+// stats merges Shard.Stats over the topic's shards, one entry per group
+// (groups first, in their order).
+func (s *Server) stats(ctx context.Context, topic string, groups []string) ([]*sundialv1.GroupStats, error) {
+	table, err := s.table(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resps, err := allOf(onTopicShards(ctx, s, table, topic, func(ctx context.Context, c brokerv1.ShardClient, shard uint64, parts []uint32) (*brokerv1.ShardStatsResponse, error) {
+		return c.Stats(ctx, &brokerv1.ShardTopicRequest{ShardId: shard, Topic: topic, Partitions: parts})
+	}))
+	if err != nil {
+		return nil, err
+	}
+	per := make([][]*sundialv1.GroupStats, 0, len(resps))
+	for _, r := range resps {
+		per = append(per, r.GetStats())
+	}
+	return fanout.MergeStats(groups, per...), nil
+}

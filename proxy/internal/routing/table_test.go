@@ -1,0 +1,97 @@
+package routing
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/receipt"
+)
+
+func testTable(shards int) *Table {
+	rt := &sundialv1.RoutingTable{
+		Version: 7,
+		Topics:  []*sundialv1.TopicRoute{{Name: "wide", Partitions: 16}, {Name: "narrow", Partitions: 1}},
+	}
+	for id := 1; id <= shards; id++ {
+		rt.Shards = append(rt.Shards, &sundialv1.Shard{ShardId: uint64(id)})
+	}
+	return NewTable(rt, nil)
+}
+
+func TestDeadLetterRouting(t *testing.T) {
+	tab := testTable(8)
+	if got := tab.Partitions("wide.dlq"); got != 16 {
+		t.Errorf("Partitions(wide.dlq) = %d, want 16 (the partitions of wide)", got)
+	}
+	for p := range uint32(16) {
+		if got, want := tab.Locate("wide.dlq", p), tab.Locate("wide", p); got != want {
+			t.Errorf("Locate(wide.dlq, %d) = %d, want %d (the shard of wide/%d)", p, got, want, p)
+		}
+	}
+	dlq, base := tab.TopicShards("wide.dlq"), tab.TopicShards("wide")
+	if len(dlq) != len(base) {
+		t.Fatalf("TopicShards(wide.dlq) has %d shards, want %d", len(dlq), len(base))
+	}
+	for s, ps := range base {
+		if len(dlq[s]) != len(ps) {
+			t.Errorf("TopicShards(wide.dlq)[%d] = %v, want %v", s, dlq[s], ps)
+		}
+	}
+	if tab.Fingerprint("wide.dlq") != tab.Fingerprint("wide") {
+		t.Error("Fingerprint(wide.dlq) != Fingerprint(wide), want equal")
+	}
+	if got := tab.Partitions("unknown.dlq"); got != 1 {
+		t.Errorf("Partitions(unknown.dlq) = %d, want 1", got)
+	}
+}
+
+func TestLocateMessage(t *testing.T) {
+	tab := testTable(8)
+	wantPart := uint32(xxhash.Sum64String("order-17") % 16)
+	for _, tc := range []struct {
+		name      string
+		sel       *sundialv1.MessageSelector
+		wantShard uint64
+		wantPart  uint32
+		wantErr   error
+	}{
+		{"key", &sundialv1.MessageSelector{Topic: "wide", By: &sundialv1.MessageSelector_Key{Key: "order-17"}}, tab.Locate("wide", wantPart), wantPart, nil},
+		{"key on dlq", &sundialv1.MessageSelector{Topic: "wide.dlq", By: &sundialv1.MessageSelector_Key{Key: "order-17"}}, tab.Locate("wide", wantPart), wantPart, nil},
+		{"key one partition", &sundialv1.MessageSelector{Topic: "narrow", By: &sundialv1.MessageSelector_Key{Key: "order-17"}}, tab.Locate("narrow", 0), 0, nil},
+		{"id", &sundialv1.MessageSelector{Topic: "wide", By: &sundialv1.MessageSelector_MessageId{MessageId: receipt.NewMessageID(5, 99, 1).String()}}, 5, 0, nil},
+		{"bad id", &sundialv1.MessageSelector{Topic: "wide", By: &sundialv1.MessageSelector_MessageId{MessageId: "xyz"}}, 0, 0, ErrBadMessageID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shard, part, err := tab.LocateMessage(tc.sel)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("LocateMessage(%v) error = %v, want %v", tc.sel, err, tc.wantErr)
+			}
+			if shard != tc.wantShard || part != tc.wantPart {
+				t.Errorf("LocateMessage(%v) = (%d, %d), want (%d, %d)", tc.sel, shard, part, tc.wantShard, tc.wantPart)
+			}
+		})
+	}
+}
+
+func TestKeyPartitionMatchesPublish(t *testing.T) {
+	for _, key := range []string{"a", "order-17", "tenant.job-9"} {
+		if got, want := KeyPartition(key, 16), uint32(xxhash.Sum64String(key)%16); got != want {
+			t.Errorf("KeyPartition(%q, 16) = %d, want %d", key, got, want)
+		}
+	}
+	if got := KeyPartition("a", 0); got != 0 {
+		t.Errorf("KeyPartition(a, 0) = %d, want 0", got)
+	}
+}
+
+func TestFingerprintChangesWithPlacement(t *testing.T) {
+	if testTable(8).Fingerprint("wide") == testTable(9).Fingerprint("wide") {
+		t.Error("Fingerprint(wide) equal over 8 and 9 shards, want different")
+	}
+	if testTable(8).Fingerprint("wide") != testTable(8).Fingerprint("wide") {
+		t.Error("Fingerprint(wide) differs between equal tables")
+	}
+}
