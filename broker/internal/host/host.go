@@ -400,8 +400,21 @@ func (h *Host) NodeHost() *dragonboat.NodeHost { return h.nh }
 // DB exposes the state DB to the service layer (reads only).
 func (h *Host) DB() *pebble.DB { return h.db }
 
+// metaTimeout bounds meta proposals and reads whose context has no deadline
+// (Dragonboat requires one).
+const metaTimeout = 5 * time.Second
+
+func withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, metaTimeout)
+}
+
 // ProposeMeta commits a meta command and returns its result.
 func (h *Host) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error) {
+	ctx, cancel := withDeadline(ctx)
+	defer cancel()
 	c.NowMs = h.cfg.Now().UnixMilli()
 	res, err := h.nh.SyncPropose(ctx, h.nh.GetNoOPSession(meta.ShardID), c.Encode())
 	if err != nil {
@@ -413,6 +426,8 @@ func (h *Host) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte
 
 // ReadMeta answers the meta state after a linearizable read.
 func (h *Host) ReadMeta(ctx context.Context) (*meta.State, error) {
+	ctx, cancel := withDeadline(ctx)
+	defer cancel()
 	v, err := h.nh.SyncRead(ctx, meta.ShardID, meta.Query{})
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -31,27 +32,22 @@ const batchLimit = 1000
 // a copy for it.
 func (s *Shard) ensureGroup(ctx context.Context, lead *host.Leading, topic, group string) error {
 	_, closer, err := s.host.DB().Get(keys.Group(lead.Shard, topic, group))
-	if err == nil {
+	switch {
+	case err == nil:
 		closer.Close()
-		return nil
-	}
-	if !errors.Is(err, pebble.ErrNotFound) {
-		return err
-	}
-	if _, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: topic, Group: group}}}); err != nil {
-		return err
-	}
-	if t, ok := s.host.Meta().Topics[topic]; ok && group != meta.DefaultGroup {
-		for _, g := range t.Groups {
-			if g == group {
-				return nil
-			}
-		}
-		if _, _, err := s.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateGroup, Name: topic, Group: group, IfNotExists: true}); err != nil {
+	case errors.Is(err, pebble.ErrNotFound):
+		if _, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: topic, Group: group}}}); err != nil {
 			return err
 		}
+	default:
+		return err
 	}
-	return nil
+	t, ok := s.host.Meta().Topics[topic]
+	if !ok || group == meta.DefaultGroup || slices.Contains(t.Groups, group) {
+		return nil
+	}
+	_, _, err = s.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateGroup, Name: topic, Group: group, IfNotExists: true})
+	return err
 }
 
 // copyTopic answers the meta topic of a receipt's copy, nil if unknown.
