@@ -323,3 +323,33 @@ func TestInspectionAndStats(t *testing.T) {
 	c.WaitReady()
 	wantStats("after a leader change")
 }
+
+func TestFairTopic(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 2})
+	ctx := ctx10(t)
+	if _, err := c.Admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "tenants", Kind: sundialv1.TopicKind_TOPIC_KIND_FAIR}}); err != nil {
+		t.Fatalf("CreateTopic(FAIR) error = %v", err)
+	}
+	for batch := range 10 {
+		msgs := make([]*sundialv1.Message, 1000)
+		for i := range msgs {
+			msgs[i] = &sundialv1.Message{Topic: "tenants", FairnessKey: "a", Payload: []byte("a"), Key: fmt.Sprintf("a-%d-%d", batch, i)}
+		}
+		publish(t, c, msgs...)
+	}
+	var trickle []*sundialv1.Message
+	for i := range 10 {
+		trickle = append(trickle, &sundialv1.Message{Topic: "tenants", FairnessKey: "b", Payload: []byte("b"), Key: fmt.Sprintf("b-%d", i)})
+	}
+	publish(t, c, trickle...)
+	sub := c.Subscribe("tenants", "", 1, 0)
+	b := 0
+	for _, d := range collect(t, c, sub, 20, false) {
+		if string(d.Payload) == "b" {
+			b++
+		}
+	}
+	if b != 10 {
+		t.Fatalf("tenant b got %d of its 10 messages in the first 20 deliveries after a flood of 10000 from a", b)
+	}
+}

@@ -52,6 +52,9 @@ type Policy struct {
 	MaxAttempts int32
 	// ReleaseRate caps deliveries per second of the topic; 0 is unlimited.
 	ReleaseRate float64
+	// Fair topics serve due messages across fairness keys by weight.
+	Fair    bool
+	Weights map[string]int32
 }
 
 func (c *Config) fill() {
@@ -89,11 +92,12 @@ type Dispatcher struct {
 	log     *zap.Logger
 	metrics *Metrics
 
-	mu        sync.Mutex // guards consumers, rr, leasing, buckets and latenesses
+	mu        sync.Mutex // guards consumers, rr, leasing, buckets, lateness and fair
 	consumers []*Consumer
 	rr        int
 	buckets   map[string]*bucket      // release-rate limiters by topic
 	lateness  map[queueKey]*histogram // first-delivery lateness by topic and group
+	fair      map[queueKey]*fairState
 	// leasing holds the copies (message id + group) whose lease proposal
 	// has not been applied yet, so a round does not pick them twice. It is
 	// bounded by MaxLeaseBatch × MaxLeasesInFlight.
@@ -139,6 +143,7 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, now 
 		leasing:    map[string]struct{}{},
 		buckets:    map[string]*bucket{},
 		lateness:   map[queueKey]*histogram{},
+		fair:       map[queueKey]*fairState{},
 		floors:     map[keys.Queue]int64{},
 		ctx:        ctx, cancel: cancel,
 		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
@@ -493,7 +498,13 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 				}
 				break
 			}
-			due, wakeAt, err := d.scan(q, nowMs, limit)
+			scan := d.scan
+			if policy.Fair {
+				scan = func(q keys.Queue, nowMs int64, limit int) ([]dueItem, time.Time, error) {
+					return d.scanFair(q, nowMs, limit, policy.Weights)
+				}
+			}
+			due, wakeAt, err := scan(q, nowMs, limit)
 			if err != nil {
 				d.log.Error("scan due index", zap.Uint64("shard_id", d.shard), zap.Error(err))
 				continue

@@ -25,6 +25,7 @@ const (
 	HeaderOriginalID    = "sundial-original-id"
 	HeaderAttempts      = "sundial-attempts"
 	HeaderReason        = "sundial-last-reason"
+	HeaderOriginalFair  = "sundial-original-fair"
 )
 
 // applier applies the commands of one run of entries to an indexed batch,

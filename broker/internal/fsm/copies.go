@@ -75,7 +75,7 @@ func (a *applier) forEachRef(refs []*raftv1.MessageRef, fn func(int, *raftv1.Mes
 // moveTo re-indexes a copy at visibleAtMs; leased says whether it stays
 // leased until then (lease, extend) or becomes visible then (nack).
 func (a *applier) moveTo(id []byte, group string, cs *raftv1.CopyState, visibleAtMs int64, leased bool) error {
-	if err := a.b.Delete(a.dueKey(id, group, cs), nil); err != nil {
+	if err := a.unindex(id, group, cs); err != nil {
 		return err
 	}
 	if cs.Leased && !leased {
@@ -92,7 +92,7 @@ func (a *applier) moveTo(id []byte, group string, cs *raftv1.CopyState, visibleA
 // dropCopy removes a group's copy and, with the last copy, the body; end
 // says how the message ended (unspecified for a purge: nothing remembered).
 func (a *applier) dropCopy(id []byte, group string, cs *raftv1.CopyState, nowMs int64, end raftv1.EndState) error {
-	if err := a.b.Delete(a.dueKey(id, group, cs), nil); err != nil {
+	if err := a.unindex(id, group, cs); err != nil {
 		return err
 	}
 	if err := a.b.Delete(keys.Copy(a.shard, id, group), nil); err != nil {
@@ -180,6 +180,9 @@ func (a *applier) deadLetter(ref *raftv1.MessageRef, cs *raftv1.CopyState, nowMs
 	headers[HeaderOriginalID] = orig.String()
 	headers[HeaderAttempts] = strconv.FormatUint(uint64(cs.Attempt), 10)
 	headers[HeaderReason] = cs.Reason
+	if body.Fair {
+		headers[HeaderOriginalFair] = "1"
+	}
 	dead := &raftv1.StoredMessage{
 		Topic: body.Topic + DLQSuffix, Partition: body.Partition, Payload: body.Payload, Headers: headers,
 		PublishedAtMs: nowMs, DueAtMs: nowMs, FairnessKey: body.FairnessKey, Priority: body.Priority,
@@ -196,12 +199,20 @@ func (a *applier) deadLetter(ref *raftv1.MessageRef, cs *raftv1.CopyState, nowMs
 	return a.dropCopy(ref.MessageId, ref.Group, cs, nowMs, raftv1.EndState_END_STATE_DEAD_LETTERED)
 }
 
-func (a *applier) dueKey(id []byte, group string, cs *raftv1.CopyState) []byte {
+// unindex deletes a copy's due-index entry (and fair-index entry).
+func (a *applier) unindex(id []byte, group string, cs *raftv1.CopyState) error {
 	q := keys.Queue{Topic: cs.Topic, Partition: cs.Partition, Group: group}
-	return keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id)
+	if err := a.b.Delete(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id), nil); err != nil {
+		return err
+	}
+	if cs.Fair {
+		return a.b.Delete(keys.Fair(a.shard, q, cs.FairnessKey, cs.VisibleAtMs, cs.Priority, id), nil)
+	}
+	return nil
 }
 
-// putCopy writes a copy state and its due-index entry.
+// putCopy writes a copy state and its due-index entry (and fair-index
+// entry).
 func (a *applier) putCopy(id []byte, group string, cs *raftv1.CopyState) error {
 	if err := a.put(keys.Copy(a.shard, id, group), cs); err != nil {
 		return err
@@ -210,7 +221,13 @@ func (a *applier) putCopy(id []byte, group string, cs *raftv1.CopyState) error {
 	if low, ok := a.lows[q]; !ok || cs.VisibleAtMs < low {
 		a.lows[q] = cs.VisibleAtMs
 	}
-	return a.b.Set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id), keys.DueValue(cs.Attempt, cs.Leased), nil)
+	v := keys.DueValue(cs.Attempt, cs.Leased)
+	if cs.Fair {
+		if err := a.b.Set(keys.Fair(a.shard, q, cs.FairnessKey, cs.VisibleAtMs, cs.Priority, id), v, nil); err != nil {
+			return err
+		}
+	}
+	return a.b.Set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id), v, nil)
 }
 
 func (a *applier) copyState(id []byte, group string) (*raftv1.CopyState, error) {

@@ -258,7 +258,7 @@ func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 	m := &raftv1.StoredMessage{
 		Topic: topic, Partition: dead.Partition, Payload: dead.Payload, Headers: headers,
 		PublishedAtMs: nowMs, DueAtMs: nowMs, FairnessKey: dead.FairnessKey, Priority: dead.Priority,
-		DedupWindowMs: dead.DedupWindowMs, GroupsPending: 1,
+		DedupWindowMs: dead.DedupWindowMs, GroupsPending: 1, Fair: dead.Headers[HeaderOriginalFair] == "1",
 	}
 	id := a.nextID()
 	if err := a.put(keys.Message(a.shard, id), m); err != nil {
@@ -269,7 +269,7 @@ func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 		return err
 	}
 	c.Pending++
-	return a.putCopy(id, group, &raftv1.CopyState{VisibleAtMs: nowMs, Priority: m.Priority, Partition: m.Partition, Topic: topic})
+	return a.putCopy(id, group, &raftv1.CopyState{VisibleAtMs: nowMs, Priority: m.Priority, Partition: m.Partition, Topic: topic, Fair: m.Fair, FairnessKey: m.FairnessKey})
 }
 
 // expire removes up to limit messages whose TTL ended by now; copies in

@@ -120,7 +120,7 @@ func (a *applier) rewrite(id []byte, body, m *raftv1.StoredMessage, due int64, g
 	}
 	body.DueAtMs = due
 	for i, cs := range states {
-		if err := a.b.Delete(a.dueKey(id, groups[i], cs), nil); err != nil {
+		if err := a.unindex(id, groups[i], cs); err != nil {
 			return err
 		}
 		cs.Priority = m.Priority
@@ -162,7 +162,7 @@ func (a *applier) store(m *raftv1.StoredMessage) (*raftv1.PublishOutcome, error)
 		}
 	}
 	for _, g := range gs {
-		cs := &raftv1.CopyState{VisibleAtMs: m.DueAtMs, Priority: m.Priority, Partition: m.Partition, Topic: m.Topic}
+		cs := &raftv1.CopyState{VisibleAtMs: m.DueAtMs, Priority: m.Priority, Partition: m.Partition, Topic: m.Topic, Fair: m.Fair, FairnessKey: m.FairnessKey}
 		if err := a.putCopy(id, g, cs); err != nil {
 			return nil, err
 		}

@@ -18,6 +18,8 @@
 //	'v' <forget_at 8> <kind> <rest>          key and end records by expiry
 //	'x' <expires_at 8> <msg id 16>           messages by TTL expiry
 //	'n' <topic> 0 <group>                    a group's counters
+//	'f' <topic> 0 <part 4> <group> 0 <fairness key> 0 <visible_at 8> <prio 4> <msg id 16>
+//	                                         fair index (FAIR topics); value as 'd'
 //
 // The due-index value is the copy's attempt (4 bytes) and a flag byte,
 // 1 when the entry is a lease deadline.
@@ -50,6 +52,7 @@ const (
 	tagForget  = 'v'
 	tagExpiry  = 'x'
 	tagCounter = 'n'
+	tagFair    = 'f'
 )
 
 // Kinds of records in the forget index.
@@ -343,3 +346,38 @@ const (
 	TagKey = tagKey
 	TagEnd = tagEnd
 )
+
+// FairPrefix is the prefix of the fair index of q.
+func FairPrefix(shard uint64, q Queue) []byte {
+	b := append(append(ShardPrefix(shard), tagFair), q.Topic...)
+	b = binary.BigEndian.AppendUint32(append(b, 0), q.Partition)
+	return append(append(b, q.Group...), 0)
+}
+
+// FairKeyPrefix is the prefix of one fairness key's entries in q.
+func FairKeyPrefix(shard uint64, q Queue, fairnessKey string) []byte {
+	return append(append(FairPrefix(shard, q), fairnessKey...), 0)
+}
+
+// Fair is a fair-index key.
+func Fair(shard uint64, q Queue, fairnessKey string, visibleAtMs int64, priority int32, id []byte) []byte {
+	b := FairKeyPrefix(shard, q, fairnessKey)
+	b = binary.BigEndian.AppendUint64(b, uint64(visibleAtMs))
+	b = binary.BigEndian.AppendUint32(b, uint32(int64(priority)-math.MinInt32))
+	return append(b, id...)
+}
+
+// ParseFair parses a key made by Fair into its fairness key and entry.
+func ParseFair(shard uint64, q Queue, key []byte) (string, DueEntry, error) {
+	prefix := FairPrefix(shard, q)
+	tail := 1 + 8 + 4 + IDBytes
+	if len(key) < len(prefix)+tail || string(key[:len(prefix)]) != string(prefix) || key[len(key)-tail] != 0 {
+		return "", DueEntry{}, fmt.Errorf("%w: fair key", ErrMalformed)
+	}
+	rest := key[len(key)-tail+1:]
+	return string(key[len(prefix) : len(key)-tail]), DueEntry{
+		VisibleAtMs: int64(binary.BigEndian.Uint64(rest[0:8])),
+		Priority:    int32(int64(binary.BigEndian.Uint32(rest[8:12])) + math.MinInt32),
+		ID:          rest[12:],
+	}, nil
+}

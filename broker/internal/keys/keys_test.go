@@ -143,3 +143,17 @@ func TestForgetAndExpiryRoundTrip(t *testing.T) {
 		t.Fatalf("ParseExpiry() = %d, %v, %v", at, mid, err)
 	}
 }
+
+func TestFairRoundTrip(t *testing.T) {
+	q := Queue{Topic: "jobs", Partition: 1, Group: "default"}
+	for _, fk := range []string{"", "tenant-a", "tenant-a.job-7"} {
+		k := Fair(2, q, fk, 55, -1, id(4))
+		gotKey, e, err := ParseFair(2, q, k)
+		if err != nil || gotKey != fk || e.VisibleAtMs != 55 || e.Priority != -1 || !bytes.Equal(e.ID, id(4)) {
+			t.Fatalf("ParseFair(Fair(%q)) = %q, %v, %v", fk, gotKey, e, err)
+		}
+		if !bytes.HasPrefix(k, FairKeyPrefix(2, q, fk)) {
+			t.Fatalf("Fair(%q) lacks its key prefix", fk)
+		}
+	}
+}

@@ -95,8 +95,9 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		m := pm.GetMessage()
 		due := validate.DueAt(m, nowMs)
 		window := s.opts.DefaultDedupWindow.Milliseconds()
+		fair := false
 		if t, ok := st.Topics[m.GetTopic()]; ok {
-			window = t.DedupWindowMs
+			window, fair = t.DedupWindowMs, t.Kind == "fair"
 			if t.JitterMs > 0 {
 				due += rand.Int64N(t.JitterMs + 1)
 			}
@@ -109,7 +110,7 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 			Topic: m.GetTopic(), Partition: pm.GetPartition(), Payload: m.GetPayload(), Headers: m.GetHeaders(),
 			PublishedAtMs: nowMs, DueAtMs: due, ExpiresAtMs: expires,
 			Key: m.GetKey(), FairnessKey: m.GetFairnessKey(), Priority: m.GetPriority(),
-			OnConflict: keyConflict(m.GetOnKeyConflict()), MaxWaitMs: m.GetMaxWaitMs(), DedupWindowMs: window,
+			OnConflict: keyConflict(m.GetOnKeyConflict()), MaxWaitMs: m.GetMaxWaitMs(), DedupWindowMs: window, Fair: fair,
 		}
 	}
 	out, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: cmd}})

@@ -646,6 +646,8 @@ type StoredMessage struct {
 	MaxWaitMs int64 `protobuf:"varint,13,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
 	// How long the key and id are remembered once the message is done.
 	DedupWindowMs int64 `protobuf:"varint,14,opt,name=dedup_window_ms,json=dedupWindowMs,proto3" json:"dedup_window_ms,omitempty"`
+	// The topic is FAIR: copies are also indexed by fairness key.
+	Fair          bool `protobuf:"varint,15,opt,name=fair,proto3" json:"fair,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -776,6 +778,13 @@ func (x *StoredMessage) GetDedupWindowMs() int64 {
 		return x.DedupWindowMs
 	}
 	return 0
+}
+
+func (x *StoredMessage) GetFair() bool {
+	if x != nil {
+		return x.Fair
+	}
+	return false
 }
 
 // MessageRef names one group's copy of a message at one attempt.
@@ -1541,7 +1550,10 @@ func (x *Expire) GetLimit() uint32 {
 type CopyState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Last nack reason, for dead letters.
-	Reason      string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Set for copies of FAIR topics, which the fair index also holds.
+	Fair        bool   `protobuf:"varint,8,opt,name=fair,proto3" json:"fair,omitempty"`
+	FairnessKey string `protobuf:"bytes,9,opt,name=fairness_key,json=fairnessKey,proto3" json:"fairness_key,omitempty"`
 	Attempt     uint32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	VisibleAtMs int64  `protobuf:"varint,2,opt,name=visible_at_ms,json=visibleAtMs,proto3" json:"visible_at_ms,omitempty"`
 	// leased: delivered and not yet acked; visible_at_ms is the lease deadline.
@@ -1586,6 +1598,20 @@ func (*CopyState) Descriptor() ([]byte, []int) {
 func (x *CopyState) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *CopyState) GetFair() bool {
+	if x != nil {
+		return x.Fair
+	}
+	return false
+}
+
+func (x *CopyState) GetFairnessKey() string {
+	if x != nil {
+		return x.FairnessKey
 	}
 	return ""
 }
@@ -2133,7 +2159,7 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12:\n" +
-	"\bmessages\x18\x03 \x03(\v2\x1e.sundial.raft.v1.StoredMessageR\bmessages\"\xc7\x04\n" +
+	"\bmessages\x18\x03 \x03(\v2\x1e.sundial.raft.v1.StoredMessageR\bmessages\"\xdb\x04\n" +
 	"\rStoredMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x18\n" +
@@ -2150,7 +2176,8 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\von_conflict\x18\f \x01(\x0e2\x1c.sundial.raft.v1.KeyConflictR\n" +
 	"onConflict\x12\x1e\n" +
 	"\vmax_wait_ms\x18\r \x01(\x03R\tmaxWaitMs\x12&\n" +
-	"\x0fdedup_window_ms\x18\x0e \x01(\x03R\rdedupWindowMs\x1a:\n" +
+	"\x0fdedup_window_ms\x18\x0e \x01(\x03R\rdedupWindowMs\x12\x12\n" +
+	"\x04fair\x18\x0f \x01(\bR\x04fair\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
@@ -2210,9 +2237,11 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"5\n" +
 	"\x06Expire\x12\x15\n" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xc9\x01\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"\x80\x02\n" +
 	"\tCopyState\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\x12\x18\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x12\n" +
+	"\x04fair\x18\b \x01(\bR\x04fair\x12!\n" +
+	"\ffairness_key\x18\t \x01(\tR\vfairnessKey\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\"\n" +
 	"\rvisible_at_ms\x18\x02 \x01(\x03R\vvisibleAtMs\x12\x16\n" +
 	"\x06leased\x18\x03 \x01(\bR\x06leased\x12\x1a\n" +

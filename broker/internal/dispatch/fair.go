@@ -1,0 +1,199 @@
+package dispatch
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+)
+
+// fairState is the weighted fair queueing state of one FAIR queue: the
+// virtual time of every node of the fairness-key tree ("tenant",
+// "tenant.job") that had due messages in the last round. A node served
+// once advances by 1/weight; the next pick at each level goes to the
+// child with the least virtual time, so a flooding key cannot starve a
+// trickling one and weights split deliveries in proportion. A node that
+// comes back after being idle starts at its active siblings' minimum, so
+// idleness earns no credit. Bounded by the keys with due messages.
+type fairState struct {
+	vt     map[string]float64
+	active map[string]bool
+}
+
+// scanFair returns up to limit due copies of a FAIR queue chosen fairly
+// across fairness keys, and when to look again. The caller holds mu.
+func (d *Dispatcher) scanFair(q keys.Queue, nowMs int64, limit int, weights map[string]int32) ([]dueItem, time.Time, error) {
+	prefix := keys.FairPrefix(d.shard, q)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer it.Close()
+	byKey := map[string][]dueItem{}
+	var wakeAt time.Time
+	for valid := it.First(); valid; {
+		fk, _, err := keys.ParseFair(d.shard, q, it.Key())
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		// Take up to limit due entries of this key...
+		for ; valid; valid = it.Next() {
+			cur, e, err := keys.ParseFair(d.shard, q, it.Key())
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			if cur != fk || len(byKey[fk]) >= limit {
+				break
+			}
+			if e.VisibleAtMs > nowMs {
+				if at := time.UnixMilli(e.VisibleAtMs); wakeAt.IsZero() || at.Before(wakeAt) {
+					wakeAt = at
+				}
+				break
+			}
+			if _, busy := d.leasing[string(e.ID)+q.Group]; busy {
+				continue
+			}
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			attempt, _, err := keys.ParseDueValue(v)
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			byKey[fk] = append(byKey[fk], dueItem{item: &raftv1.LeaseItem{
+				Ref:         &raftv1.MessageRef{MessageId: slices.Clone(e.ID), Group: q.Group, Attempt: attempt},
+				VisibleAtMs: e.VisibleAtMs,
+			}})
+		}
+		// ...then jump past the rest of it.
+		if valid {
+			if cur, _, err := keys.ParseFair(d.shard, q, it.Key()); err == nil && cur == fk {
+				valid = it.SeekGE(keys.PrefixEnd(keys.FairKeyPrefix(d.shard, q, fk)))
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, time.Time{}, err
+	}
+	st := d.fairFor(queueKey{q.Topic, q.Group})
+	out := st.pick(byKey, limit, weights)
+	if len(out) == limit {
+		wakeAt = time.UnixMilli(nowMs)
+	}
+	return out, wakeAt, nil
+}
+
+func (d *Dispatcher) fairFor(k queueKey) *fairState {
+	st, ok := d.fair[k]
+	if !ok {
+		st = &fairState{vt: map[string]float64{}, active: map[string]bool{}}
+		d.fair[k] = st
+	}
+	return st
+}
+
+// pick takes up to limit items from the per-key lists, fairly.
+func (st *fairState) pick(byKey map[string][]dueItem, limit int, weights map[string]int32) []dueItem {
+	// Every tree node with due items, and the leaves under each parent.
+	children := map[string][]string{} // parent path → child paths
+	active := map[string]bool{}
+	for fk := range byKey {
+		parts := strings.Split(fk, ".")
+		parent := ""
+		for i := range parts {
+			node := strings.Join(parts[:i+1], ".")
+			if !active[node] {
+				active[node] = true
+				children[parent] = append(children[parent], node)
+			}
+			parent = node
+		}
+	}
+	for parent, cs := range children {
+		slices.Sort(cs)
+		floor := -1.0
+		for _, c := range cs {
+			if st.active[c] && (floor < 0 || st.vt[c] < floor) {
+				floor = st.vt[c]
+			}
+		}
+		for _, c := range cs {
+			if !st.active[c] && floor >= 0 {
+				st.vt[c] = max(st.vt[c], floor)
+			}
+		}
+		children[parent] = cs
+	}
+	// Forget nodes that went idle, so the state stays bounded.
+	for node := range st.vt {
+		if !active[node] {
+			delete(st.vt, node)
+		}
+	}
+	st.active = active
+	remaining := map[string]int{}
+	for fk, items := range byKey {
+		remaining[fk] = len(items)
+	}
+	var out []dueItem
+	for len(out) < limit {
+		leaf, ok := st.descend("", children, byKey, remaining, weights)
+		if !ok {
+			break
+		}
+		items := byKey[leaf]
+		out = append(out, items[len(items)-remaining[leaf]])
+		remaining[leaf]--
+	}
+	return out
+}
+
+// descend walks from parent to the leaf to serve next, charging every node
+// on the way; ok is false when nothing is left below parent.
+func (st *fairState) descend(parent string, children map[string][]string, byKey map[string][]dueItem, remaining map[string]int, weights map[string]int32) (string, bool) {
+	var best string
+	found := false
+	for _, c := range children[parent] {
+		if !st.hasWork(c, children, byKey, remaining) {
+			continue
+		}
+		if !found || st.vt[c] < st.vt[best] {
+			best, found = c, true
+		}
+	}
+	if !found {
+		if _, isLeaf := byKey[parent]; isLeaf && parent != "" && remaining[parent] > 0 {
+			return parent, true
+		}
+		return "", false
+	}
+	w := float64(1)
+	if v, ok := weights[best]; ok && v > 0 {
+		w = float64(v)
+	}
+	st.vt[best] += 1 / w
+	// A key can be both a leaf and a parent ("a" and "a.b"): serve the
+	// node itself when its own items are due and its children are not.
+	if leaf, ok := st.descend(best, children, byKey, remaining, weights); ok {
+		return leaf, true
+	}
+	return best, remaining[best] > 0
+}
+
+func (st *fairState) hasWork(node string, children map[string][]string, byKey map[string][]dueItem, remaining map[string]int) bool {
+	if remaining[node] > 0 {
+		return true
+	}
+	for _, c := range children[node] {
+		if st.hasWork(c, children, byKey, remaining) {
+			return true
+		}
+	}
+	return false
+}
