@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"testing"
@@ -75,6 +76,23 @@ func TestLeasesSurviveFailover(t *testing.T) {
 		receipts = append(receipts, got.Receipt)
 	}
 	sub.Close()
+	// Deliveries are pushed while their lease commits; wait for the commits
+	// (a leader dying before them may deliver again, which at-least-once
+	// allows) before failing over.
+	Eventually(t, 10*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		topic, err := c.Admin.GetTopic(ctx, &sundialv1.GetTopicRequest{Name: topic})
+		if err != nil {
+			return err
+		}
+		for _, st := range topic.Stats {
+			if st.Group == "default" && st.InFlight == 20 {
+				return nil
+			}
+		}
+		return fmt.Errorf("stats %v, want 20 in flight", topic.Stats)
+	})
 	c.StopBroker(c.LeaderOf(shard))
 	c.WaitReady()
 
