@@ -3,10 +3,12 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sundialmq/sundial/proto/client"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -41,4 +43,44 @@ func BenchmarkPublish(b *testing.B) {
 			b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "msgs/s")
 		})
 	}
+}
+
+// BenchmarkBurstDrain publishes b.N messages due at once, then measures
+// how fast four SDK consumers (prefetch 100) drain them, acking each.
+func BenchmarkBurstDrain(b *testing.B) {
+	c := New(b, Config{Shards: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl, err := client.Dial(ctx, []string{c.Proxy.GRPCAddr()})
+	if err != nil {
+		b.Fatalf("Dial() error = %v", err)
+	}
+	defer cl.Close()
+	n := max(b.N, 1000)
+	pub := cl.NewPublisher(client.PublisherOptions{MaxBatchMessages: 500})
+	for i := range n {
+		pub.Publish(&sundialv1.Message{Topic: fmt.Sprintf("burst-%d", i%4), Payload: make([]byte, 100)})
+	}
+	if err := pub.Close(ctx); err != nil {
+		b.Fatalf("Publisher.Close() error = %v", err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	var done atomic.Int64
+	subCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl.Subscribe(subCtx, client.SubscribeOptions{Topic: fmt.Sprintf("burst-%d", i), MaxInFlight: 100}, func(ctx context.Context, d *client.Delivery) {
+				if d.Ack(ctx) == nil && done.Add(1) == int64(n) {
+					stop()
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(done.Load())/time.Since(start).Seconds(), "msgs/s")
 }

@@ -75,16 +75,26 @@ type Delivery struct {
 func (d *Delivery) Ack(ctx context.Context) error {
 	d.complete()
 	req := &sundialv1.AckRequest{Receipts: []string{d.Receipt}, RequestId: NewRequestID()}
+	retried := false
 	r, err := d.answer(ctx, &sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Ack{Ack: req}}, req.RequestId,
-		func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) { return d.c.Ack(ctx, d.Receipt) })
+		func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) {
+			retried = true
+			return d.c.Ack(ctx, d.Receipt)
+		})
 	if err != nil {
 		return err
+	}
+	if retried && codes.Code(r.GetError().GetCode()) == codes.NotFound {
+		// The ack sent over the stream may have landed before the stream
+		// broke: acks are idempotent, and nothing is in flight any more.
+		return nil
 	}
 	return StatusError(r.GetError())
 }
 
-// Nack hands the delivery back for redelivery after delay (0: as soon as
-// possible); reason is recorded for operators.
+// Nack hands the delivery back for redelivery after delay (0: after the
+// topic's exponential backoff for this attempt); reason is recorded for
+// operators and on dead letters.
 func (d *Delivery) Nack(ctx context.Context, delay time.Duration, reason string) error {
 	d.complete()
 	req := &sundialv1.NackRequest{Receipts: []string{d.Receipt}, DelayMs: delay.Milliseconds(), Reason: reason, RequestId: NewRequestID()}

@@ -403,3 +403,17 @@ func TestFairHierarchy(t *testing.T) {
 		t.Fatalf("tenants a:b = %d:%d over 40, want an even split between tenants whatever their job count", counts["a"], counts["b"])
 	}
 }
+
+func TestFairWithoutFairnessKey(t *testing.T) {
+	r, c := fairRig(t, nil)
+	now := time.Now().UnixMilli()
+	r.publishMessages(fairMessages("", 3, now)...)
+	r.publishMessages(fairMessages("a", 3, now)...)
+	counts := map[string]int{}
+	for _, k := range take(t, r, c, 6) {
+		counts[k]++
+	}
+	if counts[""] != 3 || counts["a"] != 3 {
+		t.Fatalf("deliveries by key = %v, want 3 without a key and 3 of a", counts)
+	}
+}

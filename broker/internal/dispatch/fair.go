@@ -98,8 +98,19 @@ func (d *Dispatcher) fairFor(k queueKey) *fairState {
 	return st
 }
 
+// noKey is the tree node of messages without a fairness key: a leaf of the
+// root like any other key.
+const noKey = "\x00"
+
 // pick takes up to limit items from the per-key lists, fairly.
-func (st *fairState) pick(byKey map[string][]dueItem, limit int, weights map[string]int32) []dueItem {
+func (st *fairState) pick(byFairnessKey map[string][]dueItem, limit int, weights map[string]int32) []dueItem {
+	byKey := make(map[string][]dueItem, len(byFairnessKey))
+	for fk, items := range byFairnessKey {
+		if fk == "" {
+			fk = noKey
+		}
+		byKey[fk] = items
+	}
 	// Every tree node with due items, and the leaves under each parent.
 	children := map[string][]string{} // parent path → child paths
 	active := map[string]bool{}

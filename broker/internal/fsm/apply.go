@@ -40,6 +40,7 @@ type applier struct {
 	lows      map[keys.Queue]int64 // earliest visible_at inserted per queue
 	expiryLow int64                // earliest TTL expiry inserted, 0 if none
 	counters  map[counterKey]*raftv1.Counters
+	groupsOf  map[string][]string // topic → groups on this shard, this run
 }
 
 type counterKey struct{ topic, group string }

@@ -179,7 +179,14 @@ func (a *applier) deadLetter(ref *raftv1.MessageRef, cs *raftv1.CopyState, nowMs
 	headers[HeaderOriginalGroup] = ref.Group
 	headers[HeaderOriginalID] = orig.String()
 	headers[HeaderAttempts] = strconv.FormatUint(uint64(cs.Attempt), 10)
-	headers[HeaderReason] = cs.Reason
+	switch {
+	case cs.Leased: // the last attempt ran out its lease
+		headers[HeaderReason] = "lease expired without an ack"
+	case cs.Reason == "":
+		headers[HeaderReason] = "nacked"
+	default:
+		headers[HeaderReason] = cs.Reason
+	}
 	if body.Fair {
 		headers[HeaderOriginalFair] = "1"
 	}

@@ -84,7 +84,7 @@ func (s *StateMachine) Open(<-chan struct{}) (uint64, error) {
 func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	a := applier{b: b, shard: s.shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*raftv1.Counters{}}
+	a := applier{b: b, shard: s.shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*raftv1.Counters{}, groupsOf: map[string][]string{}}
 	for i := range entries {
 		e := &entries[i]
 		var batch raftv1.Batch

@@ -138,6 +138,7 @@ func endCode(end raftv1.EndState, cancel bool) raftv1.ChangeCode {
 // group registers a group on a topic, or removes it and up to limit of its
 // copies.
 func (a *applier) group(g *raftv1.Group) (*raftv1.Outcome, error) {
+	defer delete(a.groupsOf, g.Topic)
 	if !g.Delete {
 		if _, err := a.groups(g.Topic); err != nil { // the default group comes first
 			return nil, err

@@ -192,6 +192,9 @@ func (a *applier) indexExpiry(id []byte, atMs int64) error {
 // groups lists the groups of topic on this shard, registering the default
 // group on first use.
 func (a *applier) groups(topic string) ([]string, error) {
+	if gs, ok := a.groupsOf[topic]; ok {
+		return gs, nil
+	}
 	prefix := keys.GroupPrefix(a.shard, topic)
 	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
 	if err != nil {
@@ -210,5 +213,6 @@ func (a *applier) groups(topic string) ([]string, error) {
 			return nil, err
 		}
 	}
+	a.groupsOf[topic] = gs
 	return gs, nil
 }

@@ -41,7 +41,7 @@ import (
 )
 
 // maxAckOps bounds the ack operations of one stream handled at once.
-const maxAckOps = 64
+const maxAckOps = 4096
 
 // streamHealthy is how long a shard stream must have lived for its
 // reconnect backoff to reset.
