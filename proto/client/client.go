@@ -160,8 +160,8 @@ func (c *Client) Ack(ctx context.Context, receipts ...string) ([]*sundialv1.Rece
 	return resp.GetResults(), err
 }
 
-// Nack hands deliveries back for redelivery after delay (0: as soon as
-// possible).
+// Nack hands deliveries back for redelivery after delay (0: after the
+// topic's exponential backoff for each delivery's attempt).
 func (c *Client) Nack(ctx context.Context, delay time.Duration, reason string, receipts ...string) ([]*sundialv1.ReceiptResult, error) {
 	var resp *sundialv1.NackResponse
 	err := c.retry(ctx, "nack", func(ctx context.Context) error {
