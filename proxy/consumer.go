@@ -68,10 +68,7 @@ func (st settler) run(ctx context.Context, receipts []string, call func(ctx cont
 }
 
 func (st settler) Ack(ctx context.Context, req *sundialv1.AckRequest) []*sundialv1.ReceiptResult {
-	return st.run(ctx, req.GetReceipts(), func(ctx context.Context, c brokerv1.ShardClient, shard uint64, rs []string) ([]*sundialv1.ReceiptResult, error) {
-		resp, err := c.Ack(ctx, &brokerv1.ShardAckRequest{ShardId: shard, Receipts: rs})
-		return resp.GetResults(), err
-	})
+	return ack.Run(ctx, req.GetReceipts(), st.s.acks.Ack, statusProto)
 }
 
 func (st settler) Nack(ctx context.Context, req *sundialv1.NackRequest) []*sundialv1.ReceiptResult {

@@ -40,6 +40,7 @@ type Server struct {
 	pool        *routing.Pool
 	watcher     *routing.Watcher
 	fwd         *forward.Forwarder
+	acks        *ackCoalescer
 	partitioner *batch.Partitioner
 	subs        *subscribe.Handler
 
@@ -89,6 +90,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s.watcher = routing.NewWatcher(cfg.Brokers, s.pool, log, routing.NewMetrics(reg), s.onTable)
 	s.fwd = forward.New(s.watcher, s.pool, cfg.Brokers, cfg.ForwardTimeout, forward.NewMetrics(reg))
+	s.acks = newAckCoalescer(cfg.ForwardTimeout, s.fwd.Do)
 	s.subs = &subscribe.Handler{
 		Tables:      s.watcher,
 		Pool:        s.pool,
