@@ -179,19 +179,23 @@ func (c *Cluster) StopBroker(i int) {
 // LeaderOf returns the 0-based index of the broker leading shard.
 func (c *Cluster) LeaderOf(shard uint64) int {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	info, err := c.Admin.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
-	if err != nil {
-		c.t.Fatalf("GetClusterInfo() error = %v", err)
-	}
-	for _, s := range info.Shards {
-		if s.ShardId == shard {
-			return int(s.LeaderNodeId) - 1
+	leader := -1
+	Eventually(c.t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := c.Admin.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
+		if err != nil {
+			return err
 		}
-	}
-	c.t.Fatalf("shard %d not found", shard)
-	return -1
+		for _, s := range info.Shards {
+			if s.ShardId == shard && s.LeaderNodeId != 0 {
+				leader = int(s.LeaderNodeId) - 1
+				return nil
+			}
+		}
+		return fmt.Errorf("shard %d has no known leader", shard)
+	})
+	return leader
 }
 
 func (c *Cluster) stop() {

@@ -24,6 +24,8 @@ func toStatus(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, dragonboat.ErrTimeoutTooSmall), errors.Is(err, dragonboat.ErrDeadlineNotSet):
+		return status.Error(codes.DeadlineExceeded, "too little time left for a raft round trip: "+err.Error())
 	case errors.Is(err, dragonboat.ErrTimeout):
 		return status.Error(codes.Unavailable, "raft proposal timed out: "+err.Error())
 	case dragonboat.IsTempError(err),
