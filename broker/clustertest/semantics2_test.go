@@ -234,3 +234,30 @@ func TestJitterSpreadsDueTimes(t *testing.T) {
 		t.Fatalf("50 messages due at one instant got only %d distinct due times with 2s jitter", len(distinct))
 	}
 }
+
+// TestCreditBelowShardCount: a subscriber granting one credit on a topic
+// spread over four shards gets every message, wherever its shard is.
+func TestCreditBelowShardCount(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 4})
+	ctx := ctx10(t)
+	if _, err := c.Admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "spread", Partitions: 8}}); err != nil {
+		t.Fatalf("CreateTopic() error = %v", err)
+	}
+	const n = 12
+	shards := map[uint64]bool{}
+	for i := range n {
+		res := publish(t, c, &sundialv1.Message{Topic: "spread", Key: fmt.Sprint("k", i), Payload: []byte(fmt.Sprint(i))})
+		shards[shardOf(t, res[0].MessageId)] = true
+	}
+	if len(shards) < 2 {
+		t.Fatalf("messages landed on %d shard, want several", len(shards))
+	}
+	sub := c.Subscribe("spread", "", 1, 0)
+	seen := map[string]bool{}
+	for _, d := range collect(t, c, sub, n, false) {
+		seen[string(d.Payload)] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("received %d distinct messages, want %d", len(seen), n)
+	}
+}

@@ -255,6 +255,15 @@ func (d *Dispatcher) Detach(c *Consumer) {
 	}
 }
 
+// Revoke takes back up to n of c's unspent credit and answers how much.
+func (d *Dispatcher) Revoke(c *Consumer, n int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	taken := max(0, min(n, c.credit))
+	c.credit -= taken
+	return taken
+}
+
 // AddCredit grants c n more deliveries.
 func (d *Dispatcher) AddCredit(c *Consumer, n int) {
 	d.mu.Lock()

@@ -222,6 +222,7 @@ func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
 	defer lead.Dispatcher.Detach(c)
 
 	recvErr := make(chan error, 1)
+	returned := make(chan int, 16) // revoked credit to report, in order
 	go func() {
 		for {
 			req, err := stream.Recv()
@@ -232,10 +233,28 @@ func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
 			if cr := req.GetCredit(); cr != nil && cr.GetN() > 0 {
 				lead.Dispatcher.AddCredit(c, int(cr.GetN()))
 			}
+			if rv := req.GetRevoke(); rv != nil && rv.GetN() > 0 {
+				select {
+				case returned <- lead.Dispatcher.Revoke(c, int(rv.GetN())):
+				case <-stream.Context().Done():
+					return
+				}
+			}
 		}
 	}()
 	for {
 		select {
+		case n := <-returned:
+			// Deliveries already taken went out before this answer, so the
+			// proxy's count of this stream's credit stays exact.
+			for _, d := range c.Take() {
+				if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Delivery{Delivery: d}}); err != nil {
+					return err
+				}
+			}
+			if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_CreditReturned{CreditReturned: &sundialv1.Credit{N: int32(n)}}}); err != nil {
+				return err
+			}
 		case <-c.Ready():
 			for _, d := range c.Take() {
 				if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Delivery{Delivery: d}}); err != nil {

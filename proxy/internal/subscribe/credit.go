@@ -82,6 +82,29 @@ func (s *Splitter) Grant(n int64) []Grant {
 		return nil
 	}
 	s.pool += min(n, max(0, maxCredit-s.Outstanding()))
+	return s.distribute()
+}
+
+// Return records that shard handed back n unspent credits (after a
+// revoke) and passes them on, starting with the shards after it, so
+// credit that sat on a quiet shard moves to the others.
+func (s *Splitter) Return(shard uint64, n int64) []Grant {
+	h, ok := s.held[shard]
+	if !ok || n <= 0 {
+		return nil
+	}
+	n = min(n, h)
+	s.held[shard] = h - n
+	s.pool += n
+	if i := slices.Index(s.shards, shard); i >= 0 {
+		s.cursor = (i + 1) % len(s.shards)
+	}
+	return s.distribute()
+}
+
+// distribute fills the shards below their share from the pool, emptiest
+// first, ties in rotating order.
+func (s *Splitter) distribute() []Grant {
 	order := make([]uint64, 0, len(s.shards))
 	for i := range s.shards {
 		order = append(order, s.shards[(s.cursor+i)%len(s.shards)])

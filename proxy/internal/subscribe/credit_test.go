@@ -120,3 +120,22 @@ func TestSplitterCapsCredit(t *testing.T) {
 		t.Errorf("Outstanding() after two max grants = %d, want %d", got, maxCredit)
 	}
 }
+
+func TestSplitterReturnMovesCreditOn(t *testing.T) {
+	s := NewSplitter([]uint64{1, 2, 3})
+	first := s.Grant(1)
+	if len(first) != 1 {
+		t.Fatalf("Grant(1) = %v, want one shard served", first)
+	}
+	holder := first[0].Shard
+	next := s.Return(holder, 1)
+	if len(next) != 1 || next[0].Shard == holder || next[0].N != 1 {
+		t.Fatalf("Return(%d, 1) = %v, want the credit on another shard", holder, next)
+	}
+	if s.Held(holder) != 0 || s.Outstanding() != 1 {
+		t.Fatalf("after return: held %d, outstanding %d; want 0 and 1", s.Held(holder), s.Outstanding())
+	}
+	if got := s.Return(holder, 5); got != nil || s.Outstanding() != 1 {
+		t.Fatalf("Return of credit the shard does not hold = %v, outstanding %d", got, s.Outstanding())
+	}
+}

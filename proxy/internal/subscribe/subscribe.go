@@ -130,6 +130,9 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 		ss := s.shards[id]
 		runners.Go(func() { s.runShard(ss) })
 	}
+	if len(ids) > 1 {
+		runners.Go(s.rebalance)
+	}
 	readerDone := make(chan error, 1)
 	go func() { readerDone <- s.read() }()
 
@@ -152,8 +155,12 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 type shardStream struct {
 	id         uint64
 	partitions []uint32
-	wake       chan struct{} // cap 1: pending changed
-	pending    int64         // credit granted but not yet sent; guarded by session.mu
+	wake       chan struct{} // cap 1: pending or revoke changed
+	// Guarded by session.mu:
+	pending  int64     // credit granted but not yet sent
+	revoke   int64     // credit to ask back, not yet sent
+	revoking bool      // a revoke awaits its credit_returned
+	active   time.Time // last delivery, or when the stream got its credit
 }
 
 type session struct {
@@ -183,6 +190,9 @@ func (s *session) grant(n int64) {
 func (s *session) apply(gs []Grant) {
 	for _, g := range gs {
 		ss := s.shards[g.Shard]
+		if s.split.Held(g.Shard) == g.N {
+			ss.active = time.Now() // it had none: its idle time starts now
+		}
 		ss.pending += g.N
 		select {
 		case ss.wake <- struct{}{}:
@@ -317,7 +327,7 @@ func (s *session) streamOnce(ss *shardStream, addr string) error {
 	}
 	s.mu.Lock()
 	credit := s.split.Held(ss.id)
-	ss.pending = 0
+	ss.pending, ss.revoke, ss.revoking, ss.active = 0, 0, false, time.Now()
 	s.mu.Unlock()
 	start := &brokerv1.ShardStart{
 		ShardId:             ss.id,
@@ -344,17 +354,62 @@ func (s *session) streamOnce(ss *shardStream, addr string) error {
 			}
 			return err
 		}
+		if cr := resp.GetCreditReturned(); cr != nil {
+			s.mu.Lock()
+			ss.revoking = false
+			s.apply(s.split.Return(ss.id, int64(cr.GetN())))
+			s.mu.Unlock()
+			continue
+		}
 		d := resp.GetDelivery()
 		if d == nil {
 			continue
 		}
 		s.mu.Lock()
+		ss.active = time.Now()
 		s.apply(s.split.Spend(ss.id))
 		s.mu.Unlock()
 		if err := s.send(resp); err != nil {
 			return err
 		}
 		s.h.Metrics.delivered.Inc()
+	}
+}
+
+// idleRevokeAfter is how long a shard may sit on credit without delivering
+// while another shard has none, before the proxy asks for it back.
+const idleRevokeAfter = 100 * time.Millisecond
+
+// rebalance moves credit off quiet shards while others have none: without
+// it a subscriber granting less credit than its topic has shards could
+// wait forever on a shard with nothing due.
+func (s *session) rebalance() {
+	t := time.NewTicker(idleRevokeAfter / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		starved := false
+		for id := range s.shards {
+			starved = starved || s.split.Held(id) == 0
+		}
+		if starved && s.split.Pool() == 0 {
+			now := time.Now()
+			for id, ss := range s.shards {
+				if h := s.split.Held(id); h > 0 && !ss.revoking && now.Sub(ss.active) >= idleRevokeAfter {
+					ss.revoke, ss.revoking = h, true
+					select {
+					case ss.wake <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -367,9 +422,14 @@ func (s *session) sendCredit(ctx context.Context, ss *shardStream, st brokerv1.S
 			return
 		}
 		s.mu.Lock()
-		n := ss.pending
-		ss.pending = 0
+		n, revoke := ss.pending, ss.revoke
+		ss.pending, ss.revoke = 0, 0
 		s.mu.Unlock()
+		if revoke > 0 {
+			if err := st.Send(&brokerv1.ShardSubscribeRequest{Kind: &brokerv1.ShardSubscribeRequest_Revoke{Revoke: &sundialv1.Credit{N: clamp32(revoke)}}}); err != nil {
+				return
+			}
+		}
 		for n > 0 {
 			c := clamp32(n)
 			n -= int64(c)

@@ -1498,6 +1498,7 @@ type SubscribeResponse struct {
 	//
 	//	*SubscribeResponse_Delivery
 	//	*SubscribeResponse_AckResult
+	//	*SubscribeResponse_CreditReturned
 	Kind          isSubscribeResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1558,6 +1559,15 @@ func (x *SubscribeResponse) GetAckResult() *AckResult {
 	return nil
 }
 
+func (x *SubscribeResponse) GetCreditReturned() *Credit {
+	if x != nil {
+		if x, ok := x.Kind.(*SubscribeResponse_CreditReturned); ok {
+			return x.CreditReturned
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Kind interface {
 	isSubscribeResponse_Kind()
 }
@@ -1570,9 +1580,16 @@ type SubscribeResponse_AckResult struct {
 	AckResult *AckResult `protobuf:"bytes,2,opt,name=ack_result,json=ackResult,proto3,oneof"`
 }
 
+type SubscribeResponse_CreditReturned struct {
+	// Between proxy and broker only: credit handed back after a revoke.
+	CreditReturned *Credit `protobuf:"bytes,3,opt,name=credit_returned,json=creditReturned,proto3,oneof"`
+}
+
 func (*SubscribeResponse_Delivery) isSubscribeResponse_Kind() {}
 
 func (*SubscribeResponse_AckResult) isSubscribeResponse_Kind() {}
+
+func (*SubscribeResponse_CreditReturned) isSubscribeResponse_Kind() {}
 
 type Delivery struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -4506,11 +4523,12 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x15visibility_timeout_ms\x18\x04 \x01(\x03R\x13visibilityTimeoutMs\x12.\n" +
 	"\back_mode\x18\x05 \x01(\x0e2\x13.sundial.v1.AckModeR\aackMode\"\x16\n" +
 	"\x06Credit\x12\f\n" +
-	"\x01n\x18\x01 \x01(\x05R\x01n\"\x87\x01\n" +
+	"\x01n\x18\x01 \x01(\x05R\x01n\"\xc6\x01\n" +
 	"\x11SubscribeResponse\x122\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x14.sundial.v1.DeliveryH\x00R\bdelivery\x126\n" +
 	"\n" +
-	"ack_result\x18\x02 \x01(\v2\x15.sundial.v1.AckResultH\x00R\tackResultB\x06\n" +
+	"ack_result\x18\x02 \x01(\v2\x15.sundial.v1.AckResultH\x00R\tackResult\x12=\n" +
+	"\x0fcredit_returned\x18\x03 \x01(\v2\x12.sundial.v1.CreditH\x00R\x0ecreditReturnedB\x06\n" +
 	"\x04kind\"\xdc\x03\n" +
 	"\bDelivery\x12\x1d\n" +
 	"\n" +
@@ -4934,92 +4952,93 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	3,  // 17: sundial.v1.Start.ack_mode:type_name -> sundial.v1.AckMode
 	24, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
 	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
-	72, // 20: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	75, // 21: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
-	8,  // 22: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
-	28, // 23: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
-	28, // 24: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
-	28, // 25: sundial.v1.NackResponse.results:type_name -> sundial.v1.ReceiptResult
-	28, // 26: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
-	4,  // 27: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
-	34, // 28: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	73, // 29: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
-	34, // 30: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
-	33, // 31: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
-	35, // 32: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
-	50, // 33: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
-	13, // 34: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
-	5,  // 35: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	74, // 36: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
-	49, // 37: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
-	6,  // 38: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
-	53, // 39: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
-	33, // 40: sundial.v1.CreateTopicRequest.topic:type_name -> sundial.v1.Topic
-	33, // 41: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
-	62, // 42: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
-	63, // 43: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
-	7,  // 44: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	64, // 45: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	62, // 46: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	63, // 47: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	67, // 48: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	68, // 49: sundial.v1.RoutingTable.defaults:type_name -> sundial.v1.TopicDefaults
-	63, // 50: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	9,  // 51: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 52: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 53: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 54: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 55: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 56: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 57: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 58: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 59: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 60: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 61: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 62: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 63: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 64: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 65: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 66: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 67: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 68: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 69: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 70: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 71: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 72: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 73: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	65, // 74: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	69, // 75: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	11, // 76: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 77: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 78: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 79: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 80: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 81: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 82: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 83: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 84: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 85: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 86: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 87: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 88: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 89: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 90: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 91: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 92: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 93: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 94: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 95: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 96: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 97: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 98: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	66, // 99: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	70, // 100: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	76, // [76:101] is the sub-list for method output_type
-	51, // [51:76] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
+	72, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	75, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
+	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
+	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
+	28, // 26: sundial.v1.NackResponse.results:type_name -> sundial.v1.ReceiptResult
+	28, // 27: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
+	4,  // 28: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
+	34, // 29: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
+	73, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	34, // 31: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
+	33, // 32: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
+	35, // 33: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
+	50, // 34: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
+	13, // 35: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
+	5,  // 36: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
+	74, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	49, // 38: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
+	6,  // 39: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
+	53, // 40: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
+	33, // 41: sundial.v1.CreateTopicRequest.topic:type_name -> sundial.v1.Topic
+	33, // 42: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
+	62, // 43: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
+	63, // 44: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
+	7,  // 45: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
+	64, // 46: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
+	62, // 47: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	63, // 48: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	67, // 49: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	68, // 50: sundial.v1.RoutingTable.defaults:type_name -> sundial.v1.TopicDefaults
+	63, // 51: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	9,  // 52: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 53: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 54: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 55: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 56: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 57: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 58: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 59: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 60: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 61: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 62: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 63: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 64: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 65: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 66: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 67: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 68: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 69: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 70: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 71: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 72: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 73: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 74: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	65, // 75: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	69, // 76: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	11, // 77: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 78: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 79: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 80: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 81: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 82: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 83: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 84: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 85: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 86: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 87: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 88: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 89: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 90: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 91: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 92: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 93: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 94: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 95: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 96: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 97: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 98: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 99: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	66, // 100: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	70, // 101: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	77, // [77:102] is the sub-list for method output_type
+	52, // [52:77] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -5041,6 +5060,7 @@ func file_sundial_v1_sundial_proto_init() {
 	file_sundial_v1_sundial_proto_msgTypes[14].OneofWrappers = []any{
 		(*SubscribeResponse_Delivery)(nil),
 		(*SubscribeResponse_AckResult)(nil),
+		(*SubscribeResponse_CreditReturned)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -155,6 +155,7 @@ type ShardSubscribeRequest struct {
 	//
 	//	*ShardSubscribeRequest_Start
 	//	*ShardSubscribeRequest_Credit
+	//	*ShardSubscribeRequest_Revoke
 	Kind          isShardSubscribeRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -215,6 +216,15 @@ func (x *ShardSubscribeRequest) GetCredit() *v1.Credit {
 	return nil
 }
 
+func (x *ShardSubscribeRequest) GetRevoke() *v1.Credit {
+	if x != nil {
+		if x, ok := x.Kind.(*ShardSubscribeRequest_Revoke); ok {
+			return x.Revoke
+		}
+	}
+	return nil
+}
+
 type isShardSubscribeRequest_Kind interface {
 	isShardSubscribeRequest_Kind()
 }
@@ -227,9 +237,17 @@ type ShardSubscribeRequest_Credit struct {
 	Credit *v1.Credit `protobuf:"bytes,2,opt,name=credit,proto3,oneof"`
 }
 
+type ShardSubscribeRequest_Revoke struct {
+	// Revoke takes back up to n credits not yet spent; the shard answers
+	// with a SubscribeResponse carrying credit_returned.
+	Revoke *v1.Credit `protobuf:"bytes,3,opt,name=revoke,proto3,oneof"`
+}
+
 func (*ShardSubscribeRequest_Start) isShardSubscribeRequest_Kind() {}
 
 func (*ShardSubscribeRequest_Credit) isShardSubscribeRequest_Kind() {}
+
+func (*ShardSubscribeRequest_Revoke) isShardSubscribeRequest_Kind() {}
 
 type ShardStart struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -1249,10 +1267,11 @@ const file_sundial_broker_v1_broker_proto_rawDesc = "" +
 	"\x0frouting_version\x18\x04 \x01(\x04R\x0eroutingVersion\"a\n" +
 	"\x12PartitionedMessage\x12-\n" +
 	"\amessage\x18\x01 \x01(\v2\x13.sundial.v1.MessageR\amessage\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\rR\tpartition\"\x84\x01\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\"\xb2\x01\n" +
 	"\x15ShardSubscribeRequest\x125\n" +
 	"\x05start\x18\x01 \x01(\v2\x1d.sundial.broker.v1.ShardStartH\x00R\x05start\x12,\n" +
-	"\x06credit\x18\x02 \x01(\v2\x12.sundial.v1.CreditH\x00R\x06creditB\x06\n" +
+	"\x06credit\x18\x02 \x01(\v2\x12.sundial.v1.CreditH\x00R\x06credit\x12,\n" +
+	"\x06revoke\x18\x03 \x01(\v2\x12.sundial.v1.CreditH\x00R\x06revokeB\x06\n" +
 	"\x04kind\"\xef\x01\n" +
 	"\n" +
 	"ShardStart\x12\x19\n" +
@@ -1415,48 +1434,49 @@ var file_sundial_broker_v1_broker_proto_depIdxs = []int32{
 	19, // 1: sundial.broker.v1.PartitionedMessage.message:type_name -> sundial.v1.Message
 	3,  // 2: sundial.broker.v1.ShardSubscribeRequest.start:type_name -> sundial.broker.v1.ShardStart
 	20, // 3: sundial.broker.v1.ShardSubscribeRequest.credit:type_name -> sundial.v1.Credit
-	21, // 4: sundial.broker.v1.ShardStart.ack_mode:type_name -> sundial.v1.AckMode
-	22, // 5: sundial.broker.v1.ShardReceiveRequest.request:type_name -> sundial.v1.ReceiveRequest
-	23, // 6: sundial.broker.v1.ShardChangeRequest.message:type_name -> sundial.v1.MessageSelector
-	24, // 7: sundial.broker.v1.ShardListMessagesRequest.request:type_name -> sundial.v1.ListMessagesRequest
-	25, // 8: sundial.broker.v1.ShardListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
-	26, // 9: sundial.broker.v1.ShardStatsResponse.stats:type_name -> sundial.v1.GroupStats
-	27, // 10: sundial.broker.v1.ShardDueHistogramRequest.request:type_name -> sundial.v1.DueHistogramRequest
-	0,  // 11: sundial.broker.v1.Shard.Publish:input_type -> sundial.broker.v1.ShardPublishRequest
-	2,  // 12: sundial.broker.v1.Shard.Subscribe:input_type -> sundial.broker.v1.ShardSubscribeRequest
-	4,  // 13: sundial.broker.v1.Shard.Ack:input_type -> sundial.broker.v1.ShardAckRequest
-	5,  // 14: sundial.broker.v1.Shard.Nack:input_type -> sundial.broker.v1.ShardNackRequest
-	6,  // 15: sundial.broker.v1.Shard.Extend:input_type -> sundial.broker.v1.ShardExtendRequest
-	7,  // 16: sundial.broker.v1.Shard.Receive:input_type -> sundial.broker.v1.ShardReceiveRequest
-	8,  // 17: sundial.broker.v1.Shard.Cancel:input_type -> sundial.broker.v1.ShardChangeRequest
-	8,  // 18: sundial.broker.v1.Shard.Reschedule:input_type -> sundial.broker.v1.ShardChangeRequest
-	9,  // 19: sundial.broker.v1.Shard.Group:input_type -> sundial.broker.v1.ShardGroupRequest
-	11, // 20: sundial.broker.v1.Shard.Purge:input_type -> sundial.broker.v1.ShardTopicRequest
-	12, // 21: sundial.broker.v1.Shard.Redrive:input_type -> sundial.broker.v1.ShardRedriveRequest
-	13, // 22: sundial.broker.v1.Shard.ListMessages:input_type -> sundial.broker.v1.ShardListMessagesRequest
-	8,  // 23: sundial.broker.v1.Shard.GetMessage:input_type -> sundial.broker.v1.ShardChangeRequest
-	11, // 24: sundial.broker.v1.Shard.Stats:input_type -> sundial.broker.v1.ShardTopicRequest
-	16, // 25: sundial.broker.v1.Shard.DueHistogram:input_type -> sundial.broker.v1.ShardDueHistogramRequest
-	28, // 26: sundial.broker.v1.Shard.Publish:output_type -> sundial.v1.PublishResponse
-	29, // 27: sundial.broker.v1.Shard.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 28: sundial.broker.v1.Shard.Ack:output_type -> sundial.v1.AckResponse
-	31, // 29: sundial.broker.v1.Shard.Nack:output_type -> sundial.v1.NackResponse
-	32, // 30: sundial.broker.v1.Shard.Extend:output_type -> sundial.v1.ExtendResponse
-	33, // 31: sundial.broker.v1.Shard.Receive:output_type -> sundial.v1.ReceiveResponse
-	34, // 32: sundial.broker.v1.Shard.Cancel:output_type -> sundial.v1.CancelResponse
-	35, // 33: sundial.broker.v1.Shard.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	10, // 34: sundial.broker.v1.Shard.Group:output_type -> sundial.broker.v1.ShardGroupResponse
-	36, // 35: sundial.broker.v1.Shard.Purge:output_type -> sundial.v1.PurgeTopicResponse
-	37, // 36: sundial.broker.v1.Shard.Redrive:output_type -> sundial.v1.RedriveDeadLettersResponse
-	14, // 37: sundial.broker.v1.Shard.ListMessages:output_type -> sundial.broker.v1.ShardListMessagesResponse
-	25, // 38: sundial.broker.v1.Shard.GetMessage:output_type -> sundial.v1.MessageInfo
-	15, // 39: sundial.broker.v1.Shard.Stats:output_type -> sundial.broker.v1.ShardStatsResponse
-	38, // 40: sundial.broker.v1.Shard.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	26, // [26:41] is the sub-list for method output_type
-	11, // [11:26] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	20, // 4: sundial.broker.v1.ShardSubscribeRequest.revoke:type_name -> sundial.v1.Credit
+	21, // 5: sundial.broker.v1.ShardStart.ack_mode:type_name -> sundial.v1.AckMode
+	22, // 6: sundial.broker.v1.ShardReceiveRequest.request:type_name -> sundial.v1.ReceiveRequest
+	23, // 7: sundial.broker.v1.ShardChangeRequest.message:type_name -> sundial.v1.MessageSelector
+	24, // 8: sundial.broker.v1.ShardListMessagesRequest.request:type_name -> sundial.v1.ListMessagesRequest
+	25, // 9: sundial.broker.v1.ShardListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
+	26, // 10: sundial.broker.v1.ShardStatsResponse.stats:type_name -> sundial.v1.GroupStats
+	27, // 11: sundial.broker.v1.ShardDueHistogramRequest.request:type_name -> sundial.v1.DueHistogramRequest
+	0,  // 12: sundial.broker.v1.Shard.Publish:input_type -> sundial.broker.v1.ShardPublishRequest
+	2,  // 13: sundial.broker.v1.Shard.Subscribe:input_type -> sundial.broker.v1.ShardSubscribeRequest
+	4,  // 14: sundial.broker.v1.Shard.Ack:input_type -> sundial.broker.v1.ShardAckRequest
+	5,  // 15: sundial.broker.v1.Shard.Nack:input_type -> sundial.broker.v1.ShardNackRequest
+	6,  // 16: sundial.broker.v1.Shard.Extend:input_type -> sundial.broker.v1.ShardExtendRequest
+	7,  // 17: sundial.broker.v1.Shard.Receive:input_type -> sundial.broker.v1.ShardReceiveRequest
+	8,  // 18: sundial.broker.v1.Shard.Cancel:input_type -> sundial.broker.v1.ShardChangeRequest
+	8,  // 19: sundial.broker.v1.Shard.Reschedule:input_type -> sundial.broker.v1.ShardChangeRequest
+	9,  // 20: sundial.broker.v1.Shard.Group:input_type -> sundial.broker.v1.ShardGroupRequest
+	11, // 21: sundial.broker.v1.Shard.Purge:input_type -> sundial.broker.v1.ShardTopicRequest
+	12, // 22: sundial.broker.v1.Shard.Redrive:input_type -> sundial.broker.v1.ShardRedriveRequest
+	13, // 23: sundial.broker.v1.Shard.ListMessages:input_type -> sundial.broker.v1.ShardListMessagesRequest
+	8,  // 24: sundial.broker.v1.Shard.GetMessage:input_type -> sundial.broker.v1.ShardChangeRequest
+	11, // 25: sundial.broker.v1.Shard.Stats:input_type -> sundial.broker.v1.ShardTopicRequest
+	16, // 26: sundial.broker.v1.Shard.DueHistogram:input_type -> sundial.broker.v1.ShardDueHistogramRequest
+	28, // 27: sundial.broker.v1.Shard.Publish:output_type -> sundial.v1.PublishResponse
+	29, // 28: sundial.broker.v1.Shard.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 29: sundial.broker.v1.Shard.Ack:output_type -> sundial.v1.AckResponse
+	31, // 30: sundial.broker.v1.Shard.Nack:output_type -> sundial.v1.NackResponse
+	32, // 31: sundial.broker.v1.Shard.Extend:output_type -> sundial.v1.ExtendResponse
+	33, // 32: sundial.broker.v1.Shard.Receive:output_type -> sundial.v1.ReceiveResponse
+	34, // 33: sundial.broker.v1.Shard.Cancel:output_type -> sundial.v1.CancelResponse
+	35, // 34: sundial.broker.v1.Shard.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	10, // 35: sundial.broker.v1.Shard.Group:output_type -> sundial.broker.v1.ShardGroupResponse
+	36, // 36: sundial.broker.v1.Shard.Purge:output_type -> sundial.v1.PurgeTopicResponse
+	37, // 37: sundial.broker.v1.Shard.Redrive:output_type -> sundial.v1.RedriveDeadLettersResponse
+	14, // 38: sundial.broker.v1.Shard.ListMessages:output_type -> sundial.broker.v1.ShardListMessagesResponse
+	25, // 39: sundial.broker.v1.Shard.GetMessage:output_type -> sundial.v1.MessageInfo
+	15, // 40: sundial.broker.v1.Shard.Stats:output_type -> sundial.broker.v1.ShardStatsResponse
+	38, // 41: sundial.broker.v1.Shard.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	27, // [27:42] is the sub-list for method output_type
+	12, // [12:27] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sundial_broker_v1_broker_proto_init() }
@@ -1467,6 +1487,7 @@ func file_sundial_broker_v1_broker_proto_init() {
 	file_sundial_broker_v1_broker_proto_msgTypes[2].OneofWrappers = []any{
 		(*ShardSubscribeRequest_Start)(nil),
 		(*ShardSubscribeRequest_Credit)(nil),
+		(*ShardSubscribeRequest_Revoke)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
