@@ -561,6 +561,26 @@ func (d *Dispatcher) nextConsumer(cs []*Consumer, part uint32) *Consumer {
 
 type dueItem struct{ item *raftv1.LeaseItem }
 
+// dueItem turns the index entry e of q under it into a lease candidate;
+// busy when its lease is already being proposed. The caller holds mu.
+func (d *Dispatcher) dueItem(it *pebble.Iterator, q keys.Queue, e keys.DueEntry) (dueItem, bool, error) {
+	if _, busy := d.leasing[string(e.ID)+q.Group]; busy {
+		return dueItem{}, true, nil
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return dueItem{}, false, err
+	}
+	attempt, _, err := keys.ParseDueValue(v)
+	if err != nil {
+		return dueItem{}, false, err
+	}
+	return dueItem{item: &raftv1.LeaseItem{
+		Ref:         &raftv1.MessageRef{MessageId: slices.Clone(e.ID), Group: q.Group, Attempt: attempt},
+		VisibleAtMs: e.VisibleAtMs,
+	}}, false, nil
+}
+
 // scan returns up to limit copies of q visible at or before nowMs that are
 // not being leased already, and when to look again: now if it stopped at
 // the limit, else the visible_at of the first later copy (zero if none).
@@ -595,21 +615,13 @@ func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, 
 			return nil, time.Time{}, err
 		}
 		note(e.VisibleAtMs)
-		if _, busy := d.leasing[string(e.ID)+q.Group]; busy {
-			continue
-		}
-		v, err := it.ValueAndErr()
+		item, busy, err := d.dueItem(it, q, e)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		attempt, _, err := keys.ParseDueValue(v)
-		if err != nil {
-			return nil, time.Time{}, err
+		if !busy {
+			out = append(out, item)
 		}
-		out = append(out, dueItem{item: &raftv1.LeaseItem{
-			Ref:         &raftv1.MessageRef{MessageId: slices.Clone(e.ID), Group: q.Group, Attempt: attempt},
-			VisibleAtMs: e.VisibleAtMs,
-		}})
 	}
 	if len(out) == limit {
 		wakeAt = time.UnixMilli(nowMs)

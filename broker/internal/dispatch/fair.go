@@ -8,7 +8,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // fairState is the weighted fair queueing state of one FAIR queue: the
@@ -55,21 +54,13 @@ func (d *Dispatcher) scanFair(q keys.Queue, nowMs int64, limit int, weights map[
 				}
 				break
 			}
-			if _, busy := d.leasing[string(e.ID)+q.Group]; busy {
-				continue
-			}
-			v, err := it.ValueAndErr()
+			item, busy, err := d.dueItem(it, q, e)
 			if err != nil {
 				return nil, time.Time{}, err
 			}
-			attempt, _, err := keys.ParseDueValue(v)
-			if err != nil {
-				return nil, time.Time{}, err
+			if !busy {
+				byKey[fk] = append(byKey[fk], item)
 			}
-			byKey[fk] = append(byKey[fk], dueItem{item: &raftv1.LeaseItem{
-				Ref:         &raftv1.MessageRef{MessageId: slices.Clone(e.ID), Group: q.Group, Attempt: attempt},
-				VisibleAtMs: e.VisibleAtMs,
-			}})
 		}
 		// ...then jump past the rest of it.
 		if valid {
