@@ -130,34 +130,13 @@ func (s *State) Clone() *State {
 }
 
 // NodeIDs returns the node ids in ascending order.
-func (s *State) NodeIDs() []NodeID {
-	ids := make([]NodeID, 0, len(s.Nodes))
-	for id := range s.Nodes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func (s *State) NodeIDs() []NodeID { return slices.Sorted(maps.Keys(s.Nodes)) }
 
 // ShardIDs returns the event shard ids in ascending order.
-func (s *State) ShardIDs() []EventShardID {
-	ids := make([]EventShardID, 0, len(s.Shards))
-	for id := range s.Shards {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func (s *State) ShardIDs() []EventShardID { return slices.Sorted(maps.Keys(s.Shards)) }
 
 // TopicNames returns the topic names in ascending order.
-func (s *State) TopicNames() []string {
-	names := make([]string, 0, len(s.Topics))
-	for n := range s.Topics {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func (s *State) TopicNames() []string { return slices.Sorted(maps.Keys(s.Topics)) }
 
 // Clone is a deep copy.
 func (t *Topic) Clone() *Topic {
