@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -106,10 +107,7 @@ func (a *applier) flushCounters() error {
 		ks = append(ks, k)
 	}
 	slices.SortFunc(ks, func(x, y counterKey) int {
-		if x.topic != y.topic {
-			return compareStrings(x.topic, y.topic)
-		}
-		return compareStrings(x.group, y.group)
+		return cmp.Or(cmp.Compare(x.topic, y.topic), cmp.Compare(x.group, y.group))
 	})
 	for _, k := range ks {
 		c := a.counters[k]
@@ -127,25 +125,19 @@ func (a *applier) flushCounters() error {
 	return nil
 }
 
-func compareStrings(x, y string) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
-}
-
-// scanKeys returns up to limit keys (limit 0: all) in [lower, upper).
-func (a *applier) scanKeys(lower, upper []byte, limit int) ([][]byte, error) {
+// scanKeys returns up to limit keys (limit 0: all) in [lower, upper) that
+// keep accepts (nil keeps every key). It stops reading at the limit, so a
+// bounded command never loads a whole topic's index.
+func (a *applier) scanKeys(lower, upper []byte, limit int, keep func(k []byte) bool) ([][]byte, error) {
 	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, err
 	}
 	var out [][]byte
 	for valid := it.First(); valid && (limit == 0 || len(out) < limit); valid = it.Next() {
-		out = append(out, slices.Clone(it.Key()))
+		if keep == nil || keep(it.Key()) {
+			out = append(out, slices.Clone(it.Key()))
+		}
 	}
 	return out, errors.Join(it.Error(), it.Close())
 }

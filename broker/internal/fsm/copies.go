@@ -252,7 +252,7 @@ func (a *applier) copyState(id []byte, group string) (*raftv1.CopyState, error) 
 // copies returns every group's copy state of a message, by group order.
 func (a *applier) copies(id []byte) (groups []string, states []*raftv1.CopyState, err error) {
 	prefix := keys.CopyPrefix(a.shard, id)
-	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), 0)
+	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), 0, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,7 +12,7 @@ import (
 // end records whose time to be forgotten came.
 func (a *applier) sweep(beforeMs int64) error {
 	lower, upper := keys.DedupAtRange(a.shard, beforeMs)
-	doomed, err := a.scanKeys(lower, upper, 0)
+	doomed, err := a.scanKeys(lower, upper, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -25,7 +25,7 @@ func (a *applier) sweep(beforeMs int64) error {
 		}
 	}
 	lower, upper = keys.ForgetRange(a.shard, beforeMs)
-	if doomed, err = a.scanKeys(lower, upper, 0); err != nil {
+	if doomed, err = a.scanKeys(lower, upper, 0, nil); err != nil {
 		return err
 	}
 	for _, k := range doomed {
@@ -162,21 +162,18 @@ func (a *applier) purge(p *raftv1.Purge) (*raftv1.Outcome, error) {
 // remembering nothing about them.
 func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64) (uint32, error) {
 	prefix := keys.TopicDuePrefix(a.shard, topic)
-	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), 0)
+	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), int(limit), func(k []byte) bool {
+		q, _, err := keys.ParseTopicDue(a.shard, topic, k)
+		return err != nil || group == "" || q.Group == group // a bad key surfaces below
+	})
 	if err != nil {
 		return 0, err
 	}
 	var n uint32
 	for _, k := range ks {
-		if limit > 0 && n >= limit {
-			break
-		}
 		q, e, err := keys.ParseTopicDue(a.shard, topic, k)
 		if err != nil {
 			return n, err
-		}
-		if group != "" && q.Group != group {
-			continue
 		}
 		cs, err := a.copyState(e.ID, q.Group)
 		if err != nil || cs == nil {
@@ -195,24 +192,25 @@ func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64
 func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
 	dlq := r.Topic + DLQSuffix
 	prefix := keys.TopicDuePrefix(a.shard, dlq)
-	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), 0)
+	seen := map[string]bool{} // one entry per dead letter, whatever its groups
+	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), int(r.Limit), func(k []byte) bool {
+		_, e, err := keys.ParseTopicDue(a.shard, dlq, k)
+		if err != nil {
+			return true // surfaces below
+		}
+		first := !seen[string(e.ID)]
+		seen[string(e.ID)] = true
+		return first
+	})
 	if err != nil {
 		return nil, err
 	}
 	var n uint32
-	done := map[string]bool{}
 	for _, k := range ks {
-		if r.Limit > 0 && n >= r.Limit {
-			break
-		}
 		_, e, err := keys.ParseTopicDue(a.shard, dlq, k)
 		if err != nil {
 			return nil, err
 		}
-		if done[string(e.ID)] {
-			continue
-		}
-		done[string(e.ID)] = true
 		var body raftv1.StoredMessage
 		if found, err := a.get(keys.Message(a.shard, e.ID), &body); err != nil {
 			return nil, err
@@ -277,7 +275,7 @@ func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 // flight finish their delivery.
 func (a *applier) expire(e *raftv1.Expire) (*raftv1.Outcome, error) {
 	lower, upper := keys.ExpiryRange(a.shard, e.NowMs)
-	ks, err := a.scanKeys(lower, upper, int(e.Limit))
+	ks, err := a.scanKeys(lower, upper, int(e.Limit), nil)
 	if err != nil {
 		return nil, err
 	}
