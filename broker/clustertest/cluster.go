@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,14 +228,30 @@ func Eventually(t testing.TB, timeout time.Duration, fn func() error) {
 	}
 }
 
+// nextPort walks ports 20000-31999, below Linux's ephemeral range
+// (32768-60999): a port handed out here and bound a moment later cannot
+// meanwhile become the source port of an outgoing connection. Each test
+// process starts at its own offset.
+var nextPort atomic.Int64
+
+func init() { nextPort.Store(int64(os.Getpid()*97) % 12000) }
+
+// freeAddr returns a loopback address whose port was free a moment ago and
+// is handed out once per process.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
+	for range 12000 {
+		port := 20000 + nextPort.Add(1)%12000
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatalf("no free port in 20000-31999")
+	return ""
 }
 
 func logger(t testing.TB) *zap.Logger {

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -144,14 +145,28 @@ func (p *Process) Tail(n int) string {
 	return string(b)
 }
 
-// FreeAddr returns a loopback address with a port that was free a moment ago.
+// nextPort walks ports 20000-31999, below Linux's ephemeral range
+// (32768-60999): a port handed out here and bound a moment later cannot
+// meanwhile become the source port of some outgoing connection. Each
+// process starts at its own offset.
+var nextPort atomic.Int64
+
+func init() { nextPort.Store(int64(os.Getpid()*97) % 12000) }
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago and is handed out once per process.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for range 12000 {
+		port := 20000 + nextPort.Add(1)%12000
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr, nil
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", errors.New("proc: no free port in 20000-31999")
 }
 
 // WaitFor polls check every interval until it returns nil, ctx ends or
