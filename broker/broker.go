@@ -77,7 +77,7 @@ func (s *Server) Start(ctx context.Context) error {
 		NodeID: s.cfg.NodeID, RaftAddr: s.cfg.RaftAddr, GRPCAddr: advertise, DataDir: s.cfg.DataDir,
 		InitialMembers: members, Shards: s.cfg.Shards, ReplicationFactor: s.cfg.ReplicationFactor,
 		RTT: s.cfg.RTT, ElectionRTT: s.cfg.ElectionRTT, HeartbeatRTT: s.cfg.HeartbeatRTT,
-		SnapshotEntries: s.cfg.SnapshotEntries, Small: s.cfg.Small,
+		SnapshotEntries: s.cfg.SnapshotEntries, RaftWorkers: s.cfg.RaftWorkers, RaftLogShards: s.cfg.RaftLogShards,
 	}, s.log, s.reg)
 	if err != nil {
 		lis.Close()

@@ -66,8 +66,14 @@ type Config struct {
 	DedupWindow time.Duration `yaml:"dedup_window"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `yaml:"log_level"`
-	// Small shrinks Dragonboat's worker pools for tests and tiny hosts.
-	Small bool `yaml:"small"`
+	// RaftWorkers is the number of Dragonboat's step, commit and apply
+	// workers. Each step worker writes the Raft logs of its shards in one
+	// fsynced batch, so fewer workers mean fewer fsyncs per proposal at the
+	// cost of parallelism. Fixed when the data dir is created. Default 2.
+	RaftWorkers uint64 `yaml:"raft_workers"`
+	// RaftLogShards is the number of Raft log stores (each its own WAL and
+	// fsync). Fixed when the data dir is created. Default 1.
+	RaftLogShards uint64 `yaml:"raft_log_shards"`
 }
 
 // DefaultConfig is a single-node broker on the local ports.
@@ -92,6 +98,8 @@ func DefaultConfig() Config {
 		Retention:         7 * 24 * time.Hour,
 		DedupWindow:       10 * time.Minute,
 		LogLevel:          "info",
+		RaftWorkers:       2,
+		RaftLogShards:     1,
 	}
 }
 
@@ -141,6 +149,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxMessageBytes < 1 || c.MaxDelay <= 0 || c.VisibilityTimeout < time.Second || c.MaxAttempts < 1 || c.DedupWindow <= 0 {
 		bad("limits", "max_message_bytes, max_delay, visibility_timeout (>= 1s), max_attempts and dedup_window must be positive")
+	}
+	if c.RaftWorkers < 1 || c.RaftWorkers > 64 || c.RaftLogShards < 1 || c.RaftLogShards > 64 {
+		bad("raft_workers", "raft_workers and raft_log_shards must be between 1 and 64")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -84,7 +84,6 @@ func New(t testing.TB, cfg Config) *Cluster {
 		bc.RTT = 10 * time.Millisecond
 		bc.ElectionRTT = 20
 		bc.HeartbeatRTT = 2
-		bc.Small = true
 		bc.VisibilityTimeout = cfg.VisibilityTimeout
 		if cfg.Tune != nil {
 			cfg.Tune(&bc)

@@ -386,7 +386,7 @@ func (d *Dispatcher) round() time.Time {
 	// send for these deliveries: push the at-least-once ones now.
 	for i, p := range picks {
 		if !p.item.Remove && !p.item.DeadLetter {
-			pushed[i] = d.push(p, now)
+			pushed[i] = d.push(p)
 		}
 	}
 	d.wg.Add(1)
@@ -413,7 +413,7 @@ func (d *Dispatcher) commit(now time.Time, picks []pick, pushed []bool, wait fun
 		case p.item.DeadLetter && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
 			d.metrics.deadLettered.Inc()
 		case p.item.Remove && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
-			pushed[i] = d.push(p, now)
+			pushed[i] = d.push(p)
 		}
 	}
 	d.settle(picks, pushed, out.Codes)
@@ -435,14 +435,16 @@ func (d *Dispatcher) leaseFailed(picks []pick, pushed []bool, err error) {
 
 // push hands a picked copy's delivery to its consumer. A consumer that went
 // away meanwhile gets nothing: its copy is given back at once.
-func (d *Dispatcher) push(p pick, now time.Time) bool {
+func (d *Dispatcher) push(p pick) bool {
 	if !p.consumer.push(p.delivery) {
 		d.release([]*sundialv1.Delivery{p.delivery})
 		return true // the credit went with the consumer
 	}
-	d.metrics.delivered(now, p.delivery.DueAtUnixMs, uint32(p.delivery.Attempt))
+	// Lateness is taken at the push itself, not at the round's start.
+	pushedAt := d.now()
+	d.metrics.delivered(pushedAt, p.delivery.DueAtUnixMs, uint32(p.delivery.Attempt))
 	if p.delivery.Attempt == 1 {
-		d.observeLateness(queueKey{p.q.Topic, p.q.Group}, now.UnixMilli()-p.delivery.DueAtUnixMs)
+		d.observeLateness(queueKey{p.q.Topic, p.q.Group}, pushedAt.UnixMilli()-p.delivery.DueAtUnixMs)
 	}
 	return true
 }

@@ -62,5 +62,5 @@ func (m *Metrics) delivered(now time.Time, dueMs int64, attempt uint32) {
 		m.redelivered.Inc()
 		return
 	}
-	m.lateness.Observe(max(float64(now.UnixMilli()-dueMs)/1000, 0))
+	m.lateness.Observe(max(now.Sub(time.UnixMilli(dueMs)).Seconds(), 0))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,11 +46,14 @@ type Config struct {
 	ElectionRTT       uint64
 	HeartbeatRTT      uint64
 	SnapshotEntries   uint64
-	// Small shrinks Dragonboat's worker pools and LogDB for tests.
-	Small    bool
-	Proposer proposer.Config
-	Dispatch dispatch.Config
-	Now      func() time.Time
+	// RaftWorkers sizes Dragonboat's step, commit, apply, snapshot and
+	// close worker pools; RaftLogShards is its number of LogDB shards.
+	// Both are fixed for the life of a data dir.
+	RaftWorkers   uint64
+	RaftLogShards uint64
+	Proposer      proposer.Config
+	Dispatch      dispatch.Config
+	Now           func() time.Time
 }
 
 // ErrNotMetaMember is returned for a node outside the initial members: the
@@ -119,14 +123,13 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 	h.metaState.Store(meta.NewState())
 	expert := config.GetDefaultExpertConfig()
 	expert.LogDB = config.GetTinyMemLogDBConfig()
-	if cfg.Small {
-		expert.LogDB.Shards = 1
-		expert.Engine.ExecShards = 2
-		expert.Engine.CommitShards = 2
-		expert.Engine.ApplyShards = 2
-		expert.Engine.SnapshotShards = 2
-		expert.Engine.CloseShards = 2
-	}
+	expert.LogDB.Shards = max(1, cfg.RaftLogShards)
+	workers := max(1, cfg.RaftWorkers)
+	expert.Engine.ExecShards = workers
+	expert.Engine.CommitShards = workers
+	expert.Engine.ApplyShards = workers
+	expert.Engine.SnapshotShards = workers
+	expert.Engine.CloseShards = workers
 	nh, err := dragonboat.NewNodeHost(config.NodeHostConfig{
 		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
 		RTTMillisecond:    uint64(cfg.RTT.Milliseconds()),
@@ -136,6 +139,10 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 	})
 	if err != nil {
 		db.Close()
+		if strings.Contains(err.Error(), "setting changed") || strings.Contains(err.Error(), "settings changed") {
+			return nil, fmt.Errorf("host: start nodehost: %w (raft_workers and raft_log_shards must keep the values the data dir %s was created with: %d and %d now)",
+				err, cfg.DataDir, workers, expert.LogDB.Shards)
+		}
 		return nil, fmt.Errorf("host: start nodehost: %w", err)
 	}
 	h.nh = nh

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"go.uber.org/zap"
 )
 
@@ -35,6 +36,12 @@ func Open(cfg Config, log *zap.Logger) (*pebble.DB, error) {
 		Cache:        cache,
 		MemTableSize: cfg.MemTableBytes,
 		Logger:       pebbleLogger{log.Named("pebble")},
+	}
+	// Bloom filters on every level: the state machine's point reads mostly
+	// miss (a new publish's request id, a new message key), and without a
+	// filter a miss seeks into every overlapping table.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {

@@ -10,6 +10,7 @@ type Metrics struct {
 	subscriptions prometheus.Gauge
 	delivered     prometheus.Counter
 	reopens       prometheus.Counter
+	lateness      prometheus.Histogram
 }
 
 // NewMetrics registers the subscription collectors with reg (nil: none).
@@ -27,6 +28,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reopens: f.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_proxy_shard_stream_reopens_total",
 			Help: "Shard subscription streams reopened after a break.",
+		}),
+		lateness: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sundial_proxy_delivery_lateness_seconds",
+			Help:    "First deliveries: time handed to the client stream minus the due time.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 	}
 }

@@ -373,6 +373,9 @@ func (s *session) streamOnce(ss *shardStream, addr string) error {
 			return err
 		}
 		s.h.Metrics.delivered.Inc()
+		if d.GetAttempt() == 1 {
+			s.h.Metrics.lateness.Observe(max(time.Since(time.UnixMilli(d.GetDueAtUnixMs())).Seconds(), 0))
+		}
 	}
 }
 
