@@ -142,6 +142,10 @@ func (s *Server) serveHTTP() error {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pebble", func(w http.ResponseWriter, _ *http.Request) {
+		// The state DB's LSM shape, block cache and compaction counters.
+		fmt.Fprint(w, s.host.DB().Metrics().String())
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.Ready() {
 			http.Error(w, "not ready: shards have not started or have no leader", http.StatusServiceUnavailable)

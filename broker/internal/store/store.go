@@ -15,7 +15,7 @@ import (
 type Config struct {
 	// Dir holds the DB files.
 	Dir string
-	// CacheBytes is the block cache size. Default 64 MiB.
+	// CacheBytes is the block cache size, on top of the memtables. Default 64 MiB.
 	CacheBytes int64
 	// MemTableBytes is the size of one memtable. Default 32 MiB.
 	MemTableBytes uint64
@@ -30,7 +30,9 @@ func Open(cfg Config, log *zap.Logger) (*pebble.DB, error) {
 	if cfg.MemTableBytes == 0 {
 		cfg.MemTableBytes = 32 << 20
 	}
-	cache := pebble.NewCache(cfg.CacheBytes)
+	// Pebble charges its memtables (the active one and one being flushed)
+	// to the block cache: size the cache so that CacheBytes stay for blocks.
+	cache := pebble.NewCache(cfg.CacheBytes + 2*int64(cfg.MemTableBytes))
 	defer cache.Unref()
 	opts := &pebble.Options{
 		Cache:        cache,
