@@ -104,11 +104,12 @@ type Dispatcher struct {
 	leasing map[string]struct{}
 
 	floorMu sync.Mutex // guards floors and scanning*
-	// floors maps a queue to a visible_at below which it has no entries:
+	// floors maps a queue to the position below which it has no entries:
 	// scans seek there instead of walking the tombstones of everything
-	// delivered before. Lowered by every insertion the state machine
-	// reports; a queue without a floor is scanned from its start.
-	floors map[keys.Queue]int64
+	// delivered before (in a burst, of every copy leased at the same
+	// instant). Lowered by every insertion the state machine reports; a
+	// queue without a floor is scanned from its start.
+	floors map[keys.Queue]floor
 	// The queue being scanned and the lowest insertion reported for it
 	// since its scan began (the scan's iterator may not see those).
 	scanning    keys.Queue
@@ -121,6 +122,13 @@ type Dispatcher struct {
 	expiryLow   atomic.Int64 // earliest expiry reported by the state machine
 	expiryReset atomic.Bool  // the state was replaced: read the expiry again
 	expireNow   atomic.Bool  // a due message was found expired
+
+	// A change (cancel, reschedule) committed between a round's pick and
+	// its lease would answer for a copy already pushed. A round pushes
+	// before its lease commits only if no change was pending when it
+	// picked and none began before its lease was queued.
+	changesBegun   atomic.Uint64
+	changesPending atomic.Int64
 
 	ctx    context.Context // canceled by Stop; bounds lease proposals
 	cancel context.CancelFunc
@@ -144,7 +152,7 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, now 
 		buckets:    map[string]*bucket{},
 		lateness:   map[queueKey]*histogram{},
 		fair:       map[queueKey]*fairState{},
-		floors:     map[keys.Queue]int64{},
+		floors:     map[keys.Queue]floor{},
 		ctx:        ctx, cancel: cancel,
 		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
 		wake:  make(chan struct{}, 1), stopc: make(chan struct{}),
@@ -179,6 +187,28 @@ func (d *Dispatcher) Wake() {
 	}
 }
 
+// changeSettleAfterError is how long a change whose proposal failed still
+// counts as pending: a timed-out proposal may yet commit.
+const changeSettleAfterError = 10 * time.Second
+
+// BeginChange is called before proposing a command that may remove or move
+// a due copy on a user's request (cancel, reschedule); end is called once
+// with the proposal's error when it returned.
+func (d *Dispatcher) BeginChange() (end func(err error)) {
+	d.changesPending.Add(1)
+	d.changesBegun.Add(1)
+	var once sync.Once
+	return func(err error) {
+		once.Do(func() {
+			if err != nil {
+				time.AfterFunc(changeSettleAfterError, func() { d.changesPending.Add(-1) })
+				return
+			}
+			d.changesPending.Add(-1)
+		})
+	}
+}
+
 // Changed is the state machine's report of due-index insertions (lows: the
 // earliest visible_at per queue) or of a wholesale reset; it lowers the scan
 // floors and wakes the loop.
@@ -198,8 +228,10 @@ func (d *Dispatcher) Changed(lows map[keys.Queue]int64, expiryLow int64, reset b
 		d.scanningLow = math.MinInt64
 	}
 	for q, low := range lows {
-		if f, ok := d.floors[q]; ok && low < f {
-			d.floors[q] = low
+		if f, ok := d.floors[q]; ok && low <= f.ms {
+			// An insertion at the floor's own instant may sort before
+			// its key: keep only the instant.
+			d.floors[q] = floor{ms: low}
 		}
 		if d.scanningOn && q == d.scanning {
 			d.scanningLow = min(d.scanningLow, low)
@@ -209,9 +241,16 @@ func (d *Dispatcher) Changed(lows map[keys.Queue]int64, expiryLow int64, reset b
 	d.Wake()
 }
 
+// floor is where a queue's first entry may be: at key when key is set,
+// else anywhere from the instant ms on.
+type floor struct {
+	ms  int64
+	key []byte
+}
+
 // beginScan returns where a scan of q may start and watches insertions
 // into q until endScan.
-func (d *Dispatcher) beginScan(q keys.Queue) (int64, bool) {
+func (d *Dispatcher) beginScan(q keys.Queue) (floor, bool) {
 	d.floorMu.Lock()
 	defer d.floorMu.Unlock()
 	d.scanning, d.scanningOn, d.scanningLow = q, true, math.MaxInt64
@@ -219,10 +258,10 @@ func (d *Dispatcher) beginScan(q keys.Queue) (int64, bool) {
 	return f, ok
 }
 
-// endScan sets q's floor to the earliest visible_at the scan saw, or lower
-// if insertions were reported meanwhile. A failed scan, or a reset during
-// it, leaves q without a floor.
-func (d *Dispatcher) endScan(q keys.Queue, first int64, ok bool) {
+// endScan sets q's floor to the first entry the scan saw, or lower if
+// insertions were reported meanwhile. A failed scan, or a reset during it,
+// leaves q without a floor.
+func (d *Dispatcher) endScan(q keys.Queue, first floor, ok bool) {
 	d.floorMu.Lock()
 	defer d.floorMu.Unlock()
 	d.scanningOn = false
@@ -230,7 +269,10 @@ func (d *Dispatcher) endScan(q keys.Queue, first int64, ok bool) {
 		delete(d.floors, q)
 		return
 	}
-	d.floors[q] = min(first, d.scanningLow)
+	if d.scanningLow <= first.ms {
+		first = floor{ms: d.scanningLow}
+	}
+	d.floors[q] = first
 }
 
 // Attach adds a consumer.
@@ -335,6 +377,8 @@ func (d *Dispatcher) round() time.Time {
 		return time.Time{}
 	}
 	now := d.now()
+	begun := d.changesBegun.Load()
+	quiet := d.changesPending.Load() == 0
 	picks, next := d.pickDue(now.UnixMilli())
 	if len(picks) == 0 {
 		<-d.slots
@@ -383,20 +427,25 @@ func (d *Dispatcher) round() time.Time {
 		return time.Time{}
 	}
 	// The lease is queued in the Raft log ahead of any ack a consumer can
-	// send for these deliveries: push the at-least-once ones now.
-	for i, p := range picks {
-		if !p.item.Remove && !p.item.DeadLetter {
-			pushed[i] = d.push(p)
+	// send for these deliveries: push the at-least-once ones now, unless a
+	// change may be ordered between the pick and the lease.
+	early := quiet && d.changesBegun.Load() == begun
+	if early {
+		for i, p := range picks {
+			if !p.item.Remove && !p.item.DeadLetter {
+				pushed[i] = d.push(p)
+			}
 		}
 	}
 	d.wg.Add(1)
-	go d.commit(now, picks, pushed, wait, cancel)
+	go d.commit(picks, pushed, early, wait, cancel)
 	return now // more may be due: look again at once
 }
 
 // commit waits for the lease of picks, pushes the at-most-once ones that
-// committed and releases the copies for later rounds.
-func (d *Dispatcher) commit(now time.Time, picks []pick, pushed []bool, wait func() (*raftv1.Outcome, error), cancel context.CancelFunc) {
+// committed (and the at-least-once ones, unless pushed early) and releases
+// the copies for later rounds.
+func (d *Dispatcher) commit(picks []pick, pushed []bool, early bool, wait func() (*raftv1.Outcome, error), cancel context.CancelFunc) {
 	defer d.wg.Done()
 	defer func() { <-d.slots }()
 	out, err := wait()
@@ -412,7 +461,7 @@ func (d *Dispatcher) commit(now time.Time, picks []pick, pushed []bool, wait fun
 		switch {
 		case p.item.DeadLetter && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
 			d.metrics.deadLettered.Inc()
-		case p.item.Remove && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
+		case (p.item.Remove || !early) && !p.item.DeadLetter && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
 			pushed[i] = d.push(p)
 		}
 	}
@@ -587,19 +636,25 @@ func (d *Dispatcher) dueItem(it *pebble.Iterator, q keys.Queue, e keys.DueEntry)
 // not being leased already, and when to look again: now if it stopped at
 // the limit, else the visible_at of the first later copy (zero if none).
 // It starts at q's floor and leaves the floor at the first entry it saw.
+// Entries between the floor and the first entry it saw were deleted (their
+// leases committed) or are being leased; a lease that fails or conflicts
+// leaves its copy at its key, which is at or after the floor.
 // The caller holds mu.
 func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, wakeAt time.Time, err error) {
 	prefix := keys.QueuePrefix(d.shard, q)
 	lower := prefix
 	if f, ok := d.beginScan(q); ok {
-		lower = keys.DueFrom(d.shard, q, f)
+		lower = f.key
+		if lower == nil {
+			lower = keys.DueFrom(d.shard, q, f.ms)
+		}
 	}
-	first := nowMs // for an empty queue: every later insertion lowers the floor
+	first := floor{ms: nowMs} // for an empty queue: every later insertion lowers the floor
 	seen := false
 	defer func() { d.endScan(q, first, err == nil) }()
-	note := func(visibleAtMs int64) {
+	note := func(visibleAtMs int64, key []byte) {
 		if !seen {
-			first, seen = visibleAtMs, true
+			first, seen = floor{ms: visibleAtMs, key: slices.Clone(key)}, true
 		}
 	}
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: keys.PrefixEnd(prefix)})
@@ -616,7 +671,7 @@ func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, 
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		note(e.VisibleAtMs)
+		note(e.VisibleAtMs, it.Key())
 		item, busy, err := d.dueItem(it, q, e)
 		if err != nil {
 			return nil, time.Time{}, err
@@ -630,7 +685,7 @@ func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, 
 	} else if it.SeekGE(until) {
 		if e, err := keys.ParseDue(d.shard, q, it.Key()); err == nil {
 			wakeAt = time.UnixMilli(e.VisibleAtMs)
-			note(e.VisibleAtMs)
+			note(e.VisibleAtMs, it.Key())
 		}
 	}
 	return out, wakeAt, it.Error()

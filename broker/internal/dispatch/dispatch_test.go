@@ -30,6 +30,9 @@ type shardLog struct {
 	mu    sync.Mutex
 	s     *fsm.StateMachine
 	index uint64
+	// beforeLease, when set, runs before a lease is appended: a command it
+	// proposes is ordered ahead of the lease, as a racing one may be.
+	beforeLease func()
 }
 
 func (l *shardLog) propose(_ context.Context, cmd *raftv1.Command) (*raftv1.Outcome, error) {
@@ -52,6 +55,9 @@ func (l *shardLog) propose(_ context.Context, cmd *raftv1.Command) (*raftv1.Outc
 }
 
 func (l *shardLog) start(ctx context.Context, cmd *raftv1.Command) (func() (*raftv1.Outcome, error), error) {
+	if cmd.GetLease() != nil && l.beforeLease != nil {
+		l.beforeLease()
+	}
 	out, err := l.propose(ctx, cmd)
 	return func() (*raftv1.Outcome, error) { return out, err }, nil
 }
@@ -415,5 +421,69 @@ func TestFairWithoutFairnessKey(t *testing.T) {
 	}
 	if counts[""] != 3 || counts["a"] != 3 {
 		t.Fatalf("deliveries by key = %v, want 3 without a key and 3 of a", counts)
+	}
+}
+
+func TestChangeOrderedBeforeLeaseIsNotPushed(t *testing.T) {
+	r := newRig(t)
+	ids := r.publish("t", time.Now().UnixMilli()+50)
+	// A cancel begins before the round picks the message, and its command
+	// lands in the log ahead of the round's lease.
+	end := r.d.BeginChange()
+	var once sync.Once
+	r.log.beforeLease = func() {
+		once.Do(func() {
+			cancel := &raftv1.Change{NowMs: time.Now().UnixMilli(), Topic: "t", Cancel: true, MessageId: ids[0][:]}
+			out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Change{Change: cancel}})
+			end(err)
+			if err != nil || out.GetChange().GetCode() != raftv1.ChangeCode_CHANGE_CODE_DONE {
+				t.Errorf("cancel = %v, %v; want DONE", out.GetChange(), err)
+			}
+		})
+	}
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+	r.d.Attach(c)
+	if g, ok := next(c, time.Second); ok {
+		t.Fatalf("message cancelled ahead of its lease was pushed: %v", g.d)
+	}
+	// With no change pending, the next message is pushed as usual.
+	r.publish("t", time.Now().UnixMilli())
+	if _, ok := next(c, 5*time.Second); !ok {
+		t.Fatalf("due message not delivered after the change settled")
+	}
+}
+
+func TestInsertAtFloorInstantIsDelivered(t *testing.T) {
+	r := newRig(t)
+	due := time.Now().UnixMilli()
+	var msgs []*raftv1.StoredMessage
+	for i := range 20 {
+		msgs = append(msgs, &raftv1.StoredMessage{Topic: "t", Payload: []byte(fmt.Sprint(i)), DueAtMs: due})
+	}
+	r.publishMessages(msgs...)
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 5)
+	r.d.Attach(c)
+	for range 5 {
+		g, ok := next(c, 5*time.Second)
+		if !ok {
+			t.Fatalf("due message missing")
+		}
+		r.ack(g.d)
+	}
+	// The scan's floor now sits inside the instant; a copy inserted at the
+	// same instant sorts before it (higher priority) and must still come.
+	r.publishMessages(&raftv1.StoredMessage{Topic: "t", Payload: []byte("urgent"), DueAtMs: due, Priority: -5})
+	r.d.AddCredit(c, 100)
+	seen := map[string]bool{}
+	for len(seen) < 16 {
+		g, ok := next(c, 5*time.Second)
+		if !ok {
+			t.Fatalf("got %d of 16 remaining deliveries; urgent delivered: %v", len(seen), seen["urgent"])
+		}
+		seen[string(g.d.Payload)] = true
+		r.ack(g.d)
+	}
+	if !seen["urgent"] {
+		t.Fatalf("copy inserted at the floor's instant was never delivered")
 	}
 }

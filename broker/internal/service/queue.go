@@ -212,7 +212,12 @@ func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, ca
 	if t, ok := s.host.Meta().Topics[sel.GetTopic()]; ok {
 		c.DedupWindowMs = t.DedupWindowMs
 	}
+	// Fence the dispatcher: a copy it picks from now until this change
+	// applies is pushed only after its lease commits, so a cancel answered
+	// DONE is never delivered.
+	end := lead.Dispatcher.BeginChange()
 	out, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Change{Change: c}})
+	end(err)
 	if err != nil {
 		return nil, err
 	}
