@@ -78,6 +78,7 @@ func (s *Server) Start(ctx context.Context) error {
 		InitialMembers: members, Shards: s.cfg.Shards, ReplicationFactor: s.cfg.ReplicationFactor,
 		RTT: s.cfg.RTT, ElectionRTT: s.cfg.ElectionRTT, HeartbeatRTT: s.cfg.HeartbeatRTT,
 		SnapshotEntries: s.cfg.SnapshotEntries, RaftWorkers: s.cfg.RaftWorkers, RaftLogShards: s.cfg.RaftLogShards,
+		CacheBytes: s.cfg.CacheBytes, MemTableBytes: s.cfg.MemTableBytes,
 	}, s.log, s.reg)
 	if err != nil {
 		lis.Close()

@@ -71,6 +71,11 @@ type Config struct {
 	// fsynced batch, so fewer workers mean fewer fsyncs per proposal at the
 	// cost of parallelism. Fixed when the data dir is created. Default 2.
 	RaftWorkers uint64 `yaml:"raft_workers"`
+	// CacheBytes is the state DB's block cache. Default 32 MiB.
+	CacheBytes int64 `yaml:"cache_bytes"`
+	// MemTableBytes is the size of one state DB memtable; up to two are in
+	// memory (one filling, one flushing). Default 16 MiB.
+	MemTableBytes uint64 `yaml:"memtable_bytes"`
 	// RaftLogShards is the number of Raft log stores (each its own WAL and
 	// fsync). Fixed when the data dir is created. Default 1.
 	RaftLogShards uint64 `yaml:"raft_log_shards"`
@@ -100,6 +105,8 @@ func DefaultConfig() Config {
 		LogLevel:          "info",
 		RaftWorkers:       2,
 		RaftLogShards:     1,
+		CacheBytes:        32 << 20,
+		MemTableBytes:     16 << 20,
 	}
 }
 
@@ -152,6 +159,9 @@ func (c Config) Validate() error {
 	}
 	if c.RaftWorkers < 1 || c.RaftWorkers > 64 || c.RaftLogShards < 1 || c.RaftLogShards > 64 {
 		bad("raft_workers", "raft_workers and raft_log_shards must be between 1 and 64")
+	}
+	if c.CacheBytes < 1<<20 || c.MemTableBytes < 1<<20 {
+		bad("cache_bytes", "cache_bytes and memtable_bytes must be at least 1 MiB")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -51,6 +51,9 @@ type Config struct {
 	// Both are fixed for the life of a data dir.
 	RaftWorkers   uint64
 	RaftLogShards uint64
+	// CacheBytes and MemTableBytes size the state DB (see store.Config).
+	CacheBytes    int64
+	MemTableBytes uint64
 	Proposer      proposer.Config
 	Dispatch      dispatch.Config
 	Now           func() time.Time
@@ -97,7 +100,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 		cfg.Now = time.Now
 	}
 	installRaftLogger(log)
-	db, err := store.Open(store.Config{Dir: filepath.Join(cfg.DataDir, "state")}, log)
+	db, err := store.Open(store.Config{Dir: filepath.Join(cfg.DataDir, "state"), CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes}, log)
 	if err != nil {
 		return nil, err
 	}

@@ -15,9 +15,9 @@ import (
 type Config struct {
 	// Dir holds the DB files.
 	Dir string
-	// CacheBytes is the block cache size, on top of the memtables. Default 64 MiB.
+	// CacheBytes is the block cache size, on top of the memtables. Default 32 MiB.
 	CacheBytes int64
-	// MemTableBytes is the size of one memtable. Default 32 MiB.
+	// MemTableBytes is the size of one memtable. Default 16 MiB.
 	MemTableBytes uint64
 }
 
@@ -25,10 +25,10 @@ type Config struct {
 // go to log at warn level and above only.
 func Open(cfg Config, log *zap.Logger) (*pebble.DB, error) {
 	if cfg.CacheBytes == 0 {
-		cfg.CacheBytes = 64 << 20
+		cfg.CacheBytes = 32 << 20
 	}
 	if cfg.MemTableBytes == 0 {
-		cfg.MemTableBytes = 32 << 20
+		cfg.MemTableBytes = 16 << 20
 	}
 	// Pebble charges its memtables (the active one and one being flushed)
 	// to the block cache: size the cache so that CacheBytes stay for blocks.
