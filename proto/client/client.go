@@ -198,9 +198,7 @@ func (c *Client) retry(ctx context.Context, op string, call func(context.Context
 			return nil
 		}
 		if ctx.Err() != nil {
-			if st, ok := status.FromError(err); ok && (st.Code() == codes.Canceled || st.Code() == codes.DeadlineExceeded) {
-				return err
-			}
+			// Both errors.Is(err, ctx.Err()) and status.Code(err) work.
 			return fmt.Errorf("client: %s: %w (last attempt: %w)", op, ctx.Err(), err)
 		}
 		if !retryableCall(err) {

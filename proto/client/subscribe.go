@@ -74,13 +74,13 @@ type Delivery struct {
 // receipt of an attempt that is no longer current) or the call's failure.
 func (d *Delivery) Ack(ctx context.Context) error {
 	d.complete()
-	req := &sundialv1.AckRequest{Receipts: []string{d.Receipt}, RequestId: NewRequestID()}
 	retried := false
-	r, err := d.answer(ctx, &sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Ack{Ack: req}}, req.RequestId,
-		func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) {
-			retried = true
-			return d.c.Ack(ctx, d.Receipt)
-		})
+	r, err := d.answerWith(ctx, func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) {
+		return d.sess.ack(ctx, d.Receipt)
+	}, func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) {
+		retried = true
+		return d.c.Ack(ctx, d.Receipt)
+	})
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,15 @@ func (d *Delivery) Extend(ctx context.Context, dur time.Duration) (time.Time, er
 // unary call instead.
 func (d *Delivery) answer(ctx context.Context, req *sundialv1.SubscribeRequest, id string,
 	unary func(context.Context) ([]*sundialv1.ReceiptResult, error)) (*sundialv1.ReceiptResult, error) {
-	res, err := d.sess.request(ctx, req, id)
+	return d.answerWith(ctx, func(ctx context.Context) ([]*sundialv1.ReceiptResult, error) {
+		return d.sess.request(ctx, req, id)
+	}, unary)
+}
+
+// answerWith gets the delivery's result over the stream, or from unary
+// once the stream is gone.
+func (d *Delivery) answerWith(ctx context.Context, stream, unary func(context.Context) ([]*sundialv1.ReceiptResult, error)) (*sundialv1.ReceiptResult, error) {
+	res, err := stream(ctx)
 	if errors.Is(err, errSessionEnded) {
 		var rs []*sundialv1.ReceiptResult
 		rs, err = unary(ctx)
@@ -185,7 +193,7 @@ func (s *subscription) release() {
 	}
 	s.mu.Unlock()
 	if cur != nil {
-		cur.send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Credit{Credit: &sundialv1.Credit{N: 1}}})
+		cur.grant(1)
 	}
 }
 
@@ -270,7 +278,7 @@ func (s *subscription) run(ctx context.Context, handler func(context.Context, *D
 	if err != nil {
 		return false, err
 	}
-	sess := &session{stream: stream, pending: make(map[string]chan []*sundialv1.ReceiptResult)}
+	sess := &session{stream: stream, pending: make(map[string][]chan []*sundialv1.ReceiptResult)}
 
 	// Start goes out before any credit: hold the send lock while the session
 	// becomes current.
@@ -328,15 +336,33 @@ func (s *subscription) run(ctx context.Context, handler func(context.Context, *D
 }
 
 // session is one open Subscribe stream.
+//
+// Credit grants and acks coalesce: whoever finds no flush running becomes
+// the flusher and sends everything queued meanwhile as one Credit and one
+// Ack frame, until nothing is left. At a low rate every grant and ack goes
+// out at once, alone; under load they share frames (and the proxy and
+// broker handle one request for many receipts).
 type session struct {
 	stream interface {
 		Send(*sundialv1.SubscribeRequest) error
 	}
 	sendMu sync.Mutex // serializes Send
 
-	mu      sync.Mutex // guards pending and ended
-	pending map[string]chan []*sundialv1.ReceiptResult
+	mu sync.Mutex // guards pending and ended
+	// pending maps an ack/nack/extend request id to its waiters: one for
+	// nacks and extends, every coalesced ack for an ack request.
+	pending map[string][]chan []*sundialv1.ReceiptResult
 	ended   bool
+
+	qmu      sync.Mutex // guards the three below
+	credit   int32      // credit granted and not sent yet
+	acks     []queuedAck
+	flushing bool
+}
+
+type queuedAck struct {
+	receipt string
+	result  chan []*sundialv1.ReceiptResult
 }
 
 func (s *session) send(req *sundialv1.SubscribeRequest) error {
@@ -356,14 +382,18 @@ func (s *session) request(ctx context.Context, req *sundialv1.SubscribeRequest, 
 		s.mu.Unlock()
 		return nil, errSessionEnded
 	}
-	s.pending[id] = ch
+	s.pending[id] = []chan []*sundialv1.ReceiptResult{ch}
 	s.mu.Unlock()
 	if err := s.send(req); err != nil {
-		s.mu.Lock()
-		delete(s.pending, id)
-		s.mu.Unlock()
-		return nil, errSessionEnded
+		s.fail(id)
 	}
+	return wait(ctx, ch)
+}
+
+// wait returns the results of a request, errSessionEnded if the stream
+// ended first. An abandoned wait leaves its (buffered) channel to be
+// answered or closed with the rest.
+func wait(ctx context.Context, ch chan []*sundialv1.ReceiptResult) ([]*sundialv1.ReceiptResult, error) {
 	select {
 	case res, ok := <-ch:
 		if !ok {
@@ -371,20 +401,112 @@ func (s *session) request(ctx context.Context, req *sundialv1.SubscribeRequest, 
 		}
 		return res, nil
 	case <-ctx.Done():
-		s.mu.Lock()
-		delete(s.pending, id)
-		s.mu.Unlock()
 		return nil, ctx.Err()
+	}
+}
+
+// fail closes the waiters of request id, whose frame could not be sent.
+func (s *session) fail(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.pending[id] {
+		close(ch)
+	}
+	delete(s.pending, id)
+}
+
+// ack queues receipt for the next ack frame and waits for its results
+// (the results of every receipt in that frame).
+func (s *session) ack(ctx context.Context, receipt string) ([]*sundialv1.ReceiptResult, error) {
+	if s == nil {
+		return nil, errSessionEnded
+	}
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
+	if ended {
+		return nil, errSessionEnded
+	}
+	ch := make(chan []*sundialv1.ReceiptResult, 1)
+	s.qmu.Lock()
+	s.acks = append(s.acks, queuedAck{receipt: receipt, result: ch})
+	s.qmu.Unlock()
+	s.flush()
+	return wait(ctx, ch)
+}
+
+// grant queues n credit for the next credit frame.
+func (s *session) grant(n int32) {
+	s.qmu.Lock()
+	s.credit += n
+	s.qmu.Unlock()
+	s.flush()
+}
+
+// flush sends what is queued unless another caller is already flushing
+// (it will send this caller's part too).
+func (s *session) flush() {
+	s.qmu.Lock()
+	if s.flushing {
+		s.qmu.Unlock()
+		return
+	}
+	s.flushing = true
+	for {
+		credit, acks := s.credit, s.acks
+		s.credit, s.acks = 0, nil
+		if credit == 0 && len(acks) == 0 {
+			s.flushing = false
+			s.qmu.Unlock()
+			return
+		}
+		s.qmu.Unlock()
+		if credit > 0 {
+			// A failed send means the stream is gone: the reader ends the
+			// session and a new one starts with fresh credit.
+			_ = s.send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Credit{Credit: &sundialv1.Credit{N: credit}}})
+		}
+		if len(acks) > 0 {
+			s.sendAcks(acks)
+		}
+		s.qmu.Lock()
+	}
+}
+
+// sendAcks sends one ack frame for acks.
+func (s *session) sendAcks(acks []queuedAck) {
+	req := &sundialv1.AckRequest{RequestId: NewRequestID(), Receipts: make([]string, len(acks))}
+	waiters := make([]chan []*sundialv1.ReceiptResult, len(acks))
+	for i, a := range acks {
+		req.Receipts[i], waiters[i] = a.receipt, a.result
+	}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		for _, ch := range waiters {
+			close(ch)
+		}
+		return
+	}
+	s.pending[req.RequestId] = waiters
+	s.mu.Unlock()
+	if err := s.send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Ack{Ack: req}}); err != nil {
+		s.fail(req.RequestId)
 	}
 }
 
 func (s *session) answer(r *sundialv1.AckResult) {
 	s.mu.Lock()
-	ch, ok := s.pending[r.GetRequestId()]
+	waiters := s.pending[r.GetRequestId()]
 	delete(s.pending, r.GetRequestId())
 	s.mu.Unlock()
-	if ok {
-		ch <- r.GetResults()
+	results := r.GetResults()
+	for i, ch := range waiters {
+		if len(waiters) > 1 && len(results) == len(waiters) {
+			ch <- results[i : i+1] // results are in receipt order
+			continue
+		}
+		ch <- results
 	}
 }
 
@@ -394,8 +516,10 @@ func (s *session) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ended = true
-	for id, ch := range s.pending {
-		close(ch)
+	for id, waiters := range s.pending {
+		for _, ch := range waiters {
+			close(ch)
+		}
 		delete(s.pending, id)
 	}
 }

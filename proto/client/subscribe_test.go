@@ -31,9 +31,12 @@ type consumer struct {
 	streams   int
 	starts    []int32 // max_in_flight of each Start
 	credits   []int32 // credit granted per stream
-	acks      []int   // stream acks per stream
+	acks      []int   // receipts acked over each stream
+	ackFrames []int   // ack frames received on each stream
 	unaryAcks []string
 	next      int // message counter
+	// failReceipt, when set, is answered NotFound.
+	failReceipt string
 }
 
 func (c *consumer) Subscribe(stream grpc.BidiStreamingServer[sundialv1.SubscribeRequest, sundialv1.SubscribeResponse]) error {
@@ -47,6 +50,7 @@ func (c *consumer) Subscribe(stream grpc.BidiStreamingServer[sundialv1.Subscribe
 	c.starts = append(c.starts, first.GetStart().GetMaxInFlight())
 	c.credits = append(c.credits, first.GetStart().GetMaxInFlight())
 	c.acks = append(c.acks, 0)
+	c.ackFrames = append(c.ackFrames, 0)
 	c.mu.Unlock()
 	if first.GetStart() == nil {
 		return status.Error(codes.InvalidArgument, "first frame must be start")
@@ -86,14 +90,20 @@ func (c *consumer) Subscribe(stream grpc.BidiStreamingServer[sundialv1.Subscribe
 		case *sundialv1.SubscribeRequest_Credit:
 			c.credits[i] += k.Credit.GetN()
 		case *sundialv1.SubscribeRequest_Ack:
-			c.acks[i]++
+			c.acks[i] += len(k.Ack.GetReceipts())
+			c.ackFrames[i]++
 		}
 		acks := c.acks[i]
+		fail := c.failReceipt
 		c.mu.Unlock()
 		if ack := req.GetAck(); ack != nil {
 			res := &sundialv1.AckResult{Op: sundialv1.AckResult_OP_ACK, RequestId: ack.GetRequestId()}
 			for _, r := range ack.GetReceipts() {
-				res.Results = append(res.Results, &sundialv1.ReceiptResult{Receipt: r})
+				rr := &sundialv1.ReceiptResult{Receipt: r}
+				if r == fail {
+					rr.Error = status.New(codes.NotFound, "already acked").Proto()
+				}
+				res.Results = append(res.Results, rr)
 			}
 			if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_AckResult{AckResult: res}}); err != nil {
 				return err
@@ -102,7 +112,7 @@ func (c *consumer) Subscribe(stream grpc.BidiStreamingServer[sundialv1.Subscribe
 				return status.Error(codes.Unavailable, "broken on purpose")
 			}
 		}
-		if req.GetCredit() != nil && sent < toSend {
+		for n := req.GetCredit().GetN(); n > 0 && sent < toSend; n-- {
 			if err := stream.Send(c.delivery()); err != nil {
 				return err
 			}
@@ -256,4 +266,58 @@ func TestSubscribeStopsOnPermanentErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSubscribeCoalescesAcksAndCredit(t *testing.T) {
+	const n = 400
+	srv := &consumer{plan: []int{n}, breakAfterAcks: []int{0}, failReceipt: "r7"}
+	c := serveConsumer(t, srv)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		errs = map[string]error{}
+	)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Subscribe(ctx, SubscribeOptions{Topic: "t", MaxInFlight: 64}, func(ctx context.Context, d *Delivery) {
+			err := d.Ack(ctx)
+			mu.Lock()
+			errs[d.Receipt] = err
+			if len(errs) == n {
+				cancel()
+			}
+			mu.Unlock()
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Subscribe did not finish within 20s")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) != n {
+		t.Fatalf("acked %d deliveries, want %d", len(errs), n)
+	}
+	// Each ack gets its own receipt's result, whatever frame carried it.
+	for r, err := range errs {
+		if want := codes.OK; r == "r7" {
+			want = codes.NotFound
+			if status.Code(err) != want {
+				t.Errorf("Ack(r7) = %v, want NotFound", err)
+			}
+		} else if err != nil {
+			t.Errorf("Ack(%s) = %v, want nil", r, err)
+		}
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.acks[0] != n {
+		t.Errorf("receipts acked over the stream = %d, want %d", srv.acks[0], n)
+	}
+	if srv.credits[0] != 64+n {
+		t.Errorf("credit granted = %d, want %d (64 at start + one per delivery)", srv.credits[0], 64+n)
+	}
+	t.Logf("%d acks in %d frames", srv.acks[0], srv.ackFrames[0])
 }
