@@ -124,6 +124,22 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 	}
 	reg.MustRegister(h.leaderG, h.routingG)
 	h.metaState.Store(meta.NewState())
+	nh, err := dragonboat.NewNodeHost(nodeHostConfig(cfg, h))
+	if err != nil {
+		db.Close()
+		if strings.Contains(err.Error(), "setting changed") || strings.Contains(err.Error(), "settings changed") {
+			return nil, fmt.Errorf("host: start nodehost: %w (raft_workers and raft_log_shards must keep the values the data dir %s was created with: %d and %d now)",
+				err, cfg.DataDir, cfg.RaftWorkers, cfg.RaftLogShards)
+		}
+		return nil, fmt.Errorf("host: start nodehost: %w", err)
+	}
+	h.nh = nh
+	return h, nil
+}
+
+// nodeHostConfig is Dragonboat's configuration of a broker: a small LogDB
+// (the default preallocates ~1.8 GB) and worker pools sized by cfg.
+func nodeHostConfig(cfg Config, events raftio.IRaftEventListener) config.NodeHostConfig {
 	expert := config.GetDefaultExpertConfig()
 	expert.LogDB = config.GetTinyMemLogDBConfig()
 	expert.LogDB.Shards = max(1, cfg.RaftLogShards)
@@ -133,23 +149,13 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 	expert.Engine.ApplyShards = workers
 	expert.Engine.SnapshotShards = workers
 	expert.Engine.CloseShards = workers
-	nh, err := dragonboat.NewNodeHost(config.NodeHostConfig{
+	return config.NodeHostConfig{
 		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
 		RTTMillisecond:    uint64(cfg.RTT.Milliseconds()),
 		RaftAddress:       cfg.RaftAddr,
-		RaftEventListener: h,
+		RaftEventListener: events,
 		Expert:            expert,
-	})
-	if err != nil {
-		db.Close()
-		if strings.Contains(err.Error(), "setting changed") || strings.Contains(err.Error(), "settings changed") {
-			return nil, fmt.Errorf("host: start nodehost: %w (raft_workers and raft_log_shards must keep the values the data dir %s was created with: %d and %d now)",
-				err, cfg.DataDir, workers, expert.LogDB.Shards)
-		}
-		return nil, fmt.Errorf("host: start nodehost: %w", err)
 	}
-	h.nh = nh
-	return h, nil
 }
 
 // Start starts the meta replica and the loop that starts everything else.
