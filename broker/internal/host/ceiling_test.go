@@ -36,7 +36,9 @@ func (s *noop) Close() error { return nil }
 // nothing, and 8 proposers each proposing 100 messages of 130 bytes (a
 // 100-byte payload and its framing) at a time. Sundial's publish path pays
 // this plus its state machine and the gRPC hops; run it side by side with
-// BenchmarkApplyLifecycle and clustertest's BenchmarkPublish.
+// BenchmarkApplyLifecycle and clustertest's BenchmarkPublish. With 64
+// proposers it shows how far more concurrency than the loadtest's 8
+// producers would take it.
 func BenchmarkRaftCeiling(b *testing.B) {
 	installRaftLogger(zap.NewNop())
 	const (
@@ -88,6 +90,17 @@ func BenchmarkRaftCeiling(b *testing.B) {
 			}
 		}
 	}
+	for _, proposers := range []int{8, 64} {
+		b.Run(fmt.Sprintf("proposers=%d", proposers), func(b *testing.B) {
+			proposeAll(b, leader, proposers, batch)
+		})
+	}
+}
+
+// proposeAll makes b.N proposals of batch messages from proposers
+// goroutines, round-robin over the shards' leaders.
+func proposeAll(b *testing.B, leader []*dragonboat.NodeHost, proposers, batch int) {
+	shards := uint64(len(leader) - 1)
 	cmd := make([]byte, batch*130)
 	var seq atomic.Uint64
 	var failed atomic.Int64
@@ -97,7 +110,7 @@ func BenchmarkRaftCeiling(b *testing.B) {
 	var wg sync.WaitGroup
 	var left atomic.Int64
 	left.Store(int64(b.N))
-	for range 8 {
+	for range proposers {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
 				s := seq.Add(1)%shards + 1

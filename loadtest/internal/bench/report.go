@@ -314,6 +314,7 @@ func (rep Report) targets(w io.Writer) {
 		row(w, "Failover window ≤ 1 s, zero acked loss", fmt.Sprintf("%s, %d lost", ms(f.Window), f.Lost), yes(f.Window <= time.Second && f.Lost == 0))
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Where a target is missed, [performance.md](performance.md) measures the limit behind the gap; it also has the 10M-pending backlog run.\n\n")
 }
 
 const drivers = `## How the peers are driven
