@@ -76,6 +76,12 @@ type Config struct {
 	// MemTableBytes is the size of one state DB memtable; up to two are in
 	// memory (one filling, one flushing). Default 16 MiB.
 	MemTableBytes uint64 `yaml:"memtable_bytes"`
+	// GoMemoryLimit is the Go runtime's soft memory limit for the broker
+	// process (Pebble's cache and memtables are outside it): the collector
+	// runs more often and returns idle heap to the OS as the Go heap nears
+	// it. Ignored when the GOMEMLIMIT variable is set; 0 disables.
+	// Default 128 MiB.
+	GoMemoryLimit int64 `yaml:"go_memory_limit"`
 	// RaftLogShards is the number of Raft log stores (each its own WAL and
 	// fsync). Fixed when the data dir is created. Default 1.
 	RaftLogShards uint64 `yaml:"raft_log_shards"`
@@ -107,6 +113,7 @@ func DefaultConfig() Config {
 		RaftLogShards:     1,
 		CacheBytes:        32 << 20,
 		MemTableBytes:     16 << 20,
+		GoMemoryLimit:     128 << 20,
 	}
 }
 
@@ -159,6 +166,9 @@ func (c Config) Validate() error {
 	}
 	if c.RaftWorkers < 1 || c.RaftWorkers > 64 || c.RaftLogShards < 1 || c.RaftLogShards > 64 {
 		bad("raft_workers", "raft_workers and raft_log_shards must be between 1 and 64")
+	}
+	if c.GoMemoryLimit != 0 && c.GoMemoryLimit < 32<<20 {
+		bad("go_memory_limit", "must be 0 (no limit) or at least 32 MiB")
 	}
 	if c.CacheBytes < 1<<20 || c.MemTableBytes < 1<<20 {
 		bad("cache_bytes", "cache_bytes and memtable_bytes must be at least 1 MiB")

@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"reflect"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,6 +72,9 @@ func run(c *cli.Context) error {
 		return usageError{err}
 	}
 	defer log.Sync()
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.GoMemoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.GoMemoryLimit)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b, err := broker.New(cfg, log, reg)
@@ -97,6 +103,9 @@ func load(c *cli.Context) (broker.Config, error) {
 		if err := yaml.Unmarshal(data, &cfg); err != nil {
 			return cfg, fmt.Errorf("config %s: %w", path, err)
 		}
+	}
+	if err := overlayEnv(&cfg, os.LookupEnv); err != nil {
+		return cfg, err
 	}
 	if c.IsSet("node-id") {
 		cfg.NodeID = c.Uint64("node-id")
@@ -137,6 +146,30 @@ func load(c *cli.Context) (broker.Config, error) {
 		cfg.DataDir = "./data/broker-" + strconv.FormatUint(cfg.NodeID, 10)
 	}
 	return cfg, nil
+}
+
+// overlayEnv sets every scalar setting whose SUNDIAL_<YAML KEY> variable is
+// set (e.g. SUNDIAL_CACHE_BYTES=16777216, SUNDIAL_RTT=50ms), parsing the
+// value as YAML would.
+func overlayEnv(cfg *broker.Config, lookup func(string) (string, bool)) error {
+	v := reflect.ValueOf(cfg).Elem()
+	var errs []error
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if key == "" || key == "-" || f.Type.Kind() == reflect.Map {
+			continue
+		}
+		name := "SUNDIAL_" + strings.ToUpper(key)
+		val, ok := lookup(name)
+		if !ok {
+			continue
+		}
+		if err := yaml.Unmarshal([]byte(val), v.Field(i).Addr().Interface()); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", name, val, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func setString(c *cli.Context, flag string, dst *string) {

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sundialmq/sundial/broker"
+)
+
+func TestOverlayEnvSetsYAMLKeys(t *testing.T) {
+	env := map[string]string{
+		"SUNDIAL_CACHE_BYTES":        "16777216",
+		"SUNDIAL_RTT":                "50ms",
+		"SUNDIAL_AUTO_CREATE_TOPICS": "false",
+		"SUNDIAL_LOG_LEVEL":          "warn",
+	}
+	cfg := broker.DefaultConfig()
+	if err := overlayEnv(&cfg, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatalf("overlayEnv() error = %v", err)
+	}
+	if cfg.CacheBytes != 16<<20 || cfg.RTT != 50*time.Millisecond || cfg.AutoCreateTopics || cfg.LogLevel != "warn" {
+		t.Fatalf("config after overlay = cache %d, rtt %v, auto-create %v, log %q", cfg.CacheBytes, cfg.RTT, cfg.AutoCreateTopics, cfg.LogLevel)
+	}
+}
+
+func TestOverlayEnvNamesTheBadVariable(t *testing.T) {
+	cfg := broker.DefaultConfig()
+	err := overlayEnv(&cfg, func(k string) (string, bool) {
+		if k == "SUNDIAL_MEMTABLE_BYTES" {
+			return "lots", true
+		}
+		return "", false
+	})
+	if err == nil || !strings.Contains(err.Error(), "SUNDIAL_MEMTABLE_BYTES") {
+		t.Fatalf("overlayEnv(bad value) = %v, want an error naming SUNDIAL_MEMTABLE_BYTES", err)
+	}
+	if cfg.MemTableBytes != broker.DefaultConfig().MemTableBytes {
+		t.Fatalf("bad value changed memtable_bytes to %d", cfg.MemTableBytes)
+	}
+}
