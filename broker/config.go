@@ -46,7 +46,8 @@ type Config struct {
 	RTT time.Duration `yaml:"rtt"`
 	// ElectionRTT is the election timeout in ticks. Default 15.
 	ElectionRTT uint64 `yaml:"election_rtt"`
-	// HeartbeatRTT is the heartbeat interval in ticks. Default 2.
+	// HeartbeatRTT is the heartbeat interval in ticks. Default 5 (100 ms):
+	// heartbeats of every shard are most of an idle broker's CPU.
 	HeartbeatRTT uint64 `yaml:"heartbeat_rtt"`
 	// SnapshotEntries is the number of entries between snapshots. Default 10000.
 	SnapshotEntries uint64 `yaml:"snapshot_entries"`
@@ -99,7 +100,7 @@ func DefaultConfig() Config {
 		Shards:            8,
 		RTT:               20 * time.Millisecond,
 		ElectionRTT:       15,
-		HeartbeatRTT:      2,
+		HeartbeatRTT:      5,
 		SnapshotEntries:   10000,
 		AutoCreateTopics:  true,
 		MaxMessageBytes:   validate.DefaultLimits().MaxMessageBytes,
