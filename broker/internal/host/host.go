@@ -128,7 +128,8 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 	if err != nil {
 		db.Close()
 		if strings.Contains(err.Error(), "setting changed") || strings.Contains(err.Error(), "settings changed") {
-			return nil, fmt.Errorf("host: start nodehost: %w (raft_workers and raft_log_shards must keep the values the data dir %s was created with: %d and %d now)",
+			return nil, fmt.Errorf("host: start nodehost: %w: the data dir %s was created with other raft_workers or raft_log_shards than %d and %d; "+
+				"start with the values it was created with (16 and 16 for data dirs made before these settings existed) or move it away",
 				err, cfg.DataDir, cfg.RaftWorkers, cfg.RaftLogShards)
 		}
 		return nil, fmt.Errorf("host: start nodehost: %w", err)
