@@ -127,6 +127,8 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 	nh, err := dragonboat.NewNodeHost(nodeHostConfig(cfg, h))
 	if err != nil {
 		db.Close()
+		// Dragonboat keeps its hard-setting errors in an internal package,
+		// so only their text identifies them.
 		if strings.Contains(err.Error(), "setting changed") || strings.Contains(err.Error(), "settings changed") {
 			return nil, fmt.Errorf("host: start nodehost: %w: the data dir %s was created with other raft_workers or raft_log_shards than %d and %d; "+
 				"start with the values it was created with (16 and 16 for data dirs made before these settings existed) or move it away",
