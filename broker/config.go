@@ -165,14 +165,20 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes < 1 || c.MaxDelay <= 0 || c.VisibilityTimeout < time.Second || c.MaxAttempts < 1 || c.DedupWindow <= 0 {
 		bad("limits", "max_message_bytes, max_delay, visibility_timeout (>= 1s), max_attempts and dedup_window must be positive")
 	}
-	if c.RaftWorkers < 1 || c.RaftWorkers > 64 || c.RaftLogShards < 1 || c.RaftLogShards > 64 {
-		bad("raft_workers", "raft_workers and raft_log_shards must be between 1 and 64")
+	if c.RaftWorkers < 1 || c.RaftWorkers > 64 {
+		bad("raft_workers", "must be between 1 and 64")
+	}
+	if c.RaftLogShards < 1 || c.RaftLogShards > 64 {
+		bad("raft_log_shards", "must be between 1 and 64")
 	}
 	if c.GoMemoryLimit != 0 && c.GoMemoryLimit < 32<<20 {
 		bad("go_memory_limit", "must be 0 (no limit) or at least 32 MiB")
 	}
-	if c.CacheBytes < 1<<20 || c.MemTableBytes < 1<<20 {
-		bad("cache_bytes", "cache_bytes and memtable_bytes must be at least 1 MiB")
+	if c.CacheBytes < 1<<20 {
+		bad("cache_bytes", "must be at least 1 MiB")
+	}
+	if c.MemTableBytes < 1<<20 {
+		bad("memtable_bytes", "must be at least 1 MiB")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

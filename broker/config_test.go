@@ -27,6 +27,12 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"election not above heartbeats", func(c *Config) { c.ElectionRTT = 4 }, "rtt"},
 		{"short visibility timeout", func(c *Config) { c.VisibilityTimeout = 0 }, "limits"},
 		{"unknown log level", func(c *Config) { c.LogLevel = "loud" }, "log_level"},
+		{"election within two heartbeats", func(c *Config) { c.ElectionRTT = 2 * c.HeartbeatRTT }, "rtt"},
+		{"no raft workers", func(c *Config) { c.RaftWorkers = 0 }, "raft_workers"},
+		{"too many raft log shards", func(c *Config) { c.RaftLogShards = 65 }, "raft_log_shards"},
+		{"tiny cache", func(c *Config) { c.CacheBytes = 4096 }, "cache_bytes"},
+		{"tiny memtable", func(c *Config) { c.MemTableBytes = 0 }, "memtable_bytes"},
+		{"go memory limit below 32 MiB", func(c *Config) { c.GoMemoryLimit = 1 << 20 }, "go_memory_limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
