@@ -377,17 +377,26 @@ func (s *session) request(ctx context.Context, req *sundialv1.SubscribeRequest, 
 		return nil, errSessionEnded
 	}
 	ch := make(chan []*sundialv1.ReceiptResult, 1)
+	s.post(req, id, []chan []*sundialv1.ReceiptResult{ch})
+	return wait(ctx, ch)
+}
+
+// post registers waiters for the answer to request id and sends req; if
+// the session has ended or the send fails, it closes them instead.
+func (s *session) post(req *sundialv1.SubscribeRequest, id string, waiters []chan []*sundialv1.ReceiptResult) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
-		return nil, errSessionEnded
+		for _, ch := range waiters {
+			close(ch)
+		}
+		return
 	}
-	s.pending[id] = []chan []*sundialv1.ReceiptResult{ch}
+	s.pending[id] = waiters
 	s.mu.Unlock()
 	if err := s.send(req); err != nil {
 		s.fail(id)
 	}
-	return wait(ctx, ch)
 }
 
 // wait returns the results of a request, errSessionEnded if the stream
@@ -419,12 +428,6 @@ func (s *session) fail(id string) {
 // (the results of every receipt in that frame).
 func (s *session) ack(ctx context.Context, receipt string) ([]*sundialv1.ReceiptResult, error) {
 	if s == nil {
-		return nil, errSessionEnded
-	}
-	s.mu.Lock()
-	ended := s.ended
-	s.mu.Unlock()
-	if ended {
 		return nil, errSessionEnded
 	}
 	ch := make(chan []*sundialv1.ReceiptResult, 1)
@@ -480,19 +483,7 @@ func (s *session) sendAcks(acks []queuedAck) {
 	for i, a := range acks {
 		req.Receipts[i], waiters[i] = a.receipt, a.result
 	}
-	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
-		for _, ch := range waiters {
-			close(ch)
-		}
-		return
-	}
-	s.pending[req.RequestId] = waiters
-	s.mu.Unlock()
-	if err := s.send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Ack{Ack: req}}); err != nil {
-		s.fail(req.RequestId)
-	}
+	s.post(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Ack{Ack: req}}, req.RequestId, waiters)
 }
 
 func (s *session) answer(r *sundialv1.AckResult) {
