@@ -565,9 +565,12 @@ type Publish struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Dedup id: a publish whose id was applied before answers the first
 	// outcome and writes nothing.
-	RequestId     string           `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	NowMs         int64            `protobuf:"varint,2,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
-	Messages      []*StoredMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	RequestId string           `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	NowMs     int64            `protobuf:"varint,2,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	Messages  []*StoredMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Digest of the messages as the client sent them (set with request_id),
+	// kept in the dedup record and compared on a dedup hit.
+	Digest        []byte `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -623,6 +626,13 @@ func (x *Publish) GetMessages() []*StoredMessage {
 	return nil
 }
 
+func (x *Publish) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
 // StoredMessage is both the publish command's message and the stored body.
 type StoredMessage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -647,7 +657,10 @@ type StoredMessage struct {
 	// How long the key and id are remembered once the message is done.
 	DedupWindowMs int64 `protobuf:"varint,14,opt,name=dedup_window_ms,json=dedupWindowMs,proto3" json:"dedup_window_ms,omitempty"`
 	// The topic is FAIR: copies are also indexed by fairness key.
-	Fair          bool `protobuf:"varint,15,opt,name=fair,proto3" json:"fair,omitempty"`
+	Fair bool `protobuf:"varint,15,opt,name=fair,proto3" json:"fair,omitempty"`
+	// Content version: raised by every keyed rewrite (REPLACE, DEBOUNCE) and
+	// reschedule. A lease names the version whose payload it delivers.
+	Version       uint64 `protobuf:"varint,16,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -787,6 +800,13 @@ func (x *StoredMessage) GetFair() bool {
 	return false
 }
 
+func (x *StoredMessage) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // MessageRef names one group's copy of a message at one attempt.
 type MessageRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -911,7 +931,10 @@ type LeaseItem struct {
 	// Delivery completes the copy at once (at-most-once).
 	Remove bool `protobuf:"varint,4,opt,name=remove,proto3" json:"remove,omitempty"`
 	// The copy used up its attempts: move it to <topic>.dlq instead.
-	DeadLetter    bool `protobuf:"varint,5,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	DeadLetter bool `protobuf:"varint,5,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	// The content version the delivery carries; a copy rewritten since is
+	// not leased (STALE).
+	Version       uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -979,6 +1002,13 @@ func (x *LeaseItem) GetDeadLetter() bool {
 		return x.DeadLetter
 	}
 	return false
+}
+
+func (x *LeaseItem) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 type Ack struct {
@@ -1157,8 +1187,14 @@ func (x *Extend) GetDeadlineMs() int64 {
 // Sweep forgets publish dedup records older than before_ms and key and id
 // tombstones that expired by then.
 type Sweep struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BeforeMs      int64                  `protobuf:"varint,1,opt,name=before_ms,json=beforeMs,proto3" json:"before_ms,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BeforeMs int64                  `protobuf:"varint,1,opt,name=before_ms,json=beforeMs,proto3" json:"before_ms,omitempty"`
+	// Key and end records are forgotten at their own time: those whose
+	// forget time is at or before now_ms.
+	NowMs int64 `protobuf:"varint,2,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	// At most this many records go in one apply (0: a default bound); the
+	// outcome's more says whether any are left.
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1196,6 +1232,20 @@ func (*Sweep) Descriptor() ([]byte, []int) {
 func (x *Sweep) GetBeforeMs() int64 {
 	if x != nil {
 		return x.BeforeMs
+	}
+	return 0
+}
+
+func (x *Sweep) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+func (x *Sweep) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
 	}
 	return 0
 }
@@ -1557,10 +1607,12 @@ type CopyState struct {
 	Attempt     uint32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	VisibleAtMs int64  `protobuf:"varint,2,opt,name=visible_at_ms,json=visibleAtMs,proto3" json:"visible_at_ms,omitempty"`
 	// leased: delivered and not yet acked; visible_at_ms is the lease deadline.
-	Leased        bool   `protobuf:"varint,3,opt,name=leased,proto3" json:"leased,omitempty"`
-	Priority      int32  `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
-	Partition     uint32 `protobuf:"varint,5,opt,name=partition,proto3" json:"partition,omitempty"`
-	Topic         string `protobuf:"bytes,6,opt,name=topic,proto3" json:"topic,omitempty"`
+	Leased    bool   `protobuf:"varint,3,opt,name=leased,proto3" json:"leased,omitempty"`
+	Priority  int32  `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
+	Partition uint32 `protobuf:"varint,5,opt,name=partition,proto3" json:"partition,omitempty"`
+	Topic     string `protobuf:"bytes,6,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Content version of the message this copy was last indexed with.
+	Version       uint64 `protobuf:"varint,10,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1658,6 +1710,13 @@ func (x *CopyState) GetTopic() string {
 	return ""
 }
 
+func (x *CopyState) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // Outcome is the answer of one command, returned as the entry's result.
 type Outcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1669,7 +1728,9 @@ type Outcome struct {
 	Change *ChangeResult `protobuf:"bytes,3,opt,name=change,proto3" json:"change,omitempty"`
 	// For group delete, purge, redrive and expire: copies or messages
 	// removed or moved.
-	Count         uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Count uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	// For bounded maintenance (sweep): work was left for another command.
+	More          bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1730,6 +1791,13 @@ func (x *Outcome) GetCount() uint32 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *Outcome) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 type PublishOutcome struct {
@@ -2083,9 +2151,12 @@ func (x *Outcomes) GetOutcomes() []*Outcome {
 
 // DedupRecord remembers a publish request's outcome.
 type DedupRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppliedAtMs   int64                  `protobuf:"varint,1,opt,name=applied_at_ms,json=appliedAtMs,proto3" json:"applied_at_ms,omitempty"`
-	Outcome       *Outcome               `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	AppliedAtMs int64                  `protobuf:"varint,1,opt,name=applied_at_ms,json=appliedAtMs,proto3" json:"applied_at_ms,omitempty"`
+	Outcome     *Outcome               `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// Digest of the request's messages: a request id reused for other
+	// messages is refused instead of answered with another request's ids.
+	Digest        []byte `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2134,6 +2205,13 @@ func (x *DedupRecord) GetOutcome() *Outcome {
 	return nil
 }
 
+func (x *DedupRecord) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
 var File_sundial_raft_v1_raft_proto protoreflect.FileDescriptor
 
 const file_sundial_raft_v1_raft_proto_rawDesc = "" +
@@ -2154,12 +2232,13 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\aredrive\x18\n" +
 	" \x01(\v2\x18.sundial.raft.v1.RedriveH\x00R\aredrive\x121\n" +
 	"\x06expire\x18\v \x01(\v2\x17.sundial.raft.v1.ExpireH\x00R\x06expireB\x06\n" +
-	"\x04kind\"{\n" +
+	"\x04kind\"\x93\x01\n" +
 	"\aPublish\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12:\n" +
-	"\bmessages\x18\x03 \x03(\v2\x1e.sundial.raft.v1.StoredMessageR\bmessages\"\xdb\x04\n" +
+	"\bmessages\x18\x03 \x03(\v2\x1e.sundial.raft.v1.StoredMessageR\bmessages\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xf5\x04\n" +
 	"\rStoredMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x18\n" +
@@ -2177,7 +2256,8 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"onConflict\x12\x1e\n" +
 	"\vmax_wait_ms\x18\r \x01(\x03R\tmaxWaitMs\x12&\n" +
 	"\x0fdedup_window_ms\x18\x0e \x01(\x03R\rdedupWindowMs\x12\x12\n" +
-	"\x04fair\x18\x0f \x01(\bR\x04fair\x1a:\n" +
+	"\x04fair\x18\x0f \x01(\bR\x04fair\x12\x18\n" +
+	"\aversion\x18\x10 \x01(\x04R\aversion\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
@@ -2189,7 +2269,7 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\"P\n" +
 	"\x05Lease\x12\x15\n" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x120\n" +
-	"\x05items\x18\x02 \x03(\v2\x1a.sundial.raft.v1.LeaseItemR\x05items\"\xb8\x01\n" +
+	"\x05items\x18\x02 \x03(\v2\x1a.sundial.raft.v1.LeaseItemR\x05items\"\xd2\x01\n" +
 	"\tLeaseItem\x12-\n" +
 	"\x03ref\x18\x01 \x01(\v2\x1b.sundial.raft.v1.MessageRefR\x03ref\x12\"\n" +
 	"\rvisible_at_ms\x18\x02 \x01(\x03R\vvisibleAtMs\x12\x1f\n" +
@@ -2197,7 +2277,8 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"deadlineMs\x12\x16\n" +
 	"\x06remove\x18\x04 \x01(\bR\x06remove\x12\x1f\n" +
 	"\vdead_letter\x18\x05 \x01(\bR\n" +
-	"deadLetter\"M\n" +
+	"deadLetter\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\x04R\aversion\"M\n" +
 	"\x03Ack\x12/\n" +
 	"\x04refs\x18\x01 \x03(\v2\x1b.sundial.raft.v1.MessageRefR\x04refs\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\"\xa0\x01\n" +
@@ -2209,9 +2290,11 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\x06Extend\x12/\n" +
 	"\x04refs\x18\x01 \x03(\v2\x1b.sundial.raft.v1.MessageRefR\x04refs\x12\x1f\n" +
 	"\vdeadline_ms\x18\x02 \x01(\x03R\n" +
-	"deadlineMs\"$\n" +
+	"deadlineMs\"Q\n" +
 	"\x05Sweep\x12\x1b\n" +
-	"\tbefore_ms\x18\x01 \x01(\x03R\bbeforeMs\"\xc2\x01\n" +
+	"\tbefore_ms\x18\x01 \x01(\x03R\bbeforeMs\x12\x15\n" +
+	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\xc2\x01\n" +
 	"\x06Change\x12\x15\n" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x1d\n" +
 	"\n" +
@@ -2237,7 +2320,7 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"5\n" +
 	"\x06Expire\x12\x15\n" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"\x80\x02\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"\x9a\x02\n" +
 	"\tCopyState\x12\x16\n" +
 	"\x06reason\x18\a \x01(\tR\x06reason\x12\x12\n" +
 	"\x04fair\x18\b \x01(\bR\x04fair\x12!\n" +
@@ -2247,12 +2330,15 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\x06leased\x18\x03 \x01(\bR\x06leased\x12\x1a\n" +
 	"\bpriority\x18\x04 \x01(\x05R\bpriority\x12\x1c\n" +
 	"\tpartition\x18\x05 \x01(\rR\tpartition\x12\x14\n" +
-	"\x05topic\x18\x06 \x01(\tR\x05topic\"\xc5\x01\n" +
+	"\x05topic\x18\x06 \x01(\tR\x05topic\x12\x18\n" +
+	"\aversion\x18\n" +
+	" \x01(\x04R\aversion\"\xd9\x01\n" +
 	"\aOutcome\x12=\n" +
 	"\tpublished\x18\x01 \x03(\v2\x1f.sundial.raft.v1.PublishOutcomeR\tpublished\x12.\n" +
 	"\x05codes\x18\x02 \x03(\x0e2\x18.sundial.raft.v1.RefCodeR\x05codes\x125\n" +
 	"\x06change\x18\x03 \x01(\v2\x1d.sundial.raft.v1.ChangeResultR\x06change\x12\x14\n" +
-	"\x05count\x18\x04 \x01(\rR\x05count\"\x89\x01\n" +
+	"\x05count\x18\x04 \x01(\rR\x05count\x12\x12\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\"\x89\x01\n" +
 	"\x0ePublishOutcome\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\fR\tmessageId\x12\x1a\n" +
@@ -2281,10 +2367,11 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\tin_flight\x18\x02 \x01(\x03R\binFlight\x12#\n" +
 	"\rdead_lettered\x18\x03 \x01(\x03R\fdeadLettered\"@\n" +
 	"\bOutcomes\x124\n" +
-	"\boutcomes\x18\x01 \x03(\v2\x18.sundial.raft.v1.OutcomeR\boutcomes\"e\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x18.sundial.raft.v1.OutcomeR\boutcomes\"}\n" +
 	"\vDedupRecord\x12\"\n" +
 	"\rapplied_at_ms\x18\x01 \x01(\x03R\vappliedAtMs\x122\n" +
-	"\aoutcome\x18\x02 \x01(\v2\x18.sundial.raft.v1.OutcomeR\aoutcome*t\n" +
+	"\aoutcome\x18\x02 \x01(\v2\x18.sundial.raft.v1.OutcomeR\aoutcome\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\fR\x06digest*t\n" +
 	"\vKeyConflict\x12\x17\n" +
 	"\x13KEY_CONFLICT_IGNORE\x10\x00\x12\x18\n" +
 	"\x14KEY_CONFLICT_REPLACE\x10\x01\x12\x19\n" +
