@@ -191,9 +191,10 @@ func (d *Dispatcher) Wake() {
 // counts as pending: a timed-out proposal may yet commit.
 const changeSettleAfterError = 10 * time.Second
 
-// BeginChange is called before proposing a command that may remove or move
-// a due copy on a user's request (cancel, reschedule); end is called once
-// with the proposal's error when it returned.
+// BeginChange is called before proposing a command that may remove, move or
+// rewrite a due copy on a user's request (cancel, reschedule, a keyed
+// REPLACE or DEBOUNCE publish); end is called once with the proposal's error
+// when it returned.
 func (d *Dispatcher) BeginChange() (end func(err error)) {
 	d.changesPending.Add(1)
 	d.changesBegun.Add(1)
@@ -691,6 +692,10 @@ func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, 
 	return out, wakeAt, it.Error()
 }
 
+// delivery reads the body of p's message and returns its delivery and TTL
+// expiry. It stamps p's lease item with the body's content version: the
+// payload and the version come from one read, so the lease commits exactly
+// when the payload pushed is still the message's current contents.
 func (d *Dispatcher) delivery(p pick) (*sundialv1.Delivery, int64, error) {
 	id, err := receipt.MessageIDFromBytes(p.item.Ref.MessageId)
 	if err != nil {
@@ -706,6 +711,7 @@ func (d *Dispatcher) delivery(p pick) (*sundialv1.Delivery, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	p.item.Version = m.Version
 	attempt := p.item.Ref.Attempt + 1
 	return &sundialv1.Delivery{
 		MessageId:           id.String(),
