@@ -126,7 +126,10 @@ func (a *applier) rewrite(id []byte, body, m *raftv1.StoredMessage, due int64, g
 		if err := a.unindex(id, groups[i], cs); err != nil {
 			return err
 		}
+		// The fair-index entry moves with the fairness key: unindex
+		// removed it under the old one, putCopy writes it under the new.
 		cs.Priority, cs.VisibleAtMs, cs.Version = m.Priority, due, body.Version
+		cs.FairnessKey = m.FairnessKey
 		if err := a.putCopy(id, groups[i], cs); err != nil {
 			return err
 		}
