@@ -121,7 +121,10 @@ type Dispatcher struct {
 	nextExpiry  int64
 	expiryLow   atomic.Int64 // earliest expiry reported by the state machine
 	expiryReset atomic.Bool  // the state was replaced: read the expiry again
-	expireNow   atomic.Bool  // a due message was found expired
+	// expired names the messages whose due copies a round found expired
+	// (copies leased when their TTL ended, which the TTL index no longer
+	// holds); the next expiry command drops them. Owned by the loop.
+	expired [][]byte
 
 	// A change (cancel, reschedule) committed between a round's pick and
 	// its lease would answer for a copy already pushed. A round pushes
@@ -386,7 +389,7 @@ func (d *Dispatcher) round() time.Time {
 		return next
 	}
 	// Read every body first: an at-most-once lease deletes it. Expired
-	// messages are left for the TTL sweep, never delivered.
+	// messages are never delivered: the next expiry command drops them.
 	var unread []pick
 	ready := picks[:0]
 	for _, p := range picks {
@@ -401,7 +404,7 @@ func (d *Dispatcher) round() time.Time {
 			continue
 		}
 		if expiresAt != 0 && expiresAt <= now.UnixMilli() {
-			d.expireNow.Store(true)
+			d.expired = append(d.expired, p.item.Ref.MessageId)
 			unread = append(unread, p)
 			continue
 		}
