@@ -121,7 +121,10 @@ type Dispatcher struct {
 	nextExpiry  int64
 	expiryLow   atomic.Int64 // earliest expiry reported by the state machine
 	expiryReset atomic.Bool  // the state was replaced: read the expiry again
-	expireNow   atomic.Bool  // a due message was found expired
+	// expired names the messages whose due copies a round found expired
+	// (copies leased when their TTL ended, which the TTL index no longer
+	// holds); the next expiry command drops them. Owned by the loop.
+	expired [][]byte
 
 	// A change (cancel, reschedule) committed between a round's pick and
 	// its lease would answer for a copy already pushed. A round pushes
@@ -191,9 +194,10 @@ func (d *Dispatcher) Wake() {
 // counts as pending: a timed-out proposal may yet commit.
 const changeSettleAfterError = 10 * time.Second
 
-// BeginChange is called before proposing a command that may remove or move
-// a due copy on a user's request (cancel, reschedule); end is called once
-// with the proposal's error when it returned.
+// BeginChange is called before proposing a command that may remove, move or
+// rewrite a due copy on a user's request (cancel, reschedule, a keyed
+// REPLACE or DEBOUNCE publish); end is called once with the proposal's error
+// when it returned.
 func (d *Dispatcher) BeginChange() (end func(err error)) {
 	d.changesPending.Add(1)
 	d.changesBegun.Add(1)
@@ -385,7 +389,7 @@ func (d *Dispatcher) round() time.Time {
 		return next
 	}
 	// Read every body first: an at-most-once lease deletes it. Expired
-	// messages are left for the TTL sweep, never delivered.
+	// messages are never delivered: the next expiry command drops them.
 	var unread []pick
 	ready := picks[:0]
 	for _, p := range picks {
@@ -400,7 +404,7 @@ func (d *Dispatcher) round() time.Time {
 			continue
 		}
 		if expiresAt != 0 && expiresAt <= now.UnixMilli() {
-			d.expireNow.Store(true)
+			d.expired = append(d.expired, p.item.Ref.MessageId)
 			unread = append(unread, p)
 			continue
 		}
@@ -691,6 +695,10 @@ func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, 
 	return out, wakeAt, it.Error()
 }
 
+// delivery reads the body of p's message and returns its delivery and TTL
+// expiry. It stamps p's lease item with the body's content version: the
+// payload and the version come from one read, so the lease commits exactly
+// when the payload pushed is still the message's current contents.
 func (d *Dispatcher) delivery(p pick) (*sundialv1.Delivery, int64, error) {
 	id, err := receipt.MessageIDFromBytes(p.item.Ref.MessageId)
 	if err != nil {
@@ -706,6 +714,7 @@ func (d *Dispatcher) delivery(p pick) (*sundialv1.Delivery, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	p.item.Version = m.Version
 	attempt := p.item.Ref.Attempt + 1
 	return &sundialv1.Delivery{
 		MessageId:           id.String(),

@@ -133,8 +133,10 @@ func (d *Dispatcher) release(ds []*sundialv1.Delivery) {
 	}()
 }
 
-// expireDue runs the TTL sweep if a message's time is up, and answers when
-// the next one is (zero: none known).
+// expireDue runs the TTL sweep if a message's time is up or the last round
+// found expired copies, and answers when to look again (zero: no expiry
+// known). Named copies it dropped may hide due ones behind them: then it
+// answers now.
 func (d *Dispatcher) expireDue(now time.Time) time.Time {
 	nowMs := now.UnixMilli()
 	if d.expiryReset.Swap(false) {
@@ -143,7 +145,9 @@ func (d *Dispatcher) expireDue(now time.Time) time.Time {
 	if low := d.expiryLow.Swap(0); low != 0 && d.nextExpiry >= 0 && (d.nextExpiry == 0 || low < d.nextExpiry) {
 		d.nextExpiry = low
 	}
-	if d.expireNow.Swap(false) {
+	named := d.expired
+	d.expired = nil
+	if len(named) > 0 {
 		d.nextExpiry = nowMs
 	}
 	if d.nextExpiry < 0 {
@@ -157,15 +161,20 @@ func (d *Dispatcher) expireDue(now time.Time) time.Time {
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 	defer cancel()
-	out, err := d.propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Expire{Expire: &raftv1.Expire{NowMs: nowMs, Limit: uint32(d.cfg.MaxExpireBatch)}}})
+	// A failed proposal forgets the named copies: the next round that finds
+	// them due names them again.
+	out, err := d.propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Expire{Expire: &raftv1.Expire{NowMs: nowMs, Limit: uint32(d.cfg.MaxExpireBatch), MessageIds: named}}})
 	if err != nil {
 		if d.ctx.Err() == nil {
-			d.log.Warn("ttl expiry failed", zap.Uint64("shard_id", d.shard), zap.Error(err))
+			d.log.Warn("ttl expiry failed", zap.Uint64("shard_id", d.shard), zap.Int("named", len(named)), zap.Error(err))
 		}
 		return now.Add(d.cfg.RetryInterval)
 	}
 	d.metrics.expired.Add(float64(out.GetCount()))
 	d.nextExpiry = d.firstExpiry()
+	if len(named) > 0 && out.GetCount() > 0 {
+		return now
+	}
 	if d.nextExpiry != 0 {
 		return time.UnixMilli(d.nextExpiry)
 	}

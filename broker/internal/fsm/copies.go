@@ -8,6 +8,10 @@ import (
 	"github.com/sundialmq/sundial/proto/receipt"
 )
 
+// lease leases each item's copy if it is still as the round saw it: the
+// same attempt and visible_at and, for a delivery, the same content version
+// as the body the round read its payload from. A dead letter is built from
+// the body at apply time, so it names no version.
 func (a *applier) lease(l *raftv1.Lease) (*raftv1.Outcome, error) {
 	out := &raftv1.Outcome{Codes: make([]raftv1.RefCode, 0, len(l.Items))}
 	for _, item := range l.Items {
@@ -21,6 +25,10 @@ func (a *applier) lease(l *raftv1.Lease) (*raftv1.Outcome, error) {
 			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_NOT_FOUND)
 			continue
 		case cs.Attempt != ref.Attempt || cs.VisibleAtMs != item.VisibleAtMs:
+			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_STALE)
+			continue
+		case !item.DeadLetter && cs.Version != item.Version:
+			// Rewritten since the round read the payload it delivers.
 			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_STALE)
 			continue
 		}

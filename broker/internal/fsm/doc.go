@@ -11,6 +11,12 @@
 // nothing iterates a Go map. Two replicas that applied the same entries hold
 // byte-identical key ranges (see StateHash).
 //
+// Leases are fenced: a lease item names the attempt, visible_at and content
+// version of the copy as the dispatcher read it, and is refused (STALE) if
+// the copy moved or was rewritten since. Every rewrite (keyed REPLACE or
+// DEBOUNCE, reschedule) raises the version on the body and each copy, so a
+// lease commits only for the payload that is current when it applies.
+//
 // Concurrency: Dragonboat calls Update, Sync, PrepareSnapshot and
 // RecoverFromSnapshot from its apply goroutine, one at a time; SaveSnapshot
 // and Lookup may run concurrently with Update. The leader's dispatcher reads

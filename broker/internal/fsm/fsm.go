@@ -34,8 +34,9 @@ type Change struct {
 	Reset bool
 }
 
-// Notifier is told, after a batch is applied, what it changed in the due
-// index. It runs on the apply goroutine and must not block.
+// Notifier is told, after a batch is applied, what it inserted into the due
+// and TTL indexes (a batch that inserted nothing is not reported), and of a
+// snapshot recovery. It runs on the apply goroutine and must not block.
 type Notifier func(shard uint64, c Change)
 
 // StateMachine is one event shard's replica.
@@ -118,7 +119,12 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		return nil, fmt.Errorf("fsm: commit batch: %w", err)
 	}
 	s.applied.Store(last)
-	s.notify(s.shard, Change{Lows: a.lows, ExpiryLow: a.expiryLow})
+	// A batch that inserted nothing (acks, sweeps, expiries) gives the
+	// dispatcher nothing to look at: waking it would only make it scan
+	// again, and an Expire that wakes it would be proposed in a loop.
+	if len(a.lows) > 0 || a.expiryLow != 0 {
+		s.notify(s.shard, Change{Lows: a.lows, ExpiryLow: a.expiryLow})
+	}
 	return entries, nil
 }
 

@@ -271,8 +271,11 @@ func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 	return a.putCopy(id, group, &raftv1.CopyState{VisibleAtMs: nowMs, Priority: m.Priority, Partition: m.Partition, Topic: topic, Fair: m.Fair, FairnessKey: m.FairnessKey})
 }
 
-// expire removes up to limit messages whose TTL ended by now; copies in
-// flight finish their delivery.
+// expire removes up to limit messages whose TTL ended by now, from the TTL
+// index; copies under a running lease finish their delivery. It also drops
+// the copies of the messages the dispatcher named because it found them due
+// and expired: copies that were leased when their TTL ended, whose expiry
+// entry is gone, once their lease ran out or was nacked.
 func (a *applier) expire(e *raftv1.Expire) (*raftv1.Outcome, error) {
 	lower, upper := keys.ExpiryRange(a.shard, e.NowMs)
 	ks, err := a.scanKeys(lower, upper, int(e.Limit), nil)
@@ -288,19 +291,52 @@ func (a *applier) expire(e *raftv1.Expire) (*raftv1.Outcome, error) {
 		if err := a.b.Delete(k, nil); err != nil {
 			return nil, err
 		}
-		groups, states, err := a.copies(id)
-		if err != nil {
+		if _, err := a.dropExpired(id, e.NowMs); err != nil {
 			return nil, err
-		}
-		for i, cs := range states {
-			if cs.Leased {
-				continue
-			}
-			if err := a.dropCopy(id, groups[i], cs, e.NowMs, raftv1.EndState_END_STATE_EXPIRED); err != nil {
-				return nil, err
-			}
 		}
 		n++
 	}
+	for _, id := range e.MessageIds {
+		if len(id) != keys.IDBytes {
+			continue
+		}
+		var body raftv1.StoredMessage
+		found, err := a.get(keys.Message(a.shard, id), &body)
+		if err != nil {
+			return nil, err
+		}
+		// Rewritten since it was named (a REPLACE renews the TTL), or gone.
+		if !found || body.ExpiresAtMs == 0 || body.ExpiresAtMs > e.NowMs {
+			continue
+		}
+		dropped, err := a.dropExpired(id, e.NowMs)
+		if err != nil {
+			return nil, err
+		}
+		if dropped > 0 {
+			n++
+		}
+	}
 	return &raftv1.Outcome{Count: n}, nil
+}
+
+// dropExpired drops, as EXPIRED, a message's copies that are not under a
+// lease running at nowMs (never leased, nacked, or whose lease ran out),
+// and answers how many.
+func (a *applier) dropExpired(id []byte, nowMs int64) (int, error) {
+	groups, states, err := a.copies(id)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i, cs := range states {
+		if cs.Leased && cs.VisibleAtMs > nowMs {
+			continue
+		}
+		if err := a.dropCopy(id, groups[i], cs, nowMs, raftv1.EndState_END_STATE_EXPIRED); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

@@ -102,8 +102,10 @@ func (a *applier) publishOne(nowMs int64, m *raftv1.StoredMessage) (*raftv1.Publ
 	return &raftv1.PublishOutcome{MessageId: rec.MessageId, DueAtMs: due, KeyOutcome: outcome}, nil
 }
 
-// rewrite gives a pending, never delivered message new contents and a new
-// due time, moving every group's copy.
+// rewrite gives a pending message new contents and a new due time, moving
+// every group's copy. It raises the content version on the body and every
+// copy, so a lease of what a round read before (whose attempt and visible_at
+// may still match, e.g. a DEBOUNCE at its cap) is refused as stale.
 func (a *applier) rewrite(id []byte, body, m *raftv1.StoredMessage, due int64, groups []string, states []*raftv1.CopyState) error {
 	if body.ExpiresAtMs != 0 {
 		if err := a.b.Delete(keys.Expiry(a.shard, body.ExpiresAtMs, id), nil); err != nil {
@@ -118,14 +120,16 @@ func (a *applier) rewrite(id []byte, body, m *raftv1.StoredMessage, due int64, g
 			return err
 		}
 	}
-	body.DueAtMs = due
+	body.DueAtMs, body.Priority = due, m.Priority
+	body.Version++
 	for i, cs := range states {
 		if err := a.unindex(id, groups[i], cs); err != nil {
 			return err
 		}
-		cs.Priority = m.Priority
-		body.Priority = m.Priority
-		cs.VisibleAtMs = due
+		// The fair-index entry moves with the fairness key: unindex
+		// removed it under the old one, putCopy writes it under the new.
+		cs.Priority, cs.VisibleAtMs, cs.Version = m.Priority, due, body.Version
+		cs.FairnessKey = m.FairnessKey
 		if err := a.putCopy(id, groups[i], cs); err != nil {
 			return err
 		}
@@ -152,6 +156,7 @@ func (a *applier) store(m *raftv1.StoredMessage) (*raftv1.PublishOutcome, error)
 		}
 	}
 	m.OnConflict, m.MaxWaitMs = 0, 0
+	m.Version = 0 // a new message's first contents; copies start at it too
 	m.GroupsPending = uint32(len(gs))
 	if err := a.put(keys.Message(a.shard, id), m); err != nil {
 		return nil, err

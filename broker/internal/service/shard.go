@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -113,7 +114,7 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 			OnConflict: keyConflict(m.GetOnKeyConflict()), MaxWaitMs: m.GetMaxWaitMs(), DedupWindowMs: window, Fair: fair,
 		}
 	}
-	out, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: cmd}})
+	out, err := s.proposePublish(ctx, lead, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +129,27 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		resp.Results[i] = r
 	}
 	return resp, nil
+}
+
+// proposePublish commits a publish command. One that may rewrite a pending
+// message (a keyed REPLACE or DEBOUNCE) fences the dispatcher like a cancel:
+// a round that read the old contents meanwhile pushes only after its lease
+// commits, and that lease fails on the content version, so the old payload
+// is never pushed once the rewrite was answered.
+func (s *Shard) proposePublish(ctx context.Context, lead *host.Leading, cmd *raftv1.Publish) (*raftv1.Outcome, error) {
+	if !slices.ContainsFunc(cmd.Messages, rewrites) {
+		return lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: cmd}})
+	}
+	end := lead.Dispatcher.BeginChange()
+	out, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: cmd}})
+	end(err)
+	return out, err
+}
+
+// rewrites tells whether publishing m may change a pending message's
+// contents or due time.
+func rewrites(m *raftv1.StoredMessage) bool {
+	return m.Key != "" && (m.OnConflict == raftv1.KeyConflict_KEY_CONFLICT_REPLACE || m.OnConflict == raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE)
 }
 
 func keyConflict(k sundialv1.KeyConflict) raftv1.KeyConflict {

@@ -1543,11 +1543,16 @@ func (x *Redrive) GetNowMs() int64 {
 	return 0
 }
 
-// Expire removes up to limit messages whose TTL ended by now_ms.
+// Expire removes up to limit messages whose TTL ended by now_ms, from the
+// TTL index. Copies leased then are skipped and their expiry entry is gone,
+// so once such a lease ends the dispatcher names them in message_ids: each
+// named message whose TTL ended by now_ms loses its copies that are not
+// leased, as EXPIRED.
 type Expire struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NowMs         int64                  `protobuf:"varint,1,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
 	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	MessageIds    [][]byte               `protobuf:"bytes,3,rep,name=message_ids,json=messageIds,proto3" json:"message_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1594,6 +1599,13 @@ func (x *Expire) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *Expire) GetMessageIds() [][]byte {
+	if x != nil {
+		return x.MessageIds
+	}
+	return nil
 }
 
 // CopyState is one group's state of one message.
@@ -2317,10 +2329,12 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\aRedrive\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x15\n" +
-	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"5\n" +
+	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\"V\n" +
 	"\x06Expire\x12\x15\n" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"\x9a\x02\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1f\n" +
+	"\vmessage_ids\x18\x03 \x03(\fR\n" +
+	"messageIds\"\x9a\x02\n" +
 	"\tCopyState\x12\x16\n" +
 	"\x06reason\x18\a \x01(\tR\x06reason\x12\x12\n" +
 	"\x04fair\x18\b \x01(\bR\x04fair\x12!\n" +

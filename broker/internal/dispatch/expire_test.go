@@ -1,0 +1,175 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	sm "github.com/lni/dragonboat/v4/statemachine"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sundialmq/sundial/broker/internal/fsm"
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/proto/receipt"
+)
+
+// expiryRig is a rig whose log counts the Expire commands proposed.
+type expiryRig struct {
+	*rig
+	db      *pebble.DB
+	expires atomic.Int64
+}
+
+func newExpiryRig(t *testing.T, cfg Config) *expiryRig {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quiet{}})
+	if err != nil {
+		t.Fatalf("pebble.Open() error = %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	r := &expiryRig{rig: &rig{t: t, log: &shardLog{t: t}}, db: db}
+	r.log.s = fsm.New(db, shard, func(_ uint64, c fsm.Change) {
+		if r.d != nil {
+			r.d.Changed(c.Lows, c.ExpiryLow, c.Reset)
+		}
+	})
+	propose := func(ctx context.Context, cmd *raftv1.Command) (*raftv1.Outcome, error) {
+		if cmd.GetExpire() != nil {
+			r.expires.Add(1)
+		}
+		return r.log.propose(ctx, cmd)
+	}
+	r.d = New(shard, db, propose, r.log.start, time.Now, cfg, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
+	return r
+}
+
+// applyAll applies cmds as one entry of the log, as one Raft entry would.
+func (r *expiryRig) applyAll(cmds ...*raftv1.Command) uint64 {
+	r.t.Helper()
+	r.log.mu.Lock()
+	defer r.log.mu.Unlock()
+	r.log.index++
+	data, err := proto.Marshal(&raftv1.Batch{Commands: cmds})
+	if err != nil {
+		r.t.Fatalf("marshal: %v", err)
+	}
+	if _, err := r.log.s.Update([]sm.Entry{{Index: r.log.index, Cmd: data}}); err != nil {
+		r.t.Fatalf("Update() error = %v", err)
+	}
+	return r.log.index
+}
+
+func (r *expiryRig) endOf(id receipt.MessageID) raftv1.EndState {
+	r.t.Helper()
+	v, closer, err := r.db.Get(keys.End(shard, id[:]))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return raftv1.EndState_END_STATE_PENDING
+	}
+	if err != nil {
+		r.t.Fatalf("read end record: %v", err)
+	}
+	defer closer.Close()
+	var end raftv1.EndRecord
+	if err := proto.Unmarshal(v, &end); err != nil {
+		r.t.Fatalf("decode end record: %v", err)
+	}
+	return end.End
+}
+
+func (r *expiryRig) counters() *raftv1.Counters {
+	r.t.Helper()
+	c := &raftv1.Counters{}
+	v, closer, err := r.db.Get(keys.Counter(shard, "t", "default"))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return c
+	}
+	if err != nil {
+		r.t.Fatalf("read counters: %v", err)
+	}
+	defer closer.Close()
+	if err := proto.Unmarshal(v, c); err != nil {
+		r.t.Fatalf("decode counters: %v", err)
+	}
+	return c
+}
+
+// Copies whose TTL ended while they were leased: the TTL sweep skipped
+// them (and forgot their expiry), then their lease ran out. They must be
+// dropped as EXPIRED, never delivered, without the leader proposing Expire
+// commands in a loop, and the messages behind them must be delivered.
+func TestCopiesExpiredUnderLeaseAreDroppedOnce(t *testing.T) {
+	r := newExpiryRig(t, Config{MaxLeaseBatch: 2})
+	now := time.Now().UnixMilli()
+	const stuck = 4
+	// One entry: publish, lease each copy until a deadline already past,
+	// and run the TTL sweep while they are leased.
+	index := r.log.index + 1
+	pub := &raftv1.Publish{NowMs: now - 10_000}
+	var cmds []*raftv1.Command
+	var stuckIDs []receipt.MessageID
+	for i := range stuck {
+		pub.Messages = append(pub.Messages, &raftv1.StoredMessage{
+			Topic: "t", Payload: []byte(fmt.Sprint("stuck-", i)), PublishedAtMs: now - 10_000,
+			DueAtMs: now - 10_000, ExpiresAtMs: now - 5_000, DedupWindowMs: 60_000,
+		})
+		id := receipt.NewMessageID(shard, index, uint32(i))
+		stuckIDs = append(stuckIDs, id)
+		cmds = append(cmds, &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: now - 10_000, Items: []*raftv1.LeaseItem{{
+			Ref: &raftv1.MessageRef{MessageId: id[:], Group: "default"}, VisibleAtMs: now - 10_000, DeadlineMs: now - 1,
+		}}}}})
+	}
+	cmds = append([]*raftv1.Command{{Kind: &raftv1.Command_Publish{Publish: pub}}}, cmds...)
+	cmds = append(cmds, &raftv1.Command{Kind: &raftv1.Command_Expire{Expire: &raftv1.Expire{NowMs: now - 4_000, Limit: 100}}})
+	if got := r.applyAll(cmds...); got != index {
+		t.Fatalf("entry index = %d, want %d", got, index)
+	}
+	if c := r.counters(); c.Pending != stuck || c.InFlight != stuck {
+		t.Fatalf("counters before = %v, want %d pending and in flight: the sweep skipped the leased copies", c, stuck)
+	}
+	// Messages behind the stuck copies, due now.
+	const behind = 3
+	var msgs []*raftv1.StoredMessage
+	for i := range behind {
+		msgs = append(msgs, &raftv1.StoredMessage{Topic: "t", Payload: []byte(fmt.Sprint("behind-", i)), PublishedAtMs: now, DueAtMs: now})
+	}
+	r.publishMessages(msgs...)
+
+	r.d.Start()
+	t.Cleanup(r.d.Stop)
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+	r.d.Attach(c)
+	for range behind {
+		g, ok := next(c, 5*time.Second)
+		if !ok {
+			t.Fatalf("a message behind the expired copies was not delivered (%d Expire proposals so far)", r.expires.Load())
+		}
+		if p := string(g.d.Payload); len(p) < 6 || p[:6] != "behind" {
+			t.Fatalf("delivered %q: an expired copy", p)
+		}
+		r.ack(g.d)
+	}
+	// Give a spinning leader time to show itself: every round would find
+	// the expired copies again and propose another Expire.
+	if g, ok := next(c, 500*time.Millisecond); ok {
+		t.Fatalf("delivered %q after the messages behind", g.d.Payload)
+	}
+	t.Logf("Expire proposals: %d", r.expires.Load())
+	if n := r.expires.Load(); n > 8 {
+		t.Fatalf("Expire proposals = %d, want a handful (one per round that found expired copies)", n)
+	}
+	for _, id := range stuckIDs {
+		if end := r.endOf(id); end != raftv1.EndState_END_STATE_EXPIRED {
+			t.Fatalf("end of stuck message %s = %v, want EXPIRED", id, end)
+		}
+	}
+	if got := r.counters(); got.Pending != 0 || got.InFlight != 0 {
+		t.Fatalf("counters after = %v, want 0 pending, 0 in flight", got)
+	}
+}
