@@ -71,7 +71,7 @@ func (a *applier) apply(c *raftv1.Command) (*raftv1.Outcome, error) {
 			return a.moveTo(ref.MessageId, ref.Group, cs, k.Extend.DeadlineMs, true)
 		})
 	case *raftv1.Command_Sweep:
-		return &raftv1.Outcome{}, a.sweep(k.Sweep.BeforeMs)
+		return a.sweep(k.Sweep)
 	case *raftv1.Command_Change:
 		return a.change(k.Change)
 	case *raftv1.Command_Group:

@@ -8,52 +8,79 @@ import (
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
-// sweep forgets publish dedup records applied before beforeMs and key and
-// end records whose time to be forgotten came.
-func (a *applier) sweep(beforeMs int64) error {
-	lower, upper := keys.DedupAtRange(a.shard, beforeMs)
-	doomed, err := a.scanKeys(lower, upper, 0, nil)
+// DefaultSweepLimit bounds the records one sweep forgets when its command
+// names no limit.
+const DefaultSweepLimit = 1024
+
+// sweep forgets up to limit records in all: publish dedup records applied
+// before before_ms, then key and end records whose own forget time is at or
+// before now_ms. more says records are left for another sweep.
+func (a *applier) sweep(s *raftv1.Sweep) (*raftv1.Outcome, error) {
+	limit := int(s.Limit)
+	if limit == 0 {
+		limit = DefaultSweepLimit
+	}
+	nowMs := s.NowMs
+	if nowMs == 0 {
+		// An entry proposed before now_ms existed forgets by before_ms, as
+		// it did when it was proposed.
+		nowMs = s.BeforeMs - 1
+	}
+	lower, upper := keys.DedupAtRange(a.shard, s.BeforeMs)
+	doomed, err := a.scanKeys(lower, upper, limit+1, nil)
+	if err != nil {
+		return nil, err
+	}
+	more := len(doomed) > limit
+	doomed = doomed[:min(len(doomed), limit)]
+	for _, k := range doomed {
+		if err := a.b.Delete(keys.Dedup(a.shard, keys.DedupRequestID(k)), nil); err != nil {
+			return nil, err
+		}
+		if err := a.b.Delete(k, nil); err != nil {
+			return nil, err
+		}
+	}
+	if more {
+		return &raftv1.Outcome{More: true}, nil
+	}
+	left := limit - len(doomed)
+	lower, upper = keys.ForgetUntil(a.shard, nowMs)
+	if doomed, err = a.scanKeys(lower, upper, left+1, nil); err != nil {
+		return nil, err
+	}
+	more = len(doomed) > left
+	for _, k := range doomed[:min(len(doomed), left)] {
+		if err := a.forget(k); err != nil {
+			return nil, err
+		}
+	}
+	return &raftv1.Outcome{More: more}, nil
+}
+
+// forget deletes one forget-index entry and the key or end record it
+// points at.
+func (a *applier) forget(k []byte) error {
+	at, kind, rest, err := keys.ParseForget(k)
 	if err != nil {
 		return err
 	}
-	for _, k := range doomed {
-		if err := a.b.Delete(keys.Dedup(a.shard, keys.DedupRequestID(k)), nil); err != nil {
-			return err
-		}
-		if err := a.b.Delete(k, nil); err != nil {
-			return err
-		}
-	}
-	lower, upper = keys.ForgetRange(a.shard, beforeMs)
-	if doomed, err = a.scanKeys(lower, upper, 0, nil); err != nil {
+	if err := a.b.Delete(k, nil); err != nil {
 		return err
 	}
-	for _, k := range doomed {
-		at, kind, rest, err := keys.ParseForget(k)
-		if err != nil {
-			return err
-		}
-		if err := a.b.Delete(k, nil); err != nil {
-			return err
-		}
+	switch kind {
+	case keys.ForgetKey:
 		// The record may have been reused since (a key's new message):
 		// forget it only if it still ends at this time.
-		switch kind {
-		case keys.ForgetKey:
-			rk := keys.FromTail(a.shard, keys.TagKey, rest)
-			var rec raftv1.KeyRecord
-			if found, err := a.get(rk, &rec); err != nil {
-				return err
-			} else if found && rec.End != raftv1.EndState_END_STATE_PENDING && rec.ForgetAtMs == at {
-				if err := a.b.Delete(rk, nil); err != nil {
-					return err
-				}
-			}
-		case keys.ForgetEnd:
-			if err := a.b.Delete(keys.FromTail(a.shard, keys.TagEnd, rest), nil); err != nil {
-				return err
-			}
+		rk := keys.FromTail(a.shard, keys.TagKey, rest)
+		var rec raftv1.KeyRecord
+		if found, err := a.get(rk, &rec); err != nil || !found {
+			return err
+		} else if rec.End != raftv1.EndState_END_STATE_PENDING && rec.ForgetAtMs == at {
+			return a.b.Delete(rk, nil)
 		}
+	case keys.ForgetEnd:
+		return a.b.Delete(keys.FromTail(a.shard, keys.TagEnd, rest), nil)
 	}
 	return nil
 }

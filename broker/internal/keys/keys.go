@@ -279,10 +279,11 @@ func Forget(shard uint64, atMs int64, kind byte, rest []byte) []byte {
 	return append(append(b, kind), rest...)
 }
 
-// ForgetRange bounds the forget index before beforeMs.
-func ForgetRange(shard uint64, beforeMs int64) (lower, upper []byte) {
+// ForgetUntil bounds the forget index up to and including nowMs: the
+// records whose time to be forgotten came.
+func ForgetUntil(shard uint64, nowMs int64) (lower, upper []byte) {
 	lower = append(ShardPrefix(shard), tagForget)
-	upper = binary.BigEndian.AppendUint64(append(ShardPrefix(shard), tagForget), uint64(beforeMs))
+	upper = binary.BigEndian.AppendUint64(append(ShardPrefix(shard), tagForget), uint64(nowMs)+1)
 	return lower, upper
 }
 

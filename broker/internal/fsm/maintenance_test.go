@@ -1,0 +1,107 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+)
+
+func sweep(beforeMs, nowMs int64, limit uint32) *raftv1.Command {
+	return &raftv1.Command{Kind: &raftv1.Command_Sweep{Sweep: &raftv1.Sweep{BeforeMs: beforeMs, NowMs: nowMs, Limit: limit}}}
+}
+
+// countPrefix counts the stored keys starting with prefix.
+func (r *replica) countPrefix(prefix []byte) int {
+	r.t.Helper()
+	it, err := r.s.db.NewIter(nil)
+	if err != nil {
+		r.t.Fatalf("NewIter() error = %v", err)
+	}
+	defer it.Close()
+	n := 0
+	for valid := it.SeekGE(prefix); valid && bytes.HasPrefix(it.Key(), prefix); valid = it.Next() {
+		n++
+	}
+	return n
+}
+
+func (r *replica) has(key []byte) bool {
+	r.t.Helper()
+	_, closer, err := r.s.db.Get(key)
+	if err != nil {
+		return false
+	}
+	closer.Close()
+	return true
+}
+
+func TestSweepIsBounded(t *testing.T) {
+	r := newReplica(t)
+	for i := range 10 {
+		r.apply(publish(fmt.Sprintf("req-%d", i), 100, 100))
+	}
+	dedupAt, _ := keys.DedupAtRange(shard, 0)
+	first := r.apply(sweep(200, 200, 4))[0]
+	if !first.More {
+		t.Fatalf("Sweep(limit 4) of 10 dedup records: more = false, want true")
+	}
+	if got := r.countPrefix(dedupAt); got != 6 {
+		t.Fatalf("dedup records after one sweep of limit 4 = %d, want 6", got)
+	}
+	applies := 1
+	for out := first; out.More; applies++ {
+		if applies > 10 {
+			t.Fatalf("sweep still answers more after %d applies", applies)
+		}
+		out = r.apply(sweep(200, 200, 4))[0]
+	}
+	if applies != 3 {
+		t.Fatalf("sweeps of limit 4 to forget 10 records = %d, want 3", applies)
+	}
+	if got := r.countPrefix(dedupAt); got != 0 {
+		t.Fatalf("dedup records after the repeated sweep = %d, want 0", got)
+	}
+	if again := r.apply(publish("req-3", 300, 300))[0].Published[0]; again.KeyOutcome != raftv1.KeyOutcome_KEY_OUTCOME_CREATED {
+		t.Fatalf("publish of a forgotten request id = %v, want a new message", again)
+	}
+}
+
+func TestSweepForgetsKeyRecordsAtTheirOwnTime(t *testing.T) {
+	const window = 1000 // cmdPublish's dedup window
+	r := newReplica(t)
+	m := func() *raftv1.StoredMessage {
+		return &raftv1.StoredMessage{Key: "k", DueAtMs: 100, OnConflict: raftv1.KeyConflict_KEY_CONFLICT_IGNORE}
+	}
+	id := r.apply(cmdPublish(100, m()))[0].Published[0].MessageId
+	r.apply(lease(id, 0, 100, 5000))
+	r.apply(&raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{NowMs: 200, Refs: []*raftv1.MessageRef{{MessageId: id, Group: DefaultGroup, Attempt: 1}}}}})
+	forgetAt := int64(200 + window)
+	keyRec, endRec := keys.Key(shard, "t", "k"), keys.End(shard, id)
+
+	// The dispatcher sweeps request ids older than its window and key and
+	// end records whose own time came.
+	r.apply(sweep(forgetAt-1-window, forgetAt-1, 0))
+	if !r.has(keyRec) || !r.has(endRec) {
+		t.Fatalf("key record kept = %v, end record kept = %v before their forget time, want both kept", r.has(keyRec), r.has(endRec))
+	}
+	if got := r.apply(cmdPublish(forgetAt-1, m()))[0].Published[0]; got.KeyOutcome != raftv1.KeyOutcome_KEY_OUTCOME_IGNORED {
+		t.Fatalf("keyed IGNORE publish inside the window = %v, want IGNORED", got)
+	}
+	if out := r.apply(sweep(forgetAt-window, forgetAt, 0))[0]; out.More {
+		t.Fatalf("sweep of two records answered more")
+	}
+	if r.has(keyRec) || r.has(endRec) {
+		t.Fatalf("after a sweep at the forget time: key record kept = %v, end record kept = %v, want both forgotten", r.has(keyRec), r.has(endRec))
+	}
+	forget, _ := keys.ForgetUntil(shard, 0)
+	if got := r.countPrefix(forget); got != 0 {
+		t.Fatalf("forget-index entries left = %d, want 0", got)
+	}
+	later := r.apply(cmdPublish(forgetAt, m()))[0].Published[0]
+	if later.KeyOutcome != raftv1.KeyOutcome_KEY_OUTCOME_CREATED || bytes.Equal(later.MessageId, id) {
+		t.Fatalf("keyed IGNORE publish right after the window = %v, want a new message", later)
+	}
+}
