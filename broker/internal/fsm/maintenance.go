@@ -1,8 +1,14 @@
 package fsm
 
 import (
+	"bytes"
+	"errors"
 	"maps"
+	"math"
+	"slices"
 	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
@@ -188,11 +194,14 @@ func (a *applier) purge(p *raftv1.Purge) (*raftv1.Outcome, error) {
 // dropTopicCopies removes up to limit copies of topic (of group, if set),
 // remembering nothing about them.
 func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64) (uint32, error) {
-	prefix := keys.TopicDuePrefix(a.shard, topic)
-	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), int(limit), func(k []byte) bool {
-		q, _, err := keys.ParseTopicDue(a.shard, topic, k)
-		return err != nil || group == "" || q.Group == group // a bad key surfaces below
-	})
+	var ks [][]byte
+	var err error
+	if group == "" {
+		prefix := keys.TopicDuePrefix(a.shard, topic)
+		ks, err = a.scanKeys(prefix, keys.PrefixEnd(prefix), int(limit), nil)
+	} else {
+		ks, err = a.groupDueKeys(topic, group, int(limit))
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -212,6 +221,36 @@ func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64
 		n++
 	}
 	return n, nil
+}
+
+// groupDueKeys returns up to limit (0: all) due-index keys of one group of
+// topic. Each partition's keys are ordered by group, so it seeks into the
+// group's range of every partition present: it visits the group's own keys
+// and a few per partition, however many copies other groups hold.
+func (a *applier) groupDueKeys(topic, group string, limit int) ([][]byte, error) {
+	prefix := keys.TopicDuePrefix(a.shard, topic)
+	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for valid := it.First(); valid && (limit == 0 || len(out) < limit); {
+		a.visited++
+		part, err := keys.PartitionOfTopicDue(a.shard, topic, it.Key())
+		if err != nil {
+			return nil, errors.Join(err, it.Close())
+		}
+		q := keys.QueuePrefix(a.shard, keys.Queue{Topic: topic, Partition: part, Group: group})
+		for valid = it.SeekGE(q); valid && bytes.HasPrefix(it.Key(), q) && (limit == 0 || len(out) < limit); valid = it.Next() {
+			a.visited++
+			out = append(out, slices.Clone(it.Key()))
+		}
+		if part == math.MaxUint32 {
+			break
+		}
+		valid = it.SeekGE(keys.PartitionDuePrefix(a.shard, topic, part+1))
+	}
+	return out, errors.Join(it.Error(), it.Close())
 }
 
 // redrive moves up to limit dead letters of topic.dlq back to topic, each

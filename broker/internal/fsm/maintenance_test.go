@@ -105,3 +105,63 @@ func TestSweepForgetsKeyRecordsAtTheirOwnTime(t *testing.T) {
 		t.Fatalf("keyed IGNORE publish right after the window = %v, want a new message", later)
 	}
 }
+
+// groupRig holds a topic of 4 partitions whose groups default and zz have
+// others copies per partition, and whose group m has one.
+func groupRig(t *testing.T, others int) *replica {
+	r := newReplica(t)
+	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "zz"}}})
+	for p := range uint32(4) {
+		var msgs []*raftv1.StoredMessage
+		for range others {
+			msgs = append(msgs, &raftv1.StoredMessage{Partition: p, DueAtMs: 100})
+		}
+		r.apply(cmdPublish(100, msgs...))
+	}
+	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "m"}}})
+	for p := range uint32(4) {
+		r.apply(cmdPublish(100, &raftv1.StoredMessage{Partition: p, DueAtMs: 100}))
+	}
+	return r
+}
+
+func TestGroupRemovalVisitsOnlyItsOwnCopies(t *testing.T) {
+	visited := func(others int) int {
+		r := groupRig(t, others)
+		b := r.s.db.NewIndexedBatch()
+		defer b.Close()
+		a := &applier{b: b, shard: shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*raftv1.Counters{}, groupsOf: map[string][]string{}}
+		n, err := a.dropTopicCopies("t", "m", 100, 0)
+		if err != nil || n != 4 {
+			t.Fatalf("dropTopicCopies(m) with %d other copies = %d, %v; want 4", others, n, err)
+		}
+		return a.visited
+	}
+	small, large := visited(10), visited(500)
+	if large != small {
+		t.Fatalf("keys visited removing group m: %d beside 10 other copies per partition, %d beside 500; want the same", small, large)
+	}
+}
+
+func TestGroupPurgeAndRemovalKeepOtherGroups(t *testing.T) {
+	r := groupRig(t, 3)
+	out := r.apply(&raftv1.Command{Kind: &raftv1.Command_Purge{Purge: &raftv1.Purge{Topic: "t", Group: "m", Limit: 3, NowMs: 200}}})[0]
+	if out.Count != 3 {
+		t.Fatalf("purge of m with limit 3 removed %d, want 3", out.Count)
+	}
+	out = r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "m", Delete: true, Limit: 10}}})[0]
+	if out.Count != 1 {
+		t.Fatalf("removal of m removed %d copies, want the 1 left", out.Count)
+	}
+	for _, g := range []string{DefaultGroup, "zz"} {
+		if c := r.counters("t", g); c.Pending != 16 {
+			t.Fatalf("%s pending = %d, want 16 (12 before m, 4 after)", g, c.Pending)
+		}
+	}
+	if c := r.counters("t", "m"); c.Pending != 0 {
+		t.Fatalf("m pending = %d, want 0", c.Pending)
+	}
+	if r.has(keys.Group(shard, "t", "m")) {
+		t.Fatalf("group m still registered after its removal")
+	}
+}
