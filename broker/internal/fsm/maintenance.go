@@ -254,21 +254,28 @@ func (a *applier) groupDueKeys(topic, group string, limit int) ([][]byte, error)
 }
 
 // redrive moves up to limit dead letters of topic.dlq back to topic, each
-// for the group it was dead-lettered from.
+// for the group it was dead-lettered from. Dead letters leased by a reader
+// and dead letters that name no origin stay in the DLQ and do not count
+// toward the limit.
 func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
 	dlq := r.Topic + DLQSuffix
 	prefix := keys.TopicDuePrefix(a.shard, dlq)
 	seen := map[string]bool{} // one entry per dead letter, whatever its groups
+	var checkErr error
 	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), int(r.Limit), func(k []byte) bool {
 		_, e, err := keys.ParseTopicDue(a.shard, dlq, k)
 		if err != nil {
 			return true // surfaces below
 		}
-		first := !seen[string(e.ID)]
+		if seen[string(e.ID)] || checkErr != nil {
+			return false
+		}
 		seen[string(e.ID)] = true
-		return first
+		ok, err := a.redrivable(e.ID)
+		checkErr = err
+		return ok
 	})
-	if err != nil {
+	if err = errors.Join(err, checkErr); err != nil {
 		return nil, err
 	}
 	var n uint32
@@ -278,21 +285,12 @@ func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
 			return nil, err
 		}
 		var body raftv1.StoredMessage
-		if found, err := a.get(keys.Message(a.shard, e.ID), &body); err != nil {
+		if _, err := a.get(keys.Message(a.shard, e.ID), &body); err != nil {
 			return nil, err
-		} else if !found {
-			continue
 		}
 		groups, states, err := a.copies(e.ID)
 		if err != nil {
 			return nil, err
-		}
-		leased := false
-		for _, cs := range states {
-			leased = leased || cs.Leased
-		}
-		if leased {
-			continue // someone is reading the dead letter right now
 		}
 		if err := a.restore(&body, r.NowMs); err != nil {
 			return nil, err
@@ -307,8 +305,31 @@ func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
 	return &raftv1.Outcome{Count: n}, nil
 }
 
+// redrivable says whether a dead letter can go back now: it names the topic
+// and group it came from, and no reader of the DLQ holds it.
+func (a *applier) redrivable(id []byte) (bool, error) {
+	var body raftv1.StoredMessage
+	found, err := a.get(keys.Message(a.shard, id), &body)
+	if err != nil || !found {
+		return false, err
+	}
+	if body.Headers[HeaderOriginalTopic] == "" || body.Headers[HeaderOriginalGroup] == "" {
+		return false, nil
+	}
+	_, states, err := a.copies(id)
+	if err != nil {
+		return false, err
+	}
+	for _, cs := range states {
+		if cs.Leased {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // restore publishes a dead letter again on its original topic, due now,
-// for the group it came from only.
+// for the group it came from only; the dead letter names both.
 func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 	headers := maps.Clone(dead.Headers)
 	topic, group := headers[HeaderOriginalTopic], headers[HeaderOriginalGroup]
@@ -316,9 +337,6 @@ func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 		if strings.HasPrefix(k, "sundial-") {
 			delete(headers, k)
 		}
-	}
-	if topic == "" || group == "" {
-		return nil
 	}
 	m := &raftv1.StoredMessage{
 		Topic: topic, Partition: dead.Partition, Payload: dead.Payload, Headers: headers,

@@ -165,3 +165,88 @@ func TestGroupPurgeAndRemovalKeepOtherGroups(t *testing.T) {
 		t.Fatalf("group m still registered after its removal")
 	}
 }
+
+// deadLetter publishes a message on t due at dueMs and dead-letters it.
+func (r *replica) deadLetter(dueMs int64) {
+	r.t.Helper()
+	id := r.apply(cmdPublish(dueMs, &raftv1.StoredMessage{DueAtMs: dueMs, Payload: []byte("x")}))[0].Published[0].MessageId
+	item := &raftv1.LeaseItem{Ref: &raftv1.MessageRef{MessageId: id, Group: DefaultGroup}, VisibleAtMs: dueMs, DeadLetter: true}
+	if got := r.apply(&raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: dueMs, Items: []*raftv1.LeaseItem{item}}}})[0].Codes[0]; got != raftv1.RefCode_REF_CODE_OK {
+		r.t.Fatalf("dead-letter lease = %v", got)
+	}
+}
+
+// due answers the due-index entries of topic's default group, in order.
+func (r *replica) due(topic string) []keys.DueEntry {
+	r.t.Helper()
+	prefix := keys.TopicDuePrefix(shard, topic)
+	it, err := r.s.db.NewIter(nil)
+	if err != nil {
+		r.t.Fatalf("NewIter() error = %v", err)
+	}
+	defer it.Close()
+	var out []keys.DueEntry
+	for valid := it.SeekGE(prefix); valid && bytes.HasPrefix(it.Key(), prefix); valid = it.Next() {
+		q, e, err := keys.ParseTopicDue(shard, topic, it.Key())
+		if err != nil {
+			r.t.Fatalf("ParseTopicDue() error = %v", err)
+		}
+		if q.Group == DefaultGroup {
+			e.ID = bytes.Clone(e.ID)
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func redrive(limit uint32, nowMs int64) *raftv1.Command {
+	return &raftv1.Command{Kind: &raftv1.Command_Redrive{Redrive: &raftv1.Redrive{Topic: "t", Limit: limit, NowMs: nowMs}}}
+}
+
+func TestRedriveSkipsLeasedDeadLettersWithoutSpendingTheLimit(t *testing.T) {
+	r := newReplica(t)
+	for _, due := range []int64{100, 200, 5000} {
+		r.deadLetter(due)
+	}
+	dead := r.due("t.dlq")
+	if len(dead) != 3 {
+		t.Fatalf("dead letters = %d, want 3", len(dead))
+	}
+	// A reader of the DLQ holds the first two; their lease deadlines sort
+	// them ahead of the third.
+	for _, e := range dead[:2] {
+		r.apply(lease(e.ID, 0, e.VisibleAtMs, 1000))
+	}
+	if got := r.apply(redrive(1, 500))[0].Count; got != 1 {
+		t.Fatalf("Redrive(limit 1) past 2 leased dead letters moved %d, want 1", got)
+	}
+	if c := r.counters("t", DefaultGroup); c.Pending != 1 {
+		t.Fatalf("source pending after redrive = %d, want 1", c.Pending)
+	}
+	if c := r.counters("t.dlq", DefaultGroup); c.Pending != 2 || c.InFlight != 2 {
+		t.Fatalf("dlq counters after redrive = %v, want the 2 leased ones left", c)
+	}
+}
+
+func TestRedriveKeepsDeadLettersWithoutOrigin(t *testing.T) {
+	r := newReplica(t)
+	// A message published straight to the DLQ names no origin to go back to.
+	r.apply(cmdPublish(50, &raftv1.StoredMessage{Topic: "t.dlq", DueAtMs: 50, Payload: []byte("stray")}))
+	r.deadLetter(100)
+	if got := r.apply(redrive(1, 500))[0].Count; got != 1 {
+		t.Fatalf("Redrive(limit 1) behind a dead letter without origin moved %d, want 1", got)
+	}
+	if got := r.apply(redrive(10, 600))[0].Count; got != 0 {
+		t.Fatalf("Redrive of a dead letter without origin moved %d, want 0", got)
+	}
+	left := r.due("t.dlq")
+	if len(left) != 1 || left[0].VisibleAtMs != 50 {
+		t.Fatalf("dead letters left = %v, want the one without origin", left)
+	}
+	if c := r.counters("t.dlq", DefaultGroup); c.Pending != 1 {
+		t.Fatalf("dlq pending = %d, want 1: the dead letter without origin stays", c.Pending)
+	}
+	if c := r.counters("t", DefaultGroup); c.Pending != 1 {
+		t.Fatalf("source pending = %d, want 1 (the redriven one)", c.Pending)
+	}
+}
