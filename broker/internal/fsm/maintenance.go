@@ -169,7 +169,8 @@ func endCode(end raftv1.EndState, cancel bool) raftv1.ChangeCode {
 }
 
 // group registers a group on a topic, or removes it and up to limit of its
-// copies.
+// copies. A removal that names no group removes the whole topic from the
+// shard (see forgetTopic).
 func (a *applier) group(g *raftv1.Group) (*raftv1.Outcome, error) {
 	defer delete(a.groupsOf, g.Topic)
 	if !g.Delete {
@@ -178,11 +179,65 @@ func (a *applier) group(g *raftv1.Group) (*raftv1.Outcome, error) {
 		}
 		return &raftv1.Outcome{}, a.b.Set(keys.Group(a.shard, g.Topic, g.Group), nil, nil)
 	}
+	if g.Group == "" {
+		return a.forgetTopic(g.Topic, g.Limit)
+	}
 	if err := a.b.Delete(keys.Group(a.shard, g.Topic, g.Group), nil); err != nil {
 		return nil, err
 	}
 	n, err := a.dropTopicCopies(g.Topic, g.Group, g.Limit, 0)
 	return &raftv1.Outcome{Count: n}, err
+}
+
+// forgetTopic removes a deleted topic from the shard, up to limit records
+// in all (0: no bound): its copies first, then its key records, counters
+// and group registrations, so a topic created again under the name starts
+// with the default group only, zero counters and no remembered keys. count
+// is the copies removed; more says records are left for another command.
+func (a *applier) forgetTopic(topic string, limit uint32) (*raftv1.Outcome, error) {
+	n, err := a.dropTopicCopies(topic, "", limit, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := &raftv1.Outcome{Count: n}
+	bounded, left := limit > 0, int(limit)-int(n)
+	if bounded && left == 0 {
+		out.More = true
+		return out, nil
+	}
+	counters := keys.CounterPrefix(a.shard, topic)
+	for _, prefix := range [][]byte{keys.KeyPrefix(a.shard, topic, ""), counters, keys.GroupPrefix(a.shard, topic)} {
+		scan := 0
+		if bounded {
+			scan = left + 1
+		}
+		ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), scan, nil)
+		if err != nil {
+			return nil, err
+		}
+		if bounded && len(ks) > left {
+			ks, out.More = ks[:left], true
+		}
+		for _, k := range ks {
+			if err := a.b.Delete(k, nil); err != nil {
+				return nil, err
+			}
+			if bytes.Equal(prefix, counters) {
+				// The run writes the counters it loaded when it ends.
+				delete(a.counters, counterKey{topic, string(k[len(counters):])})
+			}
+		}
+		if out.More {
+			return out, nil
+		}
+		left -= len(ks)
+	}
+	for k := range a.counters { // loaded and not stored yet; order does not matter
+		if k.topic == topic {
+			delete(a.counters, k)
+		}
+	}
+	return out, nil
 }
 
 // purge removes up to limit pending copies of a topic, or of one group.

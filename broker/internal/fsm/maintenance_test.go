@@ -250,3 +250,58 @@ func TestRedriveKeepsDeadLettersWithoutOrigin(t *testing.T) {
 		t.Fatalf("source pending = %d, want 1 (the redriven one)", c.Pending)
 	}
 }
+
+// forgetTopic applies the shard side of a topic's deletion, limit records
+// per command, until nothing is left.
+func (r *replica) forgetTopic(topic string, limit uint32) {
+	r.t.Helper()
+	for range 100 {
+		out := r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: topic, Delete: true, Limit: limit}}})[0]
+		if !out.More && out.Count < limit {
+			return
+		}
+	}
+	r.t.Fatalf("forgetting topic %s still answers more after 100 commands", topic)
+}
+
+func TestDeletedTopicLeavesNothingOnTheShard(t *testing.T) {
+	r := newReplica(t)
+	keyed := func(nowMs int64) *raftv1.StoredMessage {
+		return &raftv1.StoredMessage{Key: "k", DueAtMs: nowMs, OnConflict: raftv1.KeyConflict_KEY_CONFLICT_IGNORE}
+	}
+	r.apply(cmdPublish(100, &raftv1.StoredMessage{DueAtMs: 100}))
+	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "g2"}}})
+	for range 3 {
+		r.apply(cmdPublish(100, &raftv1.StoredMessage{DueAtMs: 100}))
+	}
+	// A delivered keyed message is remembered, a dead letter counted.
+	id := r.apply(cmdPublish(100, keyed(100)))[0].Published[0].MessageId
+	r.apply(lease(id, 0, 100, 5000))
+	r.apply(ack(id, 1))
+	r.deadLetter(100)
+
+	r.forgetTopic("t", 2)
+	r.forgetTopic("t.dlq", 2)
+	for _, prefix := range [][]byte{keys.TopicDuePrefix(shard, "t"), keys.CounterPrefix(shard, "t"), keys.CounterPrefix(shard, "t.dlq"), keys.GroupPrefix(shard, "t"), keys.GroupPrefix(shard, "t.dlq"), keys.KeyPrefix(shard, "t", "")} {
+		if n := r.countPrefix(prefix); n != 0 {
+			t.Fatalf("%d keys left under %q after the topic was deleted, want 0", n, prefix)
+		}
+	}
+
+	// The topic is created again: only its default group gets copies, and
+	// its key starts afresh.
+	r.apply(cmdPublish(300, &raftv1.StoredMessage{DueAtMs: 300}))
+	again := r.apply(cmdPublish(300, keyed(300)))[0].Published[0]
+	if again.KeyOutcome != raftv1.KeyOutcome_KEY_OUTCOME_CREATED {
+		t.Fatalf("keyed IGNORE publish on the re-created topic = %v, want a new message", again)
+	}
+	if c := r.counters("t", "g2"); c.Pending != 0 || c.DeadLettered != 0 {
+		t.Fatalf("g2 counters on the re-created topic = %v, want zero", c)
+	}
+	if c := r.counters("t", DefaultGroup); c.Pending != 2 || c.DeadLettered != 0 {
+		t.Fatalf("default counters on the re-created topic = %v, want 2 pending, 0 dead-lettered", c)
+	}
+	if n := r.countPrefix(keys.QueuePrefix(shard, keys.Queue{Topic: "t", Group: "g2"})); n != 0 {
+		t.Fatalf("g2 copies on the re-created topic = %d, want 0", n)
+	}
+}
