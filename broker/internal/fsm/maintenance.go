@@ -186,7 +186,13 @@ func (a *applier) group(g *raftv1.Group) (*raftv1.Outcome, error) {
 		return nil, err
 	}
 	n, err := a.dropTopicCopies(g.Topic, g.Group, g.Limit, 0)
-	return &raftv1.Outcome{Count: n}, err
+	if err != nil || (g.Limit > 0 && n == g.Limit) {
+		return &raftv1.Outcome{Count: n}, err
+	}
+	// The last copy went: the group's counters go too, so a group created
+	// again under the name starts at zero.
+	delete(a.counters, counterKey{g.Topic, g.Group})
+	return &raftv1.Outcome{Count: n}, a.b.Delete(keys.Counter(a.shard, g.Topic, g.Group), nil)
 }
 
 // forgetTopic removes a deleted topic from the shard, up to limit records

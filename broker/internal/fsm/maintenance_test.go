@@ -305,3 +305,23 @@ func TestDeletedTopicLeavesNothingOnTheShard(t *testing.T) {
 		t.Fatalf("g2 copies on the re-created topic = %d, want 0", n)
 	}
 }
+
+func TestRemovedGroupCreatedAgainStartsAtZero(t *testing.T) {
+	r := newReplica(t)
+	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "g2"}}})
+	id := r.apply(cmdPublish(100, &raftv1.StoredMessage{DueAtMs: 100}))[0].Published[0].MessageId
+	item := &raftv1.LeaseItem{Ref: &raftv1.MessageRef{MessageId: id, Group: "g2"}, VisibleAtMs: 100, DeadLetter: true}
+	r.apply(&raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: 100, Items: []*raftv1.LeaseItem{item}}}})
+	r.apply(cmdPublish(100, &raftv1.StoredMessage{DueAtMs: 100}))
+	if c := r.counters("t", "g2"); c.DeadLettered != 1 || c.Pending != 1 {
+		t.Fatalf("g2 counters = %v, want 1 pending, 1 dead-lettered", c)
+	}
+	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "g2", Delete: true, Limit: 10}}})
+	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "g2"}}})
+	if c := r.counters("t", "g2"); c.DeadLettered != 0 || c.Pending != 0 || c.InFlight != 0 {
+		t.Fatalf("counters of g2 created again after its removal = %v, want zero", c)
+	}
+	if c := r.counters("t", DefaultGroup); c.Pending != 2 {
+		t.Fatalf("default pending = %d, want 2", c.Pending)
+	}
+}
