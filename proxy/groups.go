@@ -27,9 +27,11 @@ func (a admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReques
 	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.UpdateTopic))
 }
 
-// DeleteTopic purges the topic and its dead-letter topic on every shard
-// holding their partitions, then deletes the topic in the meta group. A
-// failed purge stops before the delete: retrying is safe.
+// DeleteTopic removes the topic and its dead-letter topic from every shard
+// holding their partitions (copies, key records, counters and group
+// registrations, so a topic created again under the name starts afresh),
+// then deletes the topic in the meta group. A failed removal stops before
+// the delete: retrying is safe.
 func (a admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicRequest) (*sundialv1.DeleteTopicResponse, error) {
 	if vs := validate.TopicName("name", req.GetName()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
@@ -42,11 +44,20 @@ func (a admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicReques
 		if validate.IsDeadLetter(req.GetName()) && topic != req.GetName() {
 			continue
 		}
-		if _, err := a.s.purge(ctx, table, topic, ""); err != nil {
+		if err := a.s.forgetTopic(ctx, table, topic); err != nil {
 			return nil, err
 		}
 	}
 	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.DeleteTopic))
+}
+
+// forgetTopic removes everything of topic from the shards holding its
+// partitions: a group removal that names no group (Shard.Group).
+func (s *Server) forgetTopic(ctx context.Context, table *routing.Table, topic string) error {
+	_, err := allOf(onTopicShards(ctx, s, table, topic, func(ctx context.Context, c brokerv1.ShardClient, shard uint64, _ []uint32) (*brokerv1.ShardGroupResponse, error) {
+		return c.Group(ctx, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: topic, Delete: true})
+	}))
+	return err
 }
 
 // PurgeTopic drops the pending copies of a topic (or of one group) on

@@ -41,6 +41,9 @@ type Config struct {
 	// MaxExpireBatch caps the messages one TTL expiry command removes.
 	// Default 1000.
 	MaxExpireBatch int
+	// MaxSweepBatch caps the records one sweep command forgets; a sweep
+	// repeats commands until none are left. Default 1024.
+	MaxSweepBatch int
 	// Policy answers a topic's delivery policy; nil means no limits.
 	Policy func(topic string) Policy
 }
@@ -75,6 +78,9 @@ func (c *Config) fill() {
 	}
 	if c.MaxExpireBatch <= 0 {
 		c.MaxExpireBatch = 1000
+	}
+	if c.MaxSweepBatch <= 0 {
+		c.MaxSweepBatch = 1024
 	}
 	if c.Policy == nil {
 		c.Policy = func(string) Policy { return Policy{} }
@@ -732,12 +738,27 @@ func (d *Dispatcher) delivery(p pick) (*sundialv1.Delivery, int64, error) {
 	}, m.ExpiresAtMs, nil
 }
 
+// sweep forgets the shard's publish dedup records older than the dedup
+// window and the key and end records whose time came, one bounded command
+// after another until a command answers that nothing is left.
 func (d *Dispatcher) sweep(now time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	before := now.Add(-d.cfg.DedupWindow).UnixMilli()
-	if _, err := d.propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Sweep{Sweep: &raftv1.Sweep{BeforeMs: before}}}); err != nil {
-		d.log.Warn("dedup sweep failed", zap.Uint64("shard_id", d.shard), zap.Error(err))
+	sw := &raftv1.Sweep{BeforeMs: now.Add(-d.cfg.DedupWindow).UnixMilli(), NowMs: now.UnixMilli(), Limit: uint32(d.cfg.MaxSweepBatch)}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := d.propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Sweep{Sweep: sw}})
+		cancel()
+		if err != nil {
+			d.log.Warn("dedup sweep failed", zap.Uint64("shard_id", d.shard), zap.Error(err))
+			return
+		}
+		if !out.GetMore() {
+			return
+		}
+		select {
+		case <-d.stopc:
+			return
+		default:
+		}
 	}
 }
 

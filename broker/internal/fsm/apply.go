@@ -42,6 +42,9 @@ type applier struct {
 	expiryLow int64                // earliest TTL expiry inserted, 0 if none
 	counters  map[counterKey]*raftv1.Counters
 	groupsOf  map[string][]string // topic → groups on this shard, this run
+	// visited counts the keys maintenance scans stepped on, so tests can
+	// show a scan stays inside its range.
+	visited int
 }
 
 type counterKey struct{ topic, group string }
@@ -71,7 +74,7 @@ func (a *applier) apply(c *raftv1.Command) (*raftv1.Outcome, error) {
 			return a.moveTo(ref.MessageId, ref.Group, cs, k.Extend.DeadlineMs, true)
 		})
 	case *raftv1.Command_Sweep:
-		return &raftv1.Outcome{}, a.sweep(k.Sweep.BeforeMs)
+		return a.sweep(k.Sweep)
 	case *raftv1.Command_Change:
 		return a.change(k.Change)
 	case *raftv1.Command_Group:
@@ -135,6 +138,7 @@ func (a *applier) scanKeys(lower, upper []byte, limit int, keep func(k []byte) b
 	}
 	var out [][]byte
 	for valid := it.First(); valid && (limit == 0 || len(out) < limit); valid = it.Next() {
+		a.visited++
 		if keep == nil || keep(it.Key()) {
 			out = append(out, slices.Clone(it.Key()))
 		}

@@ -1,59 +1,92 @@
 package fsm
 
 import (
+	"bytes"
+	"errors"
 	"maps"
+	"math"
+	"slices"
 	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
-// sweep forgets publish dedup records applied before beforeMs and key and
-// end records whose time to be forgotten came.
-func (a *applier) sweep(beforeMs int64) error {
-	lower, upper := keys.DedupAtRange(a.shard, beforeMs)
-	doomed, err := a.scanKeys(lower, upper, 0, nil)
+// DefaultSweepLimit bounds the records one sweep forgets when its command
+// names no limit.
+const DefaultSweepLimit = 1024
+
+// sweep forgets up to limit records in all: publish dedup records applied
+// before before_ms, then key and end records whose own forget time is at or
+// before now_ms. more says records are left for another sweep.
+func (a *applier) sweep(s *raftv1.Sweep) (*raftv1.Outcome, error) {
+	limit := int(s.Limit)
+	if limit == 0 {
+		limit = DefaultSweepLimit
+	}
+	nowMs := s.NowMs
+	if nowMs == 0 {
+		// An entry proposed before now_ms existed forgets by before_ms, as
+		// it did when it was proposed.
+		nowMs = s.BeforeMs - 1
+	}
+	lower, upper := keys.DedupAtRange(a.shard, s.BeforeMs)
+	doomed, err := a.scanKeys(lower, upper, limit+1, nil)
+	if err != nil {
+		return nil, err
+	}
+	more := len(doomed) > limit
+	doomed = doomed[:min(len(doomed), limit)]
+	for _, k := range doomed {
+		if err := a.b.Delete(keys.Dedup(a.shard, keys.DedupRequestID(k)), nil); err != nil {
+			return nil, err
+		}
+		if err := a.b.Delete(k, nil); err != nil {
+			return nil, err
+		}
+	}
+	if more {
+		return &raftv1.Outcome{More: true}, nil
+	}
+	left := limit - len(doomed)
+	lower, upper = keys.ForgetUntil(a.shard, nowMs)
+	if doomed, err = a.scanKeys(lower, upper, left+1, nil); err != nil {
+		return nil, err
+	}
+	more = len(doomed) > left
+	for _, k := range doomed[:min(len(doomed), left)] {
+		if err := a.forget(k); err != nil {
+			return nil, err
+		}
+	}
+	return &raftv1.Outcome{More: more}, nil
+}
+
+// forget deletes one forget-index entry and the key or end record it
+// points at.
+func (a *applier) forget(k []byte) error {
+	at, kind, rest, err := keys.ParseForget(k)
 	if err != nil {
 		return err
 	}
-	for _, k := range doomed {
-		if err := a.b.Delete(keys.Dedup(a.shard, keys.DedupRequestID(k)), nil); err != nil {
-			return err
-		}
-		if err := a.b.Delete(k, nil); err != nil {
-			return err
-		}
-	}
-	lower, upper = keys.ForgetRange(a.shard, beforeMs)
-	if doomed, err = a.scanKeys(lower, upper, 0, nil); err != nil {
+	if err := a.b.Delete(k, nil); err != nil {
 		return err
 	}
-	for _, k := range doomed {
-		at, kind, rest, err := keys.ParseForget(k)
-		if err != nil {
-			return err
-		}
-		if err := a.b.Delete(k, nil); err != nil {
-			return err
-		}
+	switch kind {
+	case keys.ForgetKey:
 		// The record may have been reused since (a key's new message):
 		// forget it only if it still ends at this time.
-		switch kind {
-		case keys.ForgetKey:
-			rk := keys.FromTail(a.shard, keys.TagKey, rest)
-			var rec raftv1.KeyRecord
-			if found, err := a.get(rk, &rec); err != nil {
-				return err
-			} else if found && rec.End != raftv1.EndState_END_STATE_PENDING && rec.ForgetAtMs == at {
-				if err := a.b.Delete(rk, nil); err != nil {
-					return err
-				}
-			}
-		case keys.ForgetEnd:
-			if err := a.b.Delete(keys.FromTail(a.shard, keys.TagEnd, rest), nil); err != nil {
-				return err
-			}
+		rk := keys.FromTail(a.shard, keys.TagKey, rest)
+		var rec raftv1.KeyRecord
+		if found, err := a.get(rk, &rec); err != nil || !found {
+			return err
+		} else if rec.End != raftv1.EndState_END_STATE_PENDING && rec.ForgetAtMs == at {
+			return a.b.Delete(rk, nil)
 		}
+	case keys.ForgetEnd:
+		return a.b.Delete(keys.FromTail(a.shard, keys.TagEnd, rest), nil)
 	}
 	return nil
 }
@@ -136,7 +169,8 @@ func endCode(end raftv1.EndState, cancel bool) raftv1.ChangeCode {
 }
 
 // group registers a group on a topic, or removes it and up to limit of its
-// copies.
+// copies. A removal that names no group removes the whole topic from the
+// shard (see forgetTopic).
 func (a *applier) group(g *raftv1.Group) (*raftv1.Outcome, error) {
 	defer delete(a.groupsOf, g.Topic)
 	if !g.Delete {
@@ -145,11 +179,71 @@ func (a *applier) group(g *raftv1.Group) (*raftv1.Outcome, error) {
 		}
 		return &raftv1.Outcome{}, a.b.Set(keys.Group(a.shard, g.Topic, g.Group), nil, nil)
 	}
+	if g.Group == "" {
+		return a.forgetTopic(g.Topic, g.Limit)
+	}
 	if err := a.b.Delete(keys.Group(a.shard, g.Topic, g.Group), nil); err != nil {
 		return nil, err
 	}
 	n, err := a.dropTopicCopies(g.Topic, g.Group, g.Limit, 0)
-	return &raftv1.Outcome{Count: n}, err
+	if err != nil || (g.Limit > 0 && n == g.Limit) {
+		return &raftv1.Outcome{Count: n}, err
+	}
+	// The last copy went: the group's counters go too, so a group created
+	// again under the name starts at zero.
+	delete(a.counters, counterKey{g.Topic, g.Group})
+	return &raftv1.Outcome{Count: n}, a.b.Delete(keys.Counter(a.shard, g.Topic, g.Group), nil)
+}
+
+// forgetTopic removes a deleted topic from the shard, up to limit records
+// in all (0: no bound): its copies first, then its key records, counters
+// and group registrations, so a topic created again under the name starts
+// with the default group only, zero counters and no remembered keys. count
+// is the copies removed; more says records are left for another command.
+func (a *applier) forgetTopic(topic string, limit uint32) (*raftv1.Outcome, error) {
+	n, err := a.dropTopicCopies(topic, "", limit, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := &raftv1.Outcome{Count: n}
+	bounded, left := limit > 0, int(limit)-int(n)
+	if bounded && left == 0 {
+		out.More = true
+		return out, nil
+	}
+	counters := keys.CounterPrefix(a.shard, topic)
+	for _, prefix := range [][]byte{keys.KeyPrefix(a.shard, topic, ""), counters, keys.GroupPrefix(a.shard, topic)} {
+		scan := 0
+		if bounded {
+			scan = left + 1
+		}
+		ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), scan, nil)
+		if err != nil {
+			return nil, err
+		}
+		if bounded && len(ks) > left {
+			ks, out.More = ks[:left], true
+		}
+		for _, k := range ks {
+			if err := a.b.Delete(k, nil); err != nil {
+				return nil, err
+			}
+			if bytes.Equal(prefix, counters) {
+				// The run writes the counters it loaded when it ends.
+				delete(a.counters, counterKey{topic, string(k[len(counters):])})
+			}
+		}
+		if out.More {
+			return out, nil
+		}
+		left -= len(ks)
+	}
+	for k := range a.counters { // loaded and not stored yet; order does not matter
+		if k.topic == topic {
+			delete(a.counters, k)
+		}
+	}
+	return out, nil
 }
 
 // purge removes up to limit pending copies of a topic, or of one group.
@@ -161,11 +255,14 @@ func (a *applier) purge(p *raftv1.Purge) (*raftv1.Outcome, error) {
 // dropTopicCopies removes up to limit copies of topic (of group, if set),
 // remembering nothing about them.
 func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64) (uint32, error) {
-	prefix := keys.TopicDuePrefix(a.shard, topic)
-	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), int(limit), func(k []byte) bool {
-		q, _, err := keys.ParseTopicDue(a.shard, topic, k)
-		return err != nil || group == "" || q.Group == group // a bad key surfaces below
-	})
+	var ks [][]byte
+	var err error
+	if group == "" {
+		prefix := keys.TopicDuePrefix(a.shard, topic)
+		ks, err = a.scanKeys(prefix, keys.PrefixEnd(prefix), int(limit), nil)
+	} else {
+		ks, err = a.groupDueKeys(topic, group, int(limit))
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -187,22 +284,59 @@ func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64
 	return n, nil
 }
 
+// groupDueKeys returns up to limit (0: all) due-index keys of one group of
+// topic. Each partition's keys are ordered by group, so it seeks into the
+// group's range of every partition present: it visits the group's own keys
+// and a few per partition, however many copies other groups hold.
+func (a *applier) groupDueKeys(topic, group string, limit int) ([][]byte, error) {
+	prefix := keys.TopicDuePrefix(a.shard, topic)
+	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for valid := it.First(); valid && (limit == 0 || len(out) < limit); {
+		a.visited++
+		part, err := keys.PartitionOfTopicDue(a.shard, topic, it.Key())
+		if err != nil {
+			return nil, errors.Join(err, it.Close())
+		}
+		q := keys.QueuePrefix(a.shard, keys.Queue{Topic: topic, Partition: part, Group: group})
+		for valid = it.SeekGE(q); valid && bytes.HasPrefix(it.Key(), q) && (limit == 0 || len(out) < limit); valid = it.Next() {
+			a.visited++
+			out = append(out, slices.Clone(it.Key()))
+		}
+		if part == math.MaxUint32 {
+			break
+		}
+		valid = it.SeekGE(keys.PartitionDuePrefix(a.shard, topic, part+1))
+	}
+	return out, errors.Join(it.Error(), it.Close())
+}
+
 // redrive moves up to limit dead letters of topic.dlq back to topic, each
-// for the group it was dead-lettered from.
+// for the group it was dead-lettered from. Dead letters leased by a reader
+// and dead letters that name no origin stay in the DLQ and do not count
+// toward the limit.
 func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
 	dlq := r.Topic + DLQSuffix
 	prefix := keys.TopicDuePrefix(a.shard, dlq)
 	seen := map[string]bool{} // one entry per dead letter, whatever its groups
+	var checkErr error
 	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), int(r.Limit), func(k []byte) bool {
 		_, e, err := keys.ParseTopicDue(a.shard, dlq, k)
 		if err != nil {
 			return true // surfaces below
 		}
-		first := !seen[string(e.ID)]
+		if seen[string(e.ID)] || checkErr != nil {
+			return false
+		}
 		seen[string(e.ID)] = true
-		return first
+		ok, err := a.redrivable(e.ID)
+		checkErr = err
+		return ok
 	})
-	if err != nil {
+	if err = errors.Join(err, checkErr); err != nil {
 		return nil, err
 	}
 	var n uint32
@@ -212,21 +346,12 @@ func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
 			return nil, err
 		}
 		var body raftv1.StoredMessage
-		if found, err := a.get(keys.Message(a.shard, e.ID), &body); err != nil {
+		if _, err := a.get(keys.Message(a.shard, e.ID), &body); err != nil {
 			return nil, err
-		} else if !found {
-			continue
 		}
 		groups, states, err := a.copies(e.ID)
 		if err != nil {
 			return nil, err
-		}
-		leased := false
-		for _, cs := range states {
-			leased = leased || cs.Leased
-		}
-		if leased {
-			continue // someone is reading the dead letter right now
 		}
 		if err := a.restore(&body, r.NowMs); err != nil {
 			return nil, err
@@ -241,8 +366,31 @@ func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
 	return &raftv1.Outcome{Count: n}, nil
 }
 
+// redrivable says whether a dead letter can go back now: it names the topic
+// and group it came from, and no reader of the DLQ holds it.
+func (a *applier) redrivable(id []byte) (bool, error) {
+	var body raftv1.StoredMessage
+	found, err := a.get(keys.Message(a.shard, id), &body)
+	if err != nil || !found {
+		return false, err
+	}
+	if body.Headers[HeaderOriginalTopic] == "" || body.Headers[HeaderOriginalGroup] == "" {
+		return false, nil
+	}
+	_, states, err := a.copies(id)
+	if err != nil {
+		return false, err
+	}
+	for _, cs := range states {
+		if cs.Leased {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // restore publishes a dead letter again on its original topic, due now,
-// for the group it came from only.
+// for the group it came from only; the dead letter names both.
 func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 	headers := maps.Clone(dead.Headers)
 	topic, group := headers[HeaderOriginalTopic], headers[HeaderOriginalGroup]
@@ -250,9 +398,6 @@ func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 		if strings.HasPrefix(k, "sundial-") {
 			delete(headers, k)
 		}
-	}
-	if topic == "" || group == "" {
-		return nil
 	}
 	m := &raftv1.StoredMessage{
 		Topic: topic, Partition: dead.Partition, Payload: dead.Payload, Headers: headers,

@@ -215,6 +215,22 @@ func TopicDuePrefix(shard uint64, topic string) []byte {
 	return append(append(append(ShardPrefix(shard), tagDue), topic...), 0)
 }
 
+// PartitionDuePrefix is the prefix of every due-index key of one partition
+// of topic, all groups.
+func PartitionDuePrefix(shard uint64, topic string, partition uint32) []byte {
+	return binary.BigEndian.AppendUint32(TopicDuePrefix(shard, topic), partition)
+}
+
+// PartitionOfTopicDue returns the partition of a due-index key under
+// TopicDuePrefix(shard, topic).
+func PartitionOfTopicDue(shard uint64, topic string, key []byte) (uint32, error) {
+	prefix := TopicDuePrefix(shard, topic)
+	if len(key) < len(prefix)+4 || string(key[:len(prefix)]) != string(prefix) {
+		return 0, fmt.Errorf("%w: topic due key", ErrMalformed)
+	}
+	return binary.BigEndian.Uint32(key[len(prefix):]), nil
+}
+
 // ParseTopicDue parses a due-index key under TopicDuePrefix(shard, topic).
 func ParseTopicDue(shard uint64, topic string, key []byte) (Queue, DueEntry, error) {
 	prefix := TopicDuePrefix(shard, topic)
@@ -279,10 +295,11 @@ func Forget(shard uint64, atMs int64, kind byte, rest []byte) []byte {
 	return append(append(b, kind), rest...)
 }
 
-// ForgetRange bounds the forget index before beforeMs.
-func ForgetRange(shard uint64, beforeMs int64) (lower, upper []byte) {
+// ForgetUntil bounds the forget index up to and including nowMs: the
+// records whose time to be forgotten came.
+func ForgetUntil(shard uint64, nowMs int64) (lower, upper []byte) {
 	lower = append(ShardPrefix(shard), tagForget)
-	upper = binary.BigEndian.AppendUint64(append(ShardPrefix(shard), tagForget), uint64(beforeMs))
+	upper = binary.BigEndian.AppendUint64(append(ShardPrefix(shard), tagForget), uint64(nowMs)+1)
 	return lower, upper
 }
 

@@ -260,8 +260,8 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 	return topicProto(&stored), nil
 }
 
-// DeleteTopic removes the topic from the meta group; the proxy purges its
-// messages from the shards first.
+// DeleteTopic removes the topic from the meta group; the proxy first
+// removes the topic from its shards (Shard.Group without a group).
 func (a *Admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicRequest) (*sundialv1.DeleteTopicResponse, error) {
 	if bad := validate.TopicName("name", req.GetName()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)

@@ -244,11 +244,13 @@ func messageID(b []byte) string {
 	return id.String()
 }
 
-// Group registers or removes a group of a topic on this shard.
+// Group registers or removes a group of a topic on this shard. A removal
+// without a group removes the whole topic from the shard, for DeleteTopic:
+// its copies, key records, counters and group registrations.
 func (s *Shard) Group(ctx context.Context, req *brokerv1.ShardGroupRequest) (*brokerv1.ShardGroupResponse, error) {
-	bad := append(validate.TopicName("topic", req.GetTopic()), validate.GroupName("group", req.GetGroup())...)
-	if req.GetGroup() == "" {
-		bad = append(bad, apierr.FieldViolation{Field: "group", Description: "must not be empty"})
+	bad := validate.TopicName("topic", req.GetTopic())
+	if req.GetGroup() != "" || !req.GetDelete() {
+		bad = append(bad, validate.GroupName("group", req.GetGroup())...)
 	}
 	if len(bad) > 0 {
 		return nil, toStatus(apierr.InvalidArgument(bad...))
@@ -302,7 +304,8 @@ func (s *Shard) Redrive(ctx context.Context, req *brokerv1.ShardRedriveRequest) 
 }
 
 // repeat proposes batches built by cmd until one touches fewer than its
-// limit or total (0: unbounded) is reached, and answers the sum.
+// limit without answering more, or total (0: unbounded) is reached, and
+// answers the sum.
 func (s *Shard) repeat(ctx context.Context, lead *host.Leading, total int64, cmd func(limit uint32) *raftv1.Command) (int64, error) {
 	var n int64
 	for {
@@ -315,7 +318,7 @@ func (s *Shard) repeat(ctx context.Context, lead *host.Leading, total int64, cmd
 			return n, err
 		}
 		n += int64(out.GetCount())
-		if out.GetCount() < limit || (total > 0 && n >= total) {
+		if (out.GetCount() < limit && !out.GetMore()) || (total > 0 && n >= total) {
 			return n, nil
 		}
 	}
