@@ -28,16 +28,6 @@ func (r *replica) countPrefix(prefix []byte) int {
 	return n
 }
 
-func (r *replica) has(key []byte) bool {
-	r.t.Helper()
-	_, closer, err := r.s.db.Get(key)
-	if err != nil {
-		return false
-	}
-	closer.Close()
-	return true
-}
-
 func TestSweepIsBounded(t *testing.T) {
 	r := newReplica(t)
 	for i := range 10 {
