@@ -77,6 +77,7 @@ func TestRecoverLargeSnapshotInBoundedBatches(t *testing.T) {
 	if err := dst.RecoverFromSnapshot(snapshotStream(t, src), nil); err != nil {
 		t.Fatalf("RecoverFromSnapshot() error = %v", err)
 	}
+	t.Logf("%d batches: %v", len(batches), batches)
 	if len(batches) < 3 {
 		t.Errorf("RecoverFromSnapshot() committed %d batches %v, want at least 3 for %d MiB", len(batches), batches, n*valueBytes>>20)
 	}
