@@ -92,3 +92,28 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+func FuzzLoad(f *testing.F) {
+	f.Add([]byte(`{"node_id":3,"incarnation":"aaaa","cluster_id":"c1"}`))
+	f.Add([]byte(`{"node_id":3}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, FileName), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		id, found, err := Load(dir)
+		if err != nil {
+			return
+		}
+		if !found || id.NodeID == 0 || id.Incarnation == "" {
+			t.Fatalf("Load(%q) = %+v, found %v, nil error; want an error or a complete identity", b, id, found)
+		}
+		if err := Save(dir, id); err != nil {
+			t.Fatalf("Save() error = %v", err)
+		}
+		if again, _, err := Load(dir); err != nil || again != id {
+			t.Fatalf("Load(Save(%+v)) = %+v, %v", id, again, err)
+		}
+	})
+}
