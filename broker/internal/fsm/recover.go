@@ -39,15 +39,17 @@ func (s *StateMachine) RecoverFromSnapshot(r io.Reader, done <-chan struct{}) er
 	if err := b.DeleteRange(prefix, keys.ShardEnd(s.shard), nil); err != nil {
 		return err
 	}
+	var k, v []byte // reused: the batch copies what it is given
 	for n := 1; ; n++ {
-		k, err := readChunk(br)
+		var err error
+		k, err = readChunk(br, k)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return fmt.Errorf("fsm: read snapshot key: %w", err)
 		}
-		v, err := readChunk(br)
+		v, err = readChunk(br, v)
 		if err != nil {
 			return fmt.Errorf("fsm: read snapshot value: %w", err)
 		}
