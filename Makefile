@@ -38,7 +38,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 STATICCHECK_VERSION        := latest
 GOLANGCI_LINT_VERSION      := v2.15.0
 
-PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/raft/v1/raft.proto
+PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/broker/v1/peer.proto sundial/raft/v1/raft.proto
 
 # The per-module pattern targets (test-%, vet-%, bench-%, tidy-%) are deliberately not
 # listed: make skips pattern-rule search for .PHONY targets.

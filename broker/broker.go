@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/service"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -60,6 +61,10 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 // Start listens, starts the NodeHost and serves. It returns once serving;
 // the cluster becomes usable when the shards elect leaders.
 func (s *Server) Start(ctx context.Context) error {
+	ident, err := s.admit(ctx)
+	if err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", s.cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("broker: listen grpc: %w", err)
@@ -79,6 +84,11 @@ func (s *Server) Start(ctx context.Context) error {
 		RTT: s.cfg.RTT, ElectionRTT: s.cfg.ElectionRTT, HeartbeatRTT: s.cfg.HeartbeatRTT,
 		SnapshotEntries: s.cfg.SnapshotEntries, RaftWorkers: s.cfg.RaftWorkers, RaftLogShards: s.cfg.RaftLogShards,
 		CacheBytes: s.cfg.CacheBytes, MemTableBytes: s.cfg.MemTableBytes,
+		Incarnation: ident.Incarnation, ClusterID: ident.ClusterID,
+		RecordClusterID: func(id string) error {
+			ident.ClusterID = id
+			return identity.Save(s.cfg.DataDir, ident)
+		},
 	}, s.log, s.reg)
 	if err != nil {
 		lis.Close()
@@ -108,6 +118,7 @@ func (s *Server) Start(ctx context.Context) error {
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
 	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, opts))
+	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID))
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
@@ -165,8 +176,12 @@ func (s *Server) serveHTTP() error {
 	return nil
 }
 
-// Ready reports whether every shard hosted here knows a leader.
+// Ready reports whether every shard hosted here knows a leader. A node the
+// meta state refused (see Refusal) is never ready.
 func (s *Server) Ready() bool {
+	if s.host.Refusal() != nil {
+		return false
+	}
 	leaders := s.host.ShardLeaders()
 	if len(leaders) == 0 {
 		return false
@@ -225,6 +240,11 @@ func (s *Server) Stop() {
 		s.log.Info("broker stopped")
 	})
 }
+
+// Refusal is why the meta state refused this node after Start (its node id
+// is registered with another data dir's incarnation, or the meta group is
+// another cluster's), nil if it did not. A refused node runs no replicas.
+func (s *Server) Refusal() error { return s.host.Refusal() }
 
 // GRPCAddr is the address the broker serves gRPC on.
 func (s *Server) GRPCAddr() string { return s.lis.Addr().String() }

@@ -14,7 +14,7 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 	case OpRegisterNode:
 		return s.registerNode(c.Node), nil
 	case OpBootstrapShards:
-		return s.bootstrapShards(c.Count, c.RF), nil
+		return s.bootstrapShards(c.Count, c.RF, c.ClusterID), nil
 	case OpCreateTopic:
 		return s.createTopic(c.Topic, c.IfNotExists, c.NowMs)
 	case OpUpdateTopic:
@@ -34,9 +34,16 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 	return ResultInvalid, nil
 }
 
+// registerNode adds or updates a node's record. A record with an
+// incarnation is only updated by the same incarnation: ResultExists refuses
+// a node id that came back on another data dir.
 func (s *State) registerNode(n *Node) uint64 {
-	if old, ok := s.Nodes[n.ID]; ok && *old == *n {
+	old, ok := s.Nodes[n.ID]
+	if ok && *old == *n {
 		return ResultNoop
+	}
+	if ok && old.Incarnation != "" && old.Incarnation != n.Incarnation {
+		return ResultExists
 	}
 	nn := *n
 	if nn.State == "" {
@@ -47,7 +54,16 @@ func (s *State) registerNode(n *Node) uint64 {
 	return ResultOK
 }
 
-func (s *State) bootstrapShards(count, rf int) uint64 {
+func (s *State) bootstrapShards(count, rf int, clusterID string) uint64 {
+	if s.ClusterID == "" && clusterID != "" {
+		// Clusters bootstrapped before cluster ids get theirs from the next
+		// bootstrap proposal, which creates no shards.
+		s.ClusterID = clusterID
+		if len(s.Shards) > 0 {
+			s.Version++
+			return ResultOK
+		}
+	}
 	if len(s.Shards) > 0 {
 		return ResultNoop
 	}

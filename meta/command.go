@@ -27,9 +27,11 @@ type Command struct {
 
 	Node *Node `json:"node,omitempty"`
 
-	// Bootstrap: create Count shards of RF replicas unless shards exist.
-	Count int `json:"count,omitempty"`
-	RF    int `json:"rf,omitempty"`
+	// Bootstrap: create Count shards of RF replicas unless shards exist,
+	// and name the cluster ClusterID unless it has a name.
+	Count     int    `json:"count,omitempty"`
+	RF        int    `json:"rf,omitempty"`
+	ClusterID string `json:"cluster_id,omitempty"`
 
 	Topic       *Topic `json:"topic,omitempty"`
 	IfNotExists bool   `json:"if_not_exists,omitempty"`

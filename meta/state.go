@@ -36,6 +36,11 @@ type Node struct {
 	GRPCAddr  string    `json:"grpc_addr"`
 	State     NodeState `json:"state"`
 	MetaVoter bool      `json:"meta_voter"`
+	// Incarnation names the data dir the node registered with (a random id
+	// the broker keeps in it). A record with an incarnation is never taken
+	// over by another one: a node id that comes back on another data dir is
+	// not the same member. Empty in records made before incarnations.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // Replica places one replica of a shard on a node.
@@ -87,7 +92,11 @@ type Topic struct {
 // State is the whole metadata.
 type State struct {
 	// Version is the routing version; it grows with every routable change.
-	Version       uint64                  `json:"version"`
+	Version uint64 `json:"version"`
+	// ClusterID is chosen by the first bootstrap (empty before it) and
+	// never changes: brokers keep it in their data dirs and refuse a data
+	// dir of another cluster.
+	ClusterID     string                  `json:"cluster_id,omitempty"`
 	Nodes         map[NodeID]*Node        `json:"nodes"`
 	Shards        map[EventShardID]*Shard `json:"shards"`
 	Topics        map[string]*Topic       `json:"topics"`
@@ -110,6 +119,7 @@ func NewState() *State {
 func (s *State) Clone() *State {
 	c := &State{
 		Version:       s.Version,
+		ClusterID:     s.ClusterID,
 		Nodes:         make(map[NodeID]*Node, len(s.Nodes)),
 		Shards:        make(map[EventShardID]*Shard, len(s.Shards)),
 		Topics:        make(map[string]*Topic, len(s.Topics)),

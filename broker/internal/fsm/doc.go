@@ -6,6 +6,10 @@
 // crash leaves the state at some applied index that Open reports and
 // Dragonboat replays from there; Sync makes the batches durable.
 //
+// A snapshot recovery writes the shard's range in bounded batches under a
+// recovery marker (see RecoverFromSnapshot): memory stays flat whatever the
+// shard's size, and Open clears a range whose recovery was cut short.
+//
 // Apply is deterministic: every time in a command was stamped by the leader,
 // message ids derive from the Raft index and the position in the entry, and
 // nothing iterates a Go map. Two replicas that applied the same entries hold

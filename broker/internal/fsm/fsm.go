@@ -45,6 +45,10 @@ type StateMachine struct {
 	db      *pebble.DB
 	notify  Notifier
 	applied atomic.Uint64
+
+	// recoverCommitted, if set, is told the size of every batch
+	// RecoverFromSnapshot commits (tests).
+	recoverCommitted func(batchBytes int)
 }
 
 // Factory returns the Dragonboat factory of event-shard state machines
@@ -63,8 +67,14 @@ func New(db *pebble.DB, shard uint64, notify Notifier) *StateMachine {
 	return &StateMachine{shard: shard, db: db, notify: notify}
 }
 
-// Open returns the applied index on disk.
+// Open returns the applied index on disk. A shard whose snapshot recovery
+// was cut short (the recovery marker is set) holds part of a snapshot: Open
+// deletes its whole range and answers 0, so Dragonboat recovers the
+// snapshot again.
 func (s *StateMachine) Open(<-chan struct{}) (uint64, error) {
+	if err := s.clearInterruptedRecovery(); err != nil {
+		return 0, err
+	}
 	v, closer, err := s.db.Get(keys.Applied(s.shard))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, nil
@@ -190,52 +200,6 @@ func (s *StateMachine) SaveSnapshot(ctx interface{}, w io.Writer, done <-chan st
 		}
 	}
 	return it.Error()
-}
-
-// RecoverFromSnapshot replaces the shard's key range with a snapshot's, in
-// one synced batch.
-func (s *StateMachine) RecoverFromSnapshot(r io.Reader, done <-chan struct{}) error {
-	br := byteReader(r)
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := b.DeleteRange(keys.ShardPrefix(s.shard), keys.ShardEnd(s.shard), nil); err != nil {
-		return err
-	}
-	prefix := keys.ShardPrefix(s.shard)
-	for n := 0; ; n++ {
-		k, err := readChunk(br)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("fsm: read snapshot key: %w", err)
-		}
-		v, err := readChunk(br)
-		if err != nil {
-			return fmt.Errorf("fsm: read snapshot value: %w", err)
-		}
-		if len(k) < len(prefix) || string(k[:len(prefix)]) != string(prefix) {
-			return fmt.Errorf("fsm: snapshot key outside shard %d", s.shard)
-		}
-		if err := b.Set(k, v, nil); err != nil {
-			return err
-		}
-		if n%4096 == 0 {
-			select {
-			case <-done:
-				return sm.ErrSnapshotStopped
-			default:
-			}
-		}
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return err
-	}
-	if _, err := s.Open(nil); err != nil {
-		return err
-	}
-	s.notify(s.shard, Change{Reset: true})
-	return nil
 }
 
 // Close releases nothing: the DB belongs to the broker.

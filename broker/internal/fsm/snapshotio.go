@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -22,7 +23,9 @@ func byteReader(r io.Reader) *bufio.Reader {
 	return bufio.NewReaderSize(r, 256<<10)
 }
 
-func readChunk(br *bufio.Reader) ([]byte, error) {
+// readChunk reads one length-prefixed key or value into buf's storage
+// (grown if needed) and returns it; it is valid until buf is reused.
+func readChunk(br *bufio.Reader, buf []byte) ([]byte, error) {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
 		return nil, err
@@ -30,7 +33,7 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 	if n > maxChunkBytes {
 		return nil, fmt.Errorf("chunk of %d bytes", n)
 	}
-	b := make([]byte, n)
+	b := slices.Grow(buf[:0], int(n))[:n]
 	if _, err := io.ReadFull(br, b); err != nil {
 		return nil, io.ErrUnexpectedEOF
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/fsm"
+	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/proposer"
 	"github.com/sundialmq/sundial/broker/internal/store"
 	"github.com/sundialmq/sundial/meta"
@@ -57,6 +58,14 @@ type Config struct {
 	Proposer      proposer.Config
 	Dispatch      dispatch.Config
 	Now           func() time.Time
+
+	// Incarnation is the data dir's incarnation id (package identity); the
+	// node registers with it in the meta state.
+	Incarnation string
+	// ClusterID is the cluster id recorded in the data dir, empty if none
+	// yet; RecordClusterID saves the meta state's when it is empty.
+	ClusterID       string
+	RecordClusterID func(clusterID string) error
 }
 
 // ErrNotMetaMember is returned for a node outside the initial members: the
@@ -75,6 +84,8 @@ type Host struct {
 	routingG prometheus.Gauge
 
 	metaState atomic.Pointer[meta.State]
+	refusal   atomic.Pointer[error] // set once the meta state refused this node
+	clusterID string                // the data dir's; run goroutine only
 
 	mu      sync.RWMutex // guards shards and changed
 	shards  map[uint64]*shard
@@ -105,7 +116,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 		return nil, err
 	}
 	h := &Host{
-		cfg: cfg, log: log, db: db,
+		cfg: cfg, log: log, db: db, clusterID: cfg.ClusterID,
 		propM: proposer.NewMetrics(reg),
 		dispM: dispatch.NewMetrics(reg),
 		leaderG: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -261,7 +272,10 @@ func (h *Host) reconcile() {
 	if old := h.metaState.Swap(st); old.Version != st.Version {
 		h.notifyChanged()
 	}
-	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: true}
+	if !h.admitted(st) {
+		return
+	}
+	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: true, Incarnation: h.cfg.Incarnation}
 	if n, ok := st.Nodes[self.ID]; !ok || *n != self {
 		h.proposeMeta(&meta.Command{Op: meta.OpRegisterNode, Node: &self})
 		return
@@ -272,9 +286,13 @@ func (h *Host) reconcile() {
 			if rf == 0 {
 				rf = min(3, len(h.cfg.InitialMembers))
 			}
-			h.proposeMeta(&meta.Command{Op: meta.OpBootstrapShards, Count: h.cfg.Shards, RF: rf})
+			h.proposeMeta(&meta.Command{Op: meta.OpBootstrapShards, Count: h.cfg.Shards, RF: rf, ClusterID: identity.NewClusterID()})
 		}
 		return
+	}
+	if st.ClusterID == "" {
+		// Bootstrapped before cluster ids: this bootstrap only names it.
+		h.proposeMeta(&meta.Command{Op: meta.OpBootstrapShards, Count: h.cfg.Shards, RF: 1, ClusterID: identity.NewClusterID()})
 	}
 	for _, id := range st.ShardIDs() {
 		sh := st.Shards[id]

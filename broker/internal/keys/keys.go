@@ -21,6 +21,11 @@
 //	'f' <topic> 0 <part 4> <group> 0 <fairness key> 0 <visible_at 8> <prio 4> <msg id 16>
 //	                                         fair index (FAIR topics); value as 'd'
 //
+// One key per shard lives outside the shard's range, so that deleting or
+// replacing the range leaves it alone and snapshots never carry it:
+//
+//	'R' <shard 8>                            snapshot recovery in progress
+//
 // The due-index value is the copy's attempt (4 bytes) and a flag byte,
 // 1 when the entry is a lease deadline.
 // Topic and group names never contain a zero byte (their charset excludes
@@ -397,4 +402,12 @@ func ParseFair(shard uint64, q Queue, key []byte) (string, DueEntry, error) {
 		Priority:    int32(int64(binary.BigEndian.Uint32(rest[8:12])) + math.MinInt32),
 		ID:          rest[12:],
 	}, nil
+}
+
+// Recovering is the marker of a snapshot recovery in progress on shard: set
+// (synced) before the first chunk of a snapshot is written and deleted with
+// the last, so a shard that has it holds a half-recovered range. It lies
+// outside every shard range.
+func Recovering(shard uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{'R'}, shard)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 )
 
@@ -19,6 +20,9 @@ type Config struct {
 	CacheBytes int64
 	// MemTableBytes is the size of one memtable. Default 16 MiB.
 	MemTableBytes uint64
+	// FS is the file system the DB lives on. Default the OS's; tests pass
+	// a crashable in-memory one (vfs.NewCrashableMem) to cut the power.
+	FS vfs.FS
 }
 
 // Open opens (creating if needed) the DB in cfg.Dir. Pebble's own log lines
@@ -38,6 +42,7 @@ func Open(cfg Config, log *zap.Logger) (*pebble.DB, error) {
 		Cache:        cache,
 		MemTableSize: cfg.MemTableBytes,
 		Logger:       pebbleLogger{log.Named("pebble")},
+		FS:           cfg.FS,
 	}
 	// Bloom filters on every level: the state machine's point reads mostly
 	// miss (a new publish's request id, a new message key), and without a

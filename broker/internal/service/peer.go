@@ -1,0 +1,33 @@
+package service
+
+import (
+	"context"
+
+	"github.com/sundialmq/sundial/broker/internal/host"
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+)
+
+// Peer serves brokerv1.Peer: what this broker knows about the cluster, for
+// brokers that start (see package identity).
+type Peer struct {
+	brokerv1.UnimplementedPeerServer
+	host *host.Host
+	node uint64
+}
+
+// NewPeer returns the Peer service of node.
+func NewPeer(h *host.Host, node uint64) *Peer {
+	return &Peer{host: h, node: node}
+}
+
+// Identify answers from the meta state this broker applied, without a
+// quorum read: it must answer while the meta group has no leader.
+func (p *Peer) Identify(context.Context, *brokerv1.IdentifyRequest) (*brokerv1.IdentifyResponse, error) {
+	st := p.host.Meta()
+	resp := &brokerv1.IdentifyResponse{NodeId: p.node, ClusterId: st.ClusterID}
+	for _, id := range st.NodeIDs() {
+		n := st.Nodes[id]
+		resp.Nodes = append(resp.Nodes, &brokerv1.KnownNode{NodeId: uint64(n.ID), Incarnation: n.Incarnation, State: string(n.State)})
+	}
+	return resp, nil
+}
