@@ -104,7 +104,8 @@ func (s *Server) Start(ctx context.Context) error {
 		Now:                      time.Now,
 	}
 	admin := service.NewAdmin(h, opts)
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	boundary := service.NewBoundary(s.log, s.reg)
+	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20))...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
 	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, opts))
