@@ -41,17 +41,20 @@ type Shard struct {
 	opts    Options
 	log     *zap.Logger
 	metrics *Metrics
+	// leaderInfo is host.LeaderInfo; tests replace it to change leadership
+	// between two steps of a handler.
+	leaderInfo func(id uint64) (lead *host.Leading, leaderNode uint64, leaderAddr string, ok bool)
 }
 
 // NewShard returns the Shard service.
 func NewShard(h *host.Host, admin *Admin, opts Options, log *zap.Logger, m *Metrics) *Shard {
-	return &Shard{host: h, admin: admin, opts: opts, log: log, metrics: m}
+	return &Shard{host: h, admin: admin, opts: opts, log: log, metrics: m, leaderInfo: h.LeaderInfo}
 }
 
 // leading answers the shard's handles if this node leads it, else the
 // NotLeader or WrongShard error the proxy routes on.
 func (s *Shard) leading(id uint64) (*host.Leading, error) {
-	lead, node, addr, hosted := s.host.LeaderInfo(id)
+	lead, node, addr, hosted := s.leaderInfo(id)
 	if !hosted {
 		return nil, apierr.WrongShard(id, s.host.Meta().Version)
 	}
