@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/service"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -69,17 +70,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if advertise == "" {
 		advertise = lis.Addr().String()
 	}
-	members := make(map[uint64]host.Member, len(s.cfg.InitialMembers))
-	for id, m := range s.cfg.InitialMembers {
-		members[id] = host.Member{RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr}
-	}
-	h, err := host.New(host.Config{
-		NodeID: s.cfg.NodeID, RaftAddr: s.cfg.RaftAddr, GRPCAddr: advertise, DataDir: s.cfg.DataDir,
-		InitialMembers: members, Shards: s.cfg.Shards, ReplicationFactor: s.cfg.ReplicationFactor,
-		RTT: s.cfg.RTT, ElectionRTT: s.cfg.ElectionRTT, HeartbeatRTT: s.cfg.HeartbeatRTT,
-		SnapshotEntries: s.cfg.SnapshotEntries, RaftWorkers: s.cfg.RaftWorkers, RaftLogShards: s.cfg.RaftLogShards,
-		CacheBytes: s.cfg.CacheBytes, MemTableBytes: s.cfg.MemTableBytes,
-	}, s.log, s.reg)
+	h, err := host.New(hostConfig(s.cfg, advertise), s.log, s.reg)
 	if err != nil {
 		lis.Close()
 		return err
@@ -129,6 +120,25 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.watchHealth()
 	s.log.Info("broker started", zap.String("grpc_addr", lis.Addr().String()), zap.String("raft_addr", s.cfg.RaftAddr))
 	return nil
+}
+
+// hostConfig maps cfg onto the host's settings; advertise is the gRPC
+// address peers and proxies reach this broker at.
+func hostConfig(cfg Config, advertise string) host.Config {
+	members := make(map[uint64]host.Member, len(cfg.InitialMembers))
+	for id, m := range cfg.InitialMembers {
+		members[id] = host.Member{RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr}
+	}
+	return host.Config{
+		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, GRPCAddr: advertise, DataDir: cfg.DataDir,
+		InitialMembers: members, Shards: cfg.Shards, ReplicationFactor: cfg.ReplicationFactor,
+		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
+		SnapshotEntries: cfg.SnapshotEntries, RaftWorkers: cfg.RaftWorkers, RaftLogShards: cfg.RaftLogShards,
+		CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes,
+		// The dispatcher's sweep forgets publish request ids older than
+		// the window: a retry within it is answered, not stored again.
+		Dispatch: dispatch.Config{DedupWindow: cfg.DedupWindow},
+	}
 }
 
 func (s *Server) serveHTTP() error {

@@ -63,7 +63,10 @@ type Config struct {
 	MaxAttempts int32 `yaml:"max_attempts"`
 	// Retention is the default retention of a topic. Default 7 days.
 	Retention time.Duration `yaml:"retention"`
-	// DedupWindow is how long publish request ids are remembered. Default 10m.
+	// DedupWindow is how long publish request ids are remembered (the
+	// dispatcher's sweep forgets older ones), so a publish retried within
+	// it is answered once; it is also the default dedup window of a new
+	// topic's keys. Default 10m.
 	DedupWindow time.Duration `yaml:"dedup_window"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `yaml:"log_level"`
