@@ -5,9 +5,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"reflect"
@@ -100,7 +102,7 @@ func load(c *cli.Context) (broker.Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("read config: %w", err)
 		}
-		if err := yaml.Unmarshal(data, &cfg); err != nil {
+		if err := decodeConfig(data, &cfg); err != nil {
 			return cfg, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
@@ -146,6 +148,17 @@ func load(c *cli.Context) (broker.Config, error) {
 		cfg.DataDir = "./data/broker-" + strconv.FormatUint(cfg.NodeID, 10)
 	}
 	return cfg, nil
+}
+
+// decodeConfig sets the settings data names over cfg. Keys are checked: a
+// key that is no setting (a misspelling) is an error naming it and its line.
+func decodeConfig(data []byte, cfg *broker.Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
 }
 
 // overlayEnv sets every scalar setting whose SUNDIAL_<YAML KEY> variable is

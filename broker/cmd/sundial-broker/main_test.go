@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -37,5 +39,30 @@ func TestOverlayEnvNamesTheBadVariable(t *testing.T) {
 	}
 	if cfg.MemTableBytes != broker.DefaultConfig().MemTableBytes {
 		t.Fatalf("bad value changed memtable_bytes to %d", cfg.MemTableBytes)
+	}
+}
+
+func TestExampleConfigIsTheDefaults(t *testing.T) {
+	data, err := os.ReadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got broker.Config
+	if err := decodeConfig(data, &got); err != nil {
+		t.Fatalf("decodeConfig(config.example.yaml) error = %v", err)
+	}
+	if want := broker.DefaultConfig(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("config.example.yaml decodes to\n%+v\nwant DefaultConfig()\n%+v", got, want)
+	}
+}
+
+func TestDecodeConfigRefusesUnknownKeys(t *testing.T) {
+	cfg := broker.DefaultConfig()
+	err := decodeConfig([]byte("node_id: 2\ndedup_windw: 1m\n"), &cfg)
+	if err == nil || !strings.Contains(err.Error(), "dedup_windw") {
+		t.Fatalf("decodeConfig(misspelt key) = %v, want an error naming dedup_windw", err)
+	}
+	if err := decodeConfig(nil, &cfg); err != nil {
+		t.Fatalf("decodeConfig(empty file) = %v, want nil", err)
 	}
 }
