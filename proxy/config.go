@@ -25,8 +25,10 @@ type Config struct {
 	// ForwardTimeout bounds one forwarded call including its retries
 	// across replicas; the caller's deadline, if sooner, wins. Default 10s.
 	ForwardTimeout time.Duration
-	// Limits bound client requests; zero fields mean the defaults of
-	// validate.DefaultLimits.
+	// Limits bound client requests; a request beyond them is refused with
+	// InvalidArgument before it is forwarded. Zero fields mean the defaults
+	// of validate.DefaultLimits. YAML: the limits section (max_message_bytes,
+	// max_delay, max_key_bytes, max_batch, max_header_bytes).
 	Limits validate.Limits
 }
 

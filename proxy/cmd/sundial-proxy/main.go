@@ -21,16 +21,51 @@ import (
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
 
+	"github.com/sundialmq/sundial/proto/validate"
 	"github.com/sundialmq/sundial/proxy"
 )
 
-// fileConfig is the YAML shape of the config file.
+// fileConfig is the YAML shape of the config file (see
+// proxy/config.example.yaml); proxy.Config documents each setting.
 type fileConfig struct {
-	GRPCAddr       string   `yaml:"grpc_addr"`
-	HTTPAddr       string   `yaml:"http_addr"`
-	Brokers        []string `yaml:"brokers"`
-	ForwardTimeout string   `yaml:"forward_timeout"`
-	LogLevel       string   `yaml:"log_level"`
+	GRPCAddr       string        `yaml:"grpc_addr"`
+	HTTPAddr       string        `yaml:"http_addr"`
+	Brokers        []string      `yaml:"brokers"`
+	ForwardTimeout time.Duration `yaml:"forward_timeout"`
+	LogLevel       string        `yaml:"log_level"`
+	Limits         fileLimits    `yaml:"limits"`
+}
+
+// fileLimits is validate.Limits in the config file.
+type fileLimits struct {
+	MaxMessageBytes int64         `yaml:"max_message_bytes"`
+	MaxDelay        time.Duration `yaml:"max_delay"`
+	MaxKeyBytes     int           `yaml:"max_key_bytes"`
+	MaxBatch        int           `yaml:"max_batch"`
+	MaxHeaderBytes  int           `yaml:"max_header_bytes"`
+}
+
+// decodeFile sets the settings data names over cfg and level. Keys are
+// checked: a key that is no setting (a misspelling) is an error naming it.
+func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
+	fc := fileConfig{
+		GRPCAddr: cfg.GRPCAddr, HTTPAddr: cfg.HTTPAddr, Brokers: cfg.Brokers, ForwardTimeout: cfg.ForwardTimeout, LogLevel: *level,
+		Limits: fileLimits{
+			MaxMessageBytes: cfg.Limits.MaxMessageBytes, MaxDelay: cfg.Limits.MaxDelay, MaxKeyBytes: cfg.Limits.MaxKeyBytes,
+			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
+		},
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers, cfg.ForwardTimeout, *level = fc.GRPCAddr, fc.HTTPAddr, fc.Brokers, fc.ForwardTimeout, fc.LogLevel
+	cfg.Limits = validate.Limits{
+		MaxMessageBytes: fc.Limits.MaxMessageBytes, MaxDelay: fc.Limits.MaxDelay, MaxKeyBytes: fc.Limits.MaxKeyBytes,
+		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes,
+	}
+	return nil
 }
 
 // exitUsage is the exit code for bad configuration.
@@ -106,25 +141,9 @@ func load(c *cli.Context) (proxy.Config, string, error) {
 		if err != nil {
 			return cfg, "", fmt.Errorf("config: %w", err)
 		}
-		var fc fileConfig
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(true)
-		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		if err := decodeFile(b, &cfg, &level); err != nil {
 			return cfg, "", fmt.Errorf("config %s: %w", path, err)
 		}
-		set(&cfg.GRPCAddr, fc.GRPCAddr)
-		set(&cfg.HTTPAddr, fc.HTTPAddr)
-		if len(fc.Brokers) > 0 {
-			cfg.Brokers = fc.Brokers
-		}
-		if fc.ForwardTimeout != "" {
-			d, err := time.ParseDuration(fc.ForwardTimeout)
-			if err != nil {
-				return cfg, "", fmt.Errorf("config %s: forward_timeout: want a duration like 10s, got %q", path, fc.ForwardTimeout)
-			}
-			cfg.ForwardTimeout = d
-		}
-		set(&level, fc.LogLevel)
 	}
 	set(&cfg.GRPCAddr, os.Getenv("SUNDIAL_GRPC_ADDR"))
 	set(&cfg.HTTPAddr, os.Getenv("SUNDIAL_HTTP_ADDR"))
