@@ -61,7 +61,11 @@ type Config struct {
 	VisibilityTimeout time.Duration `yaml:"visibility_timeout"`
 	// MaxAttempts is the default delivery attempts of a topic. Default 10.
 	MaxAttempts int32 `yaml:"max_attempts"`
-	// Retention is the default retention of a topic. Default 7 days.
+	// Retention is the default retention_ms of a new topic: how long a
+	// message may stay once due (undelivered, or delivered and never
+	// acked) before it is dropped like an expired TTL. 0 keeps messages
+	// until they are completed. Default 0: retention costs an expiry index
+	// entry per message, so topics opt in.
 	Retention time.Duration `yaml:"retention"`
 	// DedupWindow is how long publish request ids are remembered (the
 	// dispatcher's sweep forgets older ones), so a publish retried within
@@ -110,7 +114,6 @@ func DefaultConfig() Config {
 		MaxDelay:          validate.DefaultLimits().MaxDelay,
 		VisibilityTimeout: 30 * time.Second,
 		MaxAttempts:       10,
-		Retention:         7 * 24 * time.Hour,
 		DedupWindow:       10 * time.Minute,
 		LogLevel:          "info",
 		RaftWorkers:       2,
@@ -167,6 +170,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxMessageBytes < 1 || c.MaxDelay <= 0 || c.VisibilityTimeout < time.Second || c.MaxAttempts < 1 || c.DedupWindow <= 0 {
 		bad("limits", "max_message_bytes, max_delay, visibility_timeout (>= 1s), max_attempts and dedup_window must be positive")
+	}
+	if c.Retention < 0 {
+		bad("retention", "must not be negative (0 keeps messages until completed)")
 	}
 	if c.RaftWorkers < 1 || c.RaftWorkers > 64 {
 		bad("raft_workers", "must be between 1 and 64")

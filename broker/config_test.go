@@ -27,6 +27,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"replication above members", func(c *Config) { c.ReplicationFactor = 3 }, "replication_factor"},
 		{"election not above heartbeats", func(c *Config) { c.ElectionRTT = 4 }, "rtt"},
 		{"short visibility timeout", func(c *Config) { c.VisibilityTimeout = 0 }, "limits"},
+		{"negative retention", func(c *Config) { c.Retention = -time.Second }, "retention"},
 		{"unknown log level", func(c *Config) { c.LogLevel = "loud" }, "log_level"},
 		{"election within two heartbeats", func(c *Config) { c.ElectionRTT = 2 * c.HeartbeatRTT }, "rtt"},
 		{"no raft workers", func(c *Config) { c.RaftWorkers = 0 }, "raft_workers"},

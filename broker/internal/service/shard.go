@@ -83,8 +83,13 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	now := s.opts.Now()
 	nowMs := now.UnixMilli()
 	var bad []apierr.FieldViolation
+	st := s.host.Meta()
 	for i, pm := range req.Messages {
-		bad = append(bad, validate.Message(fieldIndex("messages", i), pm.GetMessage(), s.opts.Limits, nowMs)...)
+		lim := s.opts.Limits
+		if t, ok := st.Topics[pm.GetMessage().GetTopic()]; ok && t.MaxMessageBytes > 0 {
+			lim.MaxMessageBytes = min(lim.MaxMessageBytes, t.MaxMessageBytes) // the topic's max_message_bytes
+		}
+		bad = append(bad, validate.Message(fieldIndex("messages", i), pm.GetMessage(), lim, nowMs)...)
 	}
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
@@ -93,22 +98,20 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		return nil, err
 	}
 	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
-	st := s.host.Meta()
+	st = s.host.Meta()
 	for i, pm := range req.Messages {
 		m := pm.GetMessage()
 		due := validate.DueAt(m, nowMs)
 		window := s.opts.DefaultDedupWindow.Milliseconds()
+		retention := s.opts.DefaultRetention.Milliseconds()
 		fair := false
 		if t, ok := st.Topics[m.GetTopic()]; ok {
-			window, fair = t.DedupWindowMs, t.Kind == "fair"
+			window, fair, retention = t.DedupWindowMs, t.Kind == "fair", t.RetentionMs
 			if t.JitterMs > 0 {
 				due += rand.Int64N(t.JitterMs + 1)
 			}
 		}
-		var expires int64
-		if m.GetTtlMs() > 0 {
-			expires = due + m.GetTtlMs()
-		}
+		expires := expiresAt(due, m.GetTtlMs(), retention)
 		cmd.Messages[i] = &raftv1.StoredMessage{
 			Topic: m.GetTopic(), Partition: pm.GetPartition(), Payload: m.GetPayload(), Headers: m.GetHeaders(),
 			PublishedAtMs: nowMs, DueAtMs: due, ExpiresAtMs: expires,
@@ -131,6 +134,21 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		resp.Results[i] = r
 	}
 	return resp, nil
+}
+
+// expiresAt is when a message due at due is dropped undelivered (or
+// unacked): ttl after its due time, capped by the topic's retention, also
+// counted from the due time so that a long delay is never cut short. A
+// zero ttl or retention sets no bound; 0 means the message never expires.
+func expiresAt(due, ttlMs, retentionMs int64) int64 {
+	life := ttlMs
+	if retentionMs > 0 && (life <= 0 || retentionMs < life) {
+		life = retentionMs
+	}
+	if life <= 0 {
+		return 0
+	}
+	return due + life
 }
 
 func keyConflict(k sundialv1.KeyConflict) raftv1.KeyConflict {
