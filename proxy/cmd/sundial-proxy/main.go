@@ -28,12 +28,13 @@ import (
 // fileConfig is the YAML shape of the config file (see
 // proxy/config.example.yaml); proxy.Config documents each setting.
 type fileConfig struct {
-	GRPCAddr       string        `yaml:"grpc_addr"`
-	HTTPAddr       string        `yaml:"http_addr"`
-	Brokers        []string      `yaml:"brokers"`
-	ForwardTimeout time.Duration `yaml:"forward_timeout"`
-	LogLevel       string        `yaml:"log_level"`
-	Limits         fileLimits    `yaml:"limits"`
+	GRPCAddr           string        `yaml:"grpc_addr"`
+	HTTPAddr           string        `yaml:"http_addr"`
+	Brokers            []string      `yaml:"brokers"`
+	ForwardTimeout     time.Duration `yaml:"forward_timeout"`
+	ReadyProbeInterval time.Duration `yaml:"ready_probe_interval"`
+	LogLevel           string        `yaml:"log_level"`
+	Limits             fileLimits    `yaml:"limits"`
 }
 
 // fileLimits is validate.Limits in the config file.
@@ -49,7 +50,8 @@ type fileLimits struct {
 // checked: a key that is no setting (a misspelling) is an error naming it.
 func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 	fc := fileConfig{
-		GRPCAddr: cfg.GRPCAddr, HTTPAddr: cfg.HTTPAddr, Brokers: cfg.Brokers, ForwardTimeout: cfg.ForwardTimeout, LogLevel: *level,
+		GRPCAddr: cfg.GRPCAddr, HTTPAddr: cfg.HTTPAddr, Brokers: cfg.Brokers, ForwardTimeout: cfg.ForwardTimeout,
+		ReadyProbeInterval: cfg.ReadyProbeInterval, LogLevel: *level,
 		Limits: fileLimits{
 			MaxMessageBytes: cfg.Limits.MaxMessageBytes, MaxDelay: cfg.Limits.MaxDelay, MaxKeyBytes: cfg.Limits.MaxKeyBytes,
 			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
@@ -60,7 +62,8 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
-	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers, cfg.ForwardTimeout, *level = fc.GRPCAddr, fc.HTTPAddr, fc.Brokers, fc.ForwardTimeout, fc.LogLevel
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers, *level = fc.GRPCAddr, fc.HTTPAddr, fc.Brokers, fc.LogLevel
+	cfg.ForwardTimeout, cfg.ReadyProbeInterval = fc.ForwardTimeout, fc.ReadyProbeInterval
 	cfg.Limits = validate.Limits{
 		MaxMessageBytes: fc.Limits.MaxMessageBytes, MaxDelay: fc.Limits.MaxDelay, MaxKeyBytes: fc.Limits.MaxKeyBytes,
 		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes,
@@ -78,7 +81,7 @@ func main() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "YAML config file"},
 			&cli.StringFlag{Name: "grpc-addr", Usage: "gRPC listen address (default 127.0.0.1:7400)"},
-			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for /metrics and /healthz (default 127.0.0.1:7480)"},
+			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for /metrics, /livez and /readyz (default 127.0.0.1:7480)"},
 			&cli.StringFlag{Name: "brokers", Usage: "comma-separated seed broker gRPC addresses"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (default info)"},
 		},
