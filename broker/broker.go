@@ -158,13 +158,9 @@ func (s *Server) serveHTTP() error {
 		// The state DB's LSM shape, block cache and compaction counters.
 		fmt.Fprint(w, s.host.DB().Metrics().String())
 	})
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.Ready() {
-			http.Error(w, "not ready: shards have not started or have no leader", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	mux.HandleFunc("/livez", livez)
+	mux.HandleFunc("/readyz", s.readyz)
+	mux.HandleFunc("/healthz", s.readyz) // an alias of /readyz
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.wg.Add(1)
 	go func() {
@@ -174,20 +170,6 @@ func (s *Server) serveHTTP() error {
 		}
 	}()
 	return nil
-}
-
-// Ready reports whether every shard hosted here knows a leader.
-func (s *Server) Ready() bool {
-	leaders := s.host.ShardLeaders()
-	if len(leaders) == 0 {
-		return false
-	}
-	for _, l := range leaders {
-		if l == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Server) watchHealth() {

@@ -30,7 +30,8 @@ type Config struct {
 	// RaftAddr is Dragonboat's listen and advertise address. Default
 	// 127.0.0.1:7601.
 	RaftAddr string `yaml:"raft_addr"`
-	// MetricsAddr serves /metrics and /healthz over HTTP; empty disables.
+	// MetricsAddr serves /metrics, /livez, /readyz and /healthz (an alias
+	// of /readyz) over HTTP; empty disables.
 	// Default 127.0.0.1:7701.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// DataDir holds the Raft logs and the state DB. Default ./data/broker-1.
