@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"reflect"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -44,6 +46,7 @@ func main() {
 			&cli.IntFlag{Name: "shards", EnvVars: []string{"SUNDIAL_SHARDS"}, Usage: "event shards created at bootstrap"},
 			&cli.IntFlag{Name: "replication-factor", EnvVars: []string{"SUNDIAL_REPLICATION_FACTOR"}, Usage: "replicas per event shard (0: min(3, members))"},
 			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SUNDIAL_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7700/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: run,
 	}
@@ -62,6 +65,9 @@ type usageError struct{ error }
 func (e usageError) Unwrap() error { return e.error }
 
 func run(c *cli.Context) error {
+	if url := c.String("probe"); url != "" {
+		return probe(url)
+	}
 	cfg, err := load(c)
 	if err != nil {
 		return usageError{err}
@@ -91,6 +97,22 @@ func run(c *cli.Context) error {
 	<-ctx.Done()
 	log.Info("shutting down")
 	b.Stop()
+	return nil
+}
+
+// probe GETs url and fails unless it answers 200. Images without a shell
+// or curl run it as their health check.
+func probe(url string) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -84,6 +85,7 @@ func main() {
 			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for /metrics, /livez and /readyz (default 127.0.0.1:7480)"},
 			&cli.StringFlag{Name: "brokers", Usage: "comma-separated seed broker gRPC addresses"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (default info)"},
+			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7480/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: run,
 	}
@@ -98,6 +100,9 @@ func main() {
 }
 
 func run(c *cli.Context) error {
+	if url := c.String("probe"); url != "" {
+		return probe(url)
+	}
 	cfg, level, err := load(c)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
@@ -132,6 +137,22 @@ func run(c *cli.Context) error {
 	}
 	srv.Stop()
 	return err
+}
+
+// probe GETs url and fails unless it answers 200. Images without a shell
+// or curl run it as their health check.
+func probe(url string) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
 }
 
 // load builds the config: defaults, then the YAML file, then SUNDIAL_*
