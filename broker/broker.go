@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/service"
@@ -74,22 +75,13 @@ func (s *Server) Start(ctx context.Context) error {
 	if advertise == "" {
 		advertise = lis.Addr().String()
 	}
-	members := make(map[uint64]host.Member, len(s.cfg.InitialMembers))
-	for id, m := range s.cfg.InitialMembers {
-		members[id] = host.Member{RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr}
+	hc := hostConfig(s.cfg, advertise)
+	hc.Incarnation, hc.ClusterID = ident.Incarnation, ident.ClusterID
+	hc.RecordClusterID = func(id string) error {
+		ident.ClusterID = id
+		return identity.Save(s.cfg.DataDir, ident)
 	}
-	h, err := host.New(host.Config{
-		NodeID: s.cfg.NodeID, RaftAddr: s.cfg.RaftAddr, GRPCAddr: advertise, DataDir: s.cfg.DataDir,
-		InitialMembers: members, Shards: s.cfg.Shards, ReplicationFactor: s.cfg.ReplicationFactor,
-		RTT: s.cfg.RTT, ElectionRTT: s.cfg.ElectionRTT, HeartbeatRTT: s.cfg.HeartbeatRTT,
-		SnapshotEntries: s.cfg.SnapshotEntries, RaftWorkers: s.cfg.RaftWorkers, RaftLogShards: s.cfg.RaftLogShards,
-		CacheBytes: s.cfg.CacheBytes, MemTableBytes: s.cfg.MemTableBytes,
-		Incarnation: ident.Incarnation, ClusterID: ident.ClusterID,
-		RecordClusterID: func(id string) error {
-			ident.ClusterID = id
-			return identity.Save(s.cfg.DataDir, ident)
-		},
-	}, s.log, s.reg)
+	h, err := host.New(hc, s.log, s.reg)
 	if err != nil {
 		lis.Close()
 		return err
@@ -114,7 +106,8 @@ func (s *Server) Start(ctx context.Context) error {
 		Now:                      time.Now,
 	}
 	admin := service.NewAdmin(h, opts)
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	boundary := service.NewBoundary(s.log, s.reg)
+	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20))...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
 	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, opts))
@@ -141,6 +134,25 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+// hostConfig maps cfg onto the host's settings; advertise is the gRPC
+// address peers and proxies reach this broker at.
+func hostConfig(cfg Config, advertise string) host.Config {
+	members := make(map[uint64]host.Member, len(cfg.InitialMembers))
+	for id, m := range cfg.InitialMembers {
+		members[id] = host.Member{RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr}
+	}
+	return host.Config{
+		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, GRPCAddr: advertise, DataDir: cfg.DataDir,
+		InitialMembers: members, Shards: cfg.Shards, ReplicationFactor: cfg.ReplicationFactor,
+		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
+		SnapshotEntries: cfg.SnapshotEntries, RaftWorkers: cfg.RaftWorkers, RaftLogShards: cfg.RaftLogShards,
+		CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes,
+		// The dispatcher's sweep forgets publish request ids older than
+		// the window: a retry within it is answered, not stored again.
+		Dispatch: dispatch.Config{DedupWindow: cfg.DedupWindow},
+	}
+}
+
 func (s *Server) serveHTTP() error {
 	lis, err := net.Listen("tcp", s.cfg.MetricsAddr)
 	if err != nil {
@@ -158,13 +170,9 @@ func (s *Server) serveHTTP() error {
 		// The state DB's LSM shape, block cache and compaction counters.
 		fmt.Fprint(w, s.host.DB().Metrics().String())
 	})
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.Ready() {
-			http.Error(w, "not ready: shards have not started or have no leader", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	mux.HandleFunc("/livez", livez)
+	mux.HandleFunc("/readyz", s.readyz)
+	mux.HandleFunc("/healthz", s.readyz) // an alias of /readyz
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.wg.Add(1)
 	go func() {
@@ -174,24 +182,6 @@ func (s *Server) serveHTTP() error {
 		}
 	}()
 	return nil
-}
-
-// Ready reports whether every shard hosted here knows a leader. A node the
-// meta state refused (see Refusal) is never ready.
-func (s *Server) Ready() bool {
-	if s.host.Refusal() != nil {
-		return false
-	}
-	leaders := s.host.ShardLeaders()
-	if len(leaders) == 0 {
-		return false
-	}
-	for _, l := range leaders {
-		if l == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Server) watchHealth() {

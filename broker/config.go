@@ -30,7 +30,8 @@ type Config struct {
 	// RaftAddr is Dragonboat's listen and advertise address. Default
 	// 127.0.0.1:7601.
 	RaftAddr string `yaml:"raft_addr"`
-	// MetricsAddr serves /metrics and /healthz over HTTP; empty disables.
+	// MetricsAddr serves /metrics, /livez, /readyz and /healthz (an alias
+	// of /readyz) over HTTP; empty disables.
 	// Default 127.0.0.1:7701.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// DataDir holds the Raft logs and the state DB. Default ./data/broker-1.
@@ -61,9 +62,16 @@ type Config struct {
 	VisibilityTimeout time.Duration `yaml:"visibility_timeout"`
 	// MaxAttempts is the default delivery attempts of a topic. Default 10.
 	MaxAttempts int32 `yaml:"max_attempts"`
-	// Retention is the default retention of a topic. Default 7 days.
+	// Retention is the default retention_ms of a new topic: how long a
+	// message may stay once due (undelivered, or delivered and never
+	// acked) before it is dropped like an expired TTL. 0 keeps messages
+	// until they are completed. Default 0: retention costs an expiry index
+	// entry per message, so topics opt in.
 	Retention time.Duration `yaml:"retention"`
-	// DedupWindow is how long publish request ids are remembered. Default 10m.
+	// DedupWindow is how long publish request ids are remembered (the
+	// dispatcher's sweep forgets older ones), so a publish retried within
+	// it is answered once; it is also the default dedup window of a new
+	// topic's keys. Default 10m.
 	DedupWindow time.Duration `yaml:"dedup_window"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `yaml:"log_level"`
@@ -107,7 +115,6 @@ func DefaultConfig() Config {
 		MaxDelay:          validate.DefaultLimits().MaxDelay,
 		VisibilityTimeout: 30 * time.Second,
 		MaxAttempts:       10,
-		Retention:         7 * 24 * time.Hour,
 		DedupWindow:       10 * time.Minute,
 		LogLevel:          "info",
 		RaftWorkers:       2,
@@ -164,6 +171,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxMessageBytes < 1 || c.MaxDelay <= 0 || c.VisibilityTimeout < time.Second || c.MaxAttempts < 1 || c.DedupWindow <= 0 {
 		bad("limits", "max_message_bytes, max_delay, visibility_timeout (>= 1s), max_attempts and dedup_window must be positive")
+	}
+	if c.Retention < 0 {
+		bad("retention", "must not be negative (0 keeps messages until completed)")
 	}
 	if c.RaftWorkers < 1 || c.RaftWorkers > 64 {
 		bad("raft_workers", "must be between 1 and 64")

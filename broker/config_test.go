@@ -3,6 +3,7 @@ package broker
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -26,6 +27,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"replication above members", func(c *Config) { c.ReplicationFactor = 3 }, "replication_factor"},
 		{"election not above heartbeats", func(c *Config) { c.ElectionRTT = 4 }, "rtt"},
 		{"short visibility timeout", func(c *Config) { c.VisibilityTimeout = 0 }, "limits"},
+		{"negative retention", func(c *Config) { c.Retention = -time.Second }, "retention"},
 		{"unknown log level", func(c *Config) { c.LogLevel = "loud" }, "log_level"},
 		{"election within two heartbeats", func(c *Config) { c.ElectionRTT = 2 * c.HeartbeatRTT }, "rtt"},
 		{"no raft workers", func(c *Config) { c.RaftWorkers = 0 }, "raft_workers"},
@@ -55,5 +57,17 @@ func TestParseMembers(t *testing.T) {
 		if _, err := ParseMembers(bad); err == nil {
 			t.Errorf("ParseMembers(%q) error = nil, want one", bad)
 		}
+	}
+}
+
+func TestHostConfigCarriesEverySetting(t *testing.T) {
+	c := DefaultConfig()
+	c.DedupWindow = 3 * time.Minute
+	got := hostConfig(c, "10.0.0.1:7501")
+	if got.Dispatch.DedupWindow != 3*time.Minute {
+		t.Errorf("hostConfig(dedup_window 3m).Dispatch.DedupWindow = %v, want 3m: request ids would be forgotten on the dispatcher's own default", got.Dispatch.DedupWindow)
+	}
+	if got.GRPCAddr != "10.0.0.1:7501" || got.Shards != c.Shards || got.CacheBytes != c.CacheBytes || got.InitialMembers[1].RaftAddr != c.InitialMembers[1].RaftAddr {
+		t.Errorf("hostConfig() = %+v, want the broker's addresses, shards and sizes", got)
 	}
 }

@@ -15,8 +15,9 @@ type Config struct {
 	// GRPCAddr is the host:port the public gRPC API listens on; port 0
 	// picks a free port (see Server.GRPCAddr). Default 127.0.0.1:7400.
 	GRPCAddr string
-	// HTTPAddr is the host:port serving /metrics and /healthz; port 0 picks
-	// a free port; empty disables HTTP. Default 127.0.0.1:7480.
+	// HTTPAddr is the host:port serving /metrics, /livez, /readyz and
+	// /healthz (an alias of /readyz); port 0 picks a free port; empty
+	// disables HTTP. Default 127.0.0.1:7480.
 	HTTPAddr string
 	// Brokers are seed broker gRPC addresses. The proxy watches the routing
 	// table from one of them and learns the rest of the cluster from it.
@@ -25,8 +26,14 @@ type Config struct {
 	// ForwardTimeout bounds one forwarded call including its retries
 	// across replicas; the caller's deadline, if sooner, wins. Default 10s.
 	ForwardTimeout time.Duration
-	// Limits bound client requests; zero fields mean the defaults of
-	// validate.DefaultLimits.
+	// ReadyProbeInterval is how often the proxy checks that it reaches the
+	// leader of every event shard (each probe waits at most this long);
+	// /readyz answers the latest round. Default 2s.
+	ReadyProbeInterval time.Duration
+	// Limits bound client requests; a request beyond them is refused with
+	// InvalidArgument before it is forwarded. Zero fields mean the defaults
+	// of validate.DefaultLimits. YAML: the limits section (max_message_bytes,
+	// max_delay, max_key_bytes, max_batch, max_header_bytes).
 	Limits validate.Limits
 }
 
@@ -34,11 +41,12 @@ type Config struct {
 // three-broker cluster.
 func DefaultConfig() Config {
 	return Config{
-		GRPCAddr:       "127.0.0.1:7400",
-		HTTPAddr:       "127.0.0.1:7480",
-		Brokers:        []string{"127.0.0.1:7501", "127.0.0.1:7502", "127.0.0.1:7503"},
-		ForwardTimeout: 10 * time.Second,
-		Limits:         validate.DefaultLimits(),
+		GRPCAddr:           "127.0.0.1:7400",
+		HTTPAddr:           "127.0.0.1:7480",
+		Brokers:            []string{"127.0.0.1:7501", "127.0.0.1:7502", "127.0.0.1:7503"},
+		ForwardTimeout:     10 * time.Second,
+		ReadyProbeInterval: 2 * time.Second,
+		Limits:             validate.DefaultLimits(),
 	}
 }
 
@@ -63,6 +71,9 @@ func (c Config) Validate() error {
 	}
 	if c.ForwardTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("forward_timeout: must be positive, got %s", c.ForwardTimeout))
+	}
+	if c.ReadyProbeInterval <= 0 {
+		errs = append(errs, fmt.Errorf("ready_probe_interval: must be positive, got %s", c.ReadyProbeInterval))
 	}
 	l := c.Limits
 	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 {

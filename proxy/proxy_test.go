@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -122,6 +124,7 @@ func serve(t *testing.T, b *fakeBroker) string {
 	g := grpc.NewServer()
 	sundialv1.RegisterClusterServer(g, b)
 	brokerv1.RegisterShardServer(g, b)
+	healthpb.RegisterHealthServer(g, health.NewServer()) // SERVING, as a broker whose shards know their leaders
 	if b.admin != nil {
 		sundialv1.RegisterAdminServer(g, b.admin)
 	}
@@ -300,7 +303,7 @@ func TestSubscribeFirstFrameMustBeStart(t *testing.T) {
 
 func TestHealthzAndMetrics(t *testing.T) {
 	srv, _, _ := startCluster(t)
-	for _, path := range []string{"/healthz", "/metrics"} {
+	for _, path := range []string{"/livez", "/readyz", "/healthz", "/metrics"} {
 		resp, err := http.Get("http://" + srv.HTTPAddr() + path)
 		if err != nil {
 			t.Fatal(err)

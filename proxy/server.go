@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,11 +44,11 @@ type Server struct {
 	partitioner *batch.Partitioner
 	subs        *subscribe.Handler
 
-	grpc   *grpc.Server
-	health *health.Server
-	http   *http.Server
-
-	ready atomic.Bool
+	grpc      *grpc.Server
+	health    *health.Server
+	http      *http.Server
+	readiness *readiness
+	probing   context.CancelFunc // stops the readiness prober
 
 	mu       sync.Mutex // guards grpcLis, httpLis, started, stopped
 	grpcLis  net.Listener
@@ -89,6 +88,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		serveErr:    make(chan error, 2),
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.readiness = newReadiness(cfg.ReadyProbeInterval, log, s.health, reg)
 	s.watcher = routing.NewWatcher(cfg.Brokers, s.pool, log, routing.NewMetrics(reg), s.onTable)
 	s.fwd = forward.New(s.watcher, s.pool, cfg.Brokers, cfg.ForwardTimeout, forward.NewMetrics(reg))
 	s.acks = newAckCoalescer(cfg.ForwardTimeout, s.fwd.Do)
@@ -115,7 +115,9 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", s.healthz)
+	mux.HandleFunc("/livez", livez)
+	mux.HandleFunc("/readyz", s.readyz)
+	mux.HandleFunc("/healthz", s.readyz) // an alias of /readyz
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -123,24 +125,9 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	return s, nil
 }
 
-// onTable runs on the watcher goroutine after each new table.
-func (s *Server) onTable(*routing.Table) {
-	if !s.ready.Swap(true) {
-		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		for _, svc := range []string{sundialv1.Producer_ServiceDesc.ServiceName, sundialv1.Consumer_ServiceDesc.ServiceName, sundialv1.Admin_ServiceDesc.ServiceName, sundialv1.Cluster_ServiceDesc.ServiceName} {
-			s.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
-		}
-		s.log.Info("proxy ready")
-	}
-}
-
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	if !s.Ready() {
-		http.Error(w, "no routing table yet\n", http.StatusServiceUnavailable)
-		return
-	}
-	_, _ = w.Write([]byte("ok\n"))
-}
+// onTable runs on the watcher goroutine after each new table: readiness
+// is probed against it at once.
+func (s *Server) onTable(*routing.Table) { s.readiness.poke() }
 
 // Start listens on the configured addresses and starts serving. It
 // returns once the listeners are open; serving continues until Stop.
@@ -168,6 +155,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.grpcLis, s.httpLis, s.started = gl, hl, true
 	s.watcher.Start()
+	pctx, cancel := context.WithCancel(context.Background())
+	s.probing = cancel
+	s.wg.Go(func() { s.readiness.run(pctx, s.watcher.Table, s.pool) })
 	s.wg.Go(func() {
 		if err := s.grpc.Serve(gl); err != nil {
 			s.log.Error("grpc server stopped", zap.Error(err))
@@ -212,6 +202,7 @@ func (s *Server) Stop() {
 			close(done)
 		}()
 		_ = s.http.Shutdown(ctx)
+		s.probing()
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -251,5 +242,9 @@ func (s *Server) httpAddrLocked() string {
 	return s.httpLis.Addr().String()
 }
 
-// Ready reports whether a routing table has arrived.
-func (s *Server) Ready() bool { return s.ready.Load() }
+// Ready reports whether the proxy can serve: it has a routing table and
+// its latest probe reached the leader of every event shard (see readiness).
+func (s *Server) Ready() bool {
+	ready, _ := s.readiness.state()
+	return ready
+}

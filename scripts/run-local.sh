@@ -2,9 +2,10 @@
 # run-local.sh — run a Sundial cluster on loopback from the binaries in bin/.
 #
 # Started by `make run` (which builds first). Starts 3 brokers and 1 proxy with the
-# ports of DESIGN §5, waits until the proxy's /healthz answers 200, prints the
-# endpoints, and then waits. Ctrl-C (or SIGTERM) stops every process it started, by
-# pid: TERM, then KILL after 10 s. If a process dies early, the tail of its log is
+# ports of DESIGN §5, waits until the proxy's /readyz answers 200 (it has a routing
+# table and reaches the leader of every shard), prints the endpoints, and then
+# waits. Ctrl-C (or SIGTERM) stops every process it started, by pid: TERM, then
+# KILL after 10 s. If a process dies early, the tail of its log is
 # printed and the rest are stopped.
 #
 # Ports (i = broker 1..N): broker gRPC 7500+i, Raft 7600+i, metrics 7700+i;
@@ -18,7 +19,7 @@
 #   SUNDIAL_LOCAL_DIR        data directory; default ./data/local for 3 brokers and
 #                            ./data/local-N for N != 3 (a cluster's data only fits the
 #                            same member list, so each shape keeps its own directory)
-#   SUNDIAL_START_TIMEOUT=60 seconds to wait for the proxy's /healthz
+#   SUNDIAL_START_TIMEOUT=60 seconds to wait for the proxy's /readyz
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -207,7 +208,7 @@ start proxy "$data/logs/proxy.log" \
 	--brokers "$broker_list" \
 	--log-level "$log_level"
 
-# Wait for the proxy to report healthy, showing every process's /healthz meanwhile.
+# Wait for the proxy to report ready, showing every process's /readyz meanwhile.
 started=$SECONDS
 next_report=$((SECONDS + 2))
 while :; do
@@ -218,10 +219,10 @@ while :; do
 		stopping=1
 		exit 1
 	fi
-	proxy_state=$(http_status "$proxy_http" /healthz)
+	proxy_state=$(http_status "$proxy_http" /readyz)
 	[[ $proxy_state == 200 ]] && break
 	if ((SECONDS - started >= start_timeout)); then
-		echo "run-local: the proxy's /healthz is not 200 after ${start_timeout}s (last: $proxy_state)" >&2
+		echo "run-local: the proxy's /readyz is not 200 after ${start_timeout}s (last: $proxy_state)" >&2
 		for i in "${!logs[@]}"; do
 			echo "--- last lines of ${logs[$i]}:" >&2
 			tail -n 15 "${logs[$i]}" | sed 's/^/    /' >&2
@@ -232,9 +233,9 @@ while :; do
 		exit 1
 	fi
 	if ((SECONDS >= next_report)); then
-		line="waiting for http://$proxy_http/healthz ($((SECONDS - started))s/${start_timeout}s): proxy=$proxy_state"
+		line="waiting for http://$proxy_http/readyz ($((SECONDS - started))s/${start_timeout}s): proxy=$proxy_state"
 		for ((i = 1; i <= brokers; i++)); do
-			line+=" broker-$i=$(http_status "$(broker_metrics "$i")" /healthz)"
+			line+=" broker-$i=$(http_status "$(broker_metrics "$i")" /readyz)"
 		done
 		echo "$line"
 		next_report=$((SECONDS + 3))
@@ -246,7 +247,7 @@ cat <<EOF
 
 Sundial is up after $((SECONDS - started))s ($brokers broker(s), data in $data, logs in $data/logs).
 
-  proxy     gRPC $proxy_grpc   HTTP http://$proxy_http  (/healthz, /metrics)
+  proxy     gRPC $proxy_grpc   HTTP http://$proxy_http  (/livez, /readyz, /metrics)
 EOF
 for ((i = 1; i <= brokers; i++)); do
 	printf '  broker-%d  gRPC %s   metrics http://%s/metrics   raft %s\n' \

@@ -5,9 +5,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"reflect"
@@ -15,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -42,6 +46,7 @@ func main() {
 			&cli.IntFlag{Name: "shards", EnvVars: []string{"SUNDIAL_SHARDS"}, Usage: "event shards created at bootstrap"},
 			&cli.IntFlag{Name: "replication-factor", EnvVars: []string{"SUNDIAL_REPLICATION_FACTOR"}, Usage: "replicas per event shard (0: min(3, members))"},
 			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SUNDIAL_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7700/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: run,
 	}
@@ -60,6 +65,9 @@ type usageError struct{ error }
 func (e usageError) Unwrap() error { return e.error }
 
 func run(c *cli.Context) error {
+	if url := c.String("probe"); url != "" {
+		return probe(url)
+	}
 	cfg, err := load(c)
 	if err != nil {
 		return usageError{err}
@@ -92,6 +100,22 @@ func run(c *cli.Context) error {
 	return nil
 }
 
+// probe GETs url and fails unless it answers 200. Images without a shell
+// or curl run it as their health check.
+func probe(url string) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
 // load layers the YAML file, SUNDIAL_* variables and flags over the defaults.
 func load(c *cli.Context) (broker.Config, error) {
 	cfg := broker.DefaultConfig()
@@ -100,7 +124,7 @@ func load(c *cli.Context) (broker.Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("read config: %w", err)
 		}
-		if err := yaml.Unmarshal(data, &cfg); err != nil {
+		if err := decodeConfig(data, &cfg); err != nil {
 			return cfg, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
@@ -146,6 +170,17 @@ func load(c *cli.Context) (broker.Config, error) {
 		cfg.DataDir = "./data/broker-" + strconv.FormatUint(cfg.NodeID, 10)
 	}
 	return cfg, nil
+}
+
+// decodeConfig sets the settings data names over cfg. Keys are checked: a
+// key that is no setting (a misspelling) is an error naming it and its line.
+func decodeConfig(data []byte, cfg *broker.Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
 }
 
 // overlayEnv sets every scalar setting whose SUNDIAL_<YAML KEY> variable is

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,5 +42,47 @@ func TestOverlayEnvNamesTheBadVariable(t *testing.T) {
 	}
 	if cfg.MemTableBytes != broker.DefaultConfig().MemTableBytes {
 		t.Fatalf("bad value changed memtable_bytes to %d", cfg.MemTableBytes)
+	}
+}
+
+func TestExampleConfigIsTheDefaults(t *testing.T) {
+	data, err := os.ReadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got broker.Config
+	if err := decodeConfig(data, &got); err != nil {
+		t.Fatalf("decodeConfig(config.example.yaml) error = %v", err)
+	}
+	if want := broker.DefaultConfig(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("config.example.yaml decodes to\n%+v\nwant DefaultConfig()\n%+v", got, want)
+	}
+}
+
+func TestDecodeConfigRefusesUnknownKeys(t *testing.T) {
+	cfg := broker.DefaultConfig()
+	err := decodeConfig([]byte("node_id: 2\ndedup_windw: 1m\n"), &cfg)
+	if err == nil || !strings.Contains(err.Error(), "dedup_windw") {
+		t.Fatalf("decodeConfig(misspelt key) = %v, want an error naming dedup_windw", err)
+	}
+	if err := decodeConfig(nil, &cfg); err != nil {
+		t.Fatalf("decodeConfig(empty file) = %v, want nil", err)
+	}
+}
+
+func TestProbe(t *testing.T) {
+	var unready atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if unready.Load() {
+			http.Error(w, "not ready: shard 3 has no known leader", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	if err := probe(srv.URL + "/readyz"); err != nil {
+		t.Fatalf("probe(ready) = %v, want nil", err)
+	}
+	unready.Store(true)
+	if err := probe(srv.URL + "/readyz"); err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "shard 3") {
+		t.Fatalf("probe(not ready) = %v, want an error with the code and the reason", err)
 	}
 }

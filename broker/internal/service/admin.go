@@ -220,7 +220,10 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 		case "max_attempts":
 			t.MaxAttempts = in.GetMaxAttempts()
 		case "retention_ms":
-			t.RetentionMs = in.GetRetentionMs()
+			t.RetentionMs = in.GetRetentionMs() // 0: keep until completed
+			if t.RetentionMs < 0 {
+				bad = append(bad, apierr.FieldViolation{Field: "topic.retention_ms", Description: "must not be negative (0 keeps messages until completed)"})
+			}
 		case "max_message_bytes":
 			t.MaxMessageBytes = in.GetMaxMessageBytes()
 			if t.MaxMessageBytes < 1 || t.MaxMessageBytes > a.opts.Limits.MaxMessageBytes {

@@ -28,11 +28,6 @@ func (c *Cluster) WatchRouting(_ *sundialv1.WatchRoutingRequest, stream sundialv
 		st := c.host.Meta()
 		if len(st.Shards) > 0 {
 			rt := routingTable(st, c.host.ShardLeaders())
-			rt.Defaults = &sundialv1.TopicDefaults{
-				AutoCreate:      c.opts.AutoCreateTopics,
-				MaxMessageBytes: c.opts.Limits.MaxMessageBytes,
-				MaxDelayMs:      c.opts.Limits.MaxDelay.Milliseconds(),
-			}
 			if last == nil || !sameRouting(last, rt) {
 				if err := stream.Send(rt); err != nil {
 					return toStatus(err)

@@ -3,7 +3,9 @@
 // gRPC's goroutines; they hold no state of their own beyond metrics and reach
 // everything through the host.
 //
-// errors.go is the one boundary translator: every handler returns through
-// it, so domain and Dragonboat errors become status codes with typed
-// details, and nothing reaches a caller as codes.Unknown.
+// errors.go is the one boundary translator. Boundary (boundary.go), the
+// server's unary and stream interceptors, applies it to every handler's
+// error, so domain and Dragonboat errors become status codes with typed
+// details and nothing reaches a caller as codes.Unknown; it also recovers a
+// handler's panic into codes.Internal, counted and logged with its stack.
 package service

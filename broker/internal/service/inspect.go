@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -34,15 +35,19 @@ const (
 // reader reads one shard's applied state on its leader.
 type reader struct {
 	shard uint64
+	lead  *host.Leading // the handles of the leadership the read started under
 	db    *pebble.DB
 	nowMs int64
 }
 
+// reader answers a reader of shard id if this node leads it, else the
+// NotLeader or WrongShard error of leading.
 func (s *Shard) reader(id uint64) (*reader, error) {
-	if _, err := s.leading(id); err != nil {
+	lead, err := s.leading(id)
+	if err != nil {
 		return nil, err
 	}
-	return &reader{shard: id, db: s.host.DB(), nowMs: s.opts.Now().UnixMilli()}, nil
+	return &reader{shard: id, lead: lead, db: s.host.DB(), nowMs: s.opts.Now().UnixMilli()}, nil
 }
 
 func (r *reader) get(key []byte, m proto.Message) (bool, error) {
@@ -274,7 +279,6 @@ func (s *Shard) Stats(_ context.Context, req *brokerv1.ShardTopicRequest) (*brok
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	lead, _ := s.leading(req.GetShardId())
 	resp := &brokerv1.ShardStatsResponse{}
 	prefix := keys.GroupPrefix(r.shard, req.GetTopic())
 	var groups []string
@@ -319,8 +323,13 @@ func (s *Shard) Stats(_ context.Context, req *brokerv1.ShardTopicRequest) (*brok
 			st.OldestReadyAgeMs = r.nowMs - oldest
 		}
 		st.Scheduled = max(c.Pending-st.InFlight-st.Ready, 0)
-		st.LatenessP50Ms, st.LatenessP99Ms = lead.Dispatcher.Lateness(req.GetTopic(), g)
+		st.LatenessP50Ms, st.LatenessP99Ms = r.lead.Dispatcher.Lateness(req.GetTopic(), g)
 		resp.Stats = append(resp.Stats, st)
+	}
+	// Counts read after leadership moved on may miss the new leader's
+	// commits: answer NotLeader so the proxy asks the leader.
+	if _, err := s.leading(req.GetShardId()); err != nil {
+		return nil, toStatus(err)
 	}
 	return resp, nil
 }

@@ -42,17 +42,20 @@ type Shard struct {
 	opts    Options
 	log     *zap.Logger
 	metrics *Metrics
+	// leaderInfo is host.LeaderInfo; tests replace it to change leadership
+	// between two steps of a handler.
+	leaderInfo func(id uint64) (lead *host.Leading, leaderNode uint64, leaderAddr string, ok bool)
 }
 
 // NewShard returns the Shard service.
 func NewShard(h *host.Host, admin *Admin, opts Options, log *zap.Logger, m *Metrics) *Shard {
-	return &Shard{host: h, admin: admin, opts: opts, log: log, metrics: m}
+	return &Shard{host: h, admin: admin, opts: opts, log: log, metrics: m, leaderInfo: h.LeaderInfo}
 }
 
 // leading answers the shard's handles if this node leads it, else the
 // NotLeader or WrongShard error the proxy routes on.
 func (s *Shard) leading(id uint64) (*host.Leading, error) {
-	lead, node, addr, hosted := s.host.LeaderInfo(id)
+	lead, node, addr, hosted := s.leaderInfo(id)
 	if !hosted {
 		return nil, apierr.WrongShard(id, s.host.Meta().Version)
 	}
@@ -81,8 +84,13 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	now := s.opts.Now()
 	nowMs := now.UnixMilli()
 	var bad []apierr.FieldViolation
+	st := s.host.Meta()
 	for i, pm := range req.Messages {
-		bad = append(bad, validate.Message(fieldIndex("messages", i), pm.GetMessage(), s.opts.Limits, nowMs)...)
+		lim := s.opts.Limits
+		if t, ok := st.Topics[pm.GetMessage().GetTopic()]; ok && t.MaxMessageBytes > 0 {
+			lim.MaxMessageBytes = min(lim.MaxMessageBytes, t.MaxMessageBytes) // the topic's max_message_bytes
+		}
+		bad = append(bad, validate.Message(fieldIndex("messages", i), pm.GetMessage(), lim, nowMs)...)
 	}
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
@@ -91,22 +99,20 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		return nil, err
 	}
 	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
-	st := s.host.Meta()
+	st = s.host.Meta()
 	for i, pm := range req.Messages {
 		m := pm.GetMessage()
 		due := validate.DueAt(m, nowMs)
 		window := s.opts.DefaultDedupWindow.Milliseconds()
+		retention := s.opts.DefaultRetention.Milliseconds()
 		fair := false
 		if t, ok := st.Topics[m.GetTopic()]; ok {
-			window, fair = t.DedupWindowMs, t.Kind == "fair"
+			window, fair, retention = t.DedupWindowMs, t.Kind == "fair", t.RetentionMs
 			if t.JitterMs > 0 {
 				due += rand.Int64N(t.JitterMs + 1)
 			}
 		}
-		var expires int64
-		if m.GetTtlMs() > 0 {
-			expires = due + m.GetTtlMs()
-		}
+		expires := expiresAt(due, m.GetTtlMs(), retention)
 		cmd.Messages[i] = &raftv1.StoredMessage{
 			Topic: m.GetTopic(), Partition: pm.GetPartition(), Payload: m.GetPayload(), Headers: m.GetHeaders(),
 			PublishedAtMs: nowMs, DueAtMs: due, ExpiresAtMs: expires,
@@ -150,6 +156,21 @@ func (s *Shard) proposePublish(ctx context.Context, lead *host.Leading, cmd *raf
 // contents or due time.
 func rewrites(m *raftv1.StoredMessage) bool {
 	return m.Key != "" && (m.OnConflict == raftv1.KeyConflict_KEY_CONFLICT_REPLACE || m.OnConflict == raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE)
+}
+
+// expiresAt is when a message due at due is dropped undelivered (or
+// unacked): ttl after its due time, capped by the topic's retention, also
+// counted from the due time so that a long delay is never cut short. A
+// zero ttl or retention sets no bound; 0 means the message never expires.
+func expiresAt(due, ttlMs, retentionMs int64) int64 {
+	life := ttlMs
+	if retentionMs > 0 && (life <= 0 || retentionMs < life) {
+		life = retentionMs
+	}
+	if life <= 0 {
+		return 0
+	}
+	return due + life
 }
 
 func keyConflict(k sundialv1.KeyConflict) raftv1.KeyConflict {

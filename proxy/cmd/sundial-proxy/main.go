@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -21,16 +22,54 @@ import (
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
 
+	"github.com/sundialmq/sundial/proto/validate"
 	"github.com/sundialmq/sundial/proxy"
 )
 
-// fileConfig is the YAML shape of the config file.
+// fileConfig is the YAML shape of the config file (see
+// proxy/config.example.yaml); proxy.Config documents each setting.
 type fileConfig struct {
-	GRPCAddr       string   `yaml:"grpc_addr"`
-	HTTPAddr       string   `yaml:"http_addr"`
-	Brokers        []string `yaml:"brokers"`
-	ForwardTimeout string   `yaml:"forward_timeout"`
-	LogLevel       string   `yaml:"log_level"`
+	GRPCAddr           string        `yaml:"grpc_addr"`
+	HTTPAddr           string        `yaml:"http_addr"`
+	Brokers            []string      `yaml:"brokers"`
+	ForwardTimeout     time.Duration `yaml:"forward_timeout"`
+	ReadyProbeInterval time.Duration `yaml:"ready_probe_interval"`
+	LogLevel           string        `yaml:"log_level"`
+	Limits             fileLimits    `yaml:"limits"`
+}
+
+// fileLimits is validate.Limits in the config file.
+type fileLimits struct {
+	MaxMessageBytes int64         `yaml:"max_message_bytes"`
+	MaxDelay        time.Duration `yaml:"max_delay"`
+	MaxKeyBytes     int           `yaml:"max_key_bytes"`
+	MaxBatch        int           `yaml:"max_batch"`
+	MaxHeaderBytes  int           `yaml:"max_header_bytes"`
+}
+
+// decodeFile sets the settings data names over cfg and level. Keys are
+// checked: a key that is no setting (a misspelling) is an error naming it.
+func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
+	fc := fileConfig{
+		GRPCAddr: cfg.GRPCAddr, HTTPAddr: cfg.HTTPAddr, Brokers: cfg.Brokers, ForwardTimeout: cfg.ForwardTimeout,
+		ReadyProbeInterval: cfg.ReadyProbeInterval, LogLevel: *level,
+		Limits: fileLimits{
+			MaxMessageBytes: cfg.Limits.MaxMessageBytes, MaxDelay: cfg.Limits.MaxDelay, MaxKeyBytes: cfg.Limits.MaxKeyBytes,
+			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
+		},
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers, *level = fc.GRPCAddr, fc.HTTPAddr, fc.Brokers, fc.LogLevel
+	cfg.ForwardTimeout, cfg.ReadyProbeInterval = fc.ForwardTimeout, fc.ReadyProbeInterval
+	cfg.Limits = validate.Limits{
+		MaxMessageBytes: fc.Limits.MaxMessageBytes, MaxDelay: fc.Limits.MaxDelay, MaxKeyBytes: fc.Limits.MaxKeyBytes,
+		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes,
+	}
+	return nil
 }
 
 // exitUsage is the exit code for bad configuration.
@@ -43,9 +82,10 @@ func main() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "YAML config file"},
 			&cli.StringFlag{Name: "grpc-addr", Usage: "gRPC listen address (default 127.0.0.1:7400)"},
-			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for /metrics and /healthz (default 127.0.0.1:7480)"},
+			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for /metrics, /livez and /readyz (default 127.0.0.1:7480)"},
 			&cli.StringFlag{Name: "brokers", Usage: "comma-separated seed broker gRPC addresses"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (default info)"},
+			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7480/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: run,
 	}
@@ -60,6 +100,9 @@ func main() {
 }
 
 func run(c *cli.Context) error {
+	if url := c.String("probe"); url != "" {
+		return probe(url)
+	}
 	cfg, level, err := load(c)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
@@ -96,6 +139,22 @@ func run(c *cli.Context) error {
 	return err
 }
 
+// probe GETs url and fails unless it answers 200. Images without a shell
+// or curl run it as their health check.
+func probe(url string) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
 // load builds the config: defaults, then the YAML file, then SUNDIAL_*
 // environment variables, then flags.
 func load(c *cli.Context) (proxy.Config, string, error) {
@@ -106,25 +165,9 @@ func load(c *cli.Context) (proxy.Config, string, error) {
 		if err != nil {
 			return cfg, "", fmt.Errorf("config: %w", err)
 		}
-		var fc fileConfig
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(true)
-		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		if err := decodeFile(b, &cfg, &level); err != nil {
 			return cfg, "", fmt.Errorf("config %s: %w", path, err)
 		}
-		set(&cfg.GRPCAddr, fc.GRPCAddr)
-		set(&cfg.HTTPAddr, fc.HTTPAddr)
-		if len(fc.Brokers) > 0 {
-			cfg.Brokers = fc.Brokers
-		}
-		if fc.ForwardTimeout != "" {
-			d, err := time.ParseDuration(fc.ForwardTimeout)
-			if err != nil {
-				return cfg, "", fmt.Errorf("config %s: forward_timeout: want a duration like 10s, got %q", path, fc.ForwardTimeout)
-			}
-			cfg.ForwardTimeout = d
-		}
-		set(&level, fc.LogLevel)
 	}
 	set(&cfg.GRPCAddr, os.Getenv("SUNDIAL_GRPC_ADDR"))
 	set(&cfg.HTTPAddr, os.Getenv("SUNDIAL_HTTP_ADDR"))

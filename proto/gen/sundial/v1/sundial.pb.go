@@ -4173,12 +4173,10 @@ func (*WatchRoutingRequest) Descriptor() ([]byte, []int) {
 type RoutingTable struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// version grows with every placement or topic change.
-	Version uint64        `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Nodes   []*Node       `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Shards  []*Shard      `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
-	Topics  []*TopicRoute `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
-	// Defaults for topics created on first publish.
-	Defaults      *TopicDefaults `protobuf:"bytes,5,opt,name=defaults,proto3" json:"defaults,omitempty"`
+	Version       uint64        `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Nodes         []*Node       `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Shards        []*Shard      `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
+	Topics        []*TopicRoute `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4241,13 +4239,6 @@ func (x *RoutingTable) GetTopics() []*TopicRoute {
 	return nil
 }
 
-func (x *RoutingTable) GetDefaults() *TopicDefaults {
-	if x != nil {
-		return x.Defaults
-	}
-	return nil
-}
-
 type TopicRoute struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -4300,66 +4291,6 @@ func (x *TopicRoute) GetPartitions() int32 {
 	return 0
 }
 
-type TopicDefaults struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	AutoCreate      bool                   `protobuf:"varint,1,opt,name=auto_create,json=autoCreate,proto3" json:"auto_create,omitempty"`
-	MaxMessageBytes int64                  `protobuf:"varint,2,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
-	MaxDelayMs      int64                  `protobuf:"varint,3,opt,name=max_delay_ms,json=maxDelayMs,proto3" json:"max_delay_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
-}
-
-func (x *TopicDefaults) Reset() {
-	*x = TopicDefaults{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TopicDefaults) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TopicDefaults) ProtoMessage() {}
-
-func (x *TopicDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TopicDefaults.ProtoReflect.Descriptor instead.
-func (*TopicDefaults) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
-}
-
-func (x *TopicDefaults) GetAutoCreate() bool {
-	if x != nil {
-		return x.AutoCreate
-	}
-	return false
-}
-
-func (x *TopicDefaults) GetMaxMessageBytes() int64 {
-	if x != nil {
-		return x.MaxMessageBytes
-	}
-	return 0
-}
-
-func (x *TopicDefaults) GetMaxDelayMs() int64 {
-	if x != nil {
-		return x.MaxDelayMs
-	}
-	return 0
-}
-
 type ListShardsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4368,7 +4299,7 @@ type ListShardsRequest struct {
 
 func (x *ListShardsRequest) Reset() {
 	*x = ListShardsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4380,7 +4311,7 @@ func (x *ListShardsRequest) String() string {
 func (*ListShardsRequest) ProtoMessage() {}
 
 func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4393,7 +4324,7 @@ func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsRequest.ProtoReflect.Descriptor instead.
 func (*ListShardsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
 }
 
 type ListShardsResponse struct {
@@ -4405,7 +4336,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4417,7 +4348,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4430,7 +4361,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -4740,25 +4671,18 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x04R\treplicaId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\x15\n" +
-	"\x13WatchRoutingRequest\"\xe2\x01\n" +
+	"\x13WatchRoutingRequest\"\xbb\x01\n" +
 	"\fRoutingTable\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12&\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x10.sundial.v1.NodeR\x05nodes\x12)\n" +
 	"\x06shards\x18\x03 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x12.\n" +
-	"\x06topics\x18\x04 \x03(\v2\x16.sundial.v1.TopicRouteR\x06topics\x125\n" +
-	"\bdefaults\x18\x05 \x01(\v2\x19.sundial.v1.TopicDefaultsR\bdefaults\"@\n" +
+	"\x06topics\x18\x04 \x03(\v2\x16.sundial.v1.TopicRouteR\x06topicsJ\x04\b\x05\x10\x06R\bdefaults\"@\n" +
 	"\n" +
 	"TopicRoute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x05R\n" +
-	"partitions\"~\n" +
-	"\rTopicDefaults\x12\x1f\n" +
-	"\vauto_create\x18\x01 \x01(\bR\n" +
-	"autoCreate\x12*\n" +
-	"\x11max_message_bytes\x18\x02 \x01(\x03R\x0fmaxMessageBytes\x12 \n" +
-	"\fmax_delay_ms\x18\x03 \x01(\x03R\n" +
-	"maxDelayMs\"\x13\n" +
+	"partitions\"\x13\n" +
 	"\x11ListShardsRequest\"?\n" +
 	"\x12ListShardsResponse\x12)\n" +
 	"\x06shards\x18\x01 \x03(\v2\x11.sundial.v1.ShardR\x06shards*\x92\x01\n" +
@@ -4852,7 +4776,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -4922,21 +4846,20 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*WatchRoutingRequest)(nil),        // 65: sundial.v1.WatchRoutingRequest
 	(*RoutingTable)(nil),               // 66: sundial.v1.RoutingTable
 	(*TopicRoute)(nil),                 // 67: sundial.v1.TopicRoute
-	(*TopicDefaults)(nil),              // 68: sundial.v1.TopicDefaults
-	(*ListShardsRequest)(nil),          // 69: sundial.v1.ListShardsRequest
-	(*ListShardsResponse)(nil),         // 70: sundial.v1.ListShardsResponse
-	nil,                                // 71: sundial.v1.Message.HeadersEntry
-	nil,                                // 72: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 73: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 74: sundial.v1.MessageInfo.HeadersEntry
-	(*status.Status)(nil),              // 75: google.rpc.Status
+	(*ListShardsRequest)(nil),          // 68: sundial.v1.ListShardsRequest
+	(*ListShardsResponse)(nil),         // 69: sundial.v1.ListShardsResponse
+	nil,                                // 70: sundial.v1.Message.HeadersEntry
+	nil,                                // 71: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 72: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 73: sundial.v1.MessageInfo.HeadersEntry
+	(*status.Status)(nil),              // 74: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	71, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	70, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	75, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	74, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -4953,8 +4876,8 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	24, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
 	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
-	72, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	75, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	71, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	74, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -4962,14 +4885,14 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	28, // 27: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
 	4,  // 28: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
 	34, // 29: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	73, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	72, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
 	34, // 31: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
 	33, // 32: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
 	35, // 33: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
 	50, // 34: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
 	13, // 35: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
 	5,  // 36: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	74, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	73, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
 	49, // 38: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
 	6,  // 39: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
 	53, // 40: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
@@ -4982,63 +4905,62 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	62, // 47: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
 	63, // 48: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
 	67, // 49: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	68, // 50: sundial.v1.RoutingTable.defaults:type_name -> sundial.v1.TopicDefaults
-	63, // 51: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	9,  // 52: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 53: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 54: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 55: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 56: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 57: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 58: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 59: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 60: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 61: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 62: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 63: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 64: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 65: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 66: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 67: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 68: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 69: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 70: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 71: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 72: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 73: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 74: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	65, // 75: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	69, // 76: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	11, // 77: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 78: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 79: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 80: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 81: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 82: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 83: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 84: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 85: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 86: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 87: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 88: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 89: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 90: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 91: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 92: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 93: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 94: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 95: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 96: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 97: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 98: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 99: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	66, // 100: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	70, // 101: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	77, // [77:102] is the sub-list for method output_type
-	52, // [52:77] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	63, // 50: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	9,  // 51: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 52: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 53: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 54: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 55: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 56: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 57: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 58: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 59: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 60: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 61: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 62: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 63: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 64: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 65: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 66: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 67: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 68: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 69: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 70: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 71: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 72: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 73: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	65, // 74: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	68, // 75: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	11, // 76: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 77: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 78: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 79: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 80: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 81: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 82: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 83: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 84: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 85: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 86: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 87: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 88: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 89: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 90: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 91: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 92: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 93: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 94: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 95: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 96: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 97: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 98: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	66, // 99: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	69, // 100: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	76, // [76:101] is the sub-list for method output_type
+	51, // [51:76] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -5068,7 +4990,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   66,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -1,0 +1,100 @@
+package broker
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/sundialmq/sundial/meta"
+)
+
+func TestReadiness(t *testing.T) {
+	placed := meta.NewState()
+	placed.Shards = map[meta.EventShardID]*meta.Shard{
+		1: {ID: 1, Replicas: []meta.Replica{{ID: 1, Node: 1}, {ID: 2, Node: 2}}},
+		2: {ID: 2, Replicas: []meta.Replica{{ID: 3, Node: 2}, {ID: 4, Node: 3}}},
+	}
+	tests := []struct {
+		name       string
+		st         *meta.State
+		hosted     []uint64
+		leaders    map[uint64]uint64
+		metaLeader uint64
+		want       string // "" means ready
+	}{
+		{"ready", placed, []uint64{1}, map[uint64]uint64{1: 2}, 3, ""},
+		{"no meta leader", placed, []uint64{1}, map[uint64]uint64{1: 2}, 0, "meta group"},
+		{"not bootstrapped", meta.NewState(), nil, nil, 1, "no event shards"},
+		{"placed replica not started", placed, nil, nil, 1, "shard 1 placed on this node has not started"},
+		{"shard without a leader", placed, []uint64{1}, map[uint64]uint64{1: 0}, 1, "shard 1 has no known leader"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ready, reason := readiness(tt.st, 1, tt.hosted, tt.leaders, tt.metaLeader)
+			if ready != (tt.want == "") || !strings.Contains(reason, tt.want) {
+				t.Fatalf("readiness() = %v, %q; want ready %v with a reason containing %q", ready, reason, tt.want == "", tt.want)
+			}
+		})
+	}
+}
+
+func TestBrokerLivezAndReadyz(t *testing.T) {
+	addr := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.DataDir = addr(), addr(), "127.0.0.1:0", t.TempDir()
+	cfg.InitialMembers = map[uint64]Member{1: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
+	cfg.Shards, cfg.RTT, cfg.CacheBytes, cfg.MemTableBytes = 2, 10*time.Millisecond, 1<<20, 1<<20
+	b, err := New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + b.MetricsAddr() + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("/livez"); code != http.StatusOK {
+		t.Fatalf("GET /livez = %d %q, want 200 as soon as the broker serves", code, body)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, body := get("/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: ") {
+			t.Fatalf("GET /readyz while starting = %d %q, want 503 with a reason", code, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /readyz = %d %q after 60s, want 200 once the shards have leaders", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Fatalf("GET /healthz = %d once ready, want 200 (an alias of /readyz)", code)
+	}
+	if !b.Ready() {
+		t.Fatal("Ready() = false while /readyz answers 200")
+	}
+}

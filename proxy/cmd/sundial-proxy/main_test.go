@@ -1,0 +1,73 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sundialmq/sundial/proxy"
+)
+
+func TestExampleConfigIsTheDefaults(t *testing.T) {
+	data, err := os.ReadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got proxy.Config
+	var level string
+	if err := decodeFile(data, &got, &level); err != nil {
+		t.Fatalf("decodeFile(config.example.yaml) error = %v", err)
+	}
+	if want := proxy.DefaultConfig(); !reflect.DeepEqual(got, want) || level != "info" {
+		t.Fatalf("config.example.yaml decodes to\n%+v, log level %q\nwant DefaultConfig()\n%+v, log level info", got, level, want)
+	}
+}
+
+func TestDecodeFileSetsLimits(t *testing.T) {
+	cfg, level := proxy.DefaultConfig(), "info"
+	if err := decodeFile([]byte("limits:\n  max_message_bytes: 4096\n  max_batch: 50\n"), &cfg, &level); err != nil {
+		t.Fatalf("decodeFile() error = %v", err)
+	}
+	want := proxy.DefaultConfig().Limits
+	want.MaxMessageBytes, want.MaxBatch = 4096, 50
+	if cfg.Limits != want {
+		t.Fatalf("decodeFile(limits) Limits = %+v, want %+v", cfg.Limits, want)
+	}
+	if cfg.GRPCAddr != proxy.DefaultConfig().GRPCAddr {
+		t.Fatalf("decodeFile(limits only) changed grpc_addr to %q", cfg.GRPCAddr)
+	}
+}
+
+func TestDecodeFileRefusesUnknownKeys(t *testing.T) {
+	tests := []struct{ doc, key string }{
+		{"forward_timout: 5s\n", "forward_timout"},
+		{"limits:\n  max_mesage_bytes: 10\n", "max_mesage_bytes"},
+	}
+	for _, tt := range tests {
+		cfg, level := proxy.DefaultConfig(), "info"
+		if err := decodeFile([]byte(tt.doc), &cfg, &level); err == nil || !strings.Contains(err.Error(), tt.key) {
+			t.Errorf("decodeFile(%q) = %v, want an error naming %s", tt.doc, err, tt.key)
+		}
+	}
+}
+
+func TestProbe(t *testing.T) {
+	var unready atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if unready.Load() {
+			http.Error(w, "not ready: shard 3 has no known leader", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	if err := probe(srv.URL + "/readyz"); err != nil {
+		t.Fatalf("probe(ready) = %v, want nil", err)
+	}
+	unready.Store(true)
+	if err := probe(srv.URL + "/readyz"); err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "shard 3") {
+		t.Fatalf("probe(not ready) = %v, want an error with the code and the reason", err)
+	}
+}

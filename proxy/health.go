@@ -1,0 +1,176 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proxy/internal/routing"
+)
+
+// readiness is what /readyz, /healthz and the gRPC health service answer:
+// the proxy has a routing table and, in its latest probe round, reached
+// the broker the table names as leader of every event shard (a gRPC health
+// Check answered SERVING, which a broker does while each replica it hosts
+// knows its leader). The prober goroutine, started in Start and joined in
+// Stop, is its only writer.
+type readiness struct {
+	interval time.Duration
+	log      *zap.Logger
+	health   interface {
+		SetServingStatus(service string, st healthpb.HealthCheckResponse_ServingStatus)
+	}
+	gauge prometheus.Gauge
+	now   chan struct{} // a new routing table: probe at once
+
+	mu     sync.Mutex // guards ready, reason
+	ready  bool
+	reason string
+}
+
+func newReadiness(interval time.Duration, log *zap.Logger, health interface {
+	SetServingStatus(string, healthpb.HealthCheckResponse_ServingStatus)
+}, reg prometheus.Registerer) *readiness {
+	r := &readiness{
+		interval: interval, log: log, health: health, now: make(chan struct{}, 1), reason: "no routing table yet",
+		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_proxy_ready",
+			Help: "1 while the proxy is ready (/readyz 200): it has a routing table and reached the leader of every event shard in its latest probe.",
+		}),
+	}
+	reg.MustRegister(r.gauge)
+	return r
+}
+
+// state answers whether the proxy is ready and, if not, why.
+func (r *readiness) state() (bool, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ready, r.reason
+}
+
+// poke asks for a probe round now.
+func (r *readiness) poke() {
+	select {
+	case r.now <- struct{}{}:
+	default:
+	}
+}
+
+// run probes until ctx ends: at once, after each new table and every
+// interval.
+func (r *readiness) run(ctx context.Context, tables func() *routing.Table, pool *routing.Pool) {
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		ready, reason := probe(ctx, tables(), pool, r.interval)
+		if ctx.Err() != nil {
+			return
+		}
+		r.set(ready, reason)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.now:
+		}
+	}
+}
+
+func (r *readiness) set(ready bool, reason string) {
+	r.mu.Lock()
+	changed := r.ready != ready
+	r.ready, r.reason = ready, reason
+	r.mu.Unlock()
+	if !changed {
+		return
+	}
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ready {
+		st = healthpb.HealthCheckResponse_SERVING
+		r.gauge.Set(1)
+		r.log.Info("proxy ready")
+	} else {
+		r.gauge.Set(0)
+		r.log.Warn("proxy not ready", zap.String("reason", reason))
+	}
+	for _, svc := range []string{"", sundialv1.Producer_ServiceDesc.ServiceName, sundialv1.Consumer_ServiceDesc.ServiceName, sundialv1.Admin_ServiceDesc.ServiceName, sundialv1.Cluster_ServiceDesc.ServiceName} {
+		r.health.SetServingStatus(svc, st)
+	}
+}
+
+// probe checks, concurrently and within timeout, the health of each broker
+// the table names as a shard leader; it answers ready only if every shard
+// has a named leader and each of them answered SERVING.
+func probe(ctx context.Context, table *routing.Table, pool *routing.Pool, timeout time.Duration) (bool, string) {
+	if table == nil {
+		return false, "no routing table yet"
+	}
+	if table.ShardCount() == 0 {
+		return false, "routing table has no event shards"
+	}
+	leads := map[string]uint64{} // broker address → one shard it leads
+	for _, sh := range table.Raw().GetShards() {
+		addr := table.NodeAddr(sh.GetLeaderNodeId())
+		if sh.GetLeaderNodeId() == 0 || addr == "" {
+			return false, fmt.Sprintf("shard %d has no known leader", sh.GetShardId())
+		}
+		leads[addr] = sh.GetShardId()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var mu sync.Mutex
+	var failed string
+	var wg sync.WaitGroup
+	for addr, shard := range leads {
+		wg.Go(func() {
+			err := checkServing(ctx, pool, addr)
+			if err != nil {
+				mu.Lock()
+				failed = fmt.Sprintf("broker %s, leader of shard %d, is not reachable and serving: %v", addr, shard, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if failed != "" {
+		return false, failed
+	}
+	return true, ""
+}
+
+func checkServing(ctx context.Context, pool *routing.Pool, addr string) error {
+	conn, err := pool.Conn(addr)
+	if err != nil {
+		return err
+	}
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return err
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("health %s", resp.GetStatus())
+	}
+	return nil
+}
+
+// livez answers 200 while the process serves HTTP.
+func livez(w http.ResponseWriter, _ *http.Request) {
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// readyz answers 200 when the proxy is ready, else 503 with the reason.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if ready, reason := s.readiness.state(); !ready {
+		http.Error(w, "not ready: "+reason+"\n", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}

@@ -1,0 +1,132 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// restartable is a fake broker that can stop and come back on its address.
+type restartable struct {
+	t    *testing.T
+	b    *fakeBroker
+	addr string
+	g    *grpc.Server
+}
+
+func (r *restartable) start() {
+	r.t.Helper()
+	var lis net.Listener
+	var err error
+	for range 100 { // the port may linger briefly after a stop
+		if lis, err = net.Listen("tcp", r.addr); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		r.t.Fatalf("listen %s again: %v", r.addr, err)
+	}
+	r.addr = lis.Addr().String()
+	r.g = grpc.NewServer()
+	sundialv1.RegisterClusterServer(r.g, r.b)
+	brokerv1.RegisterShardServer(r.g, r.b)
+	healthpb.RegisterHealthServer(r.g, health.NewServer())
+	go func() { _ = r.g.Serve(lis) }()
+}
+
+func (r *restartable) stop() { r.g.Stop() }
+
+// httpCode answers the status code of GET path on the proxy, 0 on error.
+func httpCode(t *testing.T, srv *Server, path string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + srv.HTTPAddr() + path)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 60s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestReadyzFollowsTheBrokers(t *testing.T) {
+	b := &restartable{t: t, b: &fakeBroker{leader: true, published: map[uint64]int{}}, addr: "127.0.0.1:0"}
+	b.start()
+	t.Cleanup(b.stop)
+	addr := b.addr
+	b.b.table = func() *sundialv1.RoutingTable {
+		rt := &sundialv1.RoutingTable{Version: 1, Nodes: []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}}}
+		for id := uint64(1); id <= 2; id++ {
+			rt.Shards = append(rt.Shards, &sundialv1.Shard{ShardId: id, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}})
+		}
+		return rt
+	}
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{addr}
+	cfg.ReadyProbeInterval = 50 * time.Millisecond
+	srv, err := New(cfg, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	grpcHealth := func() healthpb.HealthCheckResponse_ServingStatus {
+		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return healthpb.HealthCheckResponse_UNKNOWN
+		}
+		return resp.GetStatus()
+	}
+	ready := func(code int) func() bool {
+		return func() bool { return httpCode(t, srv, "/readyz") == code && httpCode(t, srv, "/healthz") == code }
+	}
+
+	waitFor(t, "/readyz and /healthz 200 with the broker up", ready(http.StatusOK))
+	if got := grpcHealth(); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("gRPC health with the broker up = %v, want SERVING", got)
+	}
+
+	b.stop()
+	waitFor(t, "/readyz and /healthz 503 with every broker stopped", ready(http.StatusServiceUnavailable))
+	if srv.Ready() {
+		t.Error("Ready() = true with every broker stopped")
+	}
+	if got := grpcHealth(); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("gRPC health with every broker stopped = %v, want NOT_SERVING", got)
+	}
+	if got := httpCode(t, srv, "/livez"); got != http.StatusOK {
+		t.Errorf("GET /livez with every broker stopped = %d, want 200: the process is up", got)
+	}
+
+	b.start()
+	waitFor(t, "/readyz and /healthz 200 once the broker is back", ready(http.StatusOK))
+}
