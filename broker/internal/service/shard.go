@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -90,6 +91,9 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		return nil, err
 	}
 	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
+	if cmd.RequestId != "" {
+		cmd.Digest = publishDigest(req.Messages)
+	}
 	st := s.host.Meta()
 	for i, pm := range req.Messages {
 		m := pm.GetMessage()
@@ -116,6 +120,12 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	out, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: cmd}})
 	if err != nil {
 		return nil, err
+	}
+	if out.GetRequestIdReused() {
+		return nil, apierr.InvalidArgument(apierr.FieldViolation{
+			Field:       "request_id",
+			Description: fmt.Sprintf("%q was used for other messages within the dedup window; a retry must resend the same messages, a new batch needs a new id", req.GetRequestId()),
+		})
 	}
 	resp := &sundialv1.PublishResponse{RequestId: req.GetRequestId(), Results: make([]*sundialv1.PublishResult, len(out.GetPublished()))}
 	for i, p := range out.GetPublished() {
