@@ -145,7 +145,7 @@ func TestPublishDedup(t *testing.T) {
 	r := newReplica(t)
 	first := r.apply(publish("req-1", 1000, 2000, 3000))[0]
 	before := r.keyCount()
-	again := r.apply(publish("req-1", 1500, 9999))[0]
+	again := r.apply(publish("req-1", 1500, 9998, 9999))[0] // later stamps, same count
 	if !proto.Equal(first, again) {
 		t.Fatalf("retried publish = %v, want the first outcome %v", again, first)
 	}
@@ -155,8 +155,8 @@ func TestPublishDedup(t *testing.T) {
 }
 
 // TestPublishDedupChecksDigest: a request id reused for other messages
-// (another digest) is refused and writes nothing; the same digest, or a
-// request or record without one, answers the first outcome.
+// (another digest or count) is refused and writes nothing; the same
+// digest, or a request or record without one, answers the first outcome.
 func TestPublishDedupChecksDigest(t *testing.T) {
 	withDigest := func(c *raftv1.Command, d string) *raftv1.Command {
 		c.GetPublish().Digest = []byte(d)
@@ -174,6 +174,7 @@ func TestPublishDedupChecksDigest(t *testing.T) {
 		{"no digest in the retry", publish("req-1", 1500, 2500, 3500), false},
 		{"other digest", withDigest(publish("req-1", 1500, 2000, 3000), "B"), true},
 		{"other digest and count", withDigest(publish("req-1", 1500, 2000), "C"), true},
+		{"no digest, other count", publish("req-1", 1500, 2000, 3000, 4000), true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

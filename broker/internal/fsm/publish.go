@@ -12,10 +12,11 @@ import (
 )
 
 // publish stores p's messages. A request id applied before answers the
-// first outcome and writes nothing; if the digests of the two requests
-// differ, the id was reused for other messages and the outcome says so
-// (RequestIdReused) instead of handing out another request's ids. A record
-// or request without a digest matches any.
+// first outcome and writes nothing; if the two requests differ (their
+// digests, or their message counts), the id was reused for other messages
+// and the outcome says so (RequestIdReused) instead of handing out another
+// request's ids. A record or request without a digest matches any of the
+// same count, so the outcome always has one result per message.
 func (a *applier) publish(p *raftv1.Publish) (*raftv1.Outcome, error) {
 	if p.RequestId != "" {
 		var rec raftv1.DedupRecord
@@ -24,7 +25,8 @@ func (a *applier) publish(p *raftv1.Publish) (*raftv1.Outcome, error) {
 			return nil, err
 		}
 		if found {
-			if len(rec.Digest) > 0 && len(p.Digest) > 0 && !bytes.Equal(rec.Digest, p.Digest) {
+			if len(rec.GetOutcome().GetPublished()) != len(p.Messages) ||
+				len(rec.Digest) > 0 && len(p.Digest) > 0 && !bytes.Equal(rec.Digest, p.Digest) {
 				return &raftv1.Outcome{RequestIdReused: true}, nil
 			}
 			return rec.Outcome, nil

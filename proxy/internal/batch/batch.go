@@ -98,8 +98,11 @@ type Answer struct {
 
 // Merge places each part's results at their request positions. A failed
 // part gives each of its messages the part's error; a reply of the wrong
-// length, or a missing result, gives codes.Internal. answers[i] answers
-// parts[i]; n is the batch size.
+// length, or a missing result, gives codes.Internal. A retry cannot cause
+// that: Split sends it the same parts, and a broker answers a dedup hit
+// whose messages differ in digest or count with InvalidArgument, so
+// Internal here means a broker bug. answers[i] answers parts[i]; n is the
+// batch size.
 func Merge(n int, parts []Part, answers []Answer) []*sundialv1.PublishResult {
 	out := make([]*sundialv1.PublishResult, n)
 	for i, pt := range parts {
