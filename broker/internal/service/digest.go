@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
+	"io"
 	"slices"
 
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -20,23 +21,24 @@ import (
 // messages. A field added to sundialv1.Message must be added here
 // (TestPublishDigestCoversEveryField fails until it is).
 func publishDigest(msgs []*brokerv1.PartitionedMessage) []byte {
-	d := digester{h: sha256.New()}
+	d := digester{h: sha256.New(), buf: make([]byte, 0, digestBufBytes)}
 	d.uint(uint64(len(msgs)))
+	var names []string
 	for _, pm := range msgs {
 		m := pm.GetMessage()
-		d.bytes([]byte(m.GetTopic()))
-		d.bytes([]byte(m.GetKey()))
-		d.bytes([]byte(m.GetFairnessKey()))
+		d.string(m.GetTopic())
+		d.string(m.GetKey())
+		d.string(m.GetFairnessKey())
 		d.bytes(m.GetPayload())
-		names := make([]string, 0, len(m.GetHeaders()))
+		names = names[:0]
 		for k := range m.GetHeaders() {
 			names = append(names, k)
 		}
 		slices.Sort(names)
 		d.uint(uint64(len(names)))
 		for _, k := range names {
-			d.bytes([]byte(k))
-			d.bytes([]byte(m.GetHeaders()[k]))
+			d.string(k)
+			d.string(m.GetHeaders()[k])
 		}
 		d.int(m.GetDelayMs())
 		d.int(m.GetDeliverAtUnixMs())
@@ -45,21 +47,50 @@ func publishDigest(msgs []*brokerv1.PartitionedMessage) []byte {
 		d.int(int64(m.GetOnKeyConflict()))
 		d.int(m.GetMaxWaitMs())
 	}
+	d.flush()
 	return d.h.Sum(nil)
 }
 
-// digester writes varints and length-prefixed bytes to a hash; payloads
-// go to the hash where they lie, uncopied.
+// digester feeds a hash: small fields gather in buf, payloads go to the
+// hash where they lie, uncopied.
 type digester struct {
 	h   hash.Hash
-	buf [binary.MaxVarintLen64]byte
+	buf []byte
 }
 
-func (d *digester) uint(v uint64) { _, _ = d.h.Write(binary.AppendUvarint(d.buf[:0], v)) }
+func (d *digester) uint(v uint64) { d.buf = binary.AppendUvarint(d.buf, v) }
 
-func (d *digester) int(v int64) { _, _ = d.h.Write(binary.AppendVarint(d.buf[:0], v)) }
+func (d *digester) int(v int64) { d.buf = binary.AppendVarint(d.buf, v) }
+
+// digestBufBytes bounds the gathered small fields; longer values are
+// written to the hash directly.
+const digestBufBytes = 4096
+
+func (d *digester) string(s string) {
+	d.uint(uint64(len(s)))
+	if len(d.buf)+len(s) > digestBufBytes {
+		d.flush()
+	}
+	if len(s) > digestBufBytes {
+		_, _ = io.WriteString(d.h, s)
+		return
+	}
+	d.buf = append(d.buf, s...)
+}
 
 func (d *digester) bytes(b []byte) {
 	d.uint(uint64(len(b)))
-	_, _ = d.h.Write(b)
+	if len(d.buf)+len(b) > digestBufBytes {
+		d.flush()
+	}
+	if len(b) > digestBufBytes {
+		_, _ = d.h.Write(b)
+		return
+	}
+	d.buf = append(d.buf, b...)
+}
+
+func (d *digester) flush() {
+	_, _ = d.h.Write(d.buf)
+	d.buf = d.buf[:0]
 }

@@ -2,6 +2,8 @@ package service
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"testing"
 
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -73,5 +75,29 @@ func TestPublishDigest(t *testing.T) {
 func TestPublishDigestCoversEveryField(t *testing.T) {
 	if n := (&sundialv1.Message{}).ProtoReflect().Descriptor().Fields().Len(); n != 11 {
 		t.Fatalf("sundialv1.Message has %d fields, publishDigest digests 11: add the new ones", n)
+	}
+}
+
+// BenchmarkPublishDigest: 100 messages of 100 bytes with a key and a
+// header, the batch of BenchmarkApplyLifecycle.
+func BenchmarkPublishDigest(b *testing.B) {
+	msgs := make([]*sundialv1.Message, 100)
+	for i := range msgs {
+		msgs[i] = &sundialv1.Message{Topic: "bench", Key: fmt.Sprint("key-", i), Payload: make([]byte, 100), Headers: map[string]string{"trace": "abc"}}
+	}
+	batch := batchOf(msgs...)
+	b.ReportAllocs()
+	b.SetBytes(100 * 100)
+	for b.Loop() {
+		publishDigest(batch)
+	}
+}
+
+// BenchmarkSHA256 is the floor for BenchmarkPublishDigest on this machine.
+func BenchmarkSHA256(b *testing.B) {
+	buf := make([]byte, 100*100)
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		sha256.Sum256(buf)
 	}
 }
