@@ -31,7 +31,7 @@ func TestRetriedPublishIsAnsweredNotRepeated(t *testing.T) {
 	other := startProxy(t, c)
 	waitProxyKnows(t, c.conn, "retried", 8)
 	waitProxyKnows(t, other, "retried", 8)
-	const n = 24
+	const n = 21 // not a multiple of the partitions: a counter-based split would differ on the retry
 	batch := func(prefix string) []*sundialv1.Message {
 		msgs := make([]*sundialv1.Message, n)
 		for i := range msgs {
