@@ -9,8 +9,11 @@
 // The proxy holds no durable state. It follows the routing table streamed
 // by the brokers (internal/routing), hashes topic/partition onto event
 // shards with a consistent hash ring (internal/ring), splits publish
-// batches by shard (internal/batch), forwards each part to the shard's
-// leader with one retry policy (internal/forward), merges the deliveries
+// batches by shard as a pure function of the request id (internal/batch:
+// a retry, through any proxy, sends each shard the same part under the
+// dedup id "<request id>/<shard>"; a request without an id is not
+// deduplicated), forwards each part to the shard's leader with one retry
+// policy built on apierr.Classify (internal/forward), merges the deliveries
 // of a subscription's shards into one stream (internal/subscribe) and
 // routes acks back by receipt (internal/ack).
 //

@@ -112,20 +112,27 @@ func (s *Server) publish(ctx context.Context, req *sundialv1.PublishRequest) (*s
 	if table.ShardCount() == 0 {
 		return nil, status.Error(codes.Unavailable, "routing table has no event shards")
 	}
+	// The split depends on the request id alone, so a retry reaches the
+	// same shards with the same parts and each broker answers its part
+	// from its dedup record. A request without an id is split by a random
+	// one and not deduplicated.
 	rid := req.GetRequestId()
-	if rid == "" {
-		rid = newRequestID()
+	splitBy := rid
+	if splitBy == "" {
+		splitBy = newRequestID()
 	}
-	parts := batch.Split(req.GetMessages(), table, s.partitioner)
+	parts := batch.Split(splitBy, req.GetMessages(), table)
 	answers := make([]batch.Answer, len(parts))
 	var wg sync.WaitGroup
 	for i, pt := range parts {
 		wg.Go(func() {
 			sreq := &brokerv1.ShardPublishRequest{
 				ShardId:        pt.Shard,
-				RequestId:      rid + "/" + strconv.FormatUint(pt.Shard, 10),
 				Messages:       pt.Messages,
 				RoutingVersion: table.Version(),
+			}
+			if rid != "" {
+				sreq.RequestId = rid + "/" + strconv.FormatUint(pt.Shard, 10)
 			}
 			var resp *sundialv1.PublishResponse
 			err := s.fwd.Do(ctx, pt.Shard, func(ctx context.Context, conn *grpc.ClientConn) error {

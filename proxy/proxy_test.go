@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,9 +37,12 @@ type fakeBroker struct {
 	admin      sundialv1.AdminServer // optional
 	queue      *fakeQueue            // optional: queue-semantics Shard calls
 
-	mu        sync.Mutex
-	published map[uint64]int // shard → messages
-	acked     []string
+	mu           sync.Mutex
+	subscribeErr error          // optional: every Subscribe fails with it
+	published    map[uint64]int // shard → messages
+	requestIDs   []string       // of every Publish
+	acked        []string
+	subscribes   int
 }
 
 func (b *fakeBroker) WatchRouting(_ *sundialv1.WatchRoutingRequest, st grpc.ServerStreamingServer[sundialv1.RoutingTable]) error {
@@ -55,6 +59,7 @@ func (b *fakeBroker) Publish(_ context.Context, req *brokerv1.ShardPublishReques
 	}
 	b.mu.Lock()
 	b.published[req.GetShardId()] += len(req.GetMessages())
+	b.requestIDs = append(b.requestIDs, req.GetRequestId())
 	b.mu.Unlock()
 	out := &sundialv1.PublishResponse{RequestId: req.GetRequestId()}
 	for i, m := range req.GetMessages() {
@@ -71,6 +76,13 @@ func (b *fakeBroker) Subscribe(st grpc.BidiStreamingServer[brokerv1.ShardSubscri
 	start := first.GetStart()
 	if !b.leader {
 		return apierr.NotLeader(start.GetShardId(), 1, b.leaderAddr)
+	}
+	b.mu.Lock()
+	b.subscribes++
+	failWith := b.subscribeErr
+	b.mu.Unlock()
+	if failWith != nil {
+		return failWith
 	}
 	credit := int64(start.GetCredit())
 	n := 0
@@ -312,5 +324,81 @@ func TestHealthzAndMetrics(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s = %d, want 200", path, resp.StatusCode)
 		}
+	}
+}
+
+// TestPublishRetryIsSplitAlike: a request retried with its id reaches the
+// same shards with the same messages, whatever the proxy handled in
+// between, so each broker can answer its part from its dedup record; a
+// request without an id reaches the brokers without one.
+func TestPublishRetryIsSplitAlike(t *testing.T) {
+	_, leader, conn := startCluster(t)
+	producer := sundialv1.NewProducerClient(conn)
+	req := func(rid string, n int) *sundialv1.PublishRequest {
+		r := &sundialv1.PublishRequest{RequestId: rid}
+		for i := range n {
+			r.Messages = append(r.Messages, &sundialv1.Message{Topic: "wide", Payload: fmt.Appendf(nil, "m%d", i)})
+		}
+		return r
+	}
+	ids := func(r *sundialv1.PublishRequest) []string {
+		t.Helper()
+		resp, err := producer.Publish(t.Context(), r)
+		if err != nil {
+			t.Fatalf("Publish(%s) = %v", r.GetRequestId(), err)
+		}
+		var out []string
+		for _, res := range resp.GetResults() {
+			out = append(out, res.GetMessageId()) // "<shard>:<payload>"
+		}
+		return out
+	}
+	first := ids(req("r1", 13))
+	ids(req("r2", 3))
+	ids(req("", 5))
+	if again := ids(req("r1", 13)); fmt.Sprint(again) != fmt.Sprint(first) {
+		t.Errorf("retry of r1 answered %v, want %v", again, first)
+	}
+	leader.mu.Lock()
+	defer leader.mu.Unlock()
+	for _, rid := range leader.requestIDs {
+		if rid == "" {
+			continue
+		}
+		if r, _, ok := strings.Cut(rid, "/"); !ok || (r != "r1" && r != "r2") {
+			t.Errorf("broker saw request id %q, want r1/<shard> or r2/<shard> or none", rid)
+		}
+	}
+}
+
+// TestSubscribeEndsOnPermanentBrokerError: a shard stream refused with an
+// error apierr.Classify calls Permanent (here ResourceExhausted without
+// RetryInfo) ends the subscription with it instead of reopening forever.
+func TestSubscribeEndsOnPermanentBrokerError(t *testing.T) {
+	_, leader, conn := startCluster(t)
+	leader.mu.Lock()
+	leader.subscribeErr = status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5242880 vs. 4194304)")
+	leader.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	st, err := sundialv1.NewConsumerClient(conn).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: &sundialv1.Start{Topic: "wide", MaxInFlight: 10}}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := st.Recv()
+		if err == nil {
+			continue
+		}
+		if status.Code(err) != codes.ResourceExhausted {
+			leader.mu.Lock()
+			n := leader.subscribes
+			leader.mu.Unlock()
+			t.Fatalf("Subscribe ended with %v after %d shard streams, want ResourceExhausted", err, n)
+		}
+		return
 	}
 }

@@ -18,7 +18,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/sundialmq/sundial/proxy/internal/batch"
 	"github.com/sundialmq/sundial/proxy/internal/forward"
 	"github.com/sundialmq/sundial/proxy/internal/routing"
 	"github.com/sundialmq/sundial/proxy/internal/subscribe"
@@ -37,12 +36,11 @@ type Server struct {
 	gatherer prometheus.Gatherer
 	metrics  *metrics
 
-	pool        *routing.Pool
-	watcher     *routing.Watcher
-	fwd         *forward.Forwarder
-	acks        *ackCoalescer
-	partitioner *batch.Partitioner
-	subs        *subscribe.Handler
+	pool    *routing.Pool
+	watcher *routing.Watcher
+	fwd     *forward.Forwarder
+	acks    *ackCoalescer
+	subs    *subscribe.Handler
 
 	grpc      *grpc.Server
 	health    *health.Server
@@ -78,14 +76,13 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		gatherer = prometheus.DefaultGatherer
 	}
 	s := &Server{
-		cfg:         cfg,
-		log:         log,
-		gatherer:    gatherer,
-		metrics:     newMetrics(reg),
-		pool:        routing.NewPool(),
-		partitioner: batch.NewPartitioner(),
-		health:      health.NewServer(),
-		serveErr:    make(chan error, 2),
+		cfg:      cfg,
+		log:      log,
+		gatherer: gatherer,
+		metrics:  newMetrics(reg),
+		pool:     routing.NewPool(),
+		health:   health.NewServer(),
+		serveErr: make(chan error, 2),
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s.readiness = newReadiness(cfg.ReadyProbeInterval, log, s.health, reg)

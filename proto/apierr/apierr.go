@@ -1,7 +1,9 @@
 // Package apierr builds and reads the typed gRPC errors shared by Sundial's
 // tiers. Servers put details on statuses (field violations, not-leader,
 // wrong-shard); clients read them back with the functions here and never
-// match message strings.
+// match message strings. Classify is the one retry classifier: the SDK,
+// the proxy's forwarder and its subscriber all decide with it whether a
+// failed call is sent again. The package holds no state.
 package apierr
 
 import (

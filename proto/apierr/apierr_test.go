@@ -1,11 +1,16 @@
 package apierr
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 func TestNotLeaderRoundTrip(t *testing.T) {
@@ -27,5 +32,65 @@ func TestInvalidArgumentCarriesViolations(t *testing.T) {
 	got := Violations(err)
 	if len(got) != 2 || got[1].Field != "messages[1].delay_ms" {
 		t.Fatalf("Violations() = %v", got)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	later, err := status.New(codes.ResourceExhausted, "broker busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		err  error
+		want Class
+	}{
+		{"nil", nil, Permanent},
+		{"unavailable", status.Error(codes.Unavailable, "connection refused"), Retry},
+		{"wrapped unavailable", fmt.Errorf("client: publish: %w", status.Error(codes.Unavailable, "x")), Retry},
+		{"aborted", status.Error(codes.Aborted, "conflict"), Retry},
+		{"not leader with address", NotLeader(4, 2, "127.0.0.1:7502"), Retry},
+		{"not leader without address", NotLeader(4, 0, ""), Retry},
+		{"wrong shard", WrongShard(4, 9), Retry},
+		{"plain failed precondition", status.Error(codes.FailedPrecondition, "group has consumers"), Permanent},
+		{"plain not found", status.Error(codes.NotFound, "no such topic"), Permanent},
+		{"invalid argument", InvalidArgument(FieldViolation{"request_id", "was used for other messages"}), Permanent},
+		{"message over the size limit", status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5242880 vs. 4194304)"), Permanent},
+		{"resource exhausted with retry info", later.Err(), Retry},
+		{"already exists", status.Error(codes.AlreadyExists, "topic exists"), Permanent},
+		{"permission denied", status.Error(codes.PermissionDenied, "no"), Permanent},
+		{"unimplemented", status.Error(codes.Unimplemented, "old broker"), Permanent},
+		{"deadline exceeded status", status.Error(codes.DeadlineExceeded, "attempt timed out"), Unknown},
+		{"context deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), Unknown},
+		{"context canceled", context.Canceled, Unknown},
+		{"internal", status.Error(codes.Internal, "bug"), Unknown},
+		{"unknown code", status.Error(codes.Unknown, "?"), Unknown},
+		{"plain error", errors.New("boom"), Unknown},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Classify(tc.err); got != tc.want {
+				t.Errorf("Classify(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		idempotent bool
+		want       bool
+	}{
+		{"retry, not idempotent", status.Error(codes.Unavailable, ""), false, true},
+		{"unknown, idempotent", status.Error(codes.DeadlineExceeded, ""), true, true},
+		{"unknown, not idempotent", status.Error(codes.DeadlineExceeded, ""), false, false},
+		{"permanent, idempotent", status.Error(codes.InvalidArgument, ""), true, false},
+	}
+	for _, tc := range tests {
+		if got := Retryable(tc.err, tc.idempotent); got != tc.want {
+			t.Errorf("Retryable(%s) = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

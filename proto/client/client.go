@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
+	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -111,8 +112,11 @@ func (c *Client) Consumer() sundialv1.ConsumerClient { return c.consumer }
 // Publish stores msgs as one batch and returns one result per message, in
 // order. A message that was not stored has its result's Error set (see
 // StatusError). The returned error is set only when the call as a whole
-// failed. The call is retried with the same request id on Unavailable and
-// on an attempt's own deadline, until ctx ends.
+// failed. The call is retried with the same request id, until ctx ends,
+// on every error apierr.Classify does not call Permanent (Unavailable, an
+// attempt's own deadline, an internal error); the request id makes the
+// retry answer the first attempt's ids. Reusing a request id for other
+// messages is refused with InvalidArgument.
 func (c *Client) Publish(ctx context.Context, msgs ...*sundialv1.Message) ([]*sundialv1.PublishResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -184,8 +188,11 @@ func (c *Client) Extend(ctx context.Context, d time.Duration, receipts ...string
 	return resp.GetResults(), err
 }
 
-// retry runs call until it succeeds, fails with a non-retryable error, or
-// ctx ends. Each attempt gets the configured attempt timeout.
+// retry runs call until it succeeds, fails with an error apierr.Classify
+// calls Permanent, or ctx ends. call must be idempotent (a publish with its
+// request id, acks, nacks, extends): Unknown errors (an attempt's own
+// deadline, an internal error) are retried too. Each attempt gets the
+// configured attempt timeout.
 func (c *Client) retry(ctx context.Context, op string, call func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		actx, cancel := ctx, context.CancelFunc(func() {})
@@ -201,23 +208,13 @@ func (c *Client) retry(ctx context.Context, op string, call func(context.Context
 			// Both errors.Is(err, ctx.Err()) and status.Code(err) work.
 			return fmt.Errorf("client: %s: %w (last attempt: %w)", op, ctx.Err(), err)
 		}
-		if !retryableCall(err) {
+		if !apierr.Retryable(err, true) {
 			return err
 		}
 		if !sleep(ctx, c.cfg.backoff.Delay(attempt)) {
 			return fmt.Errorf("client: %s: %w (last attempt: %w)", op, ctx.Err(), err)
 		}
 	}
-}
-
-// retryableCall reports whether a unary call that failed with err (while
-// the caller's context still lives) may be retried with the same request.
-func retryableCall(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return true
-	}
-	return false
 }
 
 // NewRequestID returns a random 128-bit request id in hex.

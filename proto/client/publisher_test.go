@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -23,6 +24,7 @@ type producer struct {
 	sundialv1.UnimplementedProducerServer
 
 	failFirst int
+	failWith  error // the error of the failed calls (default Unavailable)
 	block     chan struct{}
 
 	mu          sync.Mutex
@@ -45,6 +47,9 @@ func (p *producer) Publish(ctx context.Context, req *sundialv1.PublishRequest) (
 		p.active--
 		p.mu.Unlock()
 	}()
+	if fail && p.failWith != nil {
+		return nil, p.failWith
+	}
 	if fail {
 		return nil, status.Error(codes.Unavailable, "try again")
 	}
@@ -115,6 +120,36 @@ func TestPublishRetriesWithSameRequestID(t *testing.T) {
 					t.Errorf("request ids = %q, want one non-empty id repeated", ids)
 					break
 				}
+			}
+		})
+	}
+}
+
+// TestPublishRetriesByClass: the SDK retries a publish (with its request
+// id, so safely) on every error apierr.Classify does not call Permanent,
+// and gives a Permanent one back at once.
+func TestPublishRetriesByClass(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		wantCalls int
+		wantCode  codes.Code
+	}{
+		{"internal", status.Error(codes.Internal, "proxy bug"), 3, codes.OK},
+		{"attempt deadline", status.Error(codes.DeadlineExceeded, "attempt timed out"), 3, codes.OK},
+		{"not leader", apierr.NotLeader(1, 2, "127.0.0.1:1"), 3, codes.OK},
+		{"message over the size limit", status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5242880 vs. 4194304)"), 1, codes.ResourceExhausted},
+		{"invalid argument", apierr.InvalidArgument(apierr.FieldViolation{Field: "request_id", Description: "was used for other messages"}), 1, codes.InvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &producer{failFirst: 2, failWith: tc.err}
+			c := serveProducer(t, p)
+			_, err := c.Publish(testContext(t), msgs(3)...)
+			if got := status.Code(err); got != tc.wantCode {
+				t.Errorf("Publish() = %v, want code %v", err, tc.wantCode)
+			}
+			if _, ids, _ := p.snapshot(); len(ids) != tc.wantCalls {
+				t.Errorf("Publish calls = %d, want %d", len(ids), tc.wantCalls)
 			}
 		})
 	}

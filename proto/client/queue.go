@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -104,9 +102,9 @@ func (o ReceiveOptions) validate() error {
 // Receive pulls up to opts.MaxMessages deliveries, waiting up to opts.Wait
 // for the first; an empty slice means none arrived in time. Answer each
 // delivery with its Ack, Nack or Extend (unary calls). Receive leases
-// messages, so it is retried only on Unavailable (the request reached no
-// shard), not after a deadline; each attempt may take the attempt timeout
-// plus the wait.
+// messages, so it is retried only on errors apierr.Classify calls Retry
+// (Unavailable: the request reached no shard), not after a deadline or an
+// internal error; each attempt may take the attempt timeout plus the wait.
 func (c *Client) Receive(ctx context.Context, opts ReceiveOptions) ([]*Delivery, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -131,7 +129,7 @@ func (c *Client) Receive(ctx context.Context, opts ReceiveOptions) ([]*Delivery,
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil || status.Code(err) != codes.Unavailable {
+		if ctx.Err() != nil || !apierr.Retryable(err, false) {
 			return nil, err
 		}
 		if !sleep(ctx, c.cfg.backoff.Delay(attempt)) {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -200,9 +200,11 @@ func (s *subscription) release() {
 // Subscribe consumes opts.Topic for opts.Group and runs handler for every
 // delivery, up to opts.MaxInFlight at once, until ctx ends; it then waits
 // for running handlers and returns nil. A broken stream is reopened with
-// exponential backoff. Invalid options, and an InvalidArgument,
-// NotFound, PermissionDenied, Unauthenticated, FailedPrecondition or
-// Unimplemented answer from the server, end Subscribe with that error.
+// exponential backoff. Invalid options, and a server answer that
+// apierr.Classify calls Permanent (InvalidArgument, NotFound,
+// FailedPrecondition, PermissionDenied, Unauthenticated, Unimplemented,
+// OutOfRange, AlreadyExists, ResourceExhausted without RetryInfo, ...), end
+// Subscribe with that error; everything else reopens the stream.
 //
 // A delivery's slot is freed (and one credit granted) on its first Ack or
 // Nack or when its handler returns, whichever is first. A handler that
@@ -246,14 +248,7 @@ func (c *Client) Subscribe(ctx context.Context, opts SubscribeOptions, handler f
 }
 
 // permanent reports whether a stream error will not heal by reconnecting.
-func permanent(err error) bool {
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated,
-		codes.FailedPrecondition, codes.Unimplemented, codes.OutOfRange:
-		return true
-	}
-	return false
-}
+func permanent(err error) bool { return apierr.Classify(err) == apierr.Permanent }
 
 // run opens one stream and serves it until it breaks. got reports whether
 // any message arrived (to reset the backoff).

@@ -248,6 +248,7 @@ func TestSubscribeStopsOnPermanentErrors(t *testing.T) {
 		{"negative visibility", SubscribeOptions{Topic: "t", VisibilityTimeout: -time.Second}, nil, codes.Unknown, true, 0},
 		{"server invalid argument", SubscribeOptions{Topic: "t"}, status.Error(codes.InvalidArgument, "topic: no such topic"), codes.InvalidArgument, false, 1},
 		{"server not found", SubscribeOptions{Topic: "t"}, status.Error(codes.NotFound, "topic t"), codes.NotFound, false, 1},
+		{"server resource exhausted", SubscribeOptions{Topic: "t"}, status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5242880 vs. 4194304)"), codes.ResourceExhausted, false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := &consumer{startErr: tc.startErr}

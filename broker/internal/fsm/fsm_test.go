@@ -145,12 +145,56 @@ func TestPublishDedup(t *testing.T) {
 	r := newReplica(t)
 	first := r.apply(publish("req-1", 1000, 2000, 3000))[0]
 	before := r.keyCount()
-	again := r.apply(publish("req-1", 1500, 9999))[0]
+	again := r.apply(publish("req-1", 1500, 9998, 9999))[0] // later stamps, same count
 	if !proto.Equal(first, again) {
 		t.Fatalf("retried publish = %v, want the first outcome %v", again, first)
 	}
 	if after := r.keyCount(); after != before {
 		t.Fatalf("retried publish changed the key count from %d to %d", before, after)
+	}
+}
+
+// TestPublishDedupChecksDigest: a request id reused for other messages
+// (another digest or count) is refused and writes nothing; the same
+// digest, or a request or record without one, answers the first outcome.
+func TestPublishDedupChecksDigest(t *testing.T) {
+	withDigest := func(c *raftv1.Command, d string) *raftv1.Command {
+		c.GetPublish().Digest = []byte(d)
+		return c
+	}
+	r := newReplica(t)
+	first := r.apply(withDigest(publish("req-1", 1000, 2000, 3000), "A"))[0]
+	before := r.keyCount()
+	tests := []struct {
+		name   string
+		cmd    *raftv1.Command
+		reused bool
+	}{
+		{"same digest", withDigest(publish("req-1", 1500, 2500, 3500), "A"), false},
+		{"no digest in the retry", publish("req-1", 1500, 2500, 3500), false},
+		{"other digest", withDigest(publish("req-1", 1500, 2000, 3000), "B"), true},
+		{"other digest and count", withDigest(publish("req-1", 1500, 2000), "C"), true},
+		{"no digest, other count", publish("req-1", 1500, 2000, 3000, 4000), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := r.apply(tc.cmd)[0]
+			want := first
+			if tc.reused {
+				want = &raftv1.Outcome{RequestIdReused: true}
+			}
+			if !proto.Equal(got, want) {
+				t.Errorf("publish(%s) = %v, want %v", tc.name, got, want)
+			}
+			if after := r.keyCount(); after != before {
+				t.Errorf("publish(%s) changed the key count from %d to %d", tc.name, before, after)
+			}
+		})
+	}
+	old := newReplica(t)
+	first = old.apply(publish("req-1", 1000, 2000))[0] // a record written without a digest
+	if got := old.apply(withDigest(publish("req-1", 1500, 2000), "A"))[0]; !proto.Equal(got, first) {
+		t.Errorf("publish(digest A) after a record without digest = %v, want %v", got, first)
 	}
 }
 

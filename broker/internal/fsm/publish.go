@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -10,12 +11,25 @@ import (
 	"github.com/sundialmq/sundial/proto/receipt"
 )
 
+// publish stores p's messages. A request id applied before answers the
+// first outcome and writes nothing; if the two requests differ (their
+// digests, or their message counts), the id was reused for other messages
+// and the outcome says so (RequestIdReused) instead of handing out another
+// request's ids. A record or request without a digest matches any of the
+// same count, so the outcome always has one result per message.
 func (a *applier) publish(p *raftv1.Publish) (*raftv1.Outcome, error) {
 	if p.RequestId != "" {
 		var rec raftv1.DedupRecord
 		found, err := a.get(keys.Dedup(a.shard, p.RequestId), &rec)
-		if err != nil || found {
-			return rec.Outcome, err
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			if len(rec.GetOutcome().GetPublished()) != len(p.Messages) ||
+				len(rec.Digest) > 0 && len(p.Digest) > 0 && !bytes.Equal(rec.Digest, p.Digest) {
+				return &raftv1.Outcome{RequestIdReused: true}, nil
+			}
+			return rec.Outcome, nil
 		}
 	}
 	out := &raftv1.Outcome{Published: make([]*raftv1.PublishOutcome, 0, len(p.Messages))}
@@ -27,7 +41,7 @@ func (a *applier) publish(p *raftv1.Publish) (*raftv1.Outcome, error) {
 		out.Published = append(out.Published, po)
 	}
 	if p.RequestId != "" {
-		if err := a.put(keys.Dedup(a.shard, p.RequestId), &raftv1.DedupRecord{AppliedAtMs: p.NowMs, Outcome: out}); err != nil {
+		if err := a.put(keys.Dedup(a.shard, p.RequestId), &raftv1.DedupRecord{AppliedAtMs: p.NowMs, Outcome: out, Digest: p.Digest}); err != nil {
 			return nil, err
 		}
 		if err := a.b.Set(keys.DedupAt(a.shard, p.NowMs, p.RequestId), nil, nil); err != nil {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -99,6 +100,9 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		return nil, err
 	}
 	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
+	if cmd.RequestId != "" {
+		cmd.Digest = publishDigest(req.Messages)
+	}
 	st = s.host.Meta()
 	for i, pm := range req.Messages {
 		m := pm.GetMessage()
@@ -123,6 +127,12 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	out, err := s.proposePublish(ctx, lead, cmd)
 	if err != nil {
 		return nil, err
+	}
+	if out.GetRequestIdReused() {
+		return nil, apierr.InvalidArgument(apierr.FieldViolation{
+			Field:       "request_id",
+			Description: fmt.Sprintf("%q was used for other messages within the dedup window; a retry must resend the same messages, a new batch needs a new id", req.GetRequestId()),
+		})
 	}
 	resp := &sundialv1.PublishResponse{RequestId: req.GetRequestId(), Results: make([]*sundialv1.PublishResult, len(out.GetPublished()))}
 	for i, p := range out.GetPublished() {

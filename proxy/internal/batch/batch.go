@@ -1,15 +1,18 @@
 // Package batch splits a publish batch into one part per event shard and
 // merges the parts' answers back into request order.
 //
-// Split and Merge are pure given the partitioner's state; the Partitioner
-// (round-robin per topic for messages without a key) is safe for
-// concurrent use, its mutex guarding the per-topic counters.
+// Split and Merge are pure functions: the partition of every message
+// depends only on the request id, the message's place in the request and
+// the routing table, never on call order or a counter. A retried request
+// (same id, same messages) therefore reaches the same shards in the same
+// parts on every proxy, which is what lets each broker deduplicate its
+// part by request id. Nothing here holds state or starts goroutines.
 package batch
 
 import (
 	"slices"
-	"sync"
 
+	"github.com/cespare/xxhash/v2"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 
@@ -25,38 +28,25 @@ type Locator interface {
 	Locate(topic string, partition uint32) uint64
 }
 
-// maxTopics bounds the round-robin counters kept; past it they restart.
-const maxTopics = 1 << 16
-
-// Partitioner picks the partition of a message.
-type Partitioner struct {
-	mu   sync.Mutex // guards next
-	next map[string]uint32
-}
-
-// NewPartitioner returns a partitioner with every topic's round robin at 0.
-func NewPartitioner() *Partitioner {
-	return &Partitioner{next: make(map[string]uint32)}
-}
-
-// Partition is xxhash(key) mod partitions for a keyed message, so every
-// publish of a key lands on the same partition; else the topic's next
-// partition in round-robin order.
-func (p *Partitioner) Partition(topic, key string, partitions uint32) uint32 {
+// Partition is the partition of a message. A keyed message goes to
+// xxhash(key) mod partitions, so every publish of a key lands on the same
+// partition. An unkeyed message is the ordinal-th unkeyed message of its
+// topic in request requestID; those are spread round robin from a start
+// that hashes (requestID, topic), so one request covers the partitions
+// evenly and different requests start at different partitions.
+func Partition(requestID, topic, key string, ordinal int, partitions uint32) uint32 {
 	if partitions <= 1 {
 		return 0
 	}
 	if key != "" {
 		return routing.KeyPartition(key, partitions)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.next) >= maxTopics {
-		clear(p.next)
-	}
-	n := p.next[topic]
-	p.next[topic] = n + 1
-	return n % partitions
+	h := xxhash.New()
+	_, _ = h.WriteString(requestID)
+	_, _ = h.Write([]byte{0})
+	_, _ = h.WriteString(topic)
+	start := h.Sum64() % uint64(partitions)
+	return uint32((start + uint64(ordinal)) % uint64(partitions))
 }
 
 // Part is the slice of a batch bound for one shard.
@@ -67,13 +57,20 @@ type Part struct {
 	Messages []*brokerv1.PartitionedMessage
 }
 
-// Split groups msgs by the shard of their partition, in ascending shard
-// order, each part keeping request order.
-func Split(msgs []*sundialv1.Message, loc Locator, p *Partitioner) []Part {
+// Split groups the messages of request requestID by the shard of their
+// partition (see Partition), in ascending shard order, each part keeping
+// request order. The same arguments give the same parts.
+func Split(requestID string, msgs []*sundialv1.Message, loc Locator) []Part {
 	byShard := make(map[uint64]*Part)
 	var order []uint64
+	unkeyed := make(map[string]int) // topic → unkeyed messages seen so far
 	for i, m := range msgs {
-		part := p.Partition(m.GetTopic(), m.GetKey(), loc.Partitions(m.GetTopic()))
+		ordinal := 0
+		if m.GetKey() == "" {
+			ordinal = unkeyed[m.GetTopic()]
+			unkeyed[m.GetTopic()] = ordinal + 1
+		}
+		part := Partition(requestID, m.GetTopic(), m.GetKey(), ordinal, loc.Partitions(m.GetTopic()))
 		shard := loc.Locate(m.GetTopic(), part)
 		pt, ok := byShard[shard]
 		if !ok {
@@ -101,8 +98,11 @@ type Answer struct {
 
 // Merge places each part's results at their request positions. A failed
 // part gives each of its messages the part's error; a reply of the wrong
-// length, or a missing result, gives codes.Internal. answers[i] answers
-// parts[i]; n is the batch size.
+// length, or a missing result, gives codes.Internal. A retry cannot cause
+// that: Split sends it the same parts, and a broker answers a dedup hit
+// whose messages differ in digest or count with InvalidArgument, so
+// Internal here means a broker bug. answers[i] answers parts[i]; n is the
+// batch size.
 func Merge(n int, parts []Part, answers []Answer) []*sundialv1.PublishResult {
 	out := make([]*sundialv1.PublishResult, n)
 	for i, pt := range parts {

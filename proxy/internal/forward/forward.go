@@ -6,13 +6,18 @@
 //     replica);
 //   - on NotLeader naming an address, retry there at once (a few times in a
 //     row at most, against redirect loops);
-//   - on NotLeader without an address, WrongShard or codes.Unavailable, move
-//     to the shard's next replica after a backoff of 25ms doubling to 400ms;
+//   - on any other error apierr.Classify calls Retry (NotLeader without an
+//     address, WrongShard, Unavailable, Aborted, ResourceExhausted with
+//     RetryInfo), move to the shard's next replica after a backoff of 25ms
+//     doubling to 400ms;
+//   - on Permanent and Unknown errors (a deadline, an internal error: the
+//     call may have taken effect), give the error back: the client decides,
+//     knowing whether its request is idempotent;
 //   - give up at the forward timeout or the caller's deadline with
 //     codes.Unavailable "shard N has no reachable leader".
 //
-// Errors are classified by status code and typed details, never by their
-// text. A Forwarder is safe for concurrent use; its mutex guards the
+// Errors are classified by apierr.Classify (status code and typed details,
+// never their text), the classifier the SDK uses too. A Forwarder is safe for concurrent use; its mutex guards the
 // leader cache and is never held across a call.
 package forward
 
@@ -139,12 +144,27 @@ func (f *Forwarder) Observe(shard uint64, addr string, err error) Verdict {
 		f.advance(shard, addr)
 		return RetryLater
 	}
-	if _, ok := apierr.AsWrongShard(err); ok || status.Code(err) == codes.Unavailable {
-		f.metrics.retries.WithLabelValues("unavailable").Inc()
+	if apierr.Classify(err) == apierr.Retry {
+		f.metrics.retries.WithLabelValues(retryReason(err)).Inc()
 		f.advance(shard, addr)
 		return RetryLater
 	}
 	return Fail
+}
+
+// retryReason labels a Retry error other than NotLeader for the retries
+// metric: wrong_shard, unavailable, aborted or resource_exhausted.
+func retryReason(err error) string {
+	if _, ok := apierr.AsWrongShard(err); ok {
+		return "wrong_shard"
+	}
+	switch status.Code(err) {
+	case codes.Aborted:
+		return "aborted"
+	case codes.ResourceExhausted:
+		return "resource_exhausted"
+	}
+	return "unavailable"
 }
 
 // advance moves the cached leader of shard to the replica after failed.
@@ -232,8 +252,8 @@ func (f *Forwarder) giveUp(parent context.Context, shard uint64, last error) err
 }
 
 // Any runs call against any broker, trying the table's nodes and the seeds
-// in turn while they answer codes.Unavailable. It serves calls every broker
-// answers (admin, cluster view).
+// in turn while apierr.Classify calls their answers Retry. It serves calls
+// every broker answers (admin, cluster view).
 func (f *Forwarder) Any(ctx context.Context, call Call) error {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
@@ -253,7 +273,7 @@ func (f *Forwarder) Any(ctx context.Context, call Call) error {
 			if ctx.Err() != nil {
 				break
 			}
-			if status.Code(err) != codes.Unavailable {
+			if apierr.Classify(err) != apierr.Retry {
 				return err
 			}
 			f.metrics.retries.WithLabelValues("unavailable").Inc()

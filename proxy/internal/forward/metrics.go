@@ -15,7 +15,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return &Metrics{
 		retries: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_proxy_forward_retries_total",
-			Help: "Forwarded calls retried, by reason (not_leader, unavailable).",
+			Help: "Forwarded calls retried, by reason (not_leader, wrong_shard, unavailable, aborted, resource_exhausted).",
 		}, []string{"reason"}),
 	}
 }

@@ -283,7 +283,7 @@ func (s *session) runShard(ss *shardStream) {
 			backoff = forward.MinBackoff
 		}
 		v := s.h.Forwarder.Observe(ss.id, addr, err)
-		if v == forward.Fail && permanent(err) {
+		if v == forward.Fail && apierr.Classify(err) == apierr.Permanent {
 			s.h.Log.Warn("shard subscription failed", zap.Uint64("shard_id", ss.id), zap.Error(err))
 			s.fatal <- err
 			return
@@ -300,17 +300,6 @@ func (s *session) runShard(ss *shardStream) {
 		}
 		backoff = min(2*backoff, forward.MaxBackoff)
 	}
-}
-
-// permanent reports whether a shard stream error should end the whole
-// subscription rather than be retried.
-func permanent(err error) bool {
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated,
-		codes.FailedPrecondition, codes.Unimplemented, codes.OutOfRange, codes.AlreadyExists:
-		return true
-	}
-	return false
 }
 
 // streamOnce runs one Shard.Subscribe stream at addr until it breaks.

@@ -1742,9 +1742,12 @@ type Outcome struct {
 	// removed or moved.
 	Count uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
 	// For bounded maintenance (sweep): work was left for another command.
-	More          bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	More bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	// For publish: the request id was applied before for other messages
+	// (the digests differ); nothing was written and published is empty.
+	RequestIdReused bool `protobuf:"varint,6,opt,name=request_id_reused,json=requestIdReused,proto3" json:"request_id_reused,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Outcome) Reset() {
@@ -1808,6 +1811,13 @@ func (x *Outcome) GetCount() uint32 {
 func (x *Outcome) GetMore() bool {
 	if x != nil {
 		return x.More
+	}
+	return false
+}
+
+func (x *Outcome) GetRequestIdReused() bool {
+	if x != nil {
+		return x.RequestIdReused
 	}
 	return false
 }
@@ -2346,13 +2356,14 @@ const file_sundial_raft_v1_raft_proto_rawDesc = "" +
 	"\tpartition\x18\x05 \x01(\rR\tpartition\x12\x14\n" +
 	"\x05topic\x18\x06 \x01(\tR\x05topic\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\x04R\aversion\"\xd9\x01\n" +
+	" \x01(\x04R\aversion\"\x85\x02\n" +
 	"\aOutcome\x12=\n" +
 	"\tpublished\x18\x01 \x03(\v2\x1f.sundial.raft.v1.PublishOutcomeR\tpublished\x12.\n" +
 	"\x05codes\x18\x02 \x03(\x0e2\x18.sundial.raft.v1.RefCodeR\x05codes\x125\n" +
 	"\x06change\x18\x03 \x01(\v2\x1d.sundial.raft.v1.ChangeResultR\x06change\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12\x12\n" +
-	"\x04more\x18\x05 \x01(\bR\x04more\"\x89\x01\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\x12*\n" +
+	"\x11request_id_reused\x18\x06 \x01(\bR\x0frequestIdReused\"\x89\x01\n" +
 	"\x0ePublishOutcome\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\fR\tmessageId\x12\x1a\n" +
