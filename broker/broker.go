@@ -79,6 +79,7 @@ func (s *Server) Start(ctx context.Context) error {
 		RTT: s.cfg.RTT, ElectionRTT: s.cfg.ElectionRTT, HeartbeatRTT: s.cfg.HeartbeatRTT,
 		SnapshotEntries: s.cfg.SnapshotEntries, RaftWorkers: s.cfg.RaftWorkers, RaftLogShards: s.cfg.RaftLogShards,
 		CacheBytes: s.cfg.CacheBytes, MemTableBytes: s.cfg.MemTableBytes,
+		HoldMeta: s.cfg.Testing.HoldMeta,
 	}, s.log, s.reg)
 	if err != nil {
 		lis.Close()

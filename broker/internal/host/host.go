@@ -57,6 +57,11 @@ type Config struct {
 	Proposer      proposer.Config
 	Dispatch      dispatch.Config
 	Now           func() time.Time
+	// HoldMeta, for tests only, keeps the cached meta state (Meta, and the
+	// routing table WatchRouting streams) at its current version while it
+	// answers true, as a broker whose meta replica lags would; nil never
+	// holds. Linearizable reads (ReadMeta) are not held.
+	HoldMeta func() bool
 }
 
 // ErrNotMetaMember is returned for a node outside the initial members: the
@@ -257,9 +262,11 @@ func (h *Host) reconcile() {
 		return // meta replica not ready yet
 	}
 	st := v.(*meta.State)
-	h.routingG.Set(float64(st.Version))
-	if old := h.metaState.Swap(st); old.Version != st.Version {
-		h.notifyChanged()
+	if h.cfg.HoldMeta == nil || !h.cfg.HoldMeta() {
+		h.routingG.Set(float64(st.Version))
+		if old := h.metaState.Swap(st); old.Version != st.Version {
+			h.notifyChanged()
+		}
 	}
 	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: true}
 	if n, ok := st.Nodes[self.ID]; !ok || *n != self {

@@ -17,6 +17,7 @@ type Metrics struct {
 	publishErrors  *prometheus.CounterVec
 	receipts       *prometheus.CounterVec
 	acked          prometheus.Counter
+	metaReads      *prometheus.CounterVec
 }
 
 // NewMetrics registers the service collectors on reg.
@@ -43,8 +44,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "sundial", Subsystem: "broker", Name: "settled_receipts_total",
 			Help: "Receipts answered by ack, nack and extend, by operation and result code.",
 		}, []string{"op", "code"}),
+		metaReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "broker", Name: "publish_meta_reads_total",
+			Help: "Linearizable meta reads a shard publish needed because the cached meta state was not enough, by reason.",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.publishedMsgs, m.publishLatency, m.publishErrors, m.receipts, m.acked)
+	reg.MustRegister(m.publishedMsgs, m.publishLatency, m.publishErrors, m.receipts, m.acked, m.metaReads)
 	return m
 }
 

@@ -86,11 +86,11 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if err := s.ensureTopics(ctx, req.Messages); err != nil {
+	st, err := s.topics(ctx, req.Messages, req.GetRoutingVersion())
+	if err != nil {
 		return nil, err
 	}
 	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
-	st := s.host.Meta()
 	for i, pm := range req.Messages {
 		m := pm.GetMessage()
 		due := validate.DueAt(m, nowMs)
@@ -154,28 +154,71 @@ func keyOutcome(k raftv1.KeyOutcome) sundialv1.KeyOutcome {
 	return sundialv1.KeyOutcome_KEY_OUTCOME_CREATED
 }
 
-// ensureTopics creates unknown topics when the cluster allows it.
-func (s *Shard) ensureTopics(ctx context.Context, msgs []*brokerv1.PartitionedMessage) error {
+// topics answers the meta state a publish is stamped from (FAIR flag,
+// dedup window, jitter). The cached state serves when it knows every topic
+// of msgs and is not older than the routing version the proxy routed with;
+// otherwise a linearizable meta read does, so a publish right after
+// CreateTopic is stamped with the topic as created. Unknown topics are
+// created first when the cluster allows it.
+func (s *Shard) topics(ctx context.Context, msgs []*brokerv1.PartitionedMessage, routingVersion uint64) (*meta.State, error) {
 	st := s.host.Meta()
+	if st.Version >= routingVersion && knowsAll(st, msgs) {
+		return st, nil
+	}
+	reason := "unknown_topic"
+	if st.Version < routingVersion {
+		reason = "behind_proxy"
+	}
+	st, err := s.readMeta(ctx, reason)
+	if err != nil {
+		return nil, err
+	}
+	created := false
 	for _, pm := range msgs {
 		topic := pm.GetMessage().GetTopic()
 		if _, ok := st.Topics[topic]; ok {
 			continue
 		}
 		if !s.opts.AutoCreateTopics {
-			return status.Errorf(codes.NotFound, "topic %q does not exist and automatic topic creation is off: create it first", topic)
+			return nil, status.Errorf(codes.NotFound, "topic %q does not exist and automatic topic creation is off: create it first", topic)
 		}
 		if _, err := s.admin.createTopic(ctx, &sundialv1.Topic{Name: topic}, true); err != nil {
-			return err
+			return nil, err
 		}
-		st = s.host.Meta()
-		if _, ok := st.Topics[topic]; !ok {
-			// The local meta replica has not applied the creation yet; the
-			// proposal committed, which is all publishing needs.
-			continue
+		created = true
+	}
+	if created {
+		return s.readMeta(ctx, "created_topic")
+	}
+	return st, nil
+}
+
+// metaReadTimeout bounds the linearizable meta read of a publish.
+const metaReadTimeout = 3 * time.Second
+
+// readMeta is a linearizable meta read, counted by why it was needed.
+func (s *Shard) readMeta(ctx context.Context, reason string) (*meta.State, error) {
+	s.metrics.metaReads.WithLabelValues(reason).Inc()
+	ctx, cancel := context.WithTimeout(ctx, metaReadTimeout)
+	defer cancel()
+	st, err := s.host.ReadMeta(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.Errorf(codes.Unavailable, "meta read for publish timed out: %v", err)
+		}
+		return nil, status.Errorf(codes.Unavailable, "meta read for publish failed: %v", err)
+	}
+	return st, nil
+}
+
+// knowsAll reports whether st has the topic of every message.
+func knowsAll(st *meta.State, msgs []*brokerv1.PartitionedMessage) bool {
+	for _, pm := range msgs {
+		if _, ok := st.Topics[pm.GetMessage().GetTopic()]; !ok {
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // Subscribe streams one shard's deliveries.
