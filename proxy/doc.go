@@ -5,7 +5,7 @@
 //
 // The proxy holds no durable state. It follows the routing table streamed
 // by the brokers (internal/routing), hashes topic/partition onto event
-// shards with a consistent hash ring (internal/ring), splits publish
+// shards with a consistent hash ring (proto/ring, shared with the brokers), splits publish
 // batches by shard (internal/batch), forwards each part to the shard's
 // leader with one retry policy (internal/forward), merges the deliveries
 // of a subscription's shards into one stream (internal/subscribe) and

@@ -6,7 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/sundialmq/sundial/broker"
+	"github.com/sundialmq/sundial/proto/apierr"
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -87,5 +93,80 @@ func TestFairPublishRightAfterCreateIsDelivered(t *testing.T) {
 	}
 	if got.MessageId != res[0].MessageId || got.FairnessKey != "tenant-a" {
 		t.Fatalf("delivery = %v %q, want %v %q", got.MessageId, got.FairnessKey, res[0].MessageId, "tenant-a")
+	}
+}
+
+// gauge is the value of the unlabelled gauge name in reg, -1 if absent.
+func gauge(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather() error = %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// waitProxyCaughtUp releases nothing: it waits until every broker caches a
+// routing version past before and the proxy routes with the newest.
+func waitProxyCaughtUp(t *testing.T, c *Cluster, before []float64) {
+	t.Helper()
+	waitRoutingPast(t, c, before)
+	want := 0.0
+	for i := range c.Nodes {
+		want = max(want, routingVersion(t, c, i))
+	}
+	Eventually(t, 20*time.Second, func() error {
+		if got := gauge(t, c.ProxyMetrics, "sundial_proxy_routing_version"); got < want {
+			return fmt.Errorf("proxy routes with version %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
+// A broker refuses a message whose partition does not map to the shard, or
+// is past the topic's partition count, with WrongShard and the routing
+// version, instead of storing it where no reader or key lookup finds it.
+func TestBrokerRefusesMisplacedMessages(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 4})
+	ctx := ctx10(t)
+	if _, err := c.Admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "placed", Partitions: 2}}); err != nil {
+		t.Fatalf("CreateTopic() error = %v", err)
+	}
+	conn, err := grpc.NewClient(c.Nodes[0].Server.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial broker: %v", err)
+	}
+	defer conn.Close()
+	shard := brokerv1.NewShardClient(conn)
+	pub := func(id uint64, partition uint32) error {
+		_, err := shard.Publish(ctx, &brokerv1.ShardPublishRequest{
+			ShardId: id, RequestId: fmt.Sprintf("misplaced-%d-%d", id, partition),
+			Messages: []*brokerv1.PartitionedMessage{{Message: &sundialv1.Message{Topic: "placed", Payload: []byte("x")}, Partition: partition}},
+		})
+		return err
+	}
+	accepted := 0
+	for id := uint64(100); id < 104; id++ {
+		err := pub(id, 0)
+		if err == nil {
+			accepted++
+			continue
+		}
+		if ws, ok := apierr.AsWrongShard(err); !ok || ws.GetRoutingVersion() == 0 {
+			t.Errorf("Publish(shard %d, partition 0) error = %v, want WrongShard with the routing version", id, err)
+		}
+	}
+	if accepted != 1 {
+		t.Errorf("%d shards accepted partition 0, want exactly the one the ring maps it to", accepted)
+	}
+	for id := uint64(100); id < 104; id++ {
+		if _, ok := apierr.AsWrongShard(pub(id, 2)); !ok {
+			t.Errorf("Publish(shard %d, partition 2 of a 2-partition topic) was not refused with WrongShard", id)
+		}
 	}
 }

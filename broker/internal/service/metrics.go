@@ -18,6 +18,7 @@ type Metrics struct {
 	receipts       *prometheus.CounterVec
 	acked          prometheus.Counter
 	metaReads      *prometheus.CounterVec
+	misplaced      prometheus.Counter
 }
 
 // NewMetrics registers the service collectors on reg.
@@ -48,8 +49,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "sundial", Subsystem: "broker", Name: "publish_meta_reads_total",
 			Help: "Linearizable meta reads a shard publish needed because the cached meta state was not enough, by reason.",
 		}, []string{"reason"}),
+		misplaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "broker", Name: "publish_misplaced_total",
+			Help: "Shard publish requests refused (WrongShard) because a message's topic partition does not live on the shard.",
+		}),
 	}
-	reg.MustRegister(m.publishedMsgs, m.publishLatency, m.publishErrors, m.receipts, m.acked, m.metaReads)
+	reg.MustRegister(m.publishedMsgs, m.publishLatency, m.publishErrors, m.receipts, m.acked, m.metaReads, m.misplaced)
 	return m
 }
 

@@ -3,7 +3,9 @@ package service
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,6 +21,7 @@ import (
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
+	"github.com/sundialmq/sundial/proto/ring"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
@@ -41,6 +44,7 @@ type Shard struct {
 	opts    Options
 	log     *zap.Logger
 	metrics *Metrics
+	rings   atomic.Pointer[ring.Ring] // the ring of the newest shard set seen
 }
 
 // NewShard returns the Shard service.
@@ -88,6 +92,9 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	}
 	st, err := s.topics(ctx, req.Messages, req.GetRoutingVersion())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.placed(req.GetShardId(), st, req.Messages); err != nil {
 		return nil, err
 	}
 	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
@@ -209,6 +216,43 @@ func (s *Shard) readMeta(ctx context.Context, reason string) (*meta.State, error
 		return nil, status.Errorf(codes.Unavailable, "meta read for publish failed: %v", err)
 	}
 	return st, nil
+}
+
+// placed refuses a publish carrying a message that does not belong on
+// shard under st: its partition is past the topic's partition count, or
+// the ring over st's shards puts the partition elsewhere. Stored anyway,
+// such a message would be read by no subscription and found by no keyed
+// publish, cancel or reschedule.
+func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.PartitionedMessage) error {
+	r := s.ring(st)
+	for _, pm := range msgs {
+		topic, part := pm.GetMessage().GetTopic(), pm.GetPartition()
+		base := validate.DeadLetterBase(topic)
+		if t, ok := st.Topics[base]; ok && part >= max(t.Partitions, 1) {
+			s.metrics.misplaced.Inc()
+			return apierr.Misplaced(shard, st.Version, topic, part)
+		}
+		if owner := r.Locate(base, part); owner != shard {
+			s.metrics.misplaced.Inc()
+			return apierr.Misplaced(shard, st.Version, topic, part)
+		}
+	}
+	return nil
+}
+
+// ring is the hash ring over st's event shards, rebuilt only when the
+// shard set changes (building one takes milliseconds).
+func (s *Shard) ring(st *meta.State) *ring.Ring {
+	ids := make([]uint64, 0, len(st.Shards))
+	for _, id := range st.ShardIDs() {
+		ids = append(ids, uint64(id))
+	}
+	if r := s.rings.Load(); r != nil && slices.Equal(r.Shards(), ids) {
+		return r
+	}
+	r := ring.New(ids)
+	s.rings.Store(r)
+	return r
 }
 
 // knowsAll reports whether st has the topic of every message.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sundialmq/sundial/proto/receipt"
 	"github.com/sundialmq/sundial/proto/validate"
-	"github.com/sundialmq/sundial/proxy/internal/ring"
+	"github.com/sundialmq/sundial/proto/ring"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
