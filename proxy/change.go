@@ -43,7 +43,7 @@ func (p producer) Reschedule(ctx context.Context, req *sundialv1.RescheduleReque
 
 // changeRequest routes a selector to its shard and partition.
 func (s *Server) changeRequest(ctx context.Context, sel *sundialv1.MessageSelector) (*brokerv1.ShardChangeRequest, error) {
-	table, err := s.table(ctx)
+	table, err := s.tableFor(ctx, sel.GetTopic())
 	if err != nil {
 		return nil, err
 	}

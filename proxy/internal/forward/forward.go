@@ -8,6 +8,9 @@
 //     row at most, against redirect loops);
 //   - on NotLeader without an address, WrongShard or codes.Unavailable, move
 //     to the shard's next replica after a backoff of 25ms doubling to 400ms;
+//   - a WrongShard naming a topic (a misplaced message, not a moved shard)
+//     is the answer: the caller routes the message again with a newer
+//     table;
 //   - give up at the forward timeout or the caller's deadline with
 //     codes.Unavailable "shard N has no reachable leader".
 //
@@ -139,7 +142,11 @@ func (f *Forwarder) Observe(shard uint64, addr string, err error) Verdict {
 		f.advance(shard, addr)
 		return RetryLater
 	}
-	if _, ok := apierr.AsWrongShard(err); ok || status.Code(err) == codes.Unavailable {
+	ws, wrong := apierr.AsWrongShard(err)
+	if wrong && ws.GetTopic() != "" {
+		return Fail
+	}
+	if wrong || status.Code(err) == codes.Unavailable {
 		f.metrics.retries.WithLabelValues("unavailable").Inc()
 		f.advance(shard, addr)
 		return RetryLater

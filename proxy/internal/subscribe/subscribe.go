@@ -13,9 +13,10 @@
 // the client stream. Lock order: mu before sendMu is never needed; neither
 // is held across a network call except sendMu across Send.
 //
-// The shard set is fixed when the subscription starts; a subscription
-// opened before shards were added keeps reading its original shards until
-// the client reconnects.
+// The shard set is fixed when the subscription starts (with the partition
+// count asked from meta while the routing table does not list the topic
+// yet); a subscription opened before shards were added keeps reading its
+// original shards until the client reconnects.
 package subscribe
 
 import (
@@ -56,7 +57,10 @@ type Settler interface {
 
 // Handler serves subscriptions.
 type Handler struct {
-	Tables    forward.Tables
+	Tables forward.Tables
+	// Topics answers partition counts of topics the table does not list
+	// yet; nil takes such a topic for one partition.
+	Topics    *routing.Topics
 	Pool      *routing.Pool
 	Forwarder *forward.Forwarder
 	Settler   Settler
@@ -85,6 +89,9 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 	}
 	wctx, cancel := context.WithTimeout(stream.Context(), h.WaitTimeout)
 	table, err := h.Tables.Wait(wctx)
+	if err == nil {
+		table, err = h.resolve(wctx, table, start.GetTopic())
+	}
 	cancel()
 	if err != nil {
 		return err
@@ -445,4 +452,13 @@ func (s *session) sendCredit(ctx context.Context, ss *shardStream, st brokerv1.S
 
 func clamp32(n int64) int32 {
 	return int32(min(max(n, 0), math.MaxInt32))
+}
+
+// resolve is table with topic's partition count from meta when the table
+// does not list it yet.
+func (h *Handler) resolve(ctx context.Context, table *routing.Table, topic string) (*routing.Table, error) {
+	if h.Topics == nil || table.Lists(topic) {
+		return table, nil
+	}
+	return h.Topics.Resolve(ctx, table, topic)
 }
