@@ -43,6 +43,31 @@ func TestSubscribeBeforeTableKnowsTopicReadsAllPartitions(t *testing.T) {
 	}
 }
 
+// A subscription opened before its topic exists re-plans when the routing
+// table learns the topic's partitions.
+func TestSubscriptionReplansWhenTopicAppears(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 4})
+	ctx := ctx10(t)
+	sub := c.Subscribe("later", "", 100, 0)
+	before := routingVersions(t, c)
+	if _, err := c.Admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "later", Partitions: 8}}); err != nil {
+		t.Fatalf("CreateTopic() error = %v", err)
+	}
+	waitProxyCaughtUp(t, c, before)
+	const n = 64
+	publish(t, c, wideMessages("later", n)...)
+	seen := map[string]bool{}
+	for len(seen) < n {
+		got, ok := sub.Next(10 * time.Second)
+		if !ok {
+			t.Fatalf("received %d of %d messages spread over 8 partitions (stream error %v)", len(seen), n, sub.Err())
+		}
+		seen[got.MessageId] = true
+		ack(t, c, got.Receipt)
+		sub.Credit(1)
+	}
+}
+
 // Keyed publishes through a proxy whose table does not list the topic yet
 // land on the key's partition, so IGNORE finds the first message.
 func TestKeyedIgnoreBeforeTableKnowsTopic(t *testing.T) {
