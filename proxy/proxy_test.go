@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/proto/apierr"
 	"github.com/sundialmq/sundial/proto/receipt"
@@ -33,10 +35,15 @@ type fakeBroker struct {
 	table      func() *sundialv1.RoutingTable
 	admin      sundialv1.AdminServer // optional
 	queue      *fakeQueue            // optional: queue-semantics Shard calls
+	// refuseBelow, if set, refuses publishes routed with an older routing
+	// version as misplaced, calling onRefuse first.
+	refuseBelow uint64
+	onRefuse    func()
 
-	mu        sync.Mutex
-	published map[uint64]int // shard → messages
-	acked     []string
+	mu         sync.Mutex
+	published  map[uint64]int // shard → messages
+	requestIDs []string       // of the publishes stored
+	acked      []string
 }
 
 func (b *fakeBroker) WatchRouting(_ *sundialv1.WatchRoutingRequest, st grpc.ServerStreamingServer[sundialv1.RoutingTable]) error {
@@ -51,8 +58,14 @@ func (b *fakeBroker) Publish(_ context.Context, req *brokerv1.ShardPublishReques
 	if !b.leader {
 		return nil, apierr.NotLeader(req.GetShardId(), 1, b.leaderAddr)
 	}
+	if req.GetRoutingVersion() < b.refuseBelow {
+		b.onRefuse()
+		m := req.GetMessages()[0]
+		return nil, apierr.Misplaced(req.GetShardId(), b.refuseBelow, m.GetMessage().GetTopic(), m.GetPartition())
+	}
 	b.mu.Lock()
 	b.published[req.GetShardId()] += len(req.GetMessages())
+	b.requestIDs = append(b.requestIDs, req.GetRequestId())
 	b.mu.Unlock()
 	out := &sundialv1.PublishResponse{RequestId: req.GetRequestId()}
 	for i, m := range req.GetMessages() {
@@ -308,6 +321,44 @@ func TestHealthzAndMetrics(t *testing.T) {
 		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s = %d, want 200", path, resp.StatusCode)
+		}
+	}
+}
+
+// A broker refusing a part as misplaced (its routing version is newer) makes
+// the proxy wait for that table and route the messages again, under a
+// request id of their own; nothing is retried at other replicas meanwhile.
+func TestPublishReroutesMisplacedMessages(t *testing.T) {
+	srv, leader, conn := startCluster(t)
+	newer := proto.Clone(srv.watcher.Table().Raw()).(*sundialv1.RoutingTable)
+	newer.Version = 4
+	leader.refuseBelow = 4
+	leader.onRefuse = func() { srv.watcher.Install(newer) }
+	req := &sundialv1.PublishRequest{RequestId: "r-move"}
+	for i := range 16 {
+		req.Messages = append(req.Messages, &sundialv1.Message{Topic: "wide", Payload: fmt.Appendf(nil, "m%d", i)})
+	}
+	resp, err := sundialv1.NewProducerClient(conn).Publish(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Publish() = %v", err)
+	}
+	for i, r := range resp.GetResults() {
+		if r.GetError() != nil {
+			t.Fatalf("Publish() result %d = %v, want stored after re-routing", i, r.GetError())
+		}
+	}
+	leader.mu.Lock()
+	defer leader.mu.Unlock()
+	total := 0
+	for _, n := range leader.published {
+		total += n
+	}
+	if total != 16 {
+		t.Fatalf("broker stored %d messages, want 16", total)
+	}
+	for _, id := range leader.requestIDs {
+		if !strings.HasPrefix(id, "r-move/reroute-1/") {
+			t.Errorf("re-routed part request id = %q, want prefix r-move/reroute-1/", id)
 		}
 	}
 }

@@ -44,7 +44,7 @@ type Shard struct {
 	opts    Options
 	log     *zap.Logger
 	metrics *Metrics
-	rings   atomic.Pointer[ring.Ring] // the ring of the newest shard set seen
+	rings   atomic.Pointer[stateRing] // the ring of the newest meta state seen
 }
 
 // NewShard returns the Shard service.
@@ -243,16 +243,28 @@ func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.Partitione
 // ring is the hash ring over st's event shards, rebuilt only when the
 // shard set changes (building one takes milliseconds).
 func (s *Shard) ring(st *meta.State) *ring.Ring {
+	cached := s.rings.Load()
+	if cached != nil && cached.state == st {
+		return cached.ring
+	}
 	ids := make([]uint64, 0, len(st.Shards))
 	for _, id := range st.ShardIDs() {
 		ids = append(ids, uint64(id))
 	}
-	if r := s.rings.Load(); r != nil && slices.Equal(r.Shards(), ids) {
-		return r
+	var r *ring.Ring
+	if cached != nil && slices.Equal(cached.ring.Shards(), ids) {
+		r = cached.ring
+	} else {
+		r = ring.New(ids)
 	}
-	r := ring.New(ids)
-	s.rings.Store(r)
+	s.rings.Store(&stateRing{state: st, ring: r})
 	return r
+}
+
+// stateRing is the ring of one meta state's shard set.
+type stateRing struct {
+	state *meta.State
+	ring  *ring.Ring
 }
 
 // knowsAll reports whether st has the topic of every message.
