@@ -14,6 +14,7 @@ import (
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/ring"
 )
 
 // newHeldCluster is a cluster whose brokers keep their cached meta state
@@ -167,6 +168,27 @@ func TestBrokerRefusesMisplacedMessages(t *testing.T) {
 	for id := uint64(100); id < 104; id++ {
 		if _, ok := apierr.AsWrongShard(pub(id, 2)); !ok {
 			t.Errorf("Publish(shard %d, partition 2 of a 2-partition topic) was not refused with WrongShard", id)
+		}
+	}
+
+	// A keyed message belongs to its key's partition, and a keyed cancel
+	// to that partition's shard.
+	r := ring.New([]uint64{100, 101, 102, 103})
+	const key = "order-1"
+	right := ring.KeyPartition(key, 2)
+	wrong := 1 - right
+	_, err = shard.Publish(ctx, &brokerv1.ShardPublishRequest{
+		ShardId: r.Locate("placed", wrong), RequestId: "misplaced-key",
+		Messages: []*brokerv1.PartitionedMessage{{Message: &sundialv1.Message{Topic: "placed", Key: key, Payload: []byte("x")}, Partition: wrong}},
+	})
+	if ws, ok := apierr.AsWrongShard(err); !ok || ws.GetTopic() != "placed" {
+		t.Errorf("Publish(key %q on partition %d, its key partition is %d) error = %v, want WrongShard naming the topic", key, wrong, right, err)
+	}
+	for id := uint64(100); id < 104; id++ {
+		_, err := shard.Cancel(ctx, &brokerv1.ShardChangeRequest{ShardId: id, Partition: right, Message: &sundialv1.MessageSelector{Topic: "placed", By: &sundialv1.MessageSelector_Key{Key: key}}})
+		_, refused := apierr.AsWrongShard(err)
+		if owner := r.Locate("placed", right); (id != owner) != refused {
+			t.Errorf("Cancel(key %q) at shard %d (the key's shard is %d) error = %v", key, id, owner, err)
 		}
 	}
 }

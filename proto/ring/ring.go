@@ -88,6 +88,16 @@ func (r *Ring) Locate(topic string, partition uint32) uint64 {
 	return m.(member).id
 }
 
+// KeyPartition is the partition of a keyed message: xxhash(key) mod
+// partitions. Publish, cancel, reschedule and get all use it, in the proxy
+// to route and in the broker to refuse a keyed message routed elsewhere.
+func KeyPartition(key string, partitions uint32) uint32 {
+	if partitions <= 1 {
+		return 0
+	}
+	return uint32(xxhash.Sum64String(key) % uint64(partitions))
+}
+
 // Equal reports whether two rings hold the same shard set.
 func (r *Ring) Equal(o *Ring) bool {
 	return r != nil && o != nil && slices.Equal(r.shards, o.shards)

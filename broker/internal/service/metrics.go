@@ -47,11 +47,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"op", "code"}),
 		metaReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "broker", Name: "publish_meta_reads_total",
-			Help: "Linearizable meta reads a shard publish needed because the cached meta state was not enough, by reason.",
+			Help: "Linearizable meta reads a shard publish or keyed cancel/reschedule needed because the cached meta state was not enough, by reason.",
 		}, []string{"reason"}),
 		misplaced: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "broker", Name: "publish_misplaced_total",
-			Help: "Shard publish requests refused (WrongShard) because a message's topic partition does not live on the shard.",
+			Help: "Shard publishes and keyed cancels/reschedules refused (WrongShard) because a message's topic partition does not live on the shard.",
 		}),
 	}
 	reg.MustRegister(m.publishedMsgs, m.publishLatency, m.publishErrors, m.receipts, m.acked, m.metaReads, m.misplaced)

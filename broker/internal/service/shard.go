@@ -200,7 +200,8 @@ func (s *Shard) topics(ctx context.Context, msgs []*brokerv1.PartitionedMessage,
 	return st, nil
 }
 
-// metaReadTimeout bounds the linearizable meta read of a publish.
+// metaReadTimeout bounds the linearizable meta read of a publish or a
+// keyed change.
 const metaReadTimeout = 3 * time.Second
 
 // readMeta is a linearizable meta read, counted by why it was needed.
@@ -211,16 +212,17 @@ func (s *Shard) readMeta(ctx context.Context, reason string) (*meta.State, error
 	st, err := s.host.ReadMeta(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, status.Errorf(codes.Unavailable, "meta read for publish timed out: %v", err)
+			return nil, status.Errorf(codes.Unavailable, "linearizable meta read timed out: %v", err)
 		}
-		return nil, status.Errorf(codes.Unavailable, "meta read for publish failed: %v", err)
+		return nil, status.Errorf(codes.Unavailable, "linearizable meta read failed: %v", err)
 	}
 	return st, nil
 }
 
 // placed refuses a publish carrying a message that does not belong on
-// shard under st: its partition is past the topic's partition count, or
-// the ring over st's shards puts the partition elsewhere. Stored anyway,
+// shard under st: its partition is past the topic's partition count, is
+// not its key's partition, or the ring over st's shards puts the partition
+// elsewhere. Stored anyway,
 // such a message would be read by no subscription and found by no keyed
 // publish, cancel or reschedule.
 func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.PartitionedMessage) error {
@@ -228,9 +230,13 @@ func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.Partitione
 	for _, pm := range msgs {
 		topic, part := pm.GetMessage().GetTopic(), pm.GetPartition()
 		base := validate.DeadLetterBase(topic)
-		if t, ok := st.Topics[base]; ok && part >= max(t.Partitions, 1) {
-			s.metrics.misplaced.Inc()
-			return apierr.Misplaced(shard, st.Version, topic, part)
+		if t, ok := st.Topics[base]; ok {
+			n := max(t.Partitions, 1)
+			key := pm.GetMessage().GetKey()
+			if part >= n || (key != "" && part != ring.KeyPartition(key, n)) {
+				s.metrics.misplaced.Inc()
+				return apierr.Misplaced(shard, st.Version, topic, part)
+			}
 		}
 		if owner := r.Locate(base, part); owner != shard {
 			s.metrics.misplaced.Inc()

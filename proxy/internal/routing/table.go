@@ -140,13 +140,10 @@ func (t *Table) LocateMessage(sel *sundialv1.MessageSelector) (ShardID, uint32, 
 	return t.Locate(sel.GetTopic(), p), p, nil
 }
 
-// KeyPartition is the partition of a keyed message: xxhash(key) mod
-// partitions. Publish, cancel, reschedule and get all use it.
+// KeyPartition is the partition of a keyed message (ring.KeyPartition,
+// which brokers check too). Publish, cancel, reschedule and get all use it.
 func KeyPartition(key string, partitions uint32) uint32 {
-	if partitions <= 1 {
-		return 0
-	}
-	return uint32(xxhash.Sum64String(key) % uint64(partitions))
+	return ring.KeyPartition(key, partitions)
 }
 
 // Fingerprint identifies where topic's partitions live: equal fingerprints
