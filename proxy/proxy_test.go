@@ -36,9 +36,11 @@ type fakeBroker struct {
 	admin      sundialv1.AdminServer // optional
 	queue      *fakeQueue            // optional: queue-semantics Shard calls
 	// refuseBelow, if set, refuses publishes routed with an older routing
-	// version as misplaced, calling onRefuse first.
+	// version as misplaced, calling onRefuse(refuseBelow) first; chase
+	// refuses every publish, as routed one version too old.
 	refuseBelow uint64
-	onRefuse    func()
+	chase       bool
+	onRefuse    func(version uint64)
 
 	mu         sync.Mutex
 	published  map[uint64]int // shard → messages
@@ -58,10 +60,11 @@ func (b *fakeBroker) Publish(_ context.Context, req *brokerv1.ShardPublishReques
 	if !b.leader {
 		return nil, apierr.NotLeader(req.GetShardId(), 1, b.leaderAddr)
 	}
-	if req.GetRoutingVersion() < b.refuseBelow {
-		b.onRefuse()
+	if v := req.GetRoutingVersion(); v < b.refuseBelow || b.chase {
+		want := max(b.refuseBelow, v+1)
+		b.onRefuse(want)
 		m := req.GetMessages()[0]
-		return nil, apierr.Misplaced(req.GetShardId(), b.refuseBelow, m.GetMessage().GetTopic(), m.GetPartition())
+		return nil, apierr.Misplaced(req.GetShardId(), want, m.GetMessage().GetTopic(), m.GetPartition())
 	}
 	b.mu.Lock()
 	b.published[req.GetShardId()] += len(req.GetMessages())
@@ -330,10 +333,8 @@ func TestHealthzAndMetrics(t *testing.T) {
 // request id of their own; nothing is retried at other replicas meanwhile.
 func TestPublishReroutesMisplacedMessages(t *testing.T) {
 	srv, leader, conn := startCluster(t)
-	newer := proto.Clone(srv.watcher.Table().Raw()).(*sundialv1.RoutingTable)
-	newer.Version = 4
 	leader.refuseBelow = 4
-	leader.onRefuse = func() { srv.watcher.Install(newer) }
+	leader.onRefuse = installVersion(srv)
 	req := &sundialv1.PublishRequest{RequestId: "r-move"}
 	for i := range 16 {
 		req.Messages = append(req.Messages, &sundialv1.Message{Topic: "wide", Payload: fmt.Appendf(nil, "m%d", i)})
@@ -360,5 +361,39 @@ func TestPublishReroutesMisplacedMessages(t *testing.T) {
 		if !strings.HasPrefix(id, "r-move/reroute-1/") {
 			t.Errorf("re-routed part request id = %q, want prefix r-move/reroute-1/", id)
 		}
+	}
+}
+
+// installVersion installs the proxy's table again under a newer version.
+func installVersion(srv *Server) func(uint64) {
+	var mu sync.Mutex
+	return func(v uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		rt := proto.Clone(srv.watcher.Table().Raw()).(*sundialv1.RoutingTable)
+		if rt.Version < v {
+			rt.Version = v
+			srv.watcher.Install(rt)
+		}
+	}
+}
+
+// When the routing never settles (every round is refused as misplaced at
+// a newer version), the proxy stops after maxReroutes and answers
+// Unavailable, which the client may retry, not the broker's NotFound.
+func TestPublishReroutesGiveUpUnavailable(t *testing.T) {
+	srv, leader, conn := startCluster(t)
+	leader.chase = true
+	leader.onRefuse = installVersion(srv)
+	req := &sundialv1.PublishRequest{RequestId: "r-chase", Messages: []*sundialv1.Message{{Topic: "wide", Payload: []byte("m")}}}
+	resp, err := sundialv1.NewProducerClient(conn).Publish(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Publish() = %v", err)
+	}
+	if got := codes.Code(resp.GetResults()[0].GetError().GetCode()); got != codes.Unavailable {
+		t.Fatalf("Publish() result code = %v (%v), want Unavailable", got, resp.GetResults()[0].GetError())
+	}
+	if v := srv.watcher.Table().Version(); v != 3+maxReroutes+1 {
+		t.Fatalf("table version = %d, want %d: one refusal per round", v, 3+maxReroutes+1)
 	}
 }

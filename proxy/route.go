@@ -77,7 +77,16 @@ func (s *Server) route(ctx context.Context, rid string, table *routing.Table, ms
 		var need uint64
 		for k, pt := range parts {
 			ws := refused[k]
-			if ws == nil || round == maxReroutes {
+			if ws == nil {
+				continue
+			}
+			if round == maxReroutes {
+				// The table never caught up with the brokers: a retry
+				// may succeed, so the answer is Unavailable.
+				st := status.New(codes.Unavailable, "routing did not settle: "+status.Convert(statusErr(answers[k])).Message()).Proto()
+				for _, j := range pt.Indices {
+					merged[j] = &sundialv1.PublishResult{Error: st}
+				}
 				continue
 			}
 			need = max(need, ws.GetRoutingVersion())
@@ -180,4 +189,9 @@ func (s *Server) tableAtLeast(ctx context.Context, version uint64) (*routing.Tab
 			return t, nil
 		}
 	}
+}
+
+// statusErr is the error of a failed part's answer.
+func statusErr(a batch.Answer) error {
+	return status.ErrorProto(a.Err)
 }
