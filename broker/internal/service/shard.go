@@ -222,9 +222,8 @@ func (s *Shard) readMeta(ctx context.Context, reason string) (*meta.State, error
 // placed refuses a publish carrying a message that does not belong on
 // shard under st: its partition is past the topic's partition count, is
 // not its key's partition, or the ring over st's shards puts the partition
-// elsewhere. Stored anyway,
-// such a message would be read by no subscription and found by no keyed
-// publish, cancel or reschedule.
+// elsewhere. Stored anyway, such a message would be read by no
+// subscription and found by no keyed publish, cancel or reschedule.
 func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.PartitionedMessage) error {
 	r := s.ring(st)
 	for _, pm := range msgs {
