@@ -150,6 +150,7 @@ func hostConfig(cfg Config, advertise string) host.Config {
 		// The dispatcher's sweep forgets publish request ids older than
 		// the window: a retry within it is answered, not stored again.
 		Dispatch: dispatch.Config{DedupWindow: cfg.DedupWindow},
+		HoldMeta: cfg.Testing.HoldMeta,
 	}
 }
 

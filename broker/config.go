@@ -94,6 +94,17 @@ type Config struct {
 	// RaftLogShards is the number of Raft log stores (each its own WAL and
 	// fsync). Fixed when the data dir is created. Default 1.
 	RaftLogShards uint64 `yaml:"raft_log_shards"`
+	// Testing holds hooks for tests; never set from a config file.
+	Testing Testing `yaml:"-"`
+}
+
+// Testing holds hooks that let tests make faults deterministic.
+type Testing struct {
+	// HoldMeta keeps the broker's cached meta state (what it stamps
+	// publishes with unless it reads meta linearizably, and the routing
+	// table it streams to proxies) at its current version while it answers
+	// true, as if its meta replica lagged. nil never holds.
+	HoldMeta func() bool
 }
 
 // DefaultConfig is a single-node broker on the local ports.

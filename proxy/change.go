@@ -17,11 +17,7 @@ func (p producer) Cancel(ctx context.Context, req *sundialv1.CancelRequest) (*su
 	if vs := validate.Cancel(req, p.s.cfg.Limits); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	sreq, err := p.s.changeRequest(ctx, req.GetMessage())
-	if err != nil {
-		return nil, err
-	}
-	return onShard(ctx, p.s, sreq.GetShardId(), func(ctx context.Context, c brokerv1.ShardClient) (*sundialv1.CancelResponse, error) {
+	return changeOnShard(ctx, p.s, req.GetMessage(), func(ctx context.Context, c brokerv1.ShardClient, sreq *brokerv1.ShardChangeRequest) (*sundialv1.CancelResponse, error) {
 		return c.Cancel(ctx, sreq)
 	})
 }
@@ -31,19 +27,40 @@ func (p producer) Reschedule(ctx context.Context, req *sundialv1.RescheduleReque
 	if vs := validate.Reschedule(req, p.s.cfg.Limits, time.Now().UnixMilli()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	sreq, err := p.s.changeRequest(ctx, req.GetMessage())
-	if err != nil {
-		return nil, err
-	}
-	sreq.DelayMs, sreq.DeliverAtUnixMs = req.GetDelayMs(), req.GetDeliverAtUnixMs()
-	return onShard(ctx, p.s, sreq.GetShardId(), func(ctx context.Context, c brokerv1.ShardClient) (*sundialv1.RescheduleResponse, error) {
+	return changeOnShard(ctx, p.s, req.GetMessage(), func(ctx context.Context, c brokerv1.ShardClient, sreq *brokerv1.ShardChangeRequest) (*sundialv1.RescheduleResponse, error) {
+		sreq.DelayMs, sreq.DeliverAtUnixMs = req.GetDelayMs(), req.GetDeliverAtUnixMs()
 		return c.Reschedule(ctx, sreq)
 	})
 }
 
+// changeOnShard runs call on the shard holding sel. When the broker
+// answers that the key lives on another shard (its routing version is
+// newer than the proxy's table), it routes once more with a table at that
+// version.
+func changeOnShard[T any](ctx context.Context, s *Server, sel *sundialv1.MessageSelector, call func(context.Context, brokerv1.ShardClient, *brokerv1.ShardChangeRequest) (T, error)) (T, error) {
+	var out T
+	for round := 0; ; round++ {
+		sreq, err := s.changeRequest(ctx, sel)
+		if err != nil {
+			return out, err
+		}
+		out, err = onShard(ctx, s, sreq.GetShardId(), func(ctx context.Context, c brokerv1.ShardClient) (T, error) {
+			return call(ctx, c, sreq)
+		})
+		ws, misplaced := apierr.AsWrongShard(err)
+		if !misplaced || ws.GetTopic() == "" || round == 1 {
+			return out, err
+		}
+		s.topics.Forget(sel.GetTopic())
+		if _, err := s.tableAtLeast(ctx, ws.GetRoutingVersion()); err != nil {
+			return out, err
+		}
+	}
+}
+
 // changeRequest routes a selector to its shard and partition.
 func (s *Server) changeRequest(ctx context.Context, sel *sundialv1.MessageSelector) (*brokerv1.ShardChangeRequest, error) {
-	table, err := s.table(ctx)
+	table, err := s.tableFor(ctx, sel.GetTopic())
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@
 //
 // The proxy holds no durable state. It follows the routing table streamed
 // by the brokers (internal/routing), hashes topic/partition onto event
-// shards with a consistent hash ring (internal/ring), splits publish
+// shards with a consistent hash ring (proto/ring, shared with the brokers), splits publish
 // batches by shard as a pure function of the request id (internal/batch:
 // a retry, through any proxy, sends each shard the same part under the
 // dedup id "<request id>/<shard>"; a request without an id is not

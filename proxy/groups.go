@@ -36,7 +36,7 @@ func (a admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicReques
 	if vs := validate.TopicName("name", req.GetName()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	table, err := a.s.table(ctx)
+	table, err := a.s.tableFor(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (a admin) PurgeTopic(ctx context.Context, req *sundialv1.PurgeTopicRequest)
 	if len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	table, err := a.s.table(ctx)
+	table, err := a.s.tableFor(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (a admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupReques
 }
 
 func (s *Server) registerGroup(ctx context.Context, topic, group string, del bool) error {
-	table, err := s.table(ctx)
+	table, err := s.tableFor(ctx, topic)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (a admin) ListGroups(ctx context.Context, req *sundialv1.ListGroupsRequest)
 // stats merges Shard.Stats over the topic's shards, one entry per group
 // (groups first, in their order).
 func (s *Server) stats(ctx context.Context, topic string, groups []string) ([]*sundialv1.GroupStats, error) {
-	table, err := s.table(ctx)
+	table, err := s.tableFor(ctx, topic)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ func (a admin) ListMessages(ctx context.Context, req *sundialv1.ListMessagesRequ
 	if vs := validate.ListMessages(req, a.s.cfg.Limits); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	table, err := a.s.table(ctx)
+	table, err := a.s.tableFor(ctx, req.GetTopic())
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (a admin) DueHistogram(ctx context.Context, req *sundialv1.DueHistogramRequ
 	if vs := validate.DueHistogram(req, now); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	table, err := a.s.table(ctx)
+	table, err := a.s.tableFor(ctx, req.GetTopic())
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func (a admin) RedriveDeadLetters(ctx context.Context, req *sundialv1.RedriveDea
 	if len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	table, err := a.s.table(ctx)
+	table, err := a.s.tableFor(ctx, req.GetTopic())
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,10 @@ type metrics struct {
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	published prometheus.Counter
+	// topicLookups counts meta lookups of topics the routing table did not
+	// list; reroutes counts publishes split again after a misplaced refusal.
+	topicLookups prometheus.Counter
+	reroutes     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -30,6 +34,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		published: f.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_proxy_published_messages_total",
 			Help: "Messages stored through this proxy.",
+		}),
+		topicLookups: f.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_proxy_topic_lookups_total",
+			Help: "Meta lookups (Admin.GetTopic) of topics the routing table did not list yet.",
+		}),
+		reroutes: f.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_proxy_publish_reroutes_total",
+			Help: "Publish rounds split again because a broker refused messages as misplaced (WrongShard with a topic).",
 		}),
 	}
 }

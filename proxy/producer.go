@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"strconv"
 	"sync"
 	"time"
 
@@ -16,9 +15,7 @@ import (
 
 	"github.com/sundialmq/sundial/proto/apierr"
 	"github.com/sundialmq/sundial/proto/validate"
-	"github.com/sundialmq/sundial/proxy/internal/batch"
 
-	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -97,8 +94,9 @@ func (p producer) PublishStream(stream grpc.BidiStreamingServer[sundialv1.Publis
 	return nil
 }
 
-// publish validates req, splits it by shard, forwards the parts
-// concurrently and merges the answers in request order.
+// publish validates req, splits it by shard (asking meta for topics the
+// routing table does not list yet), forwards the parts concurrently and
+// merges the answers in request order (route).
 func (s *Server) publish(ctx context.Context, req *sundialv1.PublishRequest) (*sundialv1.PublishResponse, error) {
 	if vs := validate.Publish(req, s.cfg.Limits, time.Now().UnixMilli()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
@@ -121,34 +119,11 @@ func (s *Server) publish(ctx context.Context, req *sundialv1.PublishRequest) (*s
 	if splitBy == "" {
 		splitBy = newRequestID()
 	}
-	parts := batch.Split(splitBy, req.GetMessages(), table)
-	answers := make([]batch.Answer, len(parts))
-	var wg sync.WaitGroup
-	for i, pt := range parts {
-		wg.Go(func() {
-			sreq := &brokerv1.ShardPublishRequest{
-				ShardId:        pt.Shard,
-				Messages:       pt.Messages,
-				RoutingVersion: table.Version(),
-			}
-			if rid != "" {
-				sreq.RequestId = rid + "/" + strconv.FormatUint(pt.Shard, 10)
-			}
-			var resp *sundialv1.PublishResponse
-			err := s.fwd.Do(ctx, pt.Shard, func(ctx context.Context, conn *grpc.ClientConn) error {
-				var err error
-				resp, err = brokerv1.NewShardClient(conn).Publish(ctx, sreq)
-				return err
-			})
-			if err != nil {
-				answers[i] = batch.Answer{Err: statusProto(err)}
-				return
-			}
-			answers[i] = batch.Answer{Results: resp.GetResults()}
-		})
+	table, err = s.resolve(ctx, table, req.GetMessages())
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
-	results := batch.Merge(len(req.GetMessages()), parts, answers)
+	results := s.route(ctx, rid, splitBy, table, req.GetMessages())
 	stored := 0
 	for _, r := range results {
 		if r.GetError() == nil {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/proto/apierr"
 	"github.com/sundialmq/sundial/proto/receipt"
@@ -36,11 +37,17 @@ type fakeBroker struct {
 	table      func() *sundialv1.RoutingTable
 	admin      sundialv1.AdminServer // optional
 	queue      *fakeQueue            // optional: queue-semantics Shard calls
+	// refuseBelow, if set, refuses publishes routed with an older routing
+	// version as misplaced, calling onRefuse(refuseBelow) first; chase
+	// refuses every publish, as routed one version too old.
+	refuseBelow uint64
+	chase       bool
+	onRefuse    func(version uint64)
 
 	mu           sync.Mutex
 	subscribeErr error          // optional: every Subscribe fails with it
 	published    map[uint64]int // shard → messages
-	requestIDs   []string       // of every Publish
+	requestIDs   []string       // of the publishes stored
 	acked        []string
 	subscribes   int
 }
@@ -56,6 +63,12 @@ func (b *fakeBroker) WatchRouting(_ *sundialv1.WatchRoutingRequest, st grpc.Serv
 func (b *fakeBroker) Publish(_ context.Context, req *brokerv1.ShardPublishRequest) (*sundialv1.PublishResponse, error) {
 	if !b.leader {
 		return nil, apierr.NotLeader(req.GetShardId(), 1, b.leaderAddr)
+	}
+	if v := req.GetRoutingVersion(); v < b.refuseBelow || b.chase {
+		want := max(b.refuseBelow, v+1)
+		b.onRefuse(want)
+		m := req.GetMessages()[0]
+		return nil, apierr.Misplaced(req.GetShardId(), want, m.GetMessage().GetTopic(), m.GetPartition())
 	}
 	b.mu.Lock()
 	b.published[req.GetShardId()] += len(req.GetMessages())
@@ -371,6 +384,42 @@ func TestPublishRetryIsSplitAlike(t *testing.T) {
 	}
 }
 
+// A broker refusing a part as misplaced (its routing version is newer) makes
+// the proxy wait for that table and route the messages again, under a
+// request id of their own; nothing is retried at other replicas meanwhile.
+func TestPublishReroutesMisplacedMessages(t *testing.T) {
+	srv, leader, conn := startCluster(t)
+	leader.refuseBelow = 4
+	leader.onRefuse = installVersion(srv)
+	req := &sundialv1.PublishRequest{RequestId: "r-move"}
+	for i := range 16 {
+		req.Messages = append(req.Messages, &sundialv1.Message{Topic: "wide", Payload: fmt.Appendf(nil, "m%d", i)})
+	}
+	resp, err := sundialv1.NewProducerClient(conn).Publish(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Publish() = %v", err)
+	}
+	for i, r := range resp.GetResults() {
+		if r.GetError() != nil {
+			t.Fatalf("Publish() result %d = %v, want stored after re-routing", i, r.GetError())
+		}
+	}
+	leader.mu.Lock()
+	defer leader.mu.Unlock()
+	total := 0
+	for _, n := range leader.published {
+		total += n
+	}
+	if total != 16 {
+		t.Fatalf("broker stored %d messages, want 16", total)
+	}
+	for _, id := range leader.requestIDs {
+		if !strings.HasPrefix(id, "r-move/reroute-1/") {
+			t.Errorf("re-routed part request id = %q, want prefix r-move/reroute-1/", id)
+		}
+	}
+}
+
 // TestSubscribeEndsOnPermanentBrokerError: a shard stream refused with an
 // error apierr.Classify calls Permanent (here ResourceExhausted without
 // RetryInfo) ends the subscription with it instead of reopening forever.
@@ -400,5 +449,39 @@ func TestSubscribeEndsOnPermanentBrokerError(t *testing.T) {
 			t.Fatalf("Subscribe ended with %v after %d shard streams, want ResourceExhausted", err, n)
 		}
 		return
+	}
+}
+
+// installVersion installs the proxy's table again under a newer version.
+func installVersion(srv *Server) func(uint64) {
+	var mu sync.Mutex
+	return func(v uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		rt := proto.Clone(srv.watcher.Table().Raw()).(*sundialv1.RoutingTable)
+		if rt.Version < v {
+			rt.Version = v
+			srv.watcher.Install(rt)
+		}
+	}
+}
+
+// When the routing never settles (every round is refused as misplaced at
+// a newer version), the proxy stops after maxReroutes and answers
+// Unavailable, which the client may retry, not the broker's NotFound.
+func TestPublishReroutesGiveUpUnavailable(t *testing.T) {
+	srv, leader, conn := startCluster(t)
+	leader.chase = true
+	leader.onRefuse = installVersion(srv)
+	req := &sundialv1.PublishRequest{RequestId: "r-chase", Messages: []*sundialv1.Message{{Topic: "wide", Payload: []byte("m")}}}
+	resp, err := sundialv1.NewProducerClient(conn).Publish(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Publish() = %v", err)
+	}
+	if got := codes.Code(resp.GetResults()[0].GetError().GetCode()); got != codes.Unavailable {
+		t.Fatalf("Publish() result code = %v (%v), want Unavailable", got, resp.GetResults()[0].GetError())
+	}
+	if v := srv.watcher.Table().Version(); v != 3+maxReroutes+1 {
+		t.Fatalf("table version = %d, want %d: one refusal per round", v, 3+maxReroutes+1)
 	}
 }

@@ -41,7 +41,7 @@ func (c consumer) Receive(ctx context.Context, req *sundialv1.ReceiveRequest) (*
 }
 
 func (s *Server) receive(ctx context.Context, req *sundialv1.ReceiveRequest) (*sundialv1.ReceiveResponse, error) {
-	table, err := s.table(ctx)
+	table, err := s.tableFor(ctx, req.GetTopic())
 	if err != nil {
 		return nil, err
 	}

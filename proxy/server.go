@@ -40,6 +40,7 @@ type Server struct {
 	watcher *routing.Watcher
 	fwd     *forward.Forwarder
 	acks    *ackCoalescer
+	topics  *routing.Topics
 	subs    *subscribe.Handler
 
 	grpc      *grpc.Server
@@ -89,8 +90,10 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	s.watcher = routing.NewWatcher(cfg.Brokers, s.pool, log, routing.NewMetrics(reg), s.onTable)
 	s.fwd = forward.New(s.watcher, s.pool, cfg.Brokers, cfg.ForwardTimeout, forward.NewMetrics(reg))
 	s.acks = newAckCoalescer(cfg.ForwardTimeout, s.fwd.Do)
+	s.topics = routing.NewTopics(s.lookupTopic)
 	s.subs = &subscribe.Handler{
 		Tables:      s.watcher,
+		Topics:      s.topics,
 		Pool:        s.pool,
 		Forwarder:   s.fwd,
 		Settler:     settler{s},

@@ -35,6 +35,17 @@ func (s *Server) table(ctx context.Context) (*routing.Table, error) {
 	return t, nil
 }
 
+// tableFor is table with topic's partition count asked from meta when the
+// routing table does not list the topic yet (so a topic created a moment
+// ago is not taken for a one-partition topic).
+func (s *Server) tableFor(ctx context.Context, topic string) (*routing.Table, error) {
+	t, err := s.table(ctx)
+	if err != nil || topic == "" || t.Lists(topic) {
+		return t, err
+	}
+	return s.topics.Resolve(ctx, t, topic)
+}
+
 // onShard runs one Shard call against the leader of shard under the
 // forwarding policy.
 func onShard[T any](ctx context.Context, s *Server, shard uint64, call func(context.Context, brokerv1.ShardClient) (T, error)) (T, error) {

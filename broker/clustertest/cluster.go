@@ -53,6 +53,9 @@ type Cluster struct {
 	Producer sundialv1.ProducerClient
 	Consumer sundialv1.ConsumerClient
 	Admin    sundialv1.AdminClient
+
+	// ProxyMetrics is the proxy's private registry.
+	ProxyMetrics *prometheus.Registry
 }
 
 // New starts a cluster and waits until the proxy routes to every shard.
@@ -101,7 +104,8 @@ func New(t testing.TB, cfg Config) *Cluster {
 	for _, m := range c.members {
 		pc.Brokers = append(pc.Brokers, m.GRPCAddr)
 	}
-	p, err := proxy.New(pc, logger(t).Named("proxy"), prometheus.NewRegistry())
+	c.ProxyMetrics = prometheus.NewRegistry()
+	p, err := proxy.New(pc, logger(t).Named("proxy"), c.ProxyMetrics)
 	if err != nil {
 		t.Fatalf("proxy.New() error = %v", err)
 	}

@@ -92,6 +92,18 @@ func WrongShard(shard, routingVersion uint64) error {
 	return st.Err()
 }
 
+// Misplaced is a NotFound status with a WrongShard detail naming the topic
+// and partition of a message that does not live on shard at routingVersion
+// (or is past the topic's partition count): the caller refreshes its
+// routing table to at least routingVersion and routes the message again.
+func Misplaced(shard, routingVersion uint64, topic string, partition uint32) error {
+	st := status.New(codes.NotFound, fmt.Sprintf("topic %q partition %d does not live on shard %d (routing version %d): refresh the routing table and route again", topic, partition, shard, routingVersion))
+	if d, err := st.WithDetails(&brokerv1.WrongShard{ShardId: shard, RoutingVersion: routingVersion, Topic: topic, Partition: partition}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
 // AsWrongShard returns the WrongShard detail of err.
 func AsWrongShard(err error) (*brokerv1.WrongShard, bool) {
 	return detail[*brokerv1.WrongShard](err)

@@ -94,3 +94,17 @@ func TestRetryable(t *testing.T) {
 		}
 	}
 }
+
+func TestMisplacedRoundTrip(t *testing.T) {
+	err := fmt.Errorf("publish: %w", Misplaced(101, 9, "orders", 3))
+	ws, ok := AsWrongShard(err)
+	if !ok || ws.GetShardId() != 101 || ws.GetRoutingVersion() != 9 || ws.GetTopic() != "orders" || ws.GetPartition() != 3 {
+		t.Fatalf("AsWrongShard(%v) = %v, %v, want shard 101, version 9, orders/3", err, ws, ok)
+	}
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("code = %v, want NotFound", status.Code(err))
+	}
+	if ws, ok := AsWrongShard(WrongShard(101, 9)); !ok || ws.GetTopic() != "" {
+		t.Fatalf("WrongShard() detail = %v, %v, want no topic (the shard is not hosted)", ws, ok)
+	}
+}

@@ -66,6 +66,11 @@ type Config struct {
 	// yet; RecordClusterID saves the meta state's when it is empty.
 	ClusterID       string
 	RecordClusterID func(clusterID string) error
+	// HoldMeta, for tests only, keeps the cached meta state (Meta, and the
+	// routing table WatchRouting streams) at its current version while it
+	// answers true, as a broker whose meta replica lags would; nil never
+	// holds. Linearizable reads (ReadMeta) are not held.
+	HoldMeta func() bool
 }
 
 // ErrNotMetaMember is returned for a node outside the initial members: the
@@ -268,9 +273,11 @@ func (h *Host) reconcile() {
 		return // meta replica not ready yet
 	}
 	st := v.(*meta.State)
-	h.routingG.Set(float64(st.Version))
-	if old := h.metaState.Swap(st); old.Version != st.Version {
-		h.notifyChanged()
+	if h.cfg.HoldMeta == nil || !h.cfg.HoldMeta() {
+		h.routingG.Set(float64(st.Version))
+		if old := h.metaState.Swap(st); old.Version != st.Version {
+			h.notifyChanged()
+		}
 	}
 	if !h.admitted(st) {
 		return

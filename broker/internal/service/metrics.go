@@ -17,6 +17,8 @@ type Metrics struct {
 	publishErrors  *prometheus.CounterVec
 	receipts       *prometheus.CounterVec
 	acked          prometheus.Counter
+	metaReads      *prometheus.CounterVec
+	misplaced      prometheus.Counter
 }
 
 // NewMetrics registers the service collectors on reg.
@@ -43,8 +45,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "sundial", Subsystem: "broker", Name: "settled_receipts_total",
 			Help: "Receipts answered by ack, nack and extend, by operation and result code.",
 		}, []string{"op", "code"}),
+		metaReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "broker", Name: "publish_meta_reads_total",
+			Help: "Linearizable meta reads a shard publish or keyed cancel/reschedule needed because the cached meta state was not enough, by reason.",
+		}, []string{"reason"}),
+		misplaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "broker", Name: "publish_misplaced_total",
+			Help: "Shard publishes and keyed cancels/reschedules refused (WrongShard) because a message's topic partition does not live on the shard.",
+		}),
 	}
-	reg.MustRegister(m.publishedMsgs, m.publishLatency, m.publishErrors, m.receipts, m.acked)
+	reg.MustRegister(m.publishedMsgs, m.publishLatency, m.publishErrors, m.receipts, m.acked, m.metaReads, m.misplaced)
 	return m
 }
 

@@ -20,6 +20,7 @@ import (
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
+	"github.com/sundialmq/sundial/proto/ring"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
@@ -209,8 +210,23 @@ func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, ca
 	if err != nil {
 		return nil, err
 	}
-	if t, ok := s.host.Meta().Topics[sel.GetTopic()]; ok {
+	st := s.host.Meta()
+	if _, ok := st.Topics[sel.GetTopic()]; !ok && c.Key != "" {
+		// A topic created a moment ago: its partition count decides
+		// where the key lives.
+		if st, err = s.readMeta(ctx, "unknown_topic"); err != nil {
+			return nil, err
+		}
+	}
+	if t, ok := st.Topics[sel.GetTopic()]; ok {
 		c.DedupWindowMs = t.DedupWindowMs
+		if c.Key != "" {
+			part := ring.KeyPartition(c.Key, max(t.Partitions, 1))
+			if s.ring(st).Locate(sel.GetTopic(), part) != req.GetShardId() {
+				s.metrics.misplaced.Inc()
+				return nil, apierr.Misplaced(req.GetShardId(), st.Version, sel.GetTopic(), part)
+			}
+		}
 	}
 	// Fence the dispatcher: a copy it picks from now until this change
 	// applies is pushed only after its lease commits, so a cancel answered

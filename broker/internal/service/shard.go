@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,6 +22,7 @@ import (
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
+	"github.com/sundialmq/sundial/proto/ring"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
@@ -46,6 +48,7 @@ type Shard struct {
 	// leaderInfo is host.LeaderInfo; tests replace it to change leadership
 	// between two steps of a handler.
 	leaderInfo func(id uint64) (lead *host.Leading, leaderNode uint64, leaderAddr string, ok bool)
+	rings   atomic.Pointer[stateRing] // the ring of the newest meta state seen
 }
 
 // NewShard returns the Shard service.
@@ -96,14 +99,17 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if err := s.ensureTopics(ctx, req.Messages); err != nil {
+	st, err = s.topics(ctx, req.Messages, req.GetRoutingVersion())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.placed(req.GetShardId(), st, req.Messages); err != nil {
 		return nil, err
 	}
 	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
 	if cmd.RequestId != "" {
 		cmd.Digest = publishDigest(req.Messages)
 	}
-	st = s.host.Meta()
 	for i, pm := range req.Messages {
 		m := pm.GetMessage()
 		due := validate.DueAt(m, nowMs)
@@ -207,28 +213,125 @@ func keyOutcome(k raftv1.KeyOutcome) sundialv1.KeyOutcome {
 	return sundialv1.KeyOutcome_KEY_OUTCOME_CREATED
 }
 
-// ensureTopics creates unknown topics when the cluster allows it.
-func (s *Shard) ensureTopics(ctx context.Context, msgs []*brokerv1.PartitionedMessage) error {
+// topics answers the meta state a publish is stamped from (FAIR flag,
+// dedup window, jitter). The cached state serves when it knows every topic
+// of msgs and is not older than the routing version the proxy routed with;
+// otherwise a linearizable meta read does, so a publish right after
+// CreateTopic is stamped with the topic as created. Unknown topics are
+// created first when the cluster allows it.
+func (s *Shard) topics(ctx context.Context, msgs []*brokerv1.PartitionedMessage, routingVersion uint64) (*meta.State, error) {
 	st := s.host.Meta()
+	if st.Version >= routingVersion && knowsAll(st, msgs) {
+		return st, nil
+	}
+	reason := "unknown_topic"
+	if st.Version < routingVersion {
+		reason = "behind_proxy"
+	}
+	st, err := s.readMeta(ctx, reason)
+	if err != nil {
+		return nil, err
+	}
+	created := false
 	for _, pm := range msgs {
 		topic := pm.GetMessage().GetTopic()
 		if _, ok := st.Topics[topic]; ok {
 			continue
 		}
 		if !s.opts.AutoCreateTopics {
-			return status.Errorf(codes.NotFound, "topic %q does not exist and automatic topic creation is off: create it first", topic)
+			return nil, status.Errorf(codes.NotFound, "topic %q does not exist and automatic topic creation is off: create it first", topic)
 		}
 		if _, err := s.admin.createTopic(ctx, &sundialv1.Topic{Name: topic}, true); err != nil {
-			return err
+			return nil, err
 		}
-		st = s.host.Meta()
-		if _, ok := st.Topics[topic]; !ok {
-			// The local meta replica has not applied the creation yet; the
-			// proposal committed, which is all publishing needs.
-			continue
+		created = true
+	}
+	if created {
+		return s.readMeta(ctx, "created_topic")
+	}
+	return st, nil
+}
+
+// metaReadTimeout bounds the linearizable meta read of a publish or a
+// keyed change.
+const metaReadTimeout = 3 * time.Second
+
+// readMeta is a linearizable meta read, counted by why it was needed.
+func (s *Shard) readMeta(ctx context.Context, reason string) (*meta.State, error) {
+	s.metrics.metaReads.WithLabelValues(reason).Inc()
+	ctx, cancel := context.WithTimeout(ctx, metaReadTimeout)
+	defer cancel()
+	st, err := s.host.ReadMeta(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.Errorf(codes.Unavailable, "linearizable meta read timed out: %v", err)
+		}
+		return nil, status.Errorf(codes.Unavailable, "linearizable meta read failed: %v", err)
+	}
+	return st, nil
+}
+
+// placed refuses a publish carrying a message that does not belong on
+// shard under st: its partition is past the topic's partition count, is
+// not its key's partition, or the ring over st's shards puts the partition
+// elsewhere. Stored anyway, such a message would be read by no
+// subscription and found by no keyed publish, cancel or reschedule.
+func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.PartitionedMessage) error {
+	r := s.ring(st)
+	for _, pm := range msgs {
+		topic, part := pm.GetMessage().GetTopic(), pm.GetPartition()
+		base := validate.DeadLetterBase(topic)
+		if t, ok := st.Topics[base]; ok {
+			n := max(t.Partitions, 1)
+			key := pm.GetMessage().GetKey()
+			if part >= n || (key != "" && part != ring.KeyPartition(key, n)) {
+				s.metrics.misplaced.Inc()
+				return apierr.Misplaced(shard, st.Version, topic, part)
+			}
+		}
+		if owner := r.Locate(base, part); owner != shard {
+			s.metrics.misplaced.Inc()
+			return apierr.Misplaced(shard, st.Version, topic, part)
 		}
 	}
 	return nil
+}
+
+// ring is the hash ring over st's event shards, rebuilt only when the
+// shard set changes (building one takes milliseconds).
+func (s *Shard) ring(st *meta.State) *ring.Ring {
+	cached := s.rings.Load()
+	if cached != nil && cached.state == st {
+		return cached.ring
+	}
+	ids := make([]uint64, 0, len(st.Shards))
+	for _, id := range st.ShardIDs() {
+		ids = append(ids, uint64(id))
+	}
+	var r *ring.Ring
+	if cached != nil && slices.Equal(cached.ring.Shards(), ids) {
+		r = cached.ring
+	} else {
+		r = ring.New(ids)
+	}
+	s.rings.Store(&stateRing{state: st, ring: r})
+	return r
+}
+
+// stateRing is the ring of one meta state's shard set.
+type stateRing struct {
+	state *meta.State
+	ring  *ring.Ring
+}
+
+// knowsAll reports whether st has the topic of every message.
+func knowsAll(st *meta.State, msgs []*brokerv1.PartitionedMessage) bool {
+	for _, pm := range msgs {
+		if _, ok := st.Topics[pm.GetMessage().GetTopic()]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // Subscribe streams one shard's deliveries.

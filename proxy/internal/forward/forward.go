@@ -13,6 +13,9 @@
 //   - on Permanent and Unknown errors (a deadline, an internal error: the
 //     call may have taken effect), give the error back: the client decides,
 //     knowing whether its request is idempotent;
+//   - a WrongShard naming a topic (a misplaced message, not a moved shard)
+//     is the answer: the caller routes the message again with a newer
+//     table;
 //   - give up at the forward timeout or the caller's deadline with
 //     codes.Unavailable "shard N has no reachable leader".
 //
@@ -143,6 +146,9 @@ func (f *Forwarder) Observe(shard uint64, addr string, err error) Verdict {
 		}
 		f.advance(shard, addr)
 		return RetryLater
+	}
+	if ws, wrong := apierr.AsWrongShard(err); wrong && ws.GetTopic() != "" {
+		return Fail
 	}
 	if apierr.Classify(err) == apierr.Retry {
 		f.metrics.retries.WithLabelValues(retryReason(err)).Inc()

@@ -9,8 +9,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/sundialmq/sundial/proto/receipt"
+	"github.com/sundialmq/sundial/proto/ring"
 	"github.com/sundialmq/sundial/proto/validate"
-	"github.com/sundialmq/sundial/proxy/internal/ring"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
@@ -26,6 +26,7 @@ type Table struct {
 	nodes      map[uint64]string // node id → gRPC address
 	shards     map[ShardID]*sundialv1.Shard
 	partitions map[string]uint32 // topic → partition count
+	learned    map[string]uint32 // topics the table does not list, from meta (With)
 }
 
 // NewTable indexes rt. prev (may be nil) lends its ring when the shard set
@@ -72,15 +73,42 @@ func (t *Table) Raw() *sundialv1.RoutingTable {
 // Version is the table's routing version, 0 for a nil table.
 func (t *Table) Version() uint64 { return t.Raw().GetVersion() }
 
-// Partitions is the partition count of topic; an unknown topic has one. A
-// dead-letter topic "<t>.dlq" has the partitions of "<t>".
+// Partitions is the partition count of topic: the table's, else the one
+// learned from meta (With), else one (an unknown topic is created with one
+// partition on its first publish). A dead-letter topic "<t>.dlq" has the
+// partitions of "<t>".
 func (t *Table) Partitions(topic string) uint32 {
 	if t != nil {
-		if n, ok := t.partitions[validate.DeadLetterBase(topic)]; ok {
+		base := validate.DeadLetterBase(topic)
+		if n, ok := t.partitions[base]; ok {
+			return n
+		}
+		if n, ok := t.learned[base]; ok {
 			return n
 		}
 	}
 	return 1
+}
+
+// Lists reports whether the routing table itself lists topic (or, for a
+// dead-letter topic, its base).
+func (t *Table) Lists(topic string) bool {
+	if t == nil {
+		return false
+	}
+	_, ok := t.partitions[validate.DeadLetterBase(topic)]
+	return ok
+}
+
+// With is t with the partition counts of topics it does not list yet,
+// learned from meta, laid under its own. t is not changed.
+func (t *Table) With(learned map[string]uint32) *Table {
+	if t == nil || len(learned) == 0 {
+		return t
+	}
+	c := *t
+	c.learned = learned
+	return &c
 }
 
 // Locate is the shard owning partition of topic, 0 if the table has no
@@ -112,13 +140,10 @@ func (t *Table) LocateMessage(sel *sundialv1.MessageSelector) (ShardID, uint32, 
 	return t.Locate(sel.GetTopic(), p), p, nil
 }
 
-// KeyPartition is the partition of a keyed message: xxhash(key) mod
-// partitions. Publish, cancel, reschedule and get all use it.
+// KeyPartition is the partition of a keyed message (ring.KeyPartition,
+// which brokers check too). Publish, cancel, reschedule and get all use it.
 func KeyPartition(key string, partitions uint32) uint32 {
-	if partitions <= 1 {
-		return 0
-	}
-	return uint32(xxhash.Sum64String(key) % uint64(partitions))
+	return ring.KeyPartition(key, partitions)
 }
 
 // Fingerprint identifies where topic's partitions live: equal fingerprints

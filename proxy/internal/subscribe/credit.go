@@ -48,6 +48,38 @@ func NewSplitter(shards []uint64) *Splitter {
 	return &Splitter{shards: ids, held: held}
 }
 
+// Add puts shard on the splitter (a subscription's plan grew) and fills it
+// from the pool up to its share; with an empty pool it waits for credit
+// to be granted, spent or returned.
+func (s *Splitter) Add(shard uint64) []Grant {
+	if _, ok := s.held[shard]; ok {
+		return nil
+	}
+	s.shards = append(s.shards, shard)
+	slices.Sort(s.shards)
+	s.held[shard] = 0
+	s.cursor = 0
+	return s.distribute()
+}
+
+// Remove takes shard off the splitter (its partitions moved away); the
+// credit it held goes back to the pool and on to the other shards.
+func (s *Splitter) Remove(shard uint64) []Grant {
+	h, ok := s.held[shard]
+	if !ok {
+		return nil
+	}
+	delete(s.held, shard)
+	if i := slices.Index(s.shards, shard); i >= 0 {
+		s.shards = slices.Delete(s.shards, i, i+1)
+	}
+	s.pool += h
+	if s.cursor >= len(s.shards) {
+		s.cursor = 0
+	}
+	return s.distribute()
+}
+
 // Outstanding is the granted, unspent credit: pool plus all held.
 func (s *Splitter) Outstanding() int64 {
 	total := s.pool

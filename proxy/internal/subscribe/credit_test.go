@@ -139,3 +139,34 @@ func TestSplitterReturnMovesCreditOn(t *testing.T) {
 		t.Fatalf("Return of credit the shard does not hold = %v, outstanding %d", got, s.Outstanding())
 	}
 }
+
+func TestSplitterAddRemove(t *testing.T) {
+	s := NewSplitter([]uint64{1})
+	s.Grant(100)
+	if got := s.Held(1); got != 100 {
+		t.Fatalf("Held(1) = %d, want 100", got)
+	}
+	// A shard added while the only one holds everything gets credit back
+	// from it only through Return (the session revokes idle credit).
+	if g := s.Add(2); len(g) != 0 {
+		t.Fatalf("Add(2) = %v, want no grant from an empty pool", g)
+	}
+	checkInvariant(t, s, 100, 0)
+	g := s.Return(1, 100)
+	if s.Held(2) == 0 || len(g) == 0 {
+		t.Fatalf("after Return(1, 100): Held(2) = %d, grants %v, want credit on shard 2", s.Held(2), g)
+	}
+	checkInvariant(t, s, 100, 0)
+	held1 := s.Held(1)
+	g = s.Remove(1)
+	if _, ok := s.held[1]; ok {
+		t.Fatalf("Remove(1) left shard 1 on the splitter")
+	}
+	if s.Held(2) != 100 {
+		t.Fatalf("after Remove(1) (held %d): Held(2) = %d, want all 100 on the last shard (grants %v)", held1, s.Held(2), g)
+	}
+	checkInvariant(t, s, 100, 0)
+	if g := s.Remove(2); len(g) != 0 || s.Pool() != 100 {
+		t.Fatalf("Remove(last) = %v, pool %d, want no grant and all 100 in the pool", g, s.Pool())
+	}
+}

@@ -10,6 +10,7 @@ type Metrics struct {
 	subscriptions prometheus.Gauge
 	delivered     prometheus.Counter
 	reopens       prometheus.Counter
+	replans       prometheus.Counter
 	lateness      prometheus.Histogram
 }
 
@@ -28,6 +29,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reopens: f.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_proxy_shard_stream_reopens_total",
 			Help: "Shard subscription streams reopened after a break.",
+		}),
+		replans: f.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_proxy_subscription_replans_total",
+			Help: "Subscriptions moved onto a new plan (shards and their partitions) after a routing table change.",
 		}),
 		lateness: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sundial_proxy_delivery_lateness_seconds",

@@ -7,15 +7,20 @@
 //
 // Goroutines of one subscription, all joined before Serve returns (except
 // the client reader, which gRPC unblocks when Serve returns): the client
-// reader, one runner per shard stream plus its credit sender, and one per
+// reader, one runner per shard stream plus its credit sender, the planner,
+// the credit rebalancer once there is more than one shard, and one per
 // in-flight ack operation (at most maxAckOps). session.mu guards the
-// splitter and every shard's pending credit; sendMu serialises writes to
-// the client stream. Lock order: mu before sendMu is never needed; neither
-// is held across a network call except sendMu across Send.
+// shard set, the splitter and every shard's pending credit and partitions;
+// sendMu serialises writes to the client stream. Lock order: mu before
+// sendMu is never needed; neither is held across a network call except
+// sendMu across Send.
 //
-// The shard set is fixed when the subscription starts; a subscription
-// opened before shards were added keeps reading its original shards until
-// the client reconnects.
+// The plan (which shard streams read which partitions) comes from the
+// routing table, with the partition count asked from meta while the table
+// does not list the topic yet. The planner re-plans on every table change:
+// it opens streams on shards that gained partitions of the topic, reopens
+// a stream whose partitions changed, and closes one that lost them all,
+// handing its credit to the others.
 package subscribe
 
 import (
@@ -23,6 +28,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -54,9 +60,18 @@ type Settler interface {
 	Extend(ctx context.Context, req *sundialv1.ExtendRequest) []*sundialv1.ReceiptResult
 }
 
+// Tables gives the current routing table and announces the next one.
+type Tables interface {
+	forward.Tables
+	Changed() <-chan struct{}
+}
+
 // Handler serves subscriptions.
 type Handler struct {
-	Tables    forward.Tables
+	Tables Tables
+	// Topics answers partition counts of topics the table does not list
+	// yet; nil takes such a topic for one partition.
+	Topics    *routing.Topics
 	Pool      *routing.Pool
 	Forwarder *forward.Forwarder
 	Settler   Settler
@@ -83,8 +98,12 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 	if vs := validate.Start(start); len(vs) > 0 {
 		return apierr.InvalidArgument(vs...)
 	}
+	changed := h.Tables.Changed()
 	wctx, cancel := context.WithTimeout(stream.Context(), h.WaitTimeout)
 	table, err := h.Tables.Wait(wctx)
+	if err == nil {
+		table, err = h.resolve(wctx, table, start.GetTopic())
+	}
 	cancel()
 	if err != nil {
 		return err
@@ -110,13 +129,13 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 			AckMode:             start.GetAckMode(),
 		},
 		shards: make(map[uint64]*shardStream, len(byShard)),
-		fatal:  make(chan error, len(byShard)),
+		fatal:  make(chan error, 1),
 		ackSem: make(chan struct{}, maxAckOps),
 	}
 	ids := make([]uint64, 0, len(byShard))
 	for id, parts := range byShard {
 		ids = append(ids, id)
-		s.shards[id] = &shardStream{id: id, partitions: parts, wake: make(chan struct{}, 1)}
+		s.shards[id] = s.newShard(id, parts)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	s.split = NewSplitter(ids)
@@ -125,14 +144,14 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 	h.Metrics.subscriptions.Inc()
 	defer h.Metrics.subscriptions.Dec()
 
-	var runners sync.WaitGroup
+	s.mu.Lock()
 	for _, id := range ids {
 		ss := s.shards[id]
-		runners.Go(func() { s.runShard(ss) })
+		s.runners.Go(func() { s.runShard(ss) })
 	}
-	if len(ids) > 1 {
-		runners.Go(s.rebalance)
-	}
+	s.startRebalance()
+	s.mu.Unlock()
+	s.runners.Go(func() { s.plan(changed) })
 	readerDone := make(chan error, 1)
 	go func() { readerDone <- s.read() }()
 
@@ -141,7 +160,7 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 	case err = <-s.fatal:
 	}
 	cancelAll()
-	runners.Wait()
+	s.runners.Wait()
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
@@ -153,14 +172,18 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 }
 
 type shardStream struct {
-	id         uint64
-	partitions []uint32
-	wake       chan struct{} // cap 1: pending or revoke changed
+	id     uint64
+	wake   chan struct{}      // cap 1: pending or revoke changed
+	ctx    context.Context    // ends when the plan drops the shard or the subscription ends
+	cancel context.CancelFunc // ends ctx
 	// Guarded by session.mu:
-	pending  int64     // credit granted but not yet sent
-	revoke   int64     // credit to ask back, not yet sent
-	revoking bool      // a revoke awaits its credit_returned
-	active   time.Time // last delivery, or when the stream got its credit
+	partitions []uint32           // the topic's partitions on this shard, ascending
+	reopen     context.CancelFunc // ends the current stream so it reopens with new partitions
+	replanned  bool               // the current stream ended for a re-plan: reopen at once
+	pending    int64              // credit granted but not yet sent
+	revoke     int64              // credit to ask back, not yet sent
+	revoking   bool               // a revoke awaits its credit_returned
+	active     time.Time          // last delivery, or when the stream got its credit
 }
 
 type session struct {
@@ -168,14 +191,19 @@ type session struct {
 	stream sundialv1.Consumer_SubscribeServer
 	ctx    context.Context // ends with the subscription; owned by Serve
 	start  *brokerv1.ShardStart
-	shards map[uint64]*shardStream // fixed after Serve set it up
-	fatal  chan error
+	fatal  chan error // cap 1: the first permanent shard failure
 	ackSem chan struct{}
 	acks   sync.WaitGroup
+	// runners are the shard runners, the planner and the rebalancer; the
+	// planner adds runners while it runs itself, so the count is never
+	// zero while one is added.
+	runners sync.WaitGroup
 
-	mu      sync.Mutex // guards split, every shardStream.pending, closing
-	split   *Splitter
-	closing bool
+	mu          sync.Mutex // guards shards, split, the shardStreams' planned state, closing, rebalancing
+	shards      map[uint64]*shardStream
+	split       *Splitter
+	closing     bool
+	rebalancing bool
 
 	sendMu sync.Mutex // serialises stream.Send
 }
@@ -267,7 +295,7 @@ func (s *session) settle(op sundialv1.AckResult_Op, requestID string, run func(c
 func (s *session) runShard(ss *shardStream) {
 	backoff := forward.MinBackoff
 	redirects := 0
-	for s.ctx.Err() == nil {
+	for ss.ctx.Err() == nil {
 		addr := s.h.Forwarder.Leader(ss.id)
 		var err error
 		began := time.Now()
@@ -276,8 +304,15 @@ func (s *session) runShard(ss *shardStream) {
 		} else {
 			err = s.streamOnce(ss, addr)
 		}
-		if s.ctx.Err() != nil {
+		if ss.ctx.Err() != nil {
 			return
+		}
+		s.mu.Lock()
+		replanned := ss.replanned
+		ss.replanned = false
+		s.mu.Unlock()
+		if replanned {
+			continue
 		}
 		if time.Since(began) > streamHealthy {
 			backoff = forward.MinBackoff
@@ -285,7 +320,10 @@ func (s *session) runShard(ss *shardStream) {
 		v := s.h.Forwarder.Observe(ss.id, addr, err)
 		if v == forward.Fail && apierr.Classify(err) == apierr.Permanent {
 			s.h.Log.Warn("shard subscription failed", zap.Uint64("shard_id", ss.id), zap.Error(err))
-			s.fatal <- err
+			select {
+			case s.fatal <- err:
+			default:
+			}
 			return
 		}
 		if v == forward.RetryNow && redirects < 3 {
@@ -295,7 +333,7 @@ func (s *session) runShard(ss *shardStream) {
 		redirects = 0
 		s.h.Metrics.reopens.Inc()
 		s.h.Log.Debug("shard subscription reopening", zap.Uint64("shard_id", ss.id), zap.String("broker_addr", addr), zap.Error(err), zap.Duration("backoff", backoff))
-		if !forward.Sleep(s.ctx, backoff) {
+		if !forward.Sleep(ss.ctx, backoff) {
 			return
 		}
 		backoff = min(2*backoff, forward.MaxBackoff)
@@ -308,7 +346,7 @@ func (s *session) streamOnce(ss *shardStream, addr string) error {
 	if err != nil {
 		return status.Error(codes.Unavailable, err.Error())
 	}
-	ctx, cancel := context.WithCancel(s.ctx)
+	ctx, cancel := context.WithCancel(ss.ctx)
 	defer cancel()
 	st, err := brokerv1.NewShardClient(conn).Subscribe(ctx)
 	if err != nil {
@@ -317,12 +355,14 @@ func (s *session) streamOnce(ss *shardStream, addr string) error {
 	s.mu.Lock()
 	credit := s.split.Held(ss.id)
 	ss.pending, ss.revoke, ss.revoking, ss.active = 0, 0, false, time.Now()
+	ss.reopen, ss.replanned = cancel, false
+	partitions := ss.partitions
 	s.mu.Unlock()
 	start := &brokerv1.ShardStart{
 		ShardId:             ss.id,
 		Topic:               s.start.GetTopic(),
 		Group:               s.start.GetGroup(),
-		Partitions:          ss.partitions,
+		Partitions:          partitions,
 		VisibilityTimeoutMs: s.start.GetVisibilityTimeoutMs(),
 		AckMode:             s.start.GetAckMode(),
 		Credit:              clamp32(credit),
@@ -434,4 +474,97 @@ func (s *session) sendCredit(ctx context.Context, ss *shardStream, st brokerv1.S
 
 func clamp32(n int64) int32 {
 	return int32(min(max(n, 0), math.MaxInt32))
+}
+
+// resolve is table with topic's partition count from meta when the table
+// does not list it yet.
+func (h *Handler) resolve(ctx context.Context, table *routing.Table, topic string) (*routing.Table, error) {
+	if h.Topics == nil || table.Lists(topic) {
+		return table, nil
+	}
+	return h.Topics.Resolve(ctx, table, topic)
+}
+
+// newShard is the stream state of shard reading partitions.
+func (s *session) newShard(id uint64, partitions []uint32) *shardStream {
+	ctx, cancel := context.WithCancel(s.ctx)
+	return &shardStream{id: id, partitions: partitions, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+}
+
+// startRebalance starts the rebalancer once the plan has more than one
+// shard; s.mu must be held.
+func (s *session) startRebalance() {
+	if len(s.shards) > 1 && !s.rebalancing {
+		s.rebalancing = true
+		s.runners.Go(s.rebalance)
+	}
+}
+
+// plan re-plans the subscription after each routing table change until
+// the subscription ends; changed is the channel of the table the first
+// plan was made from.
+func (s *session) plan(changed <-chan struct{}) {
+	topic := s.start.GetTopic()
+	for {
+		select {
+		case <-changed:
+		case <-s.ctx.Done():
+			return
+		}
+		changed = s.h.Tables.Changed()
+		table, err := s.h.resolve(s.ctx, s.h.Tables.Table(), topic)
+		if err != nil {
+			// Meta could not be asked: keep the plan until the next table.
+			s.h.Log.Debug("subscription re-plan skipped", zap.String("topic", topic), zap.Error(err))
+			continue
+		}
+		if byShard := table.TopicShards(topic); len(byShard) > 0 {
+			s.replan(byShard)
+		}
+	}
+}
+
+// replan moves the subscription onto byShard: new shards get a stream,
+// shards whose partitions changed reopen theirs, shards without any give
+// their credit to the others and stop.
+func (s *session) replan(byShard map[uint64][]uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || s.ctx.Err() != nil {
+		return
+	}
+	changed := false
+	for id, parts := range byShard {
+		ss, ok := s.shards[id]
+		if !ok {
+			ss = s.newShard(id, parts)
+			s.shards[id] = ss
+			s.runners.Go(func() { s.runShard(ss) })
+			s.apply(s.split.Add(id))
+			changed = true
+			continue
+		}
+		if !slices.Equal(ss.partitions, parts) {
+			ss.partitions = parts
+			ss.replanned = true
+			if ss.reopen != nil {
+				ss.reopen()
+			}
+			changed = true
+		}
+	}
+	for id, ss := range s.shards {
+		if _, ok := byShard[id]; ok {
+			continue
+		}
+		ss.cancel()
+		delete(s.shards, id)
+		s.apply(s.split.Remove(id))
+		changed = true
+	}
+	s.startRebalance()
+	if changed {
+		s.h.Metrics.replans.Inc()
+		s.h.Log.Info("subscription re-planned", zap.String("topic", s.start.GetTopic()), zap.String("group", s.start.GetGroup()), zap.Int("shards", len(s.shards)))
+	}
 }

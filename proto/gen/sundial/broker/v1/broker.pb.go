@@ -1201,13 +1201,20 @@ func (x *NotLeader) GetLeaderAddr() string {
 }
 
 // WrongShard is the error detail of a call naming a shard this broker does
-// not host.
+// not host, or (topic set) of a publish carrying a message whose topic
+// partition does not live on the shard, or is past the topic's partition
+// count, at routing_version. The caller refreshes its routing table to at
+// least routing_version and routes again.
 type WrongShard struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ShardId        uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
 	RoutingVersion uint64                 `protobuf:"varint,2,opt,name=routing_version,json=routingVersion,proto3" json:"routing_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The misplaced message's topic and partition; empty when the shard
+	// itself is not hosted here.
+	Topic         string `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     uint32 `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WrongShard) Reset() {
@@ -1250,6 +1257,20 @@ func (x *WrongShard) GetShardId() uint64 {
 func (x *WrongShard) GetRoutingVersion() uint64 {
 	if x != nil {
 		return x.RoutingVersion
+	}
+	return 0
+}
+
+func (x *WrongShard) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *WrongShard) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
 	}
 	return 0
 }
@@ -1351,11 +1372,13 @@ const file_sundial_broker_v1_broker_proto_rawDesc = "" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12\x1f\n" +
 	"\vleader_addr\x18\x03 \x01(\tR\n" +
-	"leaderAddr\"P\n" +
+	"leaderAddr\"\x84\x01\n" +
 	"\n" +
 	"WrongShard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12'\n" +
-	"\x0frouting_version\x18\x02 \x01(\x04R\x0eroutingVersion2\xe9\t\n" +
+	"\x0frouting_version\x18\x02 \x01(\x04R\x0eroutingVersion\x12\x14\n" +
+	"\x05topic\x18\x03 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\rR\tpartition2\xe9\t\n" +
 	"\x05Shard\x12N\n" +
 	"\aPublish\x12&.sundial.broker.v1.ShardPublishRequest\x1a\x1b.sundial.v1.PublishResponse\x12X\n" +
 	"\tSubscribe\x12(.sundial.broker.v1.ShardSubscribeRequest\x1a\x1d.sundial.v1.SubscribeResponse(\x010\x01\x12B\n" +

@@ -1,7 +1,8 @@
 // Package ring maps topic partitions onto event shards with a consistent
 // hash ring (buraksezer/consistent, hasher xxhash), so that every proxy
-// given the same shard set computes the same owner for every key, and adding
-// a shard moves only about 1/n of the keys.
+// and broker given the same shard set computes the same owner for every
+// key (proxies route by it, brokers refuse a message it does not map to
+// them), and adding a shard moves only about 1/n of the keys.
 //
 // A Ring is immutable after New and safe for concurrent use: build a new
 // one when the shard set changes.
@@ -15,7 +16,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// The ring's shape. They are constants, not configuration: every proxy must
+// The ring's shape. They are constants, not configuration: every tier must
 // compute the same answer for the same shard set.
 const (
 	PartitionCount    = 1021
@@ -85,6 +86,16 @@ func (r *Ring) Locate(topic string, partition uint32) uint64 {
 	part := int(xxhash.Sum64(key) % PartitionCount)
 	m := r.c.GetPartitionOwner(part)
 	return m.(member).id
+}
+
+// KeyPartition is the partition of a keyed message: xxhash(key) mod
+// partitions. Publish, cancel, reschedule and get all use it, in the proxy
+// to route and in the broker to refuse a keyed message routed elsewhere.
+func KeyPartition(key string, partitions uint32) uint32 {
+	if partitions <= 1 {
+		return 0
+	}
+	return uint32(xxhash.Sum64String(key) % uint64(partitions))
 }
 
 // Equal reports whether two rings hold the same shard set.
