@@ -26,6 +26,12 @@ type ProposeFunc func(ctx context.Context, cmd *raftv1.Command) (*raftv1.Outcome
 // outcome; whatever is proposed after it returns is ordered after it.
 type StartFunc func(ctx context.Context, cmd *raftv1.Command) (func() (*raftv1.Outcome, error), error)
 
+// ReadIndexFunc confirms that this replica leads the shard (a ReadIndex
+// answered by a quorum) and returns once the local state machine has applied
+// every entry committed before the call. An error means nothing was
+// confirmed; the dispatcher tries again.
+type ReadIndexFunc func(ctx context.Context) error
+
 // Config tunes a dispatcher.
 type Config struct {
 	// MaxLeaseBatch caps the copies leased in one round. Default 1024.
@@ -43,6 +49,18 @@ type Config struct {
 	MaxExpireBatch int
 	// Policy answers a topic's delivery policy; nil means no limits.
 	Policy func(topic string) Policy
+	// LeaderLeaseTimeout is how long after a confirmed read was issued
+	// this replica counts on still leading the shard: no other replica
+	// can be elected sooner than an election timeout after a quorum
+	// answered it, so half an election timeout leaves room for clock
+	// drift. Deliveries are pushed before their lease commits only while
+	// this lease holds; otherwise after the commit. Zero (the default)
+	// always waits for the commit. The host sets half its election
+	// timeout.
+	LeaderLeaseTimeout time.Duration
+	// BarrierTimeout bounds one attempt of the read that a new leader
+	// (and a lease renewal) waits for. Default 5s.
+	BarrierTimeout time.Duration
 }
 
 // Policy is what the dispatcher needs of a topic's settings.
@@ -79,6 +97,12 @@ func (c *Config) fill() {
 	if c.Policy == nil {
 		c.Policy = func(string) Policy { return Policy{} }
 	}
+	if c.LeaderLeaseTimeout < 0 {
+		c.LeaderLeaseTimeout = 0
+	}
+	if c.BarrierTimeout <= 0 {
+		c.BarrierTimeout = 5 * time.Second
+	}
 }
 
 // Dispatcher delivers one shard's due messages while its broker leads it.
@@ -87,6 +111,7 @@ type Dispatcher struct {
 	db      *pebble.DB
 	propose ProposeFunc
 	start   StartFunc
+	read    ReadIndexFunc
 	now     func() time.Time
 	cfg     Config
 	log     *zap.Logger
@@ -130,44 +155,64 @@ type Dispatcher struct {
 	changesBegun   atomic.Uint64
 	changesPending atomic.Int64
 
-	ctx    context.Context // canceled by Stop; bounds lease proposals
-	cancel context.CancelFunc
-	slots  chan struct{} // one per lease proposal in flight
-	wake   chan struct{}
-	stopc  chan struct{}
-	wg     sync.WaitGroup // the loop and the lease committers
+	// caughtUp is closed once the barrier of this leadership passed: the
+	// local state then holds everything committed before the term began.
+	caughtUp chan struct{}
+	lease    leaderLease
+	renew    chan struct{} // cap 1: asks the renewer for a fresh lease
+
+	ctx      context.Context // canceled by Stop; bounds lease proposals
+	cancel   context.CancelFunc
+	slots    chan struct{} // one per lease proposal in flight
+	wake     chan struct{}
+	stopc    chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup // the loop, the lease renewer and the lease committers
 }
 
-// New returns a dispatcher of shard; Start runs it.
-func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, now func() time.Time, cfg Config, log *zap.Logger, m *Metrics) *Dispatcher {
+// New returns a dispatcher of shard; Start runs it. read is the barrier a
+// new leader passes before its first scan (see ReadIndexFunc).
+func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, read ReadIndexFunc, now func() time.Time, cfg Config, log *zap.Logger, m *Metrics) *Dispatcher {
 	cfg.fill()
 	if now == nil {
 		now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Dispatcher{
-		shard: shard, db: db, propose: propose, start: start, now: now, cfg: cfg, log: log, metrics: m,
+		shard: shard, db: db, propose: propose, start: start, read: read, now: now, cfg: cfg, log: log, metrics: m,
 		nextExpiry: -1,
 		leasing:    map[string]struct{}{},
 		buckets:    map[string]*bucket{},
 		lateness:   map[queueKey]*histogram{},
 		fair:       map[queueKey]*fairState{},
 		floors:     map[keys.Queue]floor{},
+		caughtUp:   make(chan struct{}),
+		lease:      leaderLease{timeout: cfg.LeaderLeaseTimeout},
+		renew:      make(chan struct{}, 1),
 		ctx:        ctx, cancel: cancel,
 		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
 		wake:  make(chan struct{}, 1), stopc: make(chan struct{}),
 	}
 }
 
-// Start runs the loop.
+// Start runs the loop and, with a LeaderLeaseTimeout, the lease renewer.
 func (d *Dispatcher) Start() {
 	d.wg.Add(1)
 	go d.run()
+	if d.cfg.LeaderLeaseTimeout > 0 {
+		d.wg.Add(1)
+		go d.renewLease()
+	}
 }
 
 // Stop ends the loop, abandons lease proposals in flight and closes every
-// consumer.
+// consumer. Calls after the first return at once.
 func (d *Dispatcher) Stop() {
+	stopping := false
+	d.stopOnce.Do(func() { stopping = true })
+	if !stopping {
+		return
+	}
 	close(d.stopc)
 	d.cancel()
 	d.wg.Wait()
@@ -316,6 +361,9 @@ func (d *Dispatcher) AddCredit(c *Consumer, n int) {
 
 func (d *Dispatcher) run() {
 	defer d.wg.Done()
+	if !d.catchUp() {
+		return
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	lastSweep := d.now()
@@ -361,12 +409,14 @@ type pick struct {
 // round picks what is due now, pushes it and has its lease committed, and
 // returns when to look again (zero: only when woken).
 //
-// At-least-once copies are pushed while their lease proposal is in flight:
-// waiting for the commit would add a replication round trip to every
-// delivery's lateness, and if this leader dies before the commit the only
-// harm is a second delivery by the next leader, which at-least-once allows.
-// At-most-once copies are pushed only after their lease (which removes
-// them) committed, so no leader can deliver them again.
+// At-least-once copies are pushed while their lease proposal is in flight
+// if this replica holds its leader lease (no other leader can exist yet)
+// and no cancel or reschedule may be ordered ahead of the lease: waiting
+// for the commit would add a replication round trip to every delivery's
+// lateness, and if this leader dies before the commit the only harm is a
+// second delivery by the next leader, which at-least-once allows. Without
+// the leader lease they are pushed after the commit, like at-most-once
+// copies, whose lease removes them so no leader can deliver them again.
 func (d *Dispatcher) round() time.Time {
 	// Take a lease slot before picking: while the slots are busy, credit
 	// keeps arriving, and the next lease carries all of it at once instead
@@ -428,8 +478,10 @@ func (d *Dispatcher) round() time.Time {
 	}
 	// The lease is queued in the Raft log ahead of any ack a consumer can
 	// send for these deliveries: push the at-least-once ones now, unless a
-	// change may be ordered between the pick and the lease.
-	early := quiet && d.changesBegun.Load() == begun
+	// change may be ordered between the pick and the lease, or this
+	// replica may have been deposed (its leader lease lapsed): a new
+	// leader would not know of the lease and deliver the copies again.
+	early := quiet && d.changesBegun.Load() == begun && d.leaseHeld(d.now())
 	if early {
 		for i, p := range picks {
 			if !p.item.Remove && !p.item.DeadLetter {
@@ -463,6 +515,9 @@ func (d *Dispatcher) commit(picks []pick, pushed []bool, early bool, wait func()
 			d.metrics.deadLettered.Inc()
 		case (p.item.Remove || !early) && !p.item.DeadLetter && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
 			pushed[i] = d.push(p)
+			if !p.item.Remove {
+				d.metrics.pushedAfterCommit.Inc()
+			}
 		}
 	}
 	d.settle(picks, pushed, out.Codes)

@@ -33,6 +33,17 @@ type shardLog struct {
 	// beforeLease, when set, runs before a lease is appended: a command it
 	// proposes is ordered ahead of the lease, as a racing one may be.
 	beforeLease func()
+	// leaseGate, when set, holds every lease's commit until it is closed.
+	leaseGate chan struct{}
+	// read, when set, is the leader's ReadIndex; nil passes at once.
+	read ReadIndexFunc
+}
+
+func (l *shardLog) readIndex(ctx context.Context) error {
+	if l.read != nil {
+		return l.read(ctx)
+	}
+	return nil
 }
 
 func (l *shardLog) propose(_ context.Context, cmd *raftv1.Command) (*raftv1.Outcome, error) {
@@ -58,6 +69,16 @@ func (l *shardLog) start(ctx context.Context, cmd *raftv1.Command) (func() (*raf
 	if cmd.GetLease() != nil && l.beforeLease != nil {
 		l.beforeLease()
 	}
+	if cmd.GetLease() != nil && l.leaseGate != nil {
+		return func() (*raftv1.Outcome, error) {
+			select {
+			case <-l.leaseGate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return l.propose(ctx, cmd)
+		}, nil
+	}
 	out, err := l.propose(ctx, cmd)
 	return func() (*raftv1.Outcome, error) { return out, err }, nil
 }
@@ -73,19 +94,29 @@ func newRig(t *testing.T) *rig {
 }
 
 func newRigWith(t *testing.T, cfg Config) *rig {
+	return newRigLog(t, cfg, &shardLog{})
+}
+
+// newRigLog starts a dispatcher over log, whose hooks are set already.
+// Unless cfg says otherwise, the rig's leader holds its leader lease.
+func newRigLog(t *testing.T, cfg Config, log *shardLog) *rig {
+	if cfg.LeaderLeaseTimeout == 0 {
+		cfg.LeaderLeaseTimeout = time.Hour
+	}
 	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quiet{}})
 	if err != nil {
 		t.Fatalf("pebble.Open() error = %v", err)
 	}
 	t.Cleanup(func() { db.Close() })
 	r := &rig{t: t}
-	r.log = &shardLog{t: t}
+	r.log = log
+	r.log.t = t
 	r.log.s = fsm.New(db, shard, func(_ uint64, c fsm.Change) {
 		if r.d != nil {
 			r.d.Changed(c.Lows, c.ExpiryLow, c.Reset)
 		}
 	})
-	r.d = New(shard, db, r.log.propose, r.log.start, time.Now, cfg, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
+	r.d = New(shard, db, r.log.propose, r.log.start, r.log.readIndex, time.Now, cfg, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
 	r.d.Start()
 	t.Cleanup(r.d.Stop)
 	return r
