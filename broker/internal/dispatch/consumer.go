@@ -17,7 +17,9 @@ type Consumer struct {
 
 	credit int // guarded by the dispatcher's mu
 
-	mu      sync.Mutex // guards pending and gone
+	// mu guards pending and gone; taken after the dispatcher's mu when
+	// both are held.
+	mu      sync.Mutex
 	pending []*sundialv1.Delivery
 	gone    bool
 	ready   chan struct{} // signalled when pending grows
@@ -49,6 +51,13 @@ func (c *Consumer) Take() []*sundialv1.Delivery {
 	out := c.pending
 	c.pending = nil
 	return out
+}
+
+// buffered is how many deliveries wait in Take.
+func (c *Consumer) buffered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
 }
 
 // push queues a delivery; false if the consumer is closed.

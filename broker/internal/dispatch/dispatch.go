@@ -47,6 +47,11 @@ type Config struct {
 	// MaxExpireBatch caps the messages one TTL expiry command removes.
 	// Default 1000.
 	MaxExpireBatch int
+	// MaxCredit caps what one consumer may have outstanding: its unspent
+	// credit plus the deliveries buffered for it and not yet taken, so a
+	// slow reader cannot make the broker buffer without bound. Credit
+	// beyond it is refused. Default 10,000.
+	MaxCredit int
 	// Policy answers a topic's delivery policy; nil means no limits.
 	Policy func(topic string) Policy
 	// LeaderLeaseTimeout is how long after a confirmed read was issued
@@ -91,6 +96,9 @@ func (c *Config) fill() {
 	if c.MaxLeasesInFlight <= 0 {
 		c.MaxLeasesInFlight = 4
 	}
+	if c.MaxCredit <= 0 {
+		c.MaxCredit = DefaultMaxCredit
+	}
 	if c.MaxExpireBatch <= 0 {
 		c.MaxExpireBatch = 1000
 	}
@@ -104,6 +112,9 @@ func (c *Config) fill() {
 		c.BarrierTimeout = 5 * time.Second
 	}
 }
+
+// DefaultMaxCredit is Config.MaxCredit's default.
+const DefaultMaxCredit = 10_000
 
 // Dispatcher delivers one shard's due messages while its broker leads it.
 type Dispatcher struct {
@@ -320,9 +331,10 @@ func (d *Dispatcher) endScan(q keys.Queue, first floor, ok bool) {
 	d.floors[q] = first
 }
 
-// Attach adds a consumer.
+// Attach adds a consumer, its initial credit capped at MaxCredit.
 func (d *Dispatcher) Attach(c *Consumer) {
 	d.mu.Lock()
+	c.credit = max(0, min(c.credit, d.cfg.MaxCredit))
 	d.consumers = append(d.consumers, c)
 	d.mu.Unlock()
 	d.metrics.consumers.Inc()
@@ -351,12 +363,21 @@ func (d *Dispatcher) Revoke(c *Consumer, n int) int {
 	return taken
 }
 
-// AddCredit grants c n more deliveries.
-func (d *Dispatcher) AddCredit(c *Consumer, n int) {
+// AddCredit grants c up to n more deliveries, as far as MaxCredit leaves
+// room beside its unspent credit and its buffered deliveries, and answers
+// how many it granted.
+func (d *Dispatcher) AddCredit(c *Consumer, n int) int {
 	d.mu.Lock()
-	c.credit = min(c.credit+n, math.MaxInt32)
+	granted := max(0, min(n, d.cfg.MaxCredit-c.credit-c.buffered()))
+	c.credit += granted
 	d.mu.Unlock()
-	d.Wake()
+	if granted < n {
+		d.metrics.creditRefused.Add(float64(n - granted))
+	}
+	if granted > 0 {
+		d.Wake()
+	}
+	return granted
 }
 
 func (d *Dispatcher) run() {
