@@ -128,12 +128,15 @@ type Dispatcher struct {
 	log     *zap.Logger
 	metrics *Metrics
 
-	mu        sync.Mutex // guards consumers, rr, leasing, buckets, lateness and fair
+	mu        sync.Mutex // guards consumers, rr, leasing, buckets, lateness, fair and prunedMs
 	consumers []*Consumer
 	rr        int
-	buckets   map[string]*bucket      // release-rate limiters by topic
-	lateness  map[queueKey]*histogram // first-delivery lateness by topic and group
-	fair      map[queueKey]*fairState
+	// buckets, lateness and fair hold state only for topics and queues
+	// that attached consumers read (see prune).
+	buckets  map[string]*bucket      // release-rate limiters by topic
+	lateness map[queueKey]*histogram // first-delivery lateness by topic and group
+	fair     map[queueKey]*fairState
+	prunedMs int64 // when prune last ran
 	// leasing holds the copies (message id + group) whose lease proposal
 	// has not been applied yet, so a round does not pick them twice. It is
 	// bounded by MaxLeaseBatch × MaxLeasesInFlight.
@@ -569,7 +572,7 @@ func (d *Dispatcher) push(p pick) bool {
 	pushedAt := d.now()
 	d.metrics.delivered(pushedAt, p.delivery.DueAtUnixMs, uint32(p.delivery.Attempt))
 	if p.delivery.Attempt == 1 {
-		d.observeLateness(queueKey{p.q.Topic, p.q.Group}, pushedAt.UnixMilli()-p.delivery.DueAtUnixMs)
+		d.observeLateness(queueKey{p.q.Topic, p.q.Group}, pushedAt.UnixMilli(), pushedAt.UnixMilli()-p.delivery.DueAtUnixMs)
 	}
 	return true
 }
@@ -608,6 +611,7 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 		}
 		byQueue[k] = append(byQueue[k], c)
 	}
+	d.prune(byQueue, nowMs)
 	var picks []pick
 	var next time.Time
 	for _, k := range order {
