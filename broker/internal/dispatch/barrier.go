@@ -115,7 +115,9 @@ func (d *Dispatcher) leaseHeld(now time.Time) bool {
 	return left > 0
 }
 
-// renewLease confirms leadership again whenever a round asks for it.
+// renewLease confirms leadership again whenever a round asks for it, and
+// every half lease while consumers are attached, so a delivery due after a
+// quiet spell is still pushed while its lease is in flight.
 func (d *Dispatcher) renewLease() {
 	defer d.wg.Done()
 	select {
@@ -123,9 +125,16 @@ func (d *Dispatcher) renewLease() {
 	case <-d.stopc:
 		return
 	}
+	every := d.cfg.LeaderLeaseTimeout / 2
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
 		select {
 		case <-d.renew:
+		case <-tick.C:
+			if !d.consumed() || d.lease.remaining(d.now()) >= every {
+				continue
+			}
 		case <-d.stopc:
 			return
 		}
@@ -135,7 +144,7 @@ func (d *Dispatcher) renewLease() {
 		cancel()
 		if err != nil {
 			// Deliveries wait for their lease to commit until a read
-			// passes; the next round asks again.
+			// passes; the next round or tick asks again.
 			d.metrics.leaseRenewalsFailed.Inc()
 			select {
 			case <-time.After(d.cfg.RetryInterval):
@@ -146,4 +155,11 @@ func (d *Dispatcher) renewLease() {
 		}
 		d.lease.confirmed(issued)
 	}
+}
+
+// consumed answers whether any consumer is attached.
+func (d *Dispatcher) consumed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.consumers) > 0
 }

@@ -134,3 +134,23 @@ func TestNoPushBeforeLeaseCommitOnceLeaderLeaseLapsed(t *testing.T) {
 		t.Fatalf("reads = %d, want a renewal attempt after the barrier", reads.Load())
 	}
 }
+
+// An attached consumer keeps the leader lease renewed through a quiet
+// spell, so the first delivery after it is still pushed ahead of its lease.
+func TestLeaderLeaseRenewedWhileConsumed(t *testing.T) {
+	var reads atomic.Int32
+	log := &shardLog{leaseGate: make(chan struct{}), read: func(context.Context) error {
+		reads.Add(1)
+		return nil
+	}}
+	r := newRigLog(t, Config{LeaderLeaseTimeout: 100 * time.Millisecond}, log)
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+	r.d.Attach(c)
+	// Several lease lengths of quiet: renewals keep it.
+	time.Sleep(400 * time.Millisecond)
+	r.publish("t", time.Now().UnixMilli())
+	if _, ok := next(c, 5*time.Second); !ok {
+		t.Fatalf("after a quiet spell, not pushed ahead of its lease commit (%d reads passed)", reads.Load())
+	}
+	close(log.leaseGate)
+}

@@ -34,7 +34,7 @@
 //
 // Goroutines: the loop, started by Start and joined by Stop; the leader
 // lease renewer (with a LeaderLeaseTimeout), which issues a ReadIndex when
-// a round finds less than half the lease left; one goroutine per lease
-// proposal awaiting commit. Consumer methods are called from gRPC stream
+// less than half the lease is left and consumers are attached or a round
+// asks; one goroutine per lease proposal awaiting commit. Consumer methods are called from gRPC stream
 // goroutines; mu guards the consumer set and credits.
 package dispatch
