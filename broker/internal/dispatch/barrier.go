@@ -75,8 +75,9 @@ func (d *Dispatcher) CaughtUp(ctx context.Context) error {
 // issued.
 type leaderLease struct {
 	timeout time.Duration
-	mu      sync.Mutex // guards until
+	mu      sync.Mutex // guards until and ended
 	until   time.Time
+	ended   bool // given up for good (a leadership transfer began)
 }
 
 // confirmed extends the lease by a read issued at issued that passed.
@@ -86,10 +87,22 @@ func (l *leaderLease) confirmed(issued time.Time) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if end := issued.Add(l.timeout); end.After(l.until) {
+	if end := issued.Add(l.timeout); end.After(l.until) && !l.ended {
 		l.until = end
 	}
 }
+
+// end gives the lease up for the rest of this leadership.
+func (l *leaderLease) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended, l.until = true, time.Time{}
+}
+
+// EndLease gives up the leader lease before a leadership transfer: during
+// one Dragonboat drops this leader's proposals and the target is elected at
+// once, so from now on deliveries wait for their lease to commit.
+func (d *Dispatcher) EndLease() { d.lease.end() }
 
 // remaining is how long the lease still holds at now (≤ 0: lapsed).
 func (l *leaderLease) remaining(now time.Time) time.Duration {

@@ -399,6 +399,35 @@ func (h *Host) leaderChanged(id, leader uint64) {
 	h.notifyChanged()
 }
 
+// ErrNoReplicaOnNode is answered to a leadership transfer to a node that
+// holds no replica of the shard.
+var ErrNoReplicaOnNode = errors.New("host: no replica of the shard on the node")
+
+// TransferLeadership asks Dragonboat to move shard id's leadership to the
+// replica on node toNode; it returns once the request is queued. This
+// node's dispatcher first gives up its leader lease, so nothing is pushed
+// ahead of a lease the transfer may drop.
+func (h *Host) TransferLeadership(id, toNode uint64) error {
+	sh, ok := h.Meta().Shards[meta.EventShardID(id)]
+	if !ok {
+		return fmt.Errorf("%w: shard %d", ErrNoReplicaOnNode, id)
+	}
+	r, ok := sh.ReplicaOn(meta.NodeID(toNode))
+	if !ok {
+		return fmt.Errorf("%w: shard %d, node %d", ErrNoReplicaOnNode, id, toNode)
+	}
+	h.mu.RLock()
+	var d *dispatch.Dispatcher
+	if s := h.shards[id]; s != nil {
+		d = s.dispatcher
+	}
+	h.mu.RUnlock()
+	if d != nil {
+		d.EndLease()
+	}
+	return h.nh.RequestLeaderTransfer(id, uint64(r.ID))
+}
+
 // electionTimeout is the shortest time after which a follower that stopped
 // hearing from its leader may start an election.
 func (h *Host) electionTimeout() time.Duration {
