@@ -56,6 +56,9 @@ func TestNothingPushedBeforeBarrier(t *testing.T) {
 	if g, ok := next(c, 500*time.Millisecond); ok {
 		t.Fatalf("delivered %v before the leader barrier passed", g.d.MessageId)
 	}
+	if n := log.leases.Load(); n != 0 {
+		t.Fatalf("%d leases proposed before the leader barrier passed, want none", n)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := r.d.CaughtUp(ctx); !errors.Is(err, context.DeadlineExceeded) {

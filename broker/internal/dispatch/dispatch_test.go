@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,8 @@ type shardLog struct {
 	leaseGate chan struct{}
 	// read, when set, is the leader's ReadIndex; nil passes at once.
 	read ReadIndexFunc
+	// leases counts the lease commands started.
+	leases atomic.Int32
 }
 
 func (l *shardLog) readIndex(ctx context.Context) error {
@@ -66,6 +69,9 @@ func (l *shardLog) propose(_ context.Context, cmd *raftv1.Command) (*raftv1.Outc
 }
 
 func (l *shardLog) start(ctx context.Context, cmd *raftv1.Command) (func() (*raftv1.Outcome, error), error) {
+	if cmd.GetLease() != nil {
+		l.leases.Add(1)
+	}
 	if cmd.GetLease() != nil && l.beforeLease != nil {
 		l.beforeLease()
 	}
