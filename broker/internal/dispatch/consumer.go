@@ -15,7 +15,12 @@ type Consumer struct {
 	VisibilityTimeout time.Duration
 	AtMostOnce        bool
 
-	credit int // guarded by the dispatcher's mu
+	// Guarded by the dispatcher's mu: the unspent credit, the copies
+	// picked for this consumer and not yet settled, and what a round may
+	// still pick for it (credit within MaxCredit).
+	credit int
+	picked int
+	room   int
 
 	// mu guards pending and gone; taken after the dispatcher's mu when
 	// both are held.

@@ -47,10 +47,12 @@ type Config struct {
 	// MaxExpireBatch caps the messages one TTL expiry command removes.
 	// Default 1000.
 	MaxExpireBatch int
-	// MaxCredit caps what one consumer may have outstanding: its unspent
-	// credit plus the deliveries buffered for it and not yet taken, so a
-	// slow reader cannot make the broker buffer without bound. Credit
-	// beyond it is refused. Default 10,000.
+	// MaxCredit caps the deliveries one consumer may have on the broker:
+	// picked for it and not yet settled plus buffered for it and not yet
+	// taken, so a slow reader cannot make the broker buffer without bound
+	// however much credit it grants. Credit beyond the room left is kept
+	// (the proxy's count of it stays exact) and spent as the reader takes.
+	// Default 10,000.
 	MaxCredit int
 	// Policy answers a topic's delivery policy; nil means no limits.
 	Policy func(topic string) Policy
@@ -334,10 +336,9 @@ func (d *Dispatcher) endScan(q keys.Queue, first floor, ok bool) {
 	d.floors[q] = first
 }
 
-// Attach adds a consumer, its initial credit capped at MaxCredit.
+// Attach adds a consumer.
 func (d *Dispatcher) Attach(c *Consumer) {
 	d.mu.Lock()
-	c.credit = max(0, min(c.credit, d.cfg.MaxCredit))
 	d.consumers = append(d.consumers, c)
 	d.mu.Unlock()
 	d.metrics.consumers.Inc()
@@ -366,21 +367,13 @@ func (d *Dispatcher) Revoke(c *Consumer, n int) int {
 	return taken
 }
 
-// AddCredit grants c up to n more deliveries, as far as MaxCredit leaves
-// room beside its unspent credit and its buffered deliveries, and answers
-// how many it granted.
-func (d *Dispatcher) AddCredit(c *Consumer, n int) int {
+// AddCredit grants c n more deliveries; at most MaxCredit of them are on
+// the broker at once.
+func (d *Dispatcher) AddCredit(c *Consumer, n int) {
 	d.mu.Lock()
-	granted := max(0, min(n, d.cfg.MaxCredit-c.credit-c.buffered()))
-	c.credit += granted
+	c.credit = min(c.credit+max(n, 0), math.MaxInt32)
 	d.mu.Unlock()
-	if granted < n {
-		d.metrics.creditRefused.Add(float64(n - granted))
-	}
-	if granted > 0 {
-		d.Wake()
-	}
-	return granted
+	d.Wake()
 }
 
 func (d *Dispatcher) run() {
@@ -584,8 +577,11 @@ func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []raftv1.RefCode)
 	defer d.mu.Unlock()
 	for i, p := range picks {
 		delete(d.leasing, leasingKey(p.item.Ref))
-		if !pushed[i] && p.consumer != nil {
-			p.consumer.credit++
+		if p.consumer != nil {
+			p.consumer.picked--
+			if !pushed[i] {
+				p.consumer.credit++
+			}
 		}
 		if codes != nil && codes[i] != raftv1.RefCode_REF_CODE_OK && pushed[i] {
 			d.metrics.leaseConflicts.Inc()
@@ -619,7 +615,11 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 		credit := 0
 		parts := map[uint32]bool{}
 		for _, c := range cs {
-			credit += c.credit
+			c.room = max(0, min(c.credit, d.cfg.MaxCredit-c.picked-c.buffered()))
+			if c.room == 0 && c.credit > 0 {
+				d.metrics.consumerFull.Inc()
+			}
+			credit += c.room
 			for _, p := range c.Partitions {
 				parts[p] = true
 			}
@@ -664,6 +664,8 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 				}
 				c := d.nextConsumer(cs, part)
 				c.credit--
+				c.room--
+				c.picked++
 				credit--
 				d.spend(k.topic, policy.ReleaseRate)
 				e.item.DeadlineMs = nowMs + c.VisibilityTimeout.Milliseconds()
@@ -678,12 +680,12 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 	return picks, next
 }
 
-// nextConsumer picks, round-robin, a consumer with credit reading part.
+// nextConsumer picks, round-robin, a consumer with room reading part.
 func (d *Dispatcher) nextConsumer(cs []*Consumer, part uint32) *Consumer {
 	for range cs {
 		d.rr++
 		c := cs[d.rr%len(cs)]
-		if c.credit > 0 && slices.Contains(c.Partitions, part) {
+		if c.room > 0 && slices.Contains(c.Partitions, part) {
 			return c
 		}
 	}

@@ -2,8 +2,9 @@
 //
 // A Dispatcher exists only while its broker leads the shard. Consumers
 // (one per proxy subscribe stream) attach with a topic, a group, the
-// partitions they read and some credit (at most MaxCredit, counting the
-// deliveries buffered for the consumer).
+// partitions they read and some credit. However much credit a consumer
+// grants, at most MaxCredit of its deliveries are on the broker at once
+// (picked for it, or buffered and not yet taken).
 //
 // Before its first round a new leader passes a barrier: a ReadIndex whose
 // index the local state machine has applied, so the previous term's

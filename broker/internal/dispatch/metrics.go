@@ -24,7 +24,7 @@ type Metrics struct {
 	// pushedAfterCommit counts at-least-once deliveries held back until
 	// their lease committed because the leader lease had lapsed.
 	pushedAfterCommit prometheus.Counter
-	creditRefused     prometheus.Counter
+	consumerFull      prometheus.Counter
 }
 
 // NewMetrics registers the dispatch collectors on reg.
@@ -73,12 +73,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "sundial", Subsystem: "broker", Name: "deliveries_after_lease_commit_total",
 		Help: "At-least-once deliveries held until their lease committed because the leader lease had lapsed or a change was pending.",
 	})
-	m.creditRefused = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "sundial", Subsystem: "broker", Name: "credit_refused_total",
-		Help: "Credit a subscription asked for beyond the per-consumer cap (unspent credit plus buffered deliveries): a consumer reading slower than it grants.",
+	m.consumerFull = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "consumer_buffer_full_total",
+		Help: "Rounds that skipped a consumer with credit because its deliveries on the broker (picked or buffered, not yet sent) reached the per-consumer cap.",
 	})
 	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness, m.leaseConflicts, m.deadLettered, m.expired,
-		m.barrierWait, m.leaseRenewalsFailed, m.pushedAfterCommit, m.creditRefused)
+		m.barrierWait, m.leaseRenewalsFailed, m.pushedAfterCommit, m.consumerFull)
 	return m
 }
 
