@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -27,9 +28,14 @@ type Consumer struct {
 	mu      sync.Mutex
 	pending []*sundialv1.Delivery
 	gone    bool
-	ready   chan struct{} // signalled when pending grows
-	closed  chan struct{} // closed when the dispatcher drops the consumer
-	once    sync.Once
+	wake    func() // the dispatcher's Wake, set by Attach
+
+	// full is set by a round that skipped this consumer at MaxCredit;
+	// the next Take wakes the dispatcher, as no new credit may come.
+	full   atomic.Bool
+	ready  chan struct{} // signalled when pending grows
+	closed chan struct{} // closed when the dispatcher drops the consumer
+	once   sync.Once
 }
 
 // NewConsumer returns a consumer with initial credit.
@@ -52,9 +58,13 @@ func (c *Consumer) Closed() <-chan struct{} { return c.closed }
 // Take returns and clears the waiting deliveries.
 func (c *Consumer) Take() []*sundialv1.Delivery {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	out := c.pending
 	c.pending = nil
+	wake := c.wake
+	c.mu.Unlock()
+	if len(out) > 0 && wake != nil && c.full.Swap(false) {
+		wake()
+	}
 	return out
 }
 

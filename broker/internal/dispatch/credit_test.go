@@ -25,11 +25,10 @@ func TestCreditCapIncludesBuffered(t *testing.T) {
 	if n := c.buffered(); n != 50 {
 		t.Fatalf("buffered %d deliveries for a reader that took none, want the cap of 50", n)
 	}
-	// Taking makes room; no new credit is needed.
+	// Taking makes room and wakes the dispatcher; no new credit is needed.
 	if n := len(c.Take()); n != 50 {
 		t.Fatalf("Take() = %d deliveries, want 50", n)
 	}
-	r.d.Wake()
 	waitFor(t, 10*time.Second, "the buffer to refill", func() bool { return c.buffered() >= 50 })
 	time.Sleep(100 * time.Millisecond)
 	if n := c.buffered(); n != 50 {

@@ -338,6 +338,9 @@ func (d *Dispatcher) endScan(q keys.Queue, first floor, ok bool) {
 
 // Attach adds a consumer.
 func (d *Dispatcher) Attach(c *Consumer) {
+	c.mu.Lock()
+	c.wake = d.Wake
+	c.mu.Unlock()
 	d.mu.Lock()
 	d.consumers = append(d.consumers, c)
 	d.mu.Unlock()
@@ -617,6 +620,7 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 		for _, c := range cs {
 			c.room = max(0, min(c.credit, d.cfg.MaxCredit-c.picked-c.buffered()))
 			if c.room == 0 && c.credit > 0 {
+				c.full.Store(true)
 				d.metrics.consumerFull.Inc()
 			}
 			credit += c.room
