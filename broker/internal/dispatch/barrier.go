@@ -138,7 +138,7 @@ func (d *Dispatcher) renewLease() {
 	case <-d.stopc:
 		return
 	}
-	every := d.cfg.LeaderLeaseTimeout / 2
+	every := max(d.cfg.LeaderLeaseTimeout/2, time.Millisecond)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
