@@ -38,7 +38,9 @@ func (d *Dispatcher) catchUp() bool {
 		if d.ctx.Err() != nil {
 			return false
 		}
-		if attempt == 1 || attempt%50 == 0 {
+		// A new leader's first reads are dropped until its no-op
+		// commits: warn only when it takes longer than that.
+		if attempt == 10 || attempt%100 == 0 {
 			d.log.Warn("leader barrier not passed yet", zap.Uint64("shard_id", d.shard), zap.Int("attempts", attempt), zap.Error(err))
 		}
 		select {
