@@ -21,6 +21,9 @@ var ErrStopped = errors.New("dispatch: dispatcher stopped")
 // CaughtUp; false if the dispatcher stopped first.
 func (d *Dispatcher) catchUp() bool {
 	began := d.now()
+	// The first read of a new leader is dropped until its no-op commits,
+	// a few milliseconds later: start retrying fast.
+	pause := 5 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		issued := d.now()
 		ctx, cancel := context.WithTimeout(d.ctx, d.cfg.BarrierTimeout)
@@ -38,16 +41,16 @@ func (d *Dispatcher) catchUp() bool {
 		if d.ctx.Err() != nil {
 			return false
 		}
-		// A new leader's first reads are dropped until its no-op
-		// commits: warn only when it takes longer than that.
+		// Warn only when it takes longer than a no-op commit.
 		if attempt == 10 || attempt%100 == 0 {
 			d.log.Warn("leader barrier not passed yet", zap.Uint64("shard_id", d.shard), zap.Int("attempts", attempt), zap.Error(err))
 		}
 		select {
-		case <-time.After(d.cfg.RetryInterval):
+		case <-time.After(pause):
 		case <-d.stopc:
 			return false
 		}
+		pause = min(2*pause, d.cfg.RetryInterval)
 	}
 }
 
