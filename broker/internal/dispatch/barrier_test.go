@@ -157,3 +157,25 @@ func TestLeaderLeaseRenewedWhileConsumed(t *testing.T) {
 	}
 	close(log.leaseGate)
 }
+
+// Before a leadership transfer the lease is given up for good: Dragonboat
+// drops the leader's proposals meanwhile, so nothing is pushed ahead of
+// its lease, even though reads still pass.
+func TestNoPushBeforeLeaseCommitAfterEndLease(t *testing.T) {
+	log := &shardLog{leaseGate: make(chan struct{})}
+	r := newRigLog(t, Config{LeaderLeaseTimeout: time.Hour}, log)
+	if err := r.d.CaughtUp(context.Background()); err != nil {
+		t.Fatalf("CaughtUp() = %v", err)
+	}
+	r.d.EndLease()
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+	r.d.Attach(c)
+	r.publish("t", time.Now().UnixMilli())
+	if g, ok := next(c, 500*time.Millisecond); ok {
+		t.Fatalf("delivered %v before its lease committed, after EndLease", g.d.MessageId)
+	}
+	close(log.leaseGate)
+	if _, ok := next(c, 5*time.Second); !ok {
+		t.Fatalf("not delivered after its lease committed")
+	}
+}
