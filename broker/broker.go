@@ -248,6 +248,13 @@ func (s *Server) MetricsAddr() string {
 	return s.httpLis.Addr().String()
 }
 
+// TransferLeadership asks for shard's leadership to move to the broker
+// toNode (it must hold a replica); it returns once the request is queued
+// on this broker, which must lead the shard.
+func (s *Server) TransferLeadership(shard, toNode uint64) error {
+	return s.host.TransferLeadership(shard, toNode)
+}
+
 // ShardStateHash is a hash of this broker's replica of shard: equal on
 // every replica once they applied the same entries. Operators and tests use
 // it to check that replicas agree.

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -15,14 +16,26 @@ type Consumer struct {
 	VisibilityTimeout time.Duration
 	AtMostOnce        bool
 
-	credit int // guarded by the dispatcher's mu
+	// Guarded by the dispatcher's mu: the unspent credit, the copies
+	// picked for this consumer and not yet settled, and what a round may
+	// still pick for it (credit within MaxCredit).
+	credit int
+	picked int
+	room   int
 
-	mu      sync.Mutex // guards pending and gone
+	// mu guards pending and gone; taken after the dispatcher's mu when
+	// both are held.
+	mu      sync.Mutex
 	pending []*sundialv1.Delivery
 	gone    bool
-	ready   chan struct{} // signalled when pending grows
-	closed  chan struct{} // closed when the dispatcher drops the consumer
-	once    sync.Once
+	wake    func() // the dispatcher's Wake, set by Attach
+
+	// full is set by a round that skipped this consumer at MaxCredit;
+	// the next Take wakes the dispatcher, as no new credit may come.
+	full   atomic.Bool
+	ready  chan struct{} // signalled when pending grows
+	closed chan struct{} // closed when the dispatcher drops the consumer
+	once   sync.Once
 }
 
 // NewConsumer returns a consumer with initial credit.
@@ -45,10 +58,21 @@ func (c *Consumer) Closed() <-chan struct{} { return c.closed }
 // Take returns and clears the waiting deliveries.
 func (c *Consumer) Take() []*sundialv1.Delivery {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	out := c.pending
 	c.pending = nil
+	wake := c.wake
+	c.mu.Unlock()
+	if len(out) > 0 && wake != nil && c.full.Swap(false) {
+		wake()
+	}
 	return out
+}
+
+// buffered is how many deliveries wait in Take.
+func (c *Consumer) buffered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
 }
 
 // push queues a delivery; false if the consumer is closed.

@@ -26,6 +26,12 @@ type ProposeFunc func(ctx context.Context, cmd *raftv1.Command) (*raftv1.Outcome
 // outcome; whatever is proposed after it returns is ordered after it.
 type StartFunc func(ctx context.Context, cmd *raftv1.Command) (func() (*raftv1.Outcome, error), error)
 
+// ReadIndexFunc confirms that this replica leads the shard (a ReadIndex
+// answered by a quorum) and returns once the local state machine has applied
+// every entry committed before the call. An error means nothing was
+// confirmed; the dispatcher tries again.
+type ReadIndexFunc func(ctx context.Context) error
+
 // Config tunes a dispatcher.
 type Config struct {
 	// MaxLeaseBatch caps the copies leased in one round. Default 1024.
@@ -44,8 +50,27 @@ type Config struct {
 	// MaxSweepBatch caps the records one sweep command forgets; a sweep
 	// repeats commands until none are left. Default 1024.
 	MaxSweepBatch int
+	// MaxCredit caps the deliveries one consumer may have on the broker:
+	// picked for it and not yet settled plus buffered for it and not yet
+	// taken, so a slow reader cannot make the broker buffer without bound
+	// however much credit it grants. Credit beyond the room left is kept
+	// (the proxy's count of it stays exact) and spent as the reader takes.
+	// Default 10,000.
+	MaxCredit int
 	// Policy answers a topic's delivery policy; nil means no limits.
 	Policy func(topic string) Policy
+	// LeaderLeaseTimeout is how long after a confirmed read was issued
+	// this replica counts on still leading the shard: no other replica
+	// can be elected sooner than an election timeout after a quorum
+	// answered it, so half an election timeout leaves room for clock
+	// drift. Deliveries are pushed before their lease commits only while
+	// this lease holds; otherwise after the commit. Zero (the default)
+	// always waits for the commit. The host sets half its election
+	// timeout.
+	LeaderLeaseTimeout time.Duration
+	// BarrierTimeout bounds one attempt of the read that a new leader
+	// (and a lease renewal) waits for. Default 5s.
+	BarrierTimeout time.Duration
 }
 
 // Policy is what the dispatcher needs of a topic's settings.
@@ -76,6 +101,9 @@ func (c *Config) fill() {
 	if c.MaxLeasesInFlight <= 0 {
 		c.MaxLeasesInFlight = 4
 	}
+	if c.MaxCredit <= 0 {
+		c.MaxCredit = DefaultMaxCredit
+	}
 	if c.MaxExpireBatch <= 0 {
 		c.MaxExpireBatch = 1000
 	}
@@ -85,7 +113,16 @@ func (c *Config) fill() {
 	if c.Policy == nil {
 		c.Policy = func(string) Policy { return Policy{} }
 	}
+	if c.LeaderLeaseTimeout < 0 {
+		c.LeaderLeaseTimeout = 0
+	}
+	if c.BarrierTimeout <= 0 {
+		c.BarrierTimeout = 5 * time.Second
+	}
 }
+
+// DefaultMaxCredit is Config.MaxCredit's default.
+const DefaultMaxCredit = 10_000
 
 // Dispatcher delivers one shard's due messages while its broker leads it.
 type Dispatcher struct {
@@ -93,17 +130,21 @@ type Dispatcher struct {
 	db      *pebble.DB
 	propose ProposeFunc
 	start   StartFunc
+	read    ReadIndexFunc
 	now     func() time.Time
 	cfg     Config
 	log     *zap.Logger
 	metrics *Metrics
 
-	mu        sync.Mutex // guards consumers, rr, leasing, buckets, lateness and fair
+	mu        sync.Mutex // guards consumers, rr, leasing, buckets, lateness, fair and prunedMs
 	consumers []*Consumer
 	rr        int
-	buckets   map[string]*bucket      // release-rate limiters by topic
-	lateness  map[queueKey]*histogram // first-delivery lateness by topic and group
-	fair      map[queueKey]*fairState
+	// buckets, lateness and fair hold state only for topics and queues
+	// that attached consumers read (see prune).
+	buckets  map[string]*bucket      // release-rate limiters by topic
+	lateness map[queueKey]*histogram // first-delivery lateness by topic and group
+	fair     map[queueKey]*fairState
+	prunedMs int64 // when prune last ran
 	// leasing holds the copies (message id + group) whose lease proposal
 	// has not been applied yet, so a round does not pick them twice. It is
 	// bounded by MaxLeaseBatch × MaxLeasesInFlight.
@@ -139,44 +180,64 @@ type Dispatcher struct {
 	changesBegun   atomic.Uint64
 	changesPending atomic.Int64
 
-	ctx    context.Context // canceled by Stop; bounds lease proposals
-	cancel context.CancelFunc
-	slots  chan struct{} // one per lease proposal in flight
-	wake   chan struct{}
-	stopc  chan struct{}
-	wg     sync.WaitGroup // the loop and the lease committers
+	// caughtUp is closed once the barrier of this leadership passed: the
+	// local state then holds everything committed before the term began.
+	caughtUp chan struct{}
+	lease    leaderLease
+	renew    chan struct{} // cap 1: asks the renewer for a fresh lease
+
+	ctx      context.Context // canceled by Stop; bounds lease proposals
+	cancel   context.CancelFunc
+	slots    chan struct{} // one per lease proposal in flight
+	wake     chan struct{}
+	stopc    chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup // the loop, the lease renewer and the lease committers
 }
 
-// New returns a dispatcher of shard; Start runs it.
-func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, now func() time.Time, cfg Config, log *zap.Logger, m *Metrics) *Dispatcher {
+// New returns a dispatcher of shard; Start runs it. read is the barrier a
+// new leader passes before its first scan (see ReadIndexFunc).
+func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, read ReadIndexFunc, now func() time.Time, cfg Config, log *zap.Logger, m *Metrics) *Dispatcher {
 	cfg.fill()
 	if now == nil {
 		now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Dispatcher{
-		shard: shard, db: db, propose: propose, start: start, now: now, cfg: cfg, log: log, metrics: m,
+		shard: shard, db: db, propose: propose, start: start, read: read, now: now, cfg: cfg, log: log, metrics: m,
 		nextExpiry: -1,
 		leasing:    map[string]struct{}{},
 		buckets:    map[string]*bucket{},
 		lateness:   map[queueKey]*histogram{},
 		fair:       map[queueKey]*fairState{},
 		floors:     map[keys.Queue]floor{},
+		caughtUp:   make(chan struct{}),
+		lease:      leaderLease{timeout: cfg.LeaderLeaseTimeout},
+		renew:      make(chan struct{}, 1),
 		ctx:        ctx, cancel: cancel,
 		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
 		wake:  make(chan struct{}, 1), stopc: make(chan struct{}),
 	}
 }
 
-// Start runs the loop.
+// Start runs the loop and, with a LeaderLeaseTimeout, the lease renewer.
 func (d *Dispatcher) Start() {
 	d.wg.Add(1)
 	go d.run()
+	if d.cfg.LeaderLeaseTimeout > 0 {
+		d.wg.Add(1)
+		go d.renewLease()
+	}
 }
 
 // Stop ends the loop, abandons lease proposals in flight and closes every
-// consumer.
+// consumer. Calls after the first return at once.
 func (d *Dispatcher) Stop() {
+	stopping := false
+	d.stopOnce.Do(func() { stopping = true })
+	if !stopping {
+		return
+	}
 	close(d.stopc)
 	d.cancel()
 	d.wg.Wait()
@@ -287,6 +348,9 @@ func (d *Dispatcher) endScan(q keys.Queue, first floor, ok bool) {
 
 // Attach adds a consumer.
 func (d *Dispatcher) Attach(c *Consumer) {
+	c.mu.Lock()
+	c.wake = d.Wake
+	c.mu.Unlock()
 	d.mu.Lock()
 	d.consumers = append(d.consumers, c)
 	d.mu.Unlock()
@@ -316,16 +380,20 @@ func (d *Dispatcher) Revoke(c *Consumer, n int) int {
 	return taken
 }
 
-// AddCredit grants c n more deliveries.
+// AddCredit grants c n more deliveries; at most MaxCredit of them are on
+// the broker at once.
 func (d *Dispatcher) AddCredit(c *Consumer, n int) {
 	d.mu.Lock()
-	c.credit = min(c.credit+n, math.MaxInt32)
+	c.credit = min(c.credit+max(n, 0), math.MaxInt32)
 	d.mu.Unlock()
 	d.Wake()
 }
 
 func (d *Dispatcher) run() {
 	defer d.wg.Done()
+	if !d.catchUp() {
+		return
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	lastSweep := d.now()
@@ -371,12 +439,14 @@ type pick struct {
 // round picks what is due now, pushes it and has its lease committed, and
 // returns when to look again (zero: only when woken).
 //
-// At-least-once copies are pushed while their lease proposal is in flight:
-// waiting for the commit would add a replication round trip to every
-// delivery's lateness, and if this leader dies before the commit the only
-// harm is a second delivery by the next leader, which at-least-once allows.
-// At-most-once copies are pushed only after their lease (which removes
-// them) committed, so no leader can deliver them again.
+// At-least-once copies are pushed while their lease proposal is in flight
+// if this replica holds its leader lease (no other leader can exist yet)
+// and no cancel or reschedule may be ordered ahead of the lease: waiting
+// for the commit would add a replication round trip to every delivery's
+// lateness, and if this leader dies before the commit the only harm is a
+// second delivery by the next leader, which at-least-once allows. Without
+// the leader lease they are pushed after the commit, like at-most-once
+// copies, whose lease removes them so no leader can deliver them again.
 func (d *Dispatcher) round() time.Time {
 	// Take a lease slot before picking: while the slots are busy, credit
 	// keeps arriving, and the next lease carries all of it at once instead
@@ -438,8 +508,10 @@ func (d *Dispatcher) round() time.Time {
 	}
 	// The lease is queued in the Raft log ahead of any ack a consumer can
 	// send for these deliveries: push the at-least-once ones now, unless a
-	// change may be ordered between the pick and the lease.
-	early := quiet && d.changesBegun.Load() == begun
+	// change may be ordered between the pick and the lease, or this
+	// replica may have been deposed (its leader lease lapsed): a new
+	// leader would not know of the lease and deliver the copies again.
+	early := quiet && d.changesBegun.Load() == begun && d.leaseHeld(d.now())
 	if early {
 		for i, p := range picks {
 			if !p.item.Remove && !p.item.DeadLetter {
@@ -473,6 +545,9 @@ func (d *Dispatcher) commit(picks []pick, pushed []bool, early bool, wait func()
 			d.metrics.deadLettered.Inc()
 		case (p.item.Remove || !early) && !p.item.DeadLetter && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
 			pushed[i] = d.push(p)
+			if !p.item.Remove {
+				d.metrics.pushedAfterCommit.Inc()
+			}
 		}
 	}
 	d.settle(picks, pushed, out.Codes)
@@ -503,7 +578,7 @@ func (d *Dispatcher) push(p pick) bool {
 	pushedAt := d.now()
 	d.metrics.delivered(pushedAt, p.delivery.DueAtUnixMs, uint32(p.delivery.Attempt))
 	if p.delivery.Attempt == 1 {
-		d.observeLateness(queueKey{p.q.Topic, p.q.Group}, pushedAt.UnixMilli()-p.delivery.DueAtUnixMs)
+		d.observeLateness(queueKey{p.q.Topic, p.q.Group}, pushedAt.UnixMilli(), pushedAt.UnixMilli()-p.delivery.DueAtUnixMs)
 	}
 	return true
 }
@@ -515,8 +590,11 @@ func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []raftv1.RefCode)
 	defer d.mu.Unlock()
 	for i, p := range picks {
 		delete(d.leasing, leasingKey(p.item.Ref))
-		if !pushed[i] && p.consumer != nil {
-			p.consumer.credit++
+		if p.consumer != nil {
+			p.consumer.picked--
+			if !pushed[i] {
+				p.consumer.credit++
+			}
 		}
 		if codes != nil && codes[i] != raftv1.RefCode_REF_CODE_OK && pushed[i] {
 			d.metrics.leaseConflicts.Inc()
@@ -542,6 +620,7 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 		}
 		byQueue[k] = append(byQueue[k], c)
 	}
+	d.prune(byQueue, nowMs)
 	var picks []pick
 	var next time.Time
 	for _, k := range order {
@@ -549,7 +628,12 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 		credit := 0
 		parts := map[uint32]bool{}
 		for _, c := range cs {
-			credit += c.credit
+			c.room = max(0, min(c.credit, d.cfg.MaxCredit-c.picked-c.buffered()))
+			if c.room == 0 && c.credit > 0 {
+				c.full.Store(true)
+				d.metrics.consumerFull.Inc()
+			}
+			credit += c.room
 			for _, p := range c.Partitions {
 				parts[p] = true
 			}
@@ -594,6 +678,8 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 				}
 				c := d.nextConsumer(cs, part)
 				c.credit--
+				c.room--
+				c.picked++
 				credit--
 				d.spend(k.topic, policy.ReleaseRate)
 				e.item.DeadlineMs = nowMs + c.VisibilityTimeout.Milliseconds()
@@ -608,12 +694,12 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 	return picks, next
 }
 
-// nextConsumer picks, round-robin, a consumer with credit reading part.
+// nextConsumer picks, round-robin, a consumer with room reading part.
 func (d *Dispatcher) nextConsumer(cs []*Consumer, part uint32) *Consumer {
 	for range cs {
 		d.rr++
 		c := cs[d.rr%len(cs)]
-		if c.credit > 0 && slices.Contains(c.Partitions, part) {
+		if c.room > 0 && slices.Contains(c.Partitions, part) {
 			return c
 		}
 	}

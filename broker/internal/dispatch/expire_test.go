@@ -46,7 +46,7 @@ func newExpiryRig(t *testing.T, cfg Config) *expiryRig {
 		}
 		return r.log.propose(ctx, cmd)
 	}
-	r.d = New(shard, db, propose, r.log.start, time.Now, cfg, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
+	r.d = New(shard, db, propose, r.log.start, r.log.readIndex, time.Now, cfg, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
 	return r
 }
 

@@ -17,6 +17,14 @@ type Metrics struct {
 	leaseConflicts prometheus.Counter
 	deadLettered   prometheus.Counter
 	expired        prometheus.Counter
+	// barrierWait is how long new leaders waited to apply the previous
+	// term's entries before their first round.
+	barrierWait         prometheus.Histogram
+	leaseRenewalsFailed prometheus.Counter
+	// pushedAfterCommit counts at-least-once deliveries held back until
+	// their lease committed because the leader lease had lapsed.
+	pushedAfterCommit prometheus.Counter
+	consumerFull      prometheus.Counter
 }
 
 // NewMetrics registers the dispatch collectors on reg.
@@ -52,7 +60,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "sundial", Subsystem: "broker", Name: "expired_messages_total",
 		Help: "Messages removed by the TTL sweep, never delivered.",
 	})
-	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness, m.leaseConflicts, m.deadLettered, m.expired)
+	m.barrierWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "leader_barrier_wait_seconds",
+		Help:    "Time a new shard leader waited for its read barrier (previous term applied) before dispatching.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
+	m.leaseRenewalsFailed = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "leader_lease_renewals_failed_total",
+		Help: "Leader lease renewals (ReadIndex) that did not pass; deliveries then wait for their lease to commit.",
+	})
+	m.pushedAfterCommit = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "deliveries_after_lease_commit_total",
+		Help: "At-least-once deliveries held until their lease committed because the leader lease had lapsed or a change was pending.",
+	})
+	m.consumerFull = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "consumer_buffer_full_total",
+		Help: "Rounds that skipped a consumer with credit because its deliveries on the broker (picked or buffered, not yet sent) reached the per-consumer cap.",
+	})
+	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness, m.leaseConflicts, m.deadLettered, m.expired,
+		m.barrierWait, m.leaseRenewalsFailed, m.pushedAfterCommit, m.consumerFull)
 	return m
 }
 

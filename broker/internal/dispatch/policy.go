@@ -54,6 +54,7 @@ func (d *Dispatcher) spend(topic string, rate float64) {
 type histogram struct {
 	counts [32]uint64
 	total  uint64
+	lastMs int64 // when the last delivery was counted
 }
 
 func (h *histogram) add(ms int64) {
@@ -84,7 +85,7 @@ func (h *histogram) quantile(q float64) float64 {
 	return float64(uint64(1) << (len(h.counts) - 2))
 }
 
-func (d *Dispatcher) observeLateness(k queueKey, ms int64) {
+func (d *Dispatcher) observeLateness(k queueKey, nowMs, ms int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h, ok := d.lateness[k]
@@ -93,10 +94,56 @@ func (d *Dispatcher) observeLateness(k queueKey, ms int64) {
 		d.lateness[k] = h
 	}
 	h.add(ms)
+	h.lastMs = nowMs
+}
+
+// pruneInterval is how often a round drops the state of queues nobody
+// reads; latenessIdle is how long a group's lateness outlives its last
+// delivery once no consumer reads it (pull consumers attach only while
+// they wait).
+const (
+	pruneInterval = 10 * time.Second
+	latenessIdle  = time.Hour
+)
+
+// prune drops the state of topics and queues that no attached consumer
+// reads (consumed lists the queues that are read), so deleted topics and
+// groups leave nothing behind: fair-queueing state at once, a release-rate
+// bucket once it has refilled (dropping it sooner would grant a fresh
+// burst), a lateness histogram after latenessIdle. Caller holds mu.
+func (d *Dispatcher) prune(consumed map[queueKey][]*Consumer, nowMs int64) {
+	if nowMs-d.prunedMs < pruneInterval.Milliseconds() {
+		return
+	}
+	d.prunedMs = nowMs
+	topics := map[string]bool{}
+	for k := range consumed {
+		topics[k.topic] = true
+	}
+	for k := range d.fair {
+		if _, ok := consumed[k]; !ok {
+			delete(d.fair, k)
+		}
+	}
+	for k, h := range d.lateness {
+		if _, ok := consumed[k]; !ok && nowMs-h.lastMs >= latenessIdle.Milliseconds() {
+			delete(d.lateness, k)
+		}
+	}
+	for topic, b := range d.buckets {
+		if topics[topic] {
+			continue
+		}
+		rate := d.cfg.Policy(topic).ReleaseRate
+		if rate <= 0 || b.tokens+rate*float64(nowMs-b.lastMs)/1000 >= max(rate, 1) {
+			delete(d.buckets, topic)
+		}
+	}
 }
 
 // Lateness answers the p50 and p99 first-delivery lateness (ms, bucket
-// upper bounds) of a topic's group since this dispatcher started.
+// upper bounds) of a topic's group since this dispatcher started; a group
+// nobody read for latenessIdle starts again from nothing.
 func (d *Dispatcher) Lateness(topic, group string) (p50, p99 float64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -404,7 +404,10 @@ func (h *Host) leaderChanged(id, leader uint64) {
 	case leader == s.replicaID && s.dispatcher == nil:
 		dc := h.cfg.Dispatch
 		dc.Policy = h.topicPolicy
-		s.dispatcher = dispatch.New(id, h.db, s.proposer.Propose, s.proposer.Start, h.cfg.Now, dc, h.log, h.dispM)
+		if dc.LeaderLeaseTimeout == 0 {
+			dc.LeaderLeaseTimeout = h.electionTimeout() / 2
+		}
+		s.dispatcher = dispatch.New(id, h.db, s.proposer.Propose, s.proposer.Start, h.readIndex(id, s.replicaID), h.cfg.Now, dc, h.log, h.dispM)
 		s.dispatcher.Start()
 		h.leaderG.WithLabelValues(fmt.Sprint(id)).Set(1)
 		h.log.Info("shard leadership gained", zap.Uint64("shard_id", id))
@@ -419,6 +422,91 @@ func (h *Host) leaderChanged(id, leader uint64) {
 		stopping.Stop()
 	}
 	h.notifyChanged()
+}
+
+// ErrNoReplicaOnNode is answered to a leadership transfer to a node that
+// holds no replica of the shard.
+var ErrNoReplicaOnNode = errors.New("host: no replica of the shard on the node")
+
+// TransferLeadership asks Dragonboat to move shard id's leadership to the
+// replica on node toNode; it returns once the request is queued. This
+// node's dispatcher first gives up its leader lease, so nothing is pushed
+// ahead of a lease the transfer may drop.
+func (h *Host) TransferLeadership(id, toNode uint64) error {
+	sh, ok := h.Meta().Shards[meta.EventShardID(id)]
+	if !ok {
+		return fmt.Errorf("%w: shard %d", ErrNoReplicaOnNode, id)
+	}
+	r, ok := sh.ReplicaOn(meta.NodeID(toNode))
+	if !ok {
+		return fmt.Errorf("%w: shard %d, node %d", ErrNoReplicaOnNode, id, toNode)
+	}
+	h.mu.RLock()
+	var d *dispatch.Dispatcher
+	if s := h.shards[id]; s != nil {
+		d = s.dispatcher
+	}
+	h.mu.RUnlock()
+	if d != nil {
+		d.EndLease()
+	}
+	return h.nh.RequestLeaderTransfer(id, uint64(r.ID))
+}
+
+// electionTimeout is the shortest time after which a follower that stopped
+// hearing from its leader may start an election.
+func (h *Host) electionTimeout() time.Duration {
+	return h.cfg.RTT * time.Duration(h.cfg.ElectionRTT)
+}
+
+// errNotLeading answers a barrier read on a replica that does not lead its
+// shard (any more, or not in the term the read began in).
+var errNotLeading = errors.New("host: replica does not lead the shard")
+
+// readIndex is the dispatcher's barrier of a shard: a ReadIndex, which
+// Dragonboat answers once a quorum confirmed the leader's commit index (a
+// new leader's no-op included) and the local state machine applied it. A
+// follower would forward the read to the leader, so the replica must lead
+// the shard in the same term before and after.
+func (h *Host) readIndex(id, replicaID uint64) dispatch.ReadIndexFunc {
+	return func(ctx context.Context) error {
+		leader, term, valid, err := h.nh.GetLeaderID(id)
+		if err != nil {
+			return err
+		}
+		if !valid || leader != replicaID {
+			return errNotLeading
+		}
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			return dragonboat.ErrDeadlineNotSet
+		}
+		rs, err := h.nh.ReadIndex(id, time.Until(deadline))
+		if err != nil {
+			return err
+		}
+		select {
+		case r := <-rs.AppliedC():
+			rs.Release()
+			switch {
+			case r.Completed():
+			case r.Dropped():
+				return dragonboat.ErrShardNotReady // no entry of the term committed yet
+			case r.Timeout():
+				return dragonboat.ErrTimeout
+			case r.Terminated():
+				return dragonboat.ErrShardClosed
+			default:
+				return dragonboat.ErrAborted
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if leader2, term2, valid2, err := h.nh.GetLeaderID(id); err != nil || !valid2 || leader2 != replicaID || term2 != term {
+			return errNotLeading
+		}
+		return nil
+	}
 }
 
 func (h *Host) notifyChanged() {

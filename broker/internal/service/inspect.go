@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	"github.com/sundialmq/sundial/meta"
@@ -40,15 +41,35 @@ type reader struct {
 	nowMs int64
 }
 
-// reader answers a reader of shard id if this node leads it, else the
-// NotLeader or WrongShard error of leading.
-func (s *Shard) reader(id uint64) (*reader, error) {
+// reader answers a reader of shard id once this node leads it and has
+// passed its leader barrier: a new leader's local state may lack entries
+// committed in the previous term (a cancel answered DONE, an ack) until
+// then.
+func (s *Shard) reader(ctx context.Context, id uint64) (*reader, error) {
 	lead, err := s.leading(id)
 	if err != nil {
 		return nil, err
 	}
+	wait, cancel := context.WithTimeout(ctx, readBarrierTimeout)
+	defer cancel()
+	if err := lead.Dispatcher.CaughtUp(wait); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, dispatch.ErrStopped):
+			// Leadership moved while we waited: route to the new leader.
+			if _, lerr := s.leading(id); lerr != nil {
+				return nil, lerr
+			}
+			return nil, status.Error(codes.Unavailable, "shard leadership changed during the read")
+		}
+		return nil, status.Error(codes.Unavailable, "shard leader has not applied its previous term yet")
+	}
 	return &reader{shard: id, lead: lead, db: s.host.DB(), nowMs: s.opts.Now().UnixMilli()}, nil
 }
+
+// readBarrierTimeout bounds the wait for a new leader's barrier.
+const readBarrierTimeout = 10 * time.Second
 
 func (r *reader) get(key []byte, m proto.Message) (bool, error) {
 	v, closer, err := r.db.Get(key)
@@ -121,8 +142,8 @@ func matches(info *sundialv1.MessageInfo, req *sundialv1.ListMessagesRequest) bo
 
 // ListMessages lists a topic's messages on this shard by key prefix, or by
 // due time of one group's copies, after a cursor.
-func (s *Shard) ListMessages(_ context.Context, req *brokerv1.ShardListMessagesRequest) (*brokerv1.ShardListMessagesResponse, error) {
-	r, err := s.reader(req.GetShardId())
+func (s *Shard) ListMessages(ctx context.Context, req *brokerv1.ShardListMessagesRequest) (*brokerv1.ShardListMessagesResponse, error) {
+	r, err := s.reader(ctx, req.GetShardId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -234,8 +255,8 @@ func partitionsOf(parts []uint32) []uint32 {
 }
 
 // GetMessage answers one message by id, or by key.
-func (s *Shard) GetMessage(_ context.Context, req *brokerv1.ShardChangeRequest) (*sundialv1.MessageInfo, error) {
-	r, err := s.reader(req.GetShardId())
+func (s *Shard) GetMessage(ctx context.Context, req *brokerv1.ShardChangeRequest) (*sundialv1.MessageInfo, error) {
+	r, err := s.reader(ctx, req.GetShardId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -274,8 +295,8 @@ func (s *Shard) GetMessage(_ context.Context, req *brokerv1.ShardChangeRequest) 
 }
 
 // Stats answers each group's counts of a topic on this shard.
-func (s *Shard) Stats(_ context.Context, req *brokerv1.ShardTopicRequest) (*brokerv1.ShardStatsResponse, error) {
-	r, err := s.reader(req.GetShardId())
+func (s *Shard) Stats(ctx context.Context, req *brokerv1.ShardTopicRequest) (*brokerv1.ShardStatsResponse, error) {
+	r, err := s.reader(ctx, req.GetShardId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -335,8 +356,8 @@ func (s *Shard) Stats(_ context.Context, req *brokerv1.ShardTopicRequest) (*brok
 }
 
 // DueHistogram counts a group's scheduled copies per minute or hour.
-func (s *Shard) DueHistogram(_ context.Context, req *brokerv1.ShardDueHistogramRequest) (*sundialv1.DueHistogramResponse, error) {
-	r, err := s.reader(req.GetShardId())
+func (s *Shard) DueHistogram(ctx context.Context, req *brokerv1.ShardDueHistogramRequest) (*sundialv1.DueHistogramResponse, error) {
+	r, err := s.reader(ctx, req.GetShardId())
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -48,7 +48,7 @@ type Shard struct {
 	// leaderInfo is host.LeaderInfo; tests replace it to change leadership
 	// between two steps of a handler.
 	leaderInfo func(id uint64) (lead *host.Leading, leaderNode uint64, leaderAddr string, ok bool)
-	rings   atomic.Pointer[stateRing] // the ring of the newest meta state seen
+	rings      atomic.Pointer[stateRing] // the ring of the newest meta state seen
 }
 
 // NewShard returns the Shard service.

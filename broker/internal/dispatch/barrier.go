@@ -1,0 +1,183 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ErrStopped is answered to a caller waiting for the barrier of a
+// dispatcher that stopped first (its leadership ended).
+var ErrStopped = errors.New("dispatch: dispatcher stopped")
+
+// catchUp is the barrier of a new leader: Dragonboat reports leadership
+// before the term's first entry commits, when the local state machine may
+// not have applied the previous term's entries yet (a cancel answered
+// DONE, an ack, a committed lease). It retries the read until it passes,
+// starts the leader lease from when the passing read was issued and opens
+// CaughtUp; false if the dispatcher stopped first.
+func (d *Dispatcher) catchUp() bool {
+	began := d.now()
+	// The first read of a new leader is dropped until its no-op commits,
+	// a few milliseconds later: start retrying fast.
+	pause := 5 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		issued := d.now()
+		ctx, cancel := context.WithTimeout(d.ctx, d.cfg.BarrierTimeout)
+		err := d.read(ctx)
+		cancel()
+		if err == nil {
+			d.lease.confirmed(issued)
+			close(d.caughtUp)
+			d.metrics.barrierWait.Observe(d.now().Sub(began).Seconds())
+			if attempt > 1 {
+				d.log.Info("leader barrier passed", zap.Uint64("shard_id", d.shard), zap.Int("attempts", attempt))
+			}
+			return true
+		}
+		if d.ctx.Err() != nil {
+			return false
+		}
+		// Warn only when it takes longer than a no-op commit.
+		if attempt == 10 || attempt%100 == 0 {
+			d.log.Warn("leader barrier not passed yet", zap.Uint64("shard_id", d.shard), zap.Int("attempts", attempt), zap.Error(err))
+		}
+		select {
+		case <-time.After(pause):
+		case <-d.stopc:
+			return false
+		}
+		pause = min(2*pause, d.cfg.RetryInterval)
+	}
+}
+
+// CaughtUp waits until the barrier of this leadership passed, so reads of
+// the local state see everything committed before the term began. It
+// answers ErrStopped if the dispatcher stopped first, or ctx's error.
+func (d *Dispatcher) CaughtUp(ctx context.Context) error {
+	select {
+	case <-d.caughtUp:
+		return nil
+	default:
+	}
+	select {
+	case <-d.caughtUp:
+		return nil
+	case <-d.stopc:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// leaderLease is the time until which no other replica can have been
+// elected: the issue time of the last confirmed read plus the timeout.
+// Counting from the issue, not the answer, keeps it safe however long the
+// read took: the quorum that answered heard from this leader after it was
+// issued.
+type leaderLease struct {
+	timeout time.Duration
+	mu      sync.Mutex // guards until and ended
+	until   time.Time
+	ended   bool // given up for good (a leadership transfer began)
+}
+
+// confirmed extends the lease by a read issued at issued that passed.
+func (l *leaderLease) confirmed(issued time.Time) {
+	if l.timeout <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if end := issued.Add(l.timeout); end.After(l.until) && !l.ended {
+		l.until = end
+	}
+}
+
+// end gives the lease up for the rest of this leadership.
+func (l *leaderLease) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended, l.until = true, time.Time{}
+}
+
+// EndLease gives up the leader lease before a leadership transfer: during
+// one Dragonboat drops this leader's proposals and the target is elected at
+// once, so from now on deliveries wait for their lease to commit.
+func (d *Dispatcher) EndLease() { d.lease.end() }
+
+// remaining is how long the lease still holds at now (≤ 0: lapsed).
+func (l *leaderLease) remaining(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.until.IsZero() {
+		return 0
+	}
+	return l.until.Sub(now)
+}
+
+// leaseHeld answers whether a delivery may be pushed before its lease
+// commits; when less than half the lease is left it asks for a renewal, so
+// a busy leader keeps it and an idle one issues no reads.
+func (d *Dispatcher) leaseHeld(now time.Time) bool {
+	left := d.lease.remaining(now)
+	if d.cfg.LeaderLeaseTimeout > 0 && left < d.cfg.LeaderLeaseTimeout/2 {
+		select {
+		case d.renew <- struct{}{}:
+		default:
+		}
+	}
+	return left > 0
+}
+
+// renewLease confirms leadership again whenever a round asks for it, and
+// every half lease while consumers are attached, so a delivery due after a
+// quiet spell is still pushed while its lease is in flight.
+func (d *Dispatcher) renewLease() {
+	defer d.wg.Done()
+	select {
+	case <-d.caughtUp:
+	case <-d.stopc:
+		return
+	}
+	every := max(d.cfg.LeaderLeaseTimeout/2, time.Millisecond)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.renew:
+		case <-tick.C:
+			if !d.consumed() || d.lease.remaining(d.now()) >= every {
+				continue
+			}
+		case <-d.stopc:
+			return
+		}
+		issued := d.now()
+		ctx, cancel := context.WithTimeout(d.ctx, min(d.cfg.BarrierTimeout, d.cfg.LeaderLeaseTimeout))
+		err := d.read(ctx)
+		cancel()
+		if err != nil {
+			// Deliveries wait for their lease to commit until a read
+			// passes; the next round or tick asks again.
+			d.metrics.leaseRenewalsFailed.Inc()
+			select {
+			case <-time.After(d.cfg.RetryInterval):
+			case <-d.stopc:
+				return
+			}
+			continue
+		}
+		d.lease.confirmed(issued)
+	}
+}
+
+// consumed answers whether any consumer is attached.
+func (d *Dispatcher) consumed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.consumers) > 0
+}
