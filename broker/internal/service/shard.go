@@ -88,20 +88,27 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	now := s.opts.Now()
 	nowMs := now.UnixMilli()
 	var bad []apierr.FieldViolation
-	st := s.host.Meta()
 	for i, pm := range req.Messages {
-		lim := s.opts.Limits
-		if t, ok := st.Topics[pm.GetMessage().GetTopic()]; ok && t.MaxMessageBytes > 0 {
-			lim.MaxMessageBytes = min(lim.MaxMessageBytes, t.MaxMessageBytes) // the topic's max_message_bytes
-		}
-		bad = append(bad, validate.Message(fieldIndex("messages", i), pm.GetMessage(), lim, nowMs)...)
+		bad = append(bad, validate.Message(fieldIndex("messages", i), pm.GetMessage(), s.opts.Limits, nowMs)...)
 	}
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	st, err = s.topics(ctx, req.Messages, req.GetRoutingVersion())
+	st, err := s.topics(ctx, req.Messages, req.GetRoutingVersion())
 	if err != nil {
 		return nil, err
+	}
+	// A topic's own max_message_bytes, from the same meta the messages are
+	// stamped from (a topic created a moment ago is in it).
+	for i, pm := range req.Messages {
+		if t, ok := st.Topics[pm.GetMessage().GetTopic()]; ok && t.MaxMessageBytes > 0 && t.MaxMessageBytes < s.opts.Limits.MaxMessageBytes {
+			lim := s.opts.Limits
+			lim.MaxMessageBytes = t.MaxMessageBytes
+			bad = append(bad, validate.Message(fieldIndex("messages", i), pm.GetMessage(), lim, nowMs)...)
+		}
+	}
+	if len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
 	}
 	if err := s.placed(req.GetShardId(), st, req.Messages); err != nil {
 		return nil, err
