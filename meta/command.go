@@ -9,6 +9,10 @@ import (
 // Op names a command.
 type Op string
 
+// The ops Apply knows, with the Command fields each reads: register_node
+// (Node), bootstrap_shards (Count, RF), create_topic (Topic, IfNotExists),
+// update_topic (Topic), delete_topic (Name), create_group (Name, Group,
+// IfNotExists), delete_group (Name, Group).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -66,7 +70,7 @@ func (c *Command) Encode() []byte {
 func DecodeCommand(b []byte) (*Command, error) {
 	var c Command
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedCommand, err)
+		return nil, fmt.Errorf("%w: %w", ErrMalformedCommand, err)
 	}
 	switch c.Op {
 	case OpRegisterNode:

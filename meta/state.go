@@ -23,6 +23,10 @@ type ReplicaID uint64
 // NodeState is a node's place in its life cycle.
 type NodeState string
 
+// Node states. Only active nodes are given replicas when shards are
+// bootstrapped; register_node stores NodeActive when the node names no state.
+// Nothing in meta moves a node to draining or removed yet: they are carried
+// as registered and reported by the cluster API.
 const (
 	NodeActive   NodeState = "active"
 	NodeDraining NodeState = "draining"

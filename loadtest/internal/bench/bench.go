@@ -229,8 +229,9 @@ func DescribeMachine(specs []target.Spec) Machine {
 		for _, line := range strings.Split(string(b), "\n") {
 			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
 				var kb int64
-				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
-				m.MemoryBytes = kb * 1024
+				if _, err := fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb); err == nil {
+					m.MemoryBytes = kb * 1024
+				}
 			}
 		}
 	}

@@ -72,7 +72,9 @@ func TestReportRenders(t *testing.T) {
 	}}
 	var md, svg strings.Builder
 	rep.Markdown(&md, "chart.svg")
-	rep.SVG(&svg)
+	if err := rep.SVG(&svg); err != nil {
+		t.Fatalf("SVG() error = %v", err)
+	}
 	for _, want := range []string{"| Redis |", "2.00×", "skipped: nats-server is not on PATH", "![Lateness", "Durable publish ≥ 1.0×"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("Markdown() lacks %q", want)

@@ -29,8 +29,9 @@ func LogScale(v, lo, hi float64) float64 {
 }
 
 // SVG writes a chart of the lateness distributions (CDFs, log-scale
-// lateness) of the precision and burst scenarios, one line per system.
-func (rep Report) SVG(w io.Writer) {
+// lateness) of the precision and burst scenarios, one line per system. It
+// builds the chart in memory and returns w's error from the one write.
+func (rep Report) SVG(w io.Writer) error {
 	panels := []struct {
 		title string
 		data  []series
@@ -109,7 +110,8 @@ func (rep Report) SVG(w io.Writer) {
 		}
 	}
 	sb.WriteString("</svg>\n")
-	io.WriteString(w, sb.String())
+	_, err := io.WriteString(w, sb.String())
+	return err
 }
 
 func colour(name string) string {

@@ -169,19 +169,16 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	for _, b := range c.brokers {
 		if err := c.startBroker(b); err != nil {
-			c.Stop()
-			return nil, err
+			return nil, errors.Join(err, c.Stop())
 		}
 	}
 	c.proxy, err = proc.Start("proxy", filepath.Join(bin, "sundial-proxy"), filepath.Join(c.cfg.DataDir, "logs", "proxy.log"),
 		"--grpc-addr", c.proxyGRPC, "--http-addr", c.proxyHTTP, "--brokers", strings.Join(grpcs, ","), "--log-level", cfg.LogLevel)
 	if err != nil {
-		c.Stop()
-		return nil, err
+		return nil, errors.Join(err, c.Stop())
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
-		c.Stop()
-		return nil, err
+		return nil, errors.Join(err, c.Stop())
 	}
 	return c, nil
 }

@@ -318,7 +318,9 @@ func benchCommand(onUsage cli.OnUsageErrorFunc, stdout, stderr io.Writer) *cli.C
 				svgName := ""
 				if svg := c.String("svg"); svg != "" {
 					var sb strings.Builder
-					rep.SVG(&sb)
+					if err := rep.SVG(&sb); err != nil {
+						return err
+					}
 					if err := writeFile(svg, sb.String()); err != nil {
 						return err
 					}

@@ -184,7 +184,7 @@ func WaitFor(ctx context.Context, interval time.Duration, check func(context.Con
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
 		case <-time.After(interval):
 		}
 	}

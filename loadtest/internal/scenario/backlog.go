@@ -136,7 +136,7 @@ func Backlog(ctx context.Context, s System, cfg BacklogConfig) (BacklogResult, e
 	cf := fill(ctx, s, Load{Concurrency: 1, Batch: cfg.Canaries, SizeBytes: cfg.Load.SizeBytes}, 0, canaries, time.Now().Add(30*time.Second),
 		func(uint64) time.Time { return due })
 	if cf.published == 0 {
-		return res, fmt.Errorf("scenario: backlog: canaries not published: %v", cf.firstErr)
+		return res, fmt.Errorf("scenario: backlog: canaries not published: %w", cf.cause(ctx))
 	}
 	select {
 	case <-ctx.Done():

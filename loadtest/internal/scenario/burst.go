@@ -66,7 +66,7 @@ const probeSeq0 = 1 << 62
 func probeRate(ctx context.Context, t Target, l Load, d time.Duration) (float64, error) {
 	f := fill(ctx, t, l, probeSeq0, 1<<40, time.Now().Add(d), func(uint64) time.Time { return time.Now().Add(2 * time.Hour) })
 	if f.published == 0 {
-		return 0, fmt.Errorf("scenario: probe published nothing: %v", f.firstErr)
+		return 0, fmt.Errorf("scenario: probe published nothing: %w", f.cause(ctx))
 	}
 	return rate(f.published, f.elapsed), nil
 }

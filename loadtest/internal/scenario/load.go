@@ -122,6 +122,22 @@ func fill(ctx context.Context, t Target, l Load, seq0, n uint64, stopAt time.Tim
 	return res
 }
 
+// errNoPublishAttempted is why a fill published nothing when it tried
+// nothing and its context had not ended: stopAt had passed or n was 0.
+var errNoPublishAttempted = errors.New("scenario: no publish attempted")
+
+// cause says why r published nothing: its first publish error, else why ctx
+// ended, else errNoPublishAttempted. It is never nil, so callers can wrap it.
+func (r fillResult) cause(ctx context.Context) error {
+	switch {
+	case r.firstErr != nil:
+		return r.firstErr
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return errNoPublishAttempted
+}
+
 func errString(err error) string {
 	if err == nil {
 		return ""

@@ -75,7 +75,7 @@ func Throughput(ctx context.Context, t Target, cfg ThroughputConfig) (Throughput
 		MsgsPerS: rate(f.published, f.elapsed), BatchLatency: f.batches.Summary(), FirstError: errString(f.firstErr),
 	}
 	if res.Published == 0 {
-		return res, fmt.Errorf("scenario: throughput: nothing published, first error: %v", f.firstErr)
+		return res, fmt.Errorf("scenario: throughput: nothing published: %w", f.cause(ctx))
 	}
 	return res, nil
 }

@@ -34,8 +34,7 @@ func startSundial(ctx context.Context, _ Spec, opts Options) (Instance, error) {
 	}
 	s, err := NewSundial(ctx, cl, opts.queue())
 	if err != nil {
-		cl.Stop()
-		return nil, err
+		return nil, errors.Join(err, cl.Stop())
 	}
 	return s, nil
 }

@@ -168,8 +168,9 @@ func runConsume(ctx context.Context, c *cli.Context, e *env) error {
 		mu.Lock()
 		if o.count > 0 && printed >= o.count {
 			mu.Unlock()
-			// Over the count: hand it straight back for someone else.
-			actx, cancel := context.WithTimeout(context.Background(), e.timeout)
+			// Over the count: hand it straight back for someone else. The
+			// subscription may already be stopping; the Nack must still go out.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(hctx), e.timeout)
 			_ = d.Nack(actx, 0, "shardctl consume: count reached")
 			cancel()
 			return
@@ -182,7 +183,9 @@ func runConsume(ctx context.Context, c *cli.Context, e *env) error {
 		}
 		mu.Unlock()
 		if !o.noAck {
-			actx, cancel := context.WithTimeout(context.Background(), e.timeout)
+			// A printed message is acked even when --timeout or the count
+			// has just stopped the subscription, so it is not redelivered.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(hctx), e.timeout)
 			if err := d.Ack(actx); err != nil {
 				printError(e.stderr, fmt.Sprintf("shardctl: consume: ack %s: ", d.MessageId), err)
 			}
@@ -203,7 +206,7 @@ func runConsume(ctx context.Context, c *cli.Context, e *env) error {
 		return nil
 	case o.count > 0 && parent.Err() != nil:
 		return &silentError{msg: fmt.Sprintf("consume: interrupted after %d of %d messages", printed, o.count)}
-	case o.count > 0 && errors.Is(ctx.Err(), context.Canceled) == false:
+	case o.count > 0 && !errors.Is(ctx.Err(), context.Canceled):
 		return &silentError{msg: fmt.Sprintf("consume: timed out after %v with %d of %d messages", o.timeout, printed, o.count)}
 	}
 	return nil

@@ -84,11 +84,11 @@ func messageTemplate(c *cli.Context) (*sundialv1.Message, error) {
 		}
 		m.DeliverAtUnixMs = at.UnixMilli()
 	}
-	if ttl := c.Duration("ttl"); ttl < 0 {
+	ttl := c.Duration("ttl")
+	if ttl < 0 {
 		return nil, usagef("--ttl %v: want a positive duration", ttl)
-	} else {
-		m.TtlMs = ttl.Milliseconds()
 	}
+	m.TtlMs = ttl.Milliseconds()
 	if err := conflictFromFlags(c, m); err != nil {
 		return nil, err
 	}

@@ -124,7 +124,7 @@ func (fakeServer) Reschedule(_ context.Context, req *sundialv1.RescheduleRequest
 func (fakeServer) Receive(_ context.Context, req *sundialv1.ReceiveRequest) (*sundialv1.ReceiveResponse, error) {
 	out := &sundialv1.ReceiveResponse{}
 	for i := range min(req.GetMaxMessages(), 2) {
-		out.Deliveries = append(out.Deliveries, &sundialv1.Delivery{MessageId: "r" + string(rune('0'+i)), Receipt: "rc", Topic: req.GetTopic(), Attempt: 1, DueAtUnixMs: fixedMs, Payload: []byte("pulled")})
+		out.Deliveries = append(out.Deliveries, &sundialv1.Delivery{MessageId: "r" + string('0'+i), Receipt: "rc", Topic: req.GetTopic(), Attempt: 1, DueAtUnixMs: fixedMs, Payload: []byte("pulled")})
 	}
 	return out, nil
 }

@@ -192,16 +192,16 @@ func topicFromFlags(c *cli.Context) (*sundialv1.Topic, bool, error) {
 	default:
 		return nil, false, usagef("--kind %q: want delayed or fair", k)
 	}
-	if n := c.Int("partitions"); n < 0 || n > 1<<16 {
-		return nil, false, usagef("--partitions %d: want 0..65536", n)
-	} else {
-		t.Partitions = int32(n)
+	partitions := c.Int("partitions")
+	if partitions < 0 || partitions > 1<<16 {
+		return nil, false, usagef("--partitions %d: want 0..65536", partitions)
 	}
-	if n := c.Int("max-attempts"); n < 0 || n > 1<<20 {
-		return nil, false, usagef("--max-attempts %d: want 0 or more", n)
-	} else {
-		t.MaxAttempts = int32(n)
+	t.Partitions = int32(partitions)
+	maxAttempts := c.Int("max-attempts")
+	if maxAttempts < 0 || maxAttempts > 1<<20 {
+		return nil, false, usagef("--max-attempts %d: want 0 or more", maxAttempts)
 	}
+	t.MaxAttempts = int32(maxAttempts)
 	for _, d := range []struct {
 		flag string
 		dst  *int64
@@ -212,11 +212,11 @@ func topicFromFlags(c *cli.Context) (*sundialv1.Topic, bool, error) {
 		}
 		*d.dst = v.Milliseconds()
 	}
-	if n := c.Int64("max-message-bytes"); n < 0 {
-		return nil, false, usagef("--max-message-bytes %d: want 0 (default) or more", n)
-	} else {
-		t.MaxMessageBytes = n
+	maxMessageBytes := c.Int64("max-message-bytes")
+	if maxMessageBytes < 0 {
+		return nil, false, usagef("--max-message-bytes %d: want 0 (default) or more", maxMessageBytes)
 	}
+	t.MaxMessageBytes = maxMessageBytes
 	return t, c.Bool("if-not-exists"), nil
 }
 
