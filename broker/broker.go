@@ -74,7 +74,7 @@ func (s *Server) Start(ctx context.Context) error {
 		members[id] = host.Member{RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr}
 	}
 	h, err := host.New(host.Config{
-		NodeID: s.cfg.NodeID, RaftAddr: s.cfg.RaftAddr, GRPCAddr: advertise, DataDir: s.cfg.DataDir,
+		NodeID: s.cfg.NodeID, RaftAddr: s.cfg.RaftAddr, RaftListenAddr: s.cfg.RaftListenAddr, GRPCAddr: advertise, DataDir: s.cfg.DataDir,
 		InitialMembers: members, Shards: s.cfg.Shards, ReplicationFactor: s.cfg.ReplicationFactor,
 		RTT: s.cfg.RTT, ElectionRTT: s.cfg.ElectionRTT, HeartbeatRTT: s.cfg.HeartbeatRTT,
 		SnapshotEntries: s.cfg.SnapshotEntries, RaftWorkers: s.cfg.RaftWorkers, RaftLogShards: s.cfg.RaftLogShards,
