@@ -16,7 +16,7 @@ SHELL       := /bin/bash
 .DEFAULT_GOAL := help
 
 GO      ?= go
-MODULES := proto meta broker proxy shardctl loadtest
+MODULES := proto meta broker proxy shardctl loadtest tests
 BIN     := $(CURDIR)/bin
 TOOLS   := $(BIN)/tools
 
