@@ -56,6 +56,9 @@ type Violation struct {
 	Group     string
 	Detail    string
 	Seqs      []int // the operations that prove it
+	// Liveness marks a violation that only a drained history proves (G1,
+	// G5's promised payload): while draining it may still resolve.
+	Liveness bool
 }
 
 func (v Violation) String() string {
@@ -78,6 +81,17 @@ func (r Result) ByProperty() map[string]int {
 		m[v.Property]++
 	}
 	return m
+}
+
+// Summary is one line: the counts and the violations per property.
+func (r Result) Summary() string {
+	by := r.ByProperty()
+	var parts []string
+	for _, p := range []string{"G1", "G2", "G3", "G4", "G5", "G6"} {
+		parts = append(parts, fmt.Sprintf("%s=%d", p, by[p]))
+	}
+	return fmt.Sprintf("%d operations, %d messages, %d deliveries, %d unknown answers, %d violations (%s)",
+		r.Ops, r.Messages, r.Deliveries, r.Unknown, len(r.Violations), strings.Join(parts, " "))
 }
 
 func (r Result) String() string {
@@ -439,6 +453,7 @@ func (c *run) checkLiveness(m *message) {
 		}
 		if len(got) == 0 {
 			c.flag("G1", m, g, "acknowledged publish never delivered", m.acknowledged)
+			c.violations[len(c.violations)-1].Liveness = true
 			continue
 		}
 		c.checkPromisedPayloads(m, g, got)
@@ -479,6 +494,7 @@ func (c *run) checkPromisedPayloads(m *message, g string, got []*history.Op) {
 		}
 		if !found {
 			c.flag("G5", m, g, fmt.Sprintf("%s answered for payload %q, which was never delivered", x.op.Outcome, x.op.Payload), x.op)
+			c.violations[len(c.violations)-1].Liveness = true
 		}
 	}
 }
