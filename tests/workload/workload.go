@@ -412,6 +412,17 @@ func (w *Workload) publish(ctx context.Context, name string, req *sundialv1.Publ
 	}
 }
 
+// Publish publishes msgs as one recorded request from client name, for
+// scenario tests that place their own messages.
+func (w *Workload) Publish(ctx context.Context, name string, msgs ...*sundialv1.Message) {
+	w.publish(ctx, name, &sundialv1.PublishRequest{RequestId: client.NewRequestID(), Messages: msgs})
+}
+
+// Cancel cancels message id as a recorded operation of client name.
+func (w *Workload) Cancel(ctx context.Context, name, id string) {
+	w.cancel(ctx, name, known{id: id}, false)
+}
+
 func (w *Workload) cancel(ctx context.Context, name string, k known, byKey bool) {
 	sel, op := w.selector(name, history.Cancel, k, byKey)
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
