@@ -2,11 +2,14 @@ package broker
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"sync"
 	"time"
 
@@ -147,6 +150,7 @@ func (s *Server) serveHTTP() error {
 		// The state DB's LSM shape, block cache and compaction counters.
 		fmt.Fprint(w, s.host.DB().Metrics().String())
 	})
+	mux.HandleFunc("/debug/statehash", s.serveStateHashes)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.Ready() {
 			http.Error(w, "not ready: shards have not started or have no leader", http.StatusServiceUnavailable)
@@ -235,6 +239,24 @@ func (s *Server) MetricsAddr() string {
 		return ""
 	}
 	return s.httpLis.Addr().String()
+}
+
+// serveStateHashes answers /debug/statehash: a JSON object from each hosted
+// event shard's id to the hex StateHash of the local replica (or to
+// "error: ..." when the replica cannot answer yet). The fault-injection
+// tests compare it across brokers after quiescence (guarantee G7).
+func (s *Server) serveStateHashes(w http.ResponseWriter, _ *http.Request) {
+	out := map[string]string{}
+	for _, id := range s.host.HostedShards() {
+		h, err := s.host.StateHash(id)
+		if err != nil {
+			out[strconv.FormatUint(id, 10)] = "error: " + err.Error()
+			continue
+		}
+		out[strconv.FormatUint(id, 10)] = hex.EncodeToString(h)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // ShardStateHash is a hash of this broker's replica of shard: equal on

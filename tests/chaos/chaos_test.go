@@ -72,6 +72,10 @@ func TestChaos(t *testing.T) {
 	}
 	ops := w.Recorder().Ops()
 	res := checker.Check(w.CheckerConfig(), ops)
+	// G7: once the load stopped, every shard's replicas hash equal.
+	if err := framework.Poll(60*time.Second, c.ReplicasAgree); err != nil {
+		res.Violations = append(res.Violations, checker.Violation{Property: "G7", Detail: err.Error()})
+	}
 	t.Logf("chaos seed %d: faults injected %d (%s); %s", seed, len(done), Count(done), res.Summary())
 	if len(res.Violations) > 0 {
 		path := os.Getenv("CHAOS_HISTORY")

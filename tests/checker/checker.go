@@ -51,7 +51,7 @@ type Config struct {
 
 // Violation is one definite breach of a property.
 type Violation struct {
-	Property  string // "G1" … "G6"
+	Property  string // "G1" … "G6"; "G7" comes from comparing replica hashes, not from a history
 	MessageID string
 	Group     string
 	Detail    string
@@ -87,7 +87,7 @@ func (r Result) ByProperty() map[string]int {
 func (r Result) Summary() string {
 	by := r.ByProperty()
 	var parts []string
-	for _, p := range []string{"G1", "G2", "G3", "G4", "G5", "G6"} {
+	for _, p := range []string{"G1", "G2", "G3", "G4", "G5", "G6", "G7"} {
 		parts = append(parts, fmt.Sprintf("%s=%d", p, by[p]))
 	}
 	return fmt.Sprintf("%d operations, %d messages, %d deliveries, %d unknown answers, %d violations (%s)",

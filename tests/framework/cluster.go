@@ -2,12 +2,14 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -476,4 +478,64 @@ func (c *Cluster) ShardIDs() ([]uint64, error) {
 		ids = append(ids, s.GetShardId())
 	}
 	return ids, nil
+}
+
+// StateHashes reads /debug/statehash of every running broker: shard id ->
+// broker id -> hash. A broker that cannot answer is left out.
+func (c *Cluster) StateHashes() map[string]map[int]string {
+	out := map[string]map[int]string{}
+	for _, b := range c.Brokers {
+		if !c.Running(b.ID) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.MetricsAddr+"/debug/statehash", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			continue
+		}
+		var hashes map[string]string
+		err = json.NewDecoder(resp.Body).Decode(&hashes)
+		resp.Body.Close()
+		cancel()
+		if err != nil {
+			continue
+		}
+		for shard, h := range hashes {
+			if out[shard] == nil {
+				out[shard] = map[int]string{}
+			}
+			out[shard][b.ID] = h
+		}
+	}
+	return out
+}
+
+// ReplicasAgree reports nil when every shard's replicas answer one state
+// hash, else which shard differs.
+func (c *Cluster) ReplicasAgree() error {
+	hashes := c.StateHashes()
+	if len(hashes) == 0 {
+		return errors.New("no broker answered /debug/statehash")
+	}
+	shards := make([]string, 0, len(hashes))
+	for s := range hashes {
+		shards = append(shards, s)
+	}
+	sort.Strings(shards)
+	for _, s := range shards {
+		var first string
+		for _, h := range hashes[s] {
+			if strings.HasPrefix(h, "error") {
+				return fmt.Errorf("shard %s: %s", s, h)
+			}
+			if first == "" {
+				first = h
+			} else if h != first {
+				return fmt.Errorf("shard %s: replicas differ: %v", s, hashes[s])
+			}
+		}
+	}
+	return nil
 }

@@ -13,7 +13,8 @@ import (
 
 // TestClusterForwardsAndIsolates starts three brokers behind forwarders,
 // checks the forwarders know who dialled them, isolates the leader of the
-// first shard and sees another broker take over, then heals.
+// first shard and sees another broker take over, then heals and waits for
+// every shard's replicas to answer one state hash (G7).
 func TestClusterForwardsAndIsolates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -69,4 +70,6 @@ func TestClusterForwardsAndIsolates(t *testing.T) {
 	if err := c.WaitReady(90 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// G7: after the partition heals, every shard's replicas hash equal.
+	WaitFor(t, 60*time.Second, c.ReplicasAgree)
 }
