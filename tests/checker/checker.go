@@ -16,12 +16,16 @@
 //	G3 no delivery is received after a cancel of its message was answered
 //	   DONE.
 //	G4 a redelivery (attempt n > 1) is received only after attempt n-1's
-//	   lease deadline or after a nack of attempt n-1 (plus its delay).
+//	   lease deadline or after a nack of attempt n-1 (plus its delay),
+//	   whatever that nack was answered (a retried nack that took effect
+//	   answers "stale receipt").
 //	G5 the payload delivered is one the last completed content change
 //	   promised (or a concurrent one); and a REPLACED or DEBOUNCED answer's
 //	   payload reaches every group that had not acked before the answer.
 //	G6 every OK answer to one request id (and message index) names the
-//	   same message and due time.
+//	   same message and due time. For G2 and G5 the answers to one request
+//	   id are one logical publish, from its first invoke to its first
+//	   answer.
 //
 // Times: every process runs on one machine and one clock; Config.Tolerance
 // absorbs millisecond truncation. The checker is pure: it reads Ops and
@@ -241,9 +245,18 @@ func (c *run) index(ops []history.Op) {
 			}
 		}
 	}
-	// Pass 2: what may have changed each message.
+	// Pass 2: what may have changed each message. The answers to one
+	// request id are one logical publish (a re-sent request replays the
+	// stored answer), taken from its first invoke to its first answer.
+	logical := mergeRequests(ops)
 	for i := range ops {
 		op := &ops[i]
+		if op.Kind == history.Publish && op.RequestID != "" {
+			op = logical[requestSlot{op.RequestID, op.Index}]
+			if op.Seq != ops[i].Seq {
+				continue // only the first op of a request stands for it
+			}
+		}
 		switch op.Kind {
 		case history.Publish:
 			ev := publishEvent(op)
@@ -282,6 +295,43 @@ func (c *run) index(ops []history.Op) {
 			}
 		}
 	}
+}
+
+type requestSlot struct {
+	rid string
+	idx int
+}
+
+// mergeRequests folds the publish ops of each (request id, message index)
+// into one: the first op's request, invoked at the earliest invoke,
+// answered by the first OK answer (completed at the earliest OK
+// completion), else Failed when every answer is Failed, else Unknown.
+func mergeRequests(ops []history.Op) map[requestSlot]*history.Op {
+	out := map[requestSlot]*history.Op{}
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind != history.Publish || op.RequestID == "" {
+			continue
+		}
+		k := requestSlot{op.RequestID, op.Index}
+		cur, ok := out[k]
+		if !ok {
+			cp := *op
+			out[k] = &cp
+			continue
+		}
+		switch {
+		case op.Answer == history.OK && cur.Answer != history.OK:
+			seq, inv := cur.Seq, cur.Invoke
+			*cur = *op
+			cur.Seq, cur.Invoke = seq, inv
+		case op.Answer == history.OK && op.Complete.Before(cur.Complete):
+			cur.Complete = op.Complete
+		case op.Answer == history.Unknown && cur.Answer == history.Failed:
+			cur.Answer, cur.Complete = history.Unknown, time.Time{}
+		}
+	}
+	return out
 }
 
 // publishEvent is what a publish may have done to its key's message; nil
@@ -416,8 +466,10 @@ func (c *run) checkRedelivery(m *message, d *history.Op) {
 		if p.LeaseDeadlineMs == 0 || rMs+tol >= p.LeaseDeadlineMs {
 			return
 		}
+		// Any nack counts, whatever it was answered: the SDK retries a nack,
+		// and a retry of one that took effect answers "stale receipt".
 		for _, n := range m.nacks[p.Receipt] {
-			if n.Answer != history.Failed && n.Invoke.Before(d.Invoke) && rMs+tol >= n.Invoke.UnixMilli()+n.NackDelayMs {
+			if n.Invoke.Before(d.Invoke) && rMs+tol >= n.Invoke.UnixMilli()+n.NackDelayMs {
 				return
 			}
 		}

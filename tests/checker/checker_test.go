@@ -179,3 +179,29 @@ func TestCheckSkipLiveness(t *testing.T) {
 		t.Fatalf("Check(SkipLiveness) = %s, want no violations", res)
 	}
 }
+
+func TestCheckResentRequestIsOnePublish(t *testing.T) {
+	// k is created with "a", debounced to "b"; then the request that
+	// created it is sent again and replays CREATED "a". A delivery of "b"
+	// after the replay is what the last change promised.
+	hist := new(h).pub(0, 5, "m1", "k", "a", history.Created, 1000).
+		pub(10, 20, "m1", "k", "b", history.Debounced, 1500)
+	replay := hist.ops[0]
+	replay.Invoke, replay.Complete = at(30), at(40)
+	hist.add(replay).deliver(1500, "m1", "g", "b", 1, 1500, 31500)
+	res := Check(Config{Groups: map[string][]string{"t": {"g"}}}, hist.ops)
+	if len(res.Violations) != 0 {
+		t.Fatalf("Check() = %s, want no violations", res)
+	}
+}
+
+func TestCheckNackAnsweredStaleStillCounts(t *testing.T) {
+	hist := new(h).pub(0, 5, "m1", "", "p", history.Created, 100).deliver(100, "m1", "g", "p", 1, 100, 30100)
+	hist.add(history.Op{Kind: history.Nack, Invoke: at(110), Complete: at(900), Answer: history.Failed, NackDelayMs: 300,
+		Receipt: "m1/g/1", Error: "receipt is stale"})
+	hist.deliver(500, "m1", "g", "p", 2, 100, 30500)
+	res := Check(Config{Groups: map[string][]string{"t": {"g"}}}, hist.ops)
+	if len(res.Violations) != 0 {
+		t.Fatalf("Check() = %s, want no violations", res)
+	}
+}

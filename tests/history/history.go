@@ -187,3 +187,17 @@ func WriteJSON(w io.Writer, ops []Op) error {
 	}
 	return nil
 }
+
+// ReadJSON reads ops written by WriteJSON.
+func ReadJSON(r io.Reader) ([]Op, error) {
+	var ops []Op
+	dec := json.NewDecoder(r)
+	for dec.More() {
+		var op Op
+		if err := dec.Decode(&op); err != nil {
+			return nil, fmt.Errorf("history: op %d: %w", len(ops), err)
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}

@@ -2,6 +2,7 @@ package history
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -38,5 +39,29 @@ func TestRecorderConcurrentAndPendingIsUnknown(t *testing.T) {
 	}
 	if got := ops[timedOut.Seq]; got.Answer != Unknown || !got.Complete.IsZero() || got.Error != "deadline" {
 		t.Fatalf("timed-out op = %s at %v (%q), want unknown with no completion", got.Answer, got.Complete, got.Error)
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	r := NewRecorder()
+	op := r.Invoke(Op{Kind: Publish, RequestID: "r", Payload: "p", DelayMs: 5})
+	r.Complete(op, OK, nil, func(o *Op) { o.MessageID, o.Outcome = "m", Created })
+	r.Delivered(Op{MessageID: "m", Attempt: 1, LeaseDeadlineMs: 9})
+	var sb strings.Builder
+	if err := WriteJSON(&sb, r.Ops()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadJSON(strings.NewReader(sb.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := r.Ops()
+	if len(got) != len(want) {
+		t.Fatalf("ReadJSON(WriteJSON(ops)) has %d ops, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !got[i].Invoke.Equal(want[i].Invoke) || got[i].MessageID != want[i].MessageID || got[i].Outcome != want[i].Outcome || got[i].Kind != want[i].Kind {
+			t.Fatalf("op %d = %+v, want %+v", i, got[i], want[i])
+		}
 	}
 }
