@@ -77,6 +77,7 @@ func TestChaos(t *testing.T) {
 		res.Violations = append(res.Violations, checker.Violation{Property: "G7", Detail: err.Error()})
 	}
 	t.Logf("chaos seed %d: faults injected %d (%s); %s", seed, len(done), Count(done), res.Summary())
+	t.Logf("unknown answers:%s", workload.UnknownCauses(ops))
 	if len(res.Violations) > 0 {
 		path := os.Getenv("CHAOS_HISTORY")
 		if path == "" {

@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -557,4 +559,33 @@ func changeOutcome(o sundialv1.ChangeOutcome) history.Outcome {
 		return history.AlreadyDelivered
 	}
 	return history.NotFound
+}
+
+// UnknownCauses counts the operations answered Unknown by kind and error
+// (cut to 90 bytes), most frequent first, for a run's report.
+func UnknownCauses(ops []history.Op) string {
+	n := map[string]int{}
+	for _, op := range ops {
+		if op.Answer != history.Unknown {
+			continue
+		}
+		e := op.Error
+		if e == "" {
+			e = "no answer"
+		}
+		if len(e) > 90 {
+			e = e[:90]
+		}
+		n[string(op.Kind)+": "+e]++
+	}
+	keys := make([]string, 0, len(n))
+	for k := range n {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return n[keys[i]] > n[keys[j]] || (n[keys[i]] == n[keys[j]] && keys[i] < keys[j]) })
+	var sb strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "\n  %5d %s", n[k], k)
+	}
+	return sb.String()
 }

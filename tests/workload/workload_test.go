@@ -34,7 +34,7 @@ func TestWorkloadWithoutFaults(t *testing.T) {
 	w.Drain(45 * time.Second)
 	ops := w.Recorder().Ops()
 	res := checker.Check(w.CheckerConfig(), ops)
-	t.Logf("checked: %s", res.Summary())
+	t.Logf("checked: %s; unknown answers:%s", res.Summary(), UnknownCauses(ops))
 	if len(res.Violations) > 0 {
 		path := filepath.Join(t.TempDir(), "history.jsonl")
 		if f, err := os.Create(path); err == nil {
