@@ -43,12 +43,12 @@ func TestChaos(t *testing.T) {
 		}
 		seed = v
 	}
-	const brokers = 3
-	faults := Schedule(seed, duration, brokers)
+	const brokers, proxies = 3, 2
+	faults := Schedule(seed, duration, brokers, proxies)
 	t.Logf("chaos seed %d duration %v: %d faults scheduled (%s); rerun with CHAOS_SEED=%d CHAOS_DURATION=%v",
 		seed, duration, len(faults), Count(faults), seed, duration)
 
-	c := framework.NewCluster(t, framework.Config{Brokers: brokers, Shards: 4, LogLevel: "warn"})
+	c := framework.NewCluster(t, framework.Config{Brokers: brokers, Proxies: proxies, Shards: 4, LogLevel: "warn"})
 	ctx, cancel := context.WithTimeout(context.Background(), duration+10*time.Minute)
 	defer cancel()
 	w, err := workload.New(ctx, workload.Config{Seed: seed, Duration: duration, Ops: int(duration.Seconds()) * 40}, c.ProxyAddrs())
@@ -66,7 +66,7 @@ func TestChaos(t *testing.T) {
 	w.Run(ctx)
 	done := <-applied
 
-	heal(t, c, brokers)
+	heal(t, c, brokers, proxies)
 	if pending := w.Drain(90 * time.Second); len(pending) > 0 {
 		t.Logf("drain ended with %d deliveries outstanding", len(pending))
 	}
@@ -140,6 +140,12 @@ func apply(ctx context.Context, c *framework.Cluster, f Fault) error {
 		c.Slow(f.Broker, f.Latency)
 	case CutGRPC:
 		c.CutGRPC(f.Broker)
+	case KillProxy:
+		if err := c.KillProxy(f.Proxy); err != nil {
+			return err
+		}
+		hold()
+		return c.RestartProxy(f.Proxy)
 	default:
 		return fmt.Errorf("unknown fault kind %q", f.Kind)
 	}
@@ -150,8 +156,15 @@ func apply(ctx context.Context, c *framework.Cluster, f Fault) error {
 
 // heal removes every fault, restarts brokers that are down and waits for
 // the cluster to serve again.
-func heal(t *testing.T, c *framework.Cluster, brokers int) {
+func heal(t *testing.T, c *framework.Cluster, brokers, proxies int) {
 	c.Heal()
+	for i := 1; i <= proxies; i++ {
+		if !c.ProxyRunning(i) {
+			if err := c.RestartProxy(i); err != nil {
+				t.Errorf("restart proxy-%d: %v", i, err)
+			}
+		}
+	}
 	for id := 1; id <= brokers; id++ {
 		if !c.Running(id) {
 			if err := c.Restart(id); err != nil {

@@ -7,12 +7,12 @@ import (
 )
 
 func TestScheduleIsAPureFunctionOfTheSeed(t *testing.T) {
-	a := Schedule(42, 5*time.Minute, 3)
-	b := Schedule(42, 5*time.Minute, 3)
+	a := Schedule(42, 5*time.Minute, 3, 2)
+	b := Schedule(42, 5*time.Minute, 3, 2)
 	if !slices.Equal(a, b) {
 		t.Fatalf("Schedule(42) differs between calls:\n%v\n%v", a, b)
 	}
-	if c := Schedule(43, 5*time.Minute, 3); slices.Equal(a, c) {
+	if c := Schedule(43, 5*time.Minute, 3, 2); slices.Equal(a, c) {
 		t.Fatalf("Schedule(43) = Schedule(42)")
 	}
 	if len(a) < 20 {
@@ -22,7 +22,7 @@ func TestScheduleIsAPureFunctionOfTheSeed(t *testing.T) {
 
 func TestScheduleHasOneFaultAtATimeWithinTheRun(t *testing.T) {
 	for seed := range uint64(50) {
-		faults := Schedule(seed, 2*time.Minute, 3)
+		faults := Schedule(seed, 2*time.Minute, 3, 2)
 		var end time.Duration
 		for _, f := range faults {
 			if f.At < end {
@@ -31,6 +31,12 @@ func TestScheduleHasOneFaultAtATimeWithinTheRun(t *testing.T) {
 			end = f.At + f.Hold
 			if end > 2*time.Minute {
 				t.Fatalf("seed %d: %v ends after the run", seed, f)
+			}
+			if f.Kind == KillProxy {
+				if f.Proxy < 1 || f.Proxy > 2 {
+					t.Fatalf("seed %d: %v names a wrong proxy", seed, f)
+				}
+				continue
 			}
 			if f.Broker < 1 || f.Broker > 3 || (f.Kind == Partition && (f.Peer == f.Broker || f.Peer < 1 || f.Peer > 3)) {
 				t.Fatalf("seed %d: %v names a wrong broker", seed, f)

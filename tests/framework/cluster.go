@@ -82,6 +82,7 @@ type Cluster struct {
 	bin     Binaries
 	dir     string
 	members string
+	seeds   string // the brokers' gRPC forwarders, for the proxies
 	Brokers []*Broker
 	Proxies []*Proxy
 
@@ -134,14 +135,13 @@ func NewCluster(t testing.TB, cfg Config) *Cluster {
 			t.Fatal(err)
 		}
 	}
+	c.seeds = strings.Join(seeds, ",")
 	for i := 1; i <= cfg.Proxies; i++ {
 		p := &Proxy{Name: fmt.Sprintf("proxy-%d", i), GRPCAddr: MustFreeAddr(t), HTTPAddr: MustFreeAddr(t)}
-		p.proc, err = StartProcess(p.Name, bin.Proxy, c.logPath(p.Name),
-			"--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--brokers", strings.Join(seeds, ","), "--log-level", cfg.LogLevel)
-		if err != nil {
+		c.Proxies = append(c.Proxies, p)
+		if err := c.startProxy(p); err != nil {
 			t.Fatal(err)
 		}
-		c.Proxies = append(c.Proxies, p)
 	}
 	if err := c.WaitReady(cfg.StartTimeout); err != nil {
 		t.Fatalf("cluster not ready: %v", err)
@@ -172,6 +172,44 @@ func (c *Cluster) startBroker(b *Broker) error {
 	b.proc = p
 	c.mu.Unlock()
 	return nil
+}
+
+func (c *Cluster) startProxy(p *Proxy) error {
+	proc, err := StartProcess(p.Name, c.bin.Proxy, c.logPath(p.Name),
+		"--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--brokers", c.seeds, "--log-level", c.cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	p.proc = proc
+	c.mu.Unlock()
+	return nil
+}
+
+// KillProxy SIGKILLs proxy i (1-based); RestartProxy starts it again on
+// the same addresses.
+func (c *Cluster) KillProxy(i int) error {
+	c.mu.Lock()
+	p := c.Proxies[i-1].proc
+	c.mu.Unlock()
+	return p.Kill()
+}
+
+// RestartProxy starts proxy i again (killing it first if it runs),
+// without waiting for readiness.
+func (c *Cluster) RestartProxy(i int) error {
+	if err := c.KillProxy(i); err != nil {
+		return err
+	}
+	return c.startProxy(c.Proxies[i-1])
+}
+
+// ProxyRunning reports whether proxy i's process runs.
+func (c *Cluster) ProxyRunning(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.Proxies[i-1].proc
+	return p != nil && !p.Exited()
 }
 
 // pids maps the running processes' pids to their names.
@@ -348,7 +386,10 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 		}
 	}
 	for _, p := range c.Proxies {
-		if err := c.pollProc(deadline, p.proc, "http://"+p.HTTPAddr); err != nil {
+		c.mu.Lock()
+		proc := p.proc
+		c.mu.Unlock()
+		if err := c.pollProc(deadline, proc, "http://"+p.HTTPAddr); err != nil {
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
 	}
@@ -429,7 +470,9 @@ func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		var errs []error
 		for _, p := range c.Proxies {
-			errs = append(errs, p.proc.Stop())
+			if p.proc != nil {
+				errs = append(errs, p.proc.Stop())
+			}
 		}
 		for _, b := range c.Brokers {
 			if b.proc != nil {

@@ -17,7 +17,8 @@
 //     to the process that dialled it (/proc/net/tcp and /proc/PID/fd), so a
 //     partition between two chosen brokers is possible on one loopback.
 //   - Cluster: N brokers and M proxies with fault hooks (Kill, Restart,
-//     Pause, Resume, Isolate, Partition, Slow, CutGRPC, Heal).
+//     Pause, Resume, Isolate, Partition, Slow, CutGRPC, Heal; KillProxy,
+//     RestartProxy).
 //   - WaitFor: the one polling helper.
 //
 // Goroutines: each Process owns its reaper; each Forwarder owns an accept
