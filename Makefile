@@ -10,13 +10,14 @@
 #   BENCH=regexp    benchmarks to run in `make bench` (default: all)
 #   BENCHTIME=1s    -benchtime for `make bench`
 #   LOADTEST_ARGS=  arguments for bin/loadtest in `make loadtest` (default: --help)
+#   CHAOS_DURATION=10m  fault time of `make chaos`; CHAOS_SEED=N reruns a seed's schedule
 
 SHELL       := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
 GO      ?= go
-MODULES := proto meta broker proxy shardctl loadtest
+MODULES := proto meta broker proxy shardctl loadtest tests
 BIN     := $(CURDIR)/bin
 TOOLS   := $(BIN)/tools
 
@@ -42,7 +43,7 @@ PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/b
 
 # The per-module pattern targets (test-%, vet-%, bench-%, tidy-%) are deliberately not
 # listed: make skips pattern-rule search for .PHONY targets.
-.PHONY: help build test test-short lint gen verify run bench loadtest clean tools tools-lint bench-peers
+.PHONY: help build test test-short lint gen verify run bench loadtest clean tools tools-lint bench-peers chaos
 
 help: ## Show this list of targets
 	@echo "Sundial make targets:"
@@ -147,6 +148,19 @@ verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Fail if generated 
 
 run: build ## Build, then run a local cluster: 3 brokers + proxy (SUNDIAL_BROKERS=1 for one broker)
 	bash scripts/run-local.sh
+
+# `make chaos` runs tests/chaos's TestChaos: the recorded workload under a seeded
+# fault schedule, then heal, drain and check. The seed is printed first; the
+# history of a failing run is written to data/chaos/history-<seed>.jsonl.
+CHAOS_DURATION ?= 10m
+CHAOS_SEED     ?=
+
+chaos: build ## Run the workload under seeded faults and check the history (CHAOS_DURATION=10m CHAOS_SEED=...)
+	@seed="$(CHAOS_SEED)"; [ -n "$$seed" ] || seed=$$(date +%s%N); \
+	echo "chaos: seed $$seed duration $(CHAOS_DURATION)"; \
+	cd tests && SUNDIAL_BIN_DIR=$(BIN) CHAOS_SEED=$$seed CHAOS_DURATION=$(CHAOS_DURATION) \
+	  CHAOS_HISTORY=$(CURDIR)/data/chaos/history-$$seed.jsonl \
+	  $(GO) test -count=1 -v -timeout 3h -run '^TestChaos$$' ./chaos/
 
 bench: ## Run Go benchmarks in every module (BENCH=regexp, BENCHTIME=1s)
 	@failed=""; \

@@ -2,11 +2,14 @@ package broker
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"sync"
 	"time"
 
@@ -142,7 +145,7 @@ func hostConfig(cfg Config, advertise string) host.Config {
 		members[id] = host.Member{RaftAddr: m.RaftAddr, GRPCAddr: m.GRPCAddr}
 	}
 	return host.Config{
-		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, GRPCAddr: advertise, DataDir: cfg.DataDir,
+		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftListenAddr: cfg.RaftListenAddr, GRPCAddr: advertise, DataDir: cfg.DataDir,
 		InitialMembers: members, Shards: cfg.Shards, ReplicationFactor: cfg.ReplicationFactor,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 		SnapshotEntries: cfg.SnapshotEntries, RaftWorkers: cfg.RaftWorkers, RaftLogShards: cfg.RaftLogShards,
@@ -174,6 +177,7 @@ func (s *Server) serveHTTP() error {
 	mux.HandleFunc("/livez", livez)
 	mux.HandleFunc("/readyz", s.readyz)
 	mux.HandleFunc("/healthz", s.readyz) // an alias of /readyz
+	mux.HandleFunc("/debug/statehash", s.serveStateHashes)
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.wg.Add(1)
 	go func() {
@@ -253,6 +257,24 @@ func (s *Server) MetricsAddr() string {
 // on this broker, which must lead the shard.
 func (s *Server) TransferLeadership(shard, toNode uint64) error {
 	return s.host.TransferLeadership(shard, toNode)
+}
+
+// serveStateHashes answers /debug/statehash: a JSON object from each hosted
+// event shard's id to the hex StateHash of the local replica (or to
+// "error: ..." when the replica cannot answer yet). The fault-injection
+// tests compare it across brokers after quiescence (guarantee G7).
+func (s *Server) serveStateHashes(w http.ResponseWriter, _ *http.Request) {
+	out := map[string]string{}
+	for _, id := range s.host.HostedShards() {
+		h, err := s.host.StateHash(id)
+		if err != nil {
+			out[strconv.FormatUint(id, 10)] = "error: " + err.Error()
+			continue
+		}
+		out[strconv.FormatUint(id, 10)] = hex.EncodeToString(h)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // ShardStateHash is a hash of this broker's replica of shard: equal on

@@ -27,9 +27,15 @@ type Config struct {
 	// AdvertiseAddr is the gRPC address others reach this broker at.
 	// Default: the address GRPCAddr listens on.
 	AdvertiseAddr string `yaml:"advertise_addr"`
-	// RaftAddr is Dragonboat's listen and advertise address. Default
-	// 127.0.0.1:7601.
+	// RaftAddr is the Raft address peers dial (this node's initial member
+	// address); Dragonboat also listens on it unless RaftListenAddr is set.
+	// Default 127.0.0.1:7601.
 	RaftAddr string `yaml:"raft_addr"`
+	// RaftListenAddr, when set, is where Dragonboat listens while peers keep
+	// dialling RaftAddr: for a NAT, a load balancer or a TCP proxy in front
+	// of the port (the fault-injection tests put one there). Default empty:
+	// listen on RaftAddr.
+	RaftListenAddr string `yaml:"raft_listen_addr"`
 	// MetricsAddr serves /metrics, /livez, /readyz and /healthz (an alias
 	// of /readyz) over HTTP; empty disables.
 	// Default 127.0.0.1:7701.
@@ -161,6 +167,9 @@ func (c Config) Validate() error {
 	}
 	if !hostPort(c.RaftAddr) {
 		bad("raft_addr", "%q is not host:port", c.RaftAddr)
+	}
+	if c.RaftListenAddr != "" && !hostPort(c.RaftListenAddr) {
+		bad("raft_listen_addr", "%q is not host:port", c.RaftListenAddr)
 	}
 	if m, ok := c.InitialMembers[c.NodeID]; ok && m.RaftAddr != c.RaftAddr {
 		bad("raft_addr", "%q differs from this node's initial member address %q", c.RaftAddr, m.RaftAddr)

@@ -22,6 +22,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"node outside members", func(c *Config) { c.NodeID = 9 }, "initial_members"},
 		{"bad grpc address", func(c *Config) { c.GRPCAddr = "localhost" }, "grpc_addr"},
 		{"raft address differs from member", func(c *Config) { c.RaftAddr = "127.0.0.1:9999" }, "raft_addr"},
+		{"bad raft listen address", func(c *Config) { c.RaftListenAddr = "nowhere" }, "raft_listen_addr"},
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "data_dir"},
 		{"no shards", func(c *Config) { c.Shards = 0 }, "shards"},
 		{"replication above members", func(c *Config) { c.ReplicationFactor = 3 }, "replication_factor"},

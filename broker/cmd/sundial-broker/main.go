@@ -40,6 +40,7 @@ func main() {
 			&cli.StringFlag{Name: "grpc-addr", EnvVars: []string{"SUNDIAL_GRPC_ADDR"}, Usage: "gRPC listen address"},
 			&cli.StringFlag{Name: "advertise-addr", EnvVars: []string{"SUNDIAL_ADVERTISE_ADDR"}, Usage: "gRPC address others use (default: the listen address)"},
 			&cli.StringFlag{Name: "raft-addr", EnvVars: []string{"SUNDIAL_RAFT_ADDR"}, Usage: "Raft address"},
+			&cli.StringFlag{Name: "raft-listen-addr", EnvVars: []string{"SUNDIAL_RAFT_LISTEN_ADDR"}, Usage: "Raft listen address when peers dial another (default: the Raft address)"},
 			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SUNDIAL_METRICS_ADDR"}, Usage: "HTTP address of /metrics and /healthz"},
 			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"SUNDIAL_DATA_DIR"}, Usage: "data directory"},
 			&cli.StringFlag{Name: "initial-members", EnvVars: []string{"SUNDIAL_INITIAL_MEMBERS"}, Usage: "ID=RAFT@GRPC,... of the bootstrap brokers"},
@@ -141,6 +142,7 @@ func load(c *cli.Context) (broker.Config, error) {
 	setString(c, "grpc-addr", &cfg.GRPCAddr)
 	setString(c, "advertise-addr", &cfg.AdvertiseAddr)
 	setString(c, "raft-addr", &cfg.RaftAddr)
+	setString(c, "raft-listen-addr", &cfg.RaftListenAddr)
 	setString(c, "metrics-addr", &cfg.MetricsAddr)
 	setString(c, "data-dir", &cfg.DataDir)
 	setString(c, "log-level", &cfg.LogLevel)

@@ -34,8 +34,10 @@ type Member struct {
 
 // Config is what the host needs; broker.Config maps onto it.
 type Config struct {
-	NodeID         uint64
-	RaftAddr       string
+	NodeID   uint64
+	RaftAddr string
+	// RaftListenAddr is where Dragonboat listens; empty means RaftAddr.
+	RaftListenAddr string
 	GRPCAddr       string // advertised to proxies and peers
 	DataDir        string
 	InitialMembers map[uint64]Member
@@ -172,6 +174,7 @@ func nodeHostConfig(cfg Config, events raftio.IRaftEventListener) config.NodeHos
 		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
 		RTTMillisecond:    uint64(cfg.RTT.Milliseconds()),
 		RaftAddress:       cfg.RaftAddr,
+		ListenAddress:     cfg.RaftListenAddr,
 		RaftEventListener: events,
 		Expert:            expert,
 	}
