@@ -5,7 +5,9 @@
 # pattern rules `test-<module>`, `vet-<module>`, `bench-<module>`, `tidy-<module>`.
 #
 # Knobs (make VAR=value):
-#   RACE=1          add -race to test, test-short and test-<module>
+#   RACE=1          -race for the unit-test modules (RACE_MODULES) in test, test-short and
+#                   test-<module>; the default. RACE=0 turns it off. The tests module
+#                   drives real processes and runs without it.
 #   TESTFLAGS=...   extra flags for go test (e.g. TESTFLAGS='-run TestFailover -v')
 #   BENCH=regexp    benchmarks to run in `make bench` (default: all)
 #   BENCHTIME=1s    -benchtime for `make bench`
@@ -26,7 +28,9 @@ BINARIES := ./broker/cmd/sundial-broker ./proxy/cmd/sundial-proxy \
             ./shardctl/cmd/shardctl ./loadtest/cmd/loadtest
 
 TEST_TIMEOUT ?= 20m
-RACE_FLAG    := $(if $(filter 1 true yes,$(RACE)),-race,)
+RACE         ?= 1
+RACE_MODULES := proto meta broker proxy shardctl loadtest
+race_flag     = $(if $(and $(filter 1 true yes,$(RACE)),$(filter $(1),$(RACE_MODULES))),-race,)
 TESTFLAGS    ?=
 BENCH        ?= .
 BENCHTIME    ?= 1s
@@ -58,12 +62,13 @@ build: ## Build sundial-broker, sundial-proxy, shardctl and loadtest into bin/
 
 # `make test` runs every module even when one fails, then fails if any did. go test's
 # own output is printed unfiltered.
-test: ## Run the whole test suite, module by module (RACE=1 adds -race)
+test: ## Run the whole test suite, module by module (unit modules with -race; RACE=0 without)
 	@failed=""; \
 	for m in $(MODULES); do \
 	  if [ -z "$$(cd $$m && $(GO) list -e ./... 2>/dev/null)" ]; then echo "=== module $$m: no packages yet, skipped"; continue; fi; \
-	  echo "=== module $$m: go test -count=1 -timeout $(TEST_TIMEOUT) $(RACE_FLAG) $(TESTFLAGS) ./..."; \
-	  (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(RACE_FLAG) $(TESTFLAGS) ./...) || failed="$$failed $$m"; \
+	  race=""; case " $(RACE_MODULES) " in *" $$m "*) [ -n "$(call race_flag,$(firstword $(RACE_MODULES)))" ] && race=-race;; esac; \
+	  echo "=== module $$m: go test -count=1 -timeout $(TEST_TIMEOUT) $$race $(TESTFLAGS) ./..."; \
+	  (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$race $(TESTFLAGS) ./...) || failed="$$failed $$m"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "FAIL: go test failed in module(s):$$failed"; exit 1; fi; \
 	echo "PASS: all modules ($(MODULES))"
@@ -72,7 +77,7 @@ test-short: ## Run the quick tests only (go test -short) in every module
 	@$(MAKE) --no-print-directory test TESTFLAGS="-short $(TESTFLAGS)"
 
 test-%: ## Run the tests of one module, e.g. make test-broker
-	cd $* && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(RACE_FLAG) $(TESTFLAGS) ./...
+	cd $* && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(call race_flag,$*) $(TESTFLAGS) ./...
 
 lint: ## gofmt check, go vet per module, staticcheck/golangci-lint when installed in bin/tools
 	@echo "gofmt -l $(MODULES)"; \
