@@ -2,18 +2,15 @@ package service
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/host"
-	"github.com/sundialmq/sundial/broker/internal/keys"
+	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -32,16 +29,14 @@ const batchLimit = 1000
 // first time a consumer uses it; only messages published afterwards get
 // a copy for it.
 func (s *Shard) ensureGroup(ctx context.Context, lead *host.Leading, topic, group string) error {
-	_, closer, err := s.host.DB().Get(keys.Group(lead.Shard, topic, group))
-	switch {
-	case err == nil:
-		closer.Close()
-	case errors.Is(err, pebble.ErrNotFound):
+	registered, err := query.New(s.host.DB(), lead.Shard, 0).HasGroup(topic, group)
+	if err != nil {
+		return err
+	}
+	if !registered {
 		if _, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: topic, Group: group}}}); err != nil {
 			return err
 		}
-	default:
-		return err
 	}
 	t, ok := s.host.Meta().Topics[topic]
 	if !ok || group == meta.DefaultGroup || slices.Contains(t.Groups, group) {
@@ -57,16 +52,11 @@ func (s *Shard) copyTopic(ref *raftv1.MessageRef) *meta.Topic {
 	if err != nil {
 		return nil
 	}
-	v, closer, err := s.host.DB().Get(keys.Copy(id.Shard(), id[:], ref.Group))
-	if err != nil {
+	topic, found, err := query.New(s.host.DB(), id.Shard(), 0).CopyTopic(id[:], ref.Group)
+	if err != nil || !found {
 		return nil
 	}
-	defer closer.Close()
-	var cs raftv1.CopyState
-	if proto.Unmarshal(v, &cs) != nil {
-		return nil
-	}
-	return s.host.Meta().Topics[cs.Topic]
+	return s.host.Meta().Topics[topic]
 }
 
 // Receive is the pull form of Subscribe: a consumer with max credit that
