@@ -57,16 +57,13 @@ func (a *Admin) createTopic(ctx context.Context, in *sundialv1.Topic, ifNotExist
 	if in.GetKind() == sundialv1.TopicKind_TOPIC_KIND_FAIR {
 		t.Kind = "fair"
 	}
-	code, data, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateTopic, Topic: t, IfNotExists: ifNotExists})
+	data, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpCreateTopic, Topic: t, IfNotExists: ifNotExists})
 	if err != nil {
 		return nil, err
 	}
 	var stored meta.Topic
 	if err := json.Unmarshal(data, &stored); err != nil {
 		return nil, status.Errorf(codes.Internal, "decode created topic: %v", err)
-	}
-	if code == meta.ResultExists {
-		return nil, status.Errorf(codes.AlreadyExists, "topic %q already exists", t.Name)
 	}
 	return topicProto(&stored), nil
 }
@@ -82,7 +79,7 @@ func (a *Admin) GetTopic(ctx context.Context, req *sundialv1.GetTopicRequest) (*
 	}
 	t, ok := st.Topics[req.GetName()]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetName())
+		return nil, toStatus(&meta.NotFoundError{Topic: req.GetName()})
 	}
 	return topicProto(t), nil
 }
@@ -154,7 +151,7 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 	}
 	cur, ok := st.Topics[in.GetName()]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", in.GetName())
+		return nil, toStatus(&meta.NotFoundError{Topic: in.GetName()})
 	}
 	t := cur.Clone()
 	var bad []apierr.FieldViolation
@@ -188,12 +185,9 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	code, data, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpUpdateTopic, Topic: t})
+	data, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpUpdateTopic, Topic: t})
 	if err != nil {
 		return nil, toStatus(err)
-	}
-	if code == meta.ResultNotFound {
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", t.Name)
 	}
 	var stored meta.Topic
 	if err := json.Unmarshal(data, &stored); err != nil {
@@ -208,12 +202,8 @@ func (a *Admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicReque
 	if bad := validate.TopicName("name", req.GetName()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	code, _, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpDeleteTopic, Name: req.GetName()})
-	if err != nil {
+	if _, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpDeleteTopic, Name: req.GetName()}); err != nil {
 		return nil, toStatus(err)
-	}
-	if code == meta.ResultNotFound {
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetName())
 	}
 	return &sundialv1.DeleteTopicResponse{}, nil
 }
@@ -229,15 +219,8 @@ func (a *Admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupReque
 			return nil, toStatus(err)
 		}
 	}
-	code, _, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateGroup, Name: req.GetTopic(), Group: req.GetGroup(), IfNotExists: req.GetIfNotExists()})
-	if err != nil {
+	if _, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpCreateGroup, Name: req.GetTopic(), Group: req.GetGroup(), IfNotExists: req.GetIfNotExists()}); err != nil {
 		return nil, toStatus(err)
-	}
-	switch code {
-	case meta.ResultNotFound:
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetTopic())
-	case meta.ResultExists:
-		return nil, status.Errorf(codes.AlreadyExists, "group %q of topic %q already exists", req.GetGroup(), req.GetTopic())
 	}
 	return &sundialv1.Group{Topic: req.GetTopic(), Name: req.GetGroup()}, nil
 }
@@ -253,7 +236,7 @@ func (a *Admin) ListGroups(ctx context.Context, req *sundialv1.ListGroupsRequest
 	}
 	t, ok := st.Topics[req.GetTopic()]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetTopic())
+		return nil, toStatus(&meta.NotFoundError{Topic: req.GetTopic()})
 	}
 	resp := &sundialv1.ListGroupsResponse{}
 	for _, g := range t.Groups {
@@ -271,14 +254,21 @@ func (a *Admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupReque
 	if req.GetGroup() == meta.DefaultGroup {
 		return nil, apierr.FailedPrecondition(apierr.FieldViolation{Field: "group", Description: "every topic keeps the default group: purge it instead"})
 	}
-	code, _, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpDeleteGroup, Name: req.GetTopic(), Group: req.GetGroup()})
-	if err != nil {
+	if _, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpDeleteGroup, Name: req.GetTopic(), Group: req.GetGroup()}); err != nil {
 		return nil, toStatus(err)
 	}
-	if code == meta.ResultNotFound {
-		return nil, status.Errorf(codes.NotFound, "group %q of topic %q does not exist", req.GetGroup(), req.GetTopic())
-	}
 	return &sundialv1.DeleteGroupResponse{}, nil
+}
+
+// proposeMeta commits c in the meta group and answers the data of its
+// result, or the typed error (meta.ExistsError, meta.NotFoundError,
+// meta.ErrRefused) its result code means; errors.go translates those.
+func (a *Admin) proposeMeta(ctx context.Context, c *meta.Command) ([]byte, error) {
+	code, data, err := a.host.ProposeMeta(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return data, meta.ResultError(c, code)
 }
 
 func or(v, def int64) int64 {
