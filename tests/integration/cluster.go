@@ -1,7 +1,7 @@
-// Package clustertest runs real Sundial clusters inside a test process:
+// Package integration runs real Sundial clusters inside a test process:
 // brokers (real Dragonboat, real Pebble on disk) and a proxy, all over
 // loopback gRPC, each with its own registry and test logger.
-package clustertest
+package integration
 
 import (
 	"context"
