@@ -17,7 +17,7 @@ SHELL       := /bin/bash
 .DEFAULT_GOAL := help
 
 GO      ?= go
-MODULES := proto meta broker proxy shardctl loadtest tests
+MODULES := proto meta broker proxy shardctl proc loadtest tests
 BIN     := $(CURDIR)/bin
 TOOLS   := $(BIN)/tools
 

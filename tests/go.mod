@@ -6,6 +6,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sundialmq/sundial/broker v0.0.0-00010101000000-000000000000
 	github.com/sundialmq/sundial/meta v0.0.0-00010101000000-000000000000
+	github.com/sundialmq/sundial/proc v0.0.0-00010101000000-000000000000
 	github.com/sundialmq/sundial/proto v0.0.0-00010101000000-000000000000
 	github.com/sundialmq/sundial/proxy v0.0.0-00010101000000-000000000000
 	go.uber.org/zap v1.28.0
@@ -76,6 +77,7 @@ require (
 replace (
 	github.com/sundialmq/sundial/broker => ../broker
 	github.com/sundialmq/sundial/meta => ../meta
+	github.com/sundialmq/sundial/proc => ../proc
 	github.com/sundialmq/sundial/proto => ../proto
 	github.com/sundialmq/sundial/proxy => ../proxy
 )
