@@ -23,7 +23,7 @@ TOOLS   := $(BIN)/tools
 
 # Main packages built by `make build`; each binary is named after its directory.
 BINARIES := ./broker/cmd/sundial-broker ./proxy/cmd/sundial-proxy \
-            ./shardctl/cmd/shardctl ./loadtest/cmd/loadtest
+            ./shardctl/cmd/shardctl ./loadtest/cmd/loadtest ./proc/cmd/sundial-local
 
 TEST_TIMEOUT ?= 20m
 RACE_FLAG    := $(if $(filter 1 true yes,$(RACE)),-race,)
@@ -52,7 +52,7 @@ help: ## Show this list of targets
 	@echo
 	@echo "Modules: $(MODULES)   Knobs: RACE=1 TESTFLAGS=... BENCH=... LOADTEST_ARGS=..."
 
-build: ## Build sundial-broker, sundial-proxy, shardctl and loadtest into bin/
+build: ## Build sundial-broker, sundial-proxy, shardctl, loadtest and sundial-local into bin/
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(BINARIES)
 
@@ -146,8 +146,10 @@ verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Fail if generated 
 	if ! diff -r $$tmp proto/gen >/dev/null; then echo "verify: proto/gen is stale: run make gen and commit"; diff -r $$tmp proto/gen | head -20; exit 1; fi
 	@echo "verify: OK (generated code, go.mod/go.sum and formatting are current; no binaries)"
 
+# sundial-local (proc/cmd/sundial-local) starts the servers from bin/, waits for the
+# proxy's /readyz, prints the endpoints; Ctrl-C stops every process by pid.
 run: build ## Build, then run a local cluster: 3 brokers + proxy (SUNDIAL_BROKERS=1 for one broker)
-	bash scripts/run-local.sh
+	$(BIN)/sundial-local
 
 # `make chaos` runs tests/chaos's TestChaos: the recorded workload under a seeded
 # fault schedule, then heal, drain and check. The seed is printed first; the

@@ -102,6 +102,9 @@ func Start(name, path, logPath string, args ...string) (*Process, error) {
 // Pid is the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
+// Done is closed when the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
 	select {
