@@ -62,7 +62,7 @@ func TestWaitForStopsWhenAProcessExits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Stop()
+	defer func() { _ = p.Stop() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err = WaitFor(ctx, 10*time.Millisecond, func(context.Context) error { return errors.New("never ready") }, p)

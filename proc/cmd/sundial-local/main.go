@@ -111,14 +111,14 @@ func DefaultLayout(n int) Layout {
 // configFromEnv reads the SUNDIAL_* settings through getenv.
 func configFromEnv(getenv func(string) string) (Config, error) {
 	cfg := Config{Brokers: 3, Shards: 8, LogLevel: "info", StartTimeout: 60 * time.Second}
-	positive := func(name string, dst *int, max int) error {
+	positive := func(name string, dst *int, limit int) error {
 		v := getenv(name)
 		if v == "" {
 			return nil
 		}
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > max {
-			return fmt.Errorf("%s must be a number in 1..%d, got %q", name, max, v)
+		if err != nil || n < 1 || n > limit {
+			return fmt.Errorf("%s must be a number in 1..%d, got %q", name, limit, v)
 		}
 		*dst = n
 		return nil
