@@ -20,7 +20,7 @@ SHELL       := /bin/bash
 .DEFAULT_GOAL := help
 
 GO      ?= go
-MODULES := proto meta broker proxy shardctl loadtest tests
+MODULES := proto meta broker proxy shardctl proc loadtest tests
 # Modules `make lint` checks; CI lists the ones that are lint-clean.
 LINT_MODULES ?= $(MODULES)
 BIN     := $(CURDIR)/bin
@@ -28,11 +28,11 @@ TOOLS   := $(BIN)/tools
 
 # Main packages built by `make build`; each binary is named after its directory.
 BINARIES := ./broker/cmd/sundial-broker ./proxy/cmd/sundial-proxy \
-            ./shardctl/cmd/shardctl ./loadtest/cmd/loadtest
+            ./shardctl/cmd/shardctl ./loadtest/cmd/loadtest ./proc/cmd/sundial-local
 
 TEST_TIMEOUT ?= 20m
 RACE         ?= 1
-RACE_MODULES := proto meta broker proxy shardctl loadtest
+RACE_MODULES := proto meta broker proxy shardctl proc loadtest
 race_flag     = $(if $(and $(filter 1 true yes,$(RACE)),$(filter $(1),$(RACE_MODULES))),-race,)
 TESTFLAGS    ?=
 BENCH        ?= .
@@ -59,7 +59,7 @@ help: ## Show this list of targets
 	@echo
 	@echo "Modules: $(MODULES)   Knobs: RACE=1 TESTFLAGS=... BENCH=... LOADTEST_ARGS=..."
 
-build: ## Build sundial-broker, sundial-proxy, shardctl and loadtest into bin/
+build: ## Build sundial-broker, sundial-proxy, shardctl, loadtest and sundial-local into bin/
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(BINARIES)
 
@@ -174,8 +174,10 @@ verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Fail if generated 
 	if ! diff -r $$tmp proto/gen >/dev/null; then echo "verify: proto/gen is stale: run make gen and commit"; diff -r $$tmp proto/gen | head -20; exit 1; fi
 	@echo "verify: OK (generated code, go.mod/go.sum and formatting are current; no binaries)"
 
+# sundial-local (proc/cmd/sundial-local) starts the servers from bin/, waits for the
+# proxy's /readyz, prints the endpoints; Ctrl-C stops every process by pid.
 run: build ## Build, then run a local cluster: 3 brokers + proxy (SUNDIAL_BROKERS=1 for one broker)
-	bash scripts/run-local.sh
+	$(BIN)/sundial-local
 
 # `make chaos` runs tests/chaos's TestChaos: the recorded workload under a seeded
 # fault schedule, then heal, drain and check. The seed is printed first; the

@@ -1,4 +1,4 @@
-package framework
+package proc
 
 import (
 	"errors"
@@ -25,9 +25,10 @@ var ports struct {
 }
 
 // FreeAddr returns a loopback address whose port was free a moment ago and
-// that no other test process using this allocator holds: each port handed
-// out keeps an exclusive flock on <tmp>/sundial-ports/<port>.lock until the
-// process ends (the kernel drops the lock when it dies).
+// that no other process using this allocator holds: each port handed out
+// keeps an exclusive flock on <tmp>/sundial-ports/<port>.lock until the
+// process ends (the kernel drops the lock when it dies). Each process starts
+// its walk at its own offset.
 func FreeAddr() (string, error) {
 	ports.mu.Lock()
 	defer ports.mu.Unlock()
@@ -62,14 +63,5 @@ func FreeAddr() (string, error) {
 		ports.held[port] = f
 		return fmt.Sprintf("127.0.0.1:%d", port), nil
 	}
-	return "", errors.New("framework: no free port in 20000-31999")
-}
-
-// MustFreeAddr is FreeAddr for tests.
-func MustFreeAddr(t interface{ Fatalf(string, ...any) }) string {
-	a, err := FreeAddr()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	return a
+	return "", errors.New("proc: no free port in 20000-31999")
 }

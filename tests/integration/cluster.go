@@ -1,15 +1,12 @@
-// Package clustertest runs real Sundial clusters inside a test process:
+// Package integration runs real Sundial clusters inside a test process:
 // brokers (real Dragonboat, real Pebble on disk) and a proxy, all over
 // loopback gRPC, each with its own registry and test logger.
-package clustertest
+package integration
 
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/broker"
+	"github.com/sundialmq/sundial/proc"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proxy"
 )
@@ -218,43 +216,20 @@ func (c *Cluster) stop() {
 // Eventually polls fn until it returns nil or timeout passes.
 func Eventually(t testing.TB, timeout time.Duration, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := proc.Poll(timeout, fn); err != nil {
+		t.Fatalf("not true after %v: %v", timeout, err)
 	}
 }
 
-// nextPort walks ports 20000-31999, below Linux's ephemeral range
-// (32768-60999): a port handed out here and bound a moment later cannot
-// meanwhile become the source port of an outgoing connection. Each test
-// process starts at its own offset.
-var nextPort atomic.Int64
-
-func init() { nextPort.Store(int64(os.Getpid()*97) % 12000) }
-
-// freeAddr returns a loopback address whose port was free a moment ago and
-// is handed out once per process.
+// freeAddr returns a loopback address from proc's port allocator (ports
+// 20000-31999, each held by an flock so test processes never collide).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	for range 12000 {
-		port := 20000 + nextPort.Add(1)%12000
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return addr
+	addr, err := proc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no free port in 20000-31999")
-	return ""
+	return addr
 }
 
 func logger(t testing.TB) *zap.Logger {

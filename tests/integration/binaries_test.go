@@ -1,17 +1,16 @@
-package clustertest
+package integration
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sundialmq/sundial/proc"
 )
 
 // TestBinariesEndToEnd builds the real binaries, starts three brokers and a
@@ -99,54 +98,28 @@ func TestBinariesEndToEnd(t *testing.T) {
 // waitHealthy polls url until it answers 200.
 func waitHealthy(t *testing.T, url string) {
 	t.Helper()
-	Eventually(t, 60*time.Second, func() error {
-		resp, err := http.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %d", url, resp.StatusCode)
-		}
-		return nil
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := proc.WaitFor(ctx, 50*time.Millisecond, proc.HTTP200(url)); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// start runs a process with its output in logPath and stops it (SIGTERM,
-// then SIGKILL) when the test ends; its log is printed if the test failed.
-func start(t *testing.T, logPath, name string, args ...string) {
+// start runs a process with proc.Start, its output in logPath, and stops it
+// by pid (SIGTERM, then SIGKILL) when the test ends; its log tail is printed
+// if the test failed.
+func start(t *testing.T, logPath, path string, args ...string) {
 	t.Helper()
-	logf, err := os.Create(logPath)
+	p, err := proc.Start(filepath.Base(logPath), path, logPath, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
+		if err := p.Stop(); err != nil {
+			t.Error(err)
 		}
-		logf.Close()
 		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("%s:\n%s", filepath.Base(logPath), tail(b, 4000))
-			}
+			t.Logf("%s:\n%s", filepath.Base(logPath), p.Tail(4000))
 		}
 	})
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }

@@ -1,4 +1,4 @@
-package clustertest
+package integration
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func TestSDKPublishAndSubscribe(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl.Subscribe(subCtx, client.SubscribeOptions{Topic: "sdk", MaxInFlight: 32}, func(ctx context.Context, d *client.Delivery) {
+			_ = cl.Subscribe(subCtx, client.SubscribeOptions{Topic: "sdk", MaxInFlight: 32}, func(ctx context.Context, d *client.Delivery) {
 				now := time.Now().UnixMilli()
 				if err := d.Ack(ctx); err != nil {
 					t.Errorf("Ack(%s) error = %v", d.MessageId, err)

@@ -1,4 +1,4 @@
-package clustertest
+package integration
 
 import (
 	"context"
@@ -71,7 +71,9 @@ func TestSubscribeWithoutStart(t *testing.T) {
 		t.Fatalf("Recv() error = %v, want InvalidArgument", err)
 	}
 	stream2, _ := c.Consumer.Subscribe(ctx)
-	stream2.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: &sundialv1.Start{Topic: "ok", VisibilityTimeoutMs: 5}}})
+	if err := stream2.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: &sundialv1.Start{Topic: "ok", VisibilityTimeoutMs: 5}}}); err != nil {
+		t.Fatalf("Send(Start) error = %v", err)
+	}
 	if _, err := stream2.Recv(); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Recv() after a 5ms visibility timeout error = %v, want InvalidArgument", err)
 	}

@@ -1,4 +1,4 @@
-package clustertest
+package integration
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
 		for i, n := range c.Nodes {
 			h, err := n.Server.ShardStateHash(shard)
 			if err != nil {
-				return fmt.Errorf("broker %d: %v", i+1, err)
+				return fmt.Errorf("broker %d: %w", i+1, err)
 			}
 			hashes = append(hashes, h)
 		}

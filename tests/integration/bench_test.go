@@ -1,4 +1,4 @@
-package clustertest
+package integration
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func BenchmarkBurstDrain(b *testing.B) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl.Subscribe(subCtx, client.SubscribeOptions{Topic: fmt.Sprintf("burst-%d", i), MaxInFlight: 100}, func(ctx context.Context, d *client.Delivery) {
+			_ = cl.Subscribe(subCtx, client.SubscribeOptions{Topic: fmt.Sprintf("burst-%d", i), MaxInFlight: 100}, func(ctx context.Context, d *client.Delivery) {
 				if d.Ack(ctx) == nil && done.Add(1) == int64(n) {
 					stop()
 				}

@@ -1,4 +1,4 @@
-package clustertest
+package integration
 
 import (
 	"context"
@@ -55,7 +55,9 @@ func TestAtMostOnceSubscription(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Subscribe() error = %v", err)
 	}
-	stream.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: &sundialv1.Start{Topic: "amo", MaxInFlight: 5, VisibilityTimeoutMs: 1000, AckMode: sundialv1.AckMode_ACK_MODE_AT_MOST_ONCE}}})
+	if err := stream.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: &sundialv1.Start{Topic: "amo", MaxInFlight: 5, VisibilityTimeoutMs: 1000, AckMode: sundialv1.AckMode_ACK_MODE_AT_MOST_ONCE}}}); err != nil {
+		t.Fatalf("Send(Start) error = %v", err)
+	}
 	first, err := stream.Recv()
 	if err != nil || string(first.GetDelivery().GetPayload()) != "once" {
 		t.Fatalf("Recv() = %v, %v", first, err)
