@@ -205,8 +205,11 @@ func outcomes(res sm.Result, err error, n int) ([]*raftv1.Outcome, error) {
 		return nil, ErrMalformed
 	}
 	var outs raftv1.Outcomes
-	if err := proto.Unmarshal(res.Data, &outs); err != nil || len(outs.Outcomes) != n {
-		return nil, fmt.Errorf("proposer: outcome of %d commands for %d proposed: %v", len(outs.Outcomes), n, err)
+	if err := proto.Unmarshal(res.Data, &outs); err != nil {
+		return nil, fmt.Errorf("proposer: outcome of %d commands: %w", n, err)
+	}
+	if len(outs.Outcomes) != n {
+		return nil, fmt.Errorf("proposer: %d outcomes for %d commands proposed", len(outs.Outcomes), n)
 	}
 	return outs.Outcomes, nil
 }
