@@ -29,7 +29,7 @@ func singleNode(t *testing.T) (*Shard, uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Start(); err != nil {
+	if err := h.Start(t.Context()); err != nil {
 		h.Stop()
 		t.Fatal(err)
 	}
