@@ -74,6 +74,21 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("broker: listen grpc: %w", err)
 	}
 	s.lis = lis
+	// The metrics address is taken before the NodeHost starts, so a port
+	// clash fails the start without touching the data dir's raft state.
+	var httpLis net.Listener
+	if s.cfg.MetricsAddr != "" {
+		if httpLis, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
+			lis.Close()
+			return fmt.Errorf("broker: listen metrics: %w", err)
+		}
+	}
+	closeListeners := func() {
+		lis.Close()
+		if httpLis != nil {
+			httpLis.Close()
+		}
+	}
 	advertise := s.cfg.AdvertiseAddr
 	if advertise == "" {
 		advertise = lis.Addr().String()
@@ -86,13 +101,13 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	h, err := host.New(hc, s.log, s.reg)
 	if err != nil {
-		lis.Close()
+		closeListeners()
 		return err
 	}
 	s.host = h
-	if err := h.Start(); err != nil {
+	if err := h.Start(ctx); err != nil {
 		h.Stop()
-		lis.Close()
+		closeListeners()
 		return err
 	}
 	opts := service.Options{
@@ -125,11 +140,8 @@ func (s *Server) Start(ctx context.Context) error {
 			s.log.Error("grpc server stopped", zap.Error(err))
 		}
 	}()
-	if s.cfg.MetricsAddr != "" {
-		if err := s.serveHTTP(); err != nil {
-			s.Stop()
-			return err
-		}
+	if httpLis != nil {
+		s.serveHTTP(httpLis)
 	}
 	s.wg.Add(1)
 	go s.watchHealth()
@@ -157,11 +169,9 @@ func hostConfig(cfg Config, advertise string) host.Config {
 	}
 }
 
-func (s *Server) serveHTTP() error {
-	lis, err := net.Listen("tcp", s.cfg.MetricsAddr)
-	if err != nil {
-		return fmt.Errorf("broker: listen metrics: %w", err)
-	}
+// serveHTTP serves /metrics, pprof, /debug/pebble, /debug/statehash and the
+// health endpoints on lis until Stop.
+func (s *Server) serveHTTP(lis net.Listener) {
 	s.httpLis = lis
 	mux := http.NewServeMux()
 	if s.gth != nil {
@@ -186,7 +196,6 @@ func (s *Server) serveHTTP() error {
 			s.log.Error("metrics server stopped", zap.Error(err))
 		}
 	}()
-	return nil
 }
 
 func (s *Server) watchHealth() {
@@ -225,7 +234,11 @@ func (s *Server) Stop() {
 		}
 		if s.httpSrv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			s.httpSrv.Shutdown(ctx)
+			if err := s.httpSrv.Shutdown(ctx); err != nil {
+				// Requests still running (a pprof profile, say) are cut off.
+				s.log.Warn("metrics server shutdown incomplete; closing its connections", zap.Error(err))
+				s.httpSrv.Close()
+			}
 			cancel()
 		}
 		s.wg.Wait()

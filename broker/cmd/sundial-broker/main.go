@@ -80,7 +80,9 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	defer log.Sync()
+	// The logger writes to stderr, which is unbuffered: Sync has nothing to
+	// flush, and on a terminal or pipe it fails with EINVAL.
+	defer func() { _ = log.Sync() }()
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.GoMemoryLimit > 0 {
 		debug.SetMemoryLimit(cfg.GoMemoryLimit)
 	}

@@ -101,6 +101,7 @@ type Host struct {
 	events chan raftio.LeaderInfo
 	metaCh chan struct{}
 	stopc  chan struct{}
+	cancel context.CancelFunc // ends the run loop's context; set by Start
 	wg     sync.WaitGroup
 }
 
@@ -181,7 +182,9 @@ func nodeHostConfig(cfg Config, events raftio.IRaftEventListener) config.NodeHos
 }
 
 // Start starts the meta replica and the loop that starts everything else.
-func (h *Host) Start() error {
+// The loop keeps ctx's values but not its cancellation: the host runs until
+// Stop, which also cancels the loop's meta proposals in flight.
+func (h *Host) Start(ctx context.Context) error {
 	if _, ok := h.cfg.InitialMembers[h.cfg.NodeID]; !ok {
 		return fmt.Errorf("%w: node %d", ErrNotMetaMember, h.cfg.NodeID)
 	}
@@ -195,14 +198,18 @@ func (h *Host) Start() error {
 	if err != nil {
 		return fmt.Errorf("host: start meta replica: %w", err)
 	}
+	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	h.wg.Add(1)
-	go h.run()
+	go h.run(ctx)
 	return nil
 }
 
 // Stop stops dispatchers, proposers, the NodeHost and the DB.
 func (h *Host) Stop() {
 	close(h.stopc)
+	if h.cancel != nil {
+		h.cancel()
+	}
 	h.wg.Wait()
 	h.mu.Lock()
 	for _, s := range h.shards {
@@ -250,7 +257,7 @@ func (h *Host) signalMeta() {
 	}
 }
 
-func (h *Host) run() {
+func (h *Host) run(ctx context.Context) {
 	defer h.wg.Done()
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
@@ -259,18 +266,18 @@ func (h *Host) run() {
 		case <-h.stopc:
 			return
 		case info := <-h.events:
-			h.leaderChanged(info.ShardID, info.LeaderID)
+			h.leaderChanged(ctx, info.ShardID, info.LeaderID)
 		case <-h.metaCh:
-			h.reconcile()
+			h.reconcile(ctx)
 		case <-tick.C:
-			h.reconcile()
-			h.refreshLeaders()
+			h.reconcile(ctx)
+			h.refreshLeaders(ctx)
 		}
 	}
 }
 
 // reconcile brings this node in line with the meta state.
-func (h *Host) reconcile() {
+func (h *Host) reconcile(ctx context.Context) {
 	v, err := h.nh.StaleRead(meta.ShardID, meta.Query{})
 	if err != nil {
 		return // meta replica not ready yet
@@ -287,7 +294,7 @@ func (h *Host) reconcile() {
 	}
 	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: true, Incarnation: h.cfg.Incarnation}
 	if n, ok := st.Nodes[self.ID]; !ok || *n != self {
-		h.proposeMeta(&meta.Command{Op: meta.OpRegisterNode, Node: &self})
+		h.proposeMeta(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: &self})
 		return
 	}
 	if len(st.Shards) == 0 {
@@ -296,13 +303,13 @@ func (h *Host) reconcile() {
 			if rf == 0 {
 				rf = min(3, len(h.cfg.InitialMembers))
 			}
-			h.proposeMeta(&meta.Command{Op: meta.OpBootstrapShards, Count: h.cfg.Shards, RF: rf, ClusterID: identity.NewClusterID()})
+			h.proposeMeta(ctx, &meta.Command{Op: meta.OpBootstrapShards, Count: h.cfg.Shards, RF: rf, ClusterID: identity.NewClusterID()})
 		}
 		return
 	}
 	if st.ClusterID == "" {
 		// Bootstrapped before cluster ids: this bootstrap only names it.
-		h.proposeMeta(&meta.Command{Op: meta.OpBootstrapShards, Count: h.cfg.Shards, RF: 1, ClusterID: identity.NewClusterID()})
+		h.proposeMeta(ctx, &meta.Command{Op: meta.OpBootstrapShards, Count: h.cfg.Shards, RF: 1, ClusterID: identity.NewClusterID()})
 	}
 	for _, id := range st.ShardIDs() {
 		sh := st.Shards[id]
@@ -314,15 +321,15 @@ func (h *Host) reconcile() {
 		_, running := h.shards[uint64(id)]
 		h.mu.RUnlock()
 		if !running {
-			if err := h.startShard(st, sh, r); err != nil {
+			if err := h.startShard(ctx, st, sh, r); err != nil {
 				h.log.Error("start shard replica", zap.Uint64("shard_id", uint64(id)), zap.Error(err))
 			}
 		}
 	}
 }
 
-func (h *Host) proposeMeta(c *meta.Command) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+func (h *Host) proposeMeta(ctx context.Context, c *meta.Command) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	c.NowMs = h.cfg.Now().UnixMilli()
 	if _, err := h.nh.SyncPropose(ctx, h.nh.GetNoOPSession(meta.ShardID), c.Encode()); err != nil {
@@ -330,7 +337,7 @@ func (h *Host) proposeMeta(c *meta.Command) {
 	}
 }
 
-func (h *Host) startShard(st *meta.State, sh *meta.Shard, r meta.Replica) error {
+func (h *Host) startShard(ctx context.Context, st *meta.State, sh *meta.Shard, r meta.Replica) error {
 	members := map[uint64]dragonboat.Target{}
 	if !h.nh.HasNodeInfo(uint64(sh.ID), uint64(r.ID)) {
 		for _, rep := range sh.Replicas {
@@ -339,7 +346,7 @@ func (h *Host) startShard(st *meta.State, sh *meta.Shard, r meta.Replica) error 
 	}
 	id := uint64(sh.ID)
 	s := &shard{id: id, replicaID: uint64(r.ID)}
-	s.proposer = proposer.New(h.nh, id, h.cfg.Proposer, h.log, h.propM)
+	s.proposer = proposer.New(ctx, h.nh, id, h.cfg.Proposer, h.log, h.propM)
 	h.mu.Lock()
 	h.shards[id] = s
 	h.mu.Unlock()
@@ -371,7 +378,7 @@ func (h *Host) wakeShard(id uint64, c fsm.Change) {
 
 // refreshLeaders re-reads leadership of every shard, in case an event was
 // dropped.
-func (h *Host) refreshLeaders() {
+func (h *Host) refreshLeaders(ctx context.Context) {
 	h.mu.RLock()
 	ids := make([]uint64, 0, len(h.shards))
 	for id := range h.shards {
@@ -386,11 +393,11 @@ func (h *Host) refreshLeaders() {
 		if !valid {
 			leader = 0
 		}
-		h.leaderChanged(id, leader)
+		h.leaderChanged(ctx, id, leader)
 	}
 }
 
-func (h *Host) leaderChanged(id, leader uint64) {
+func (h *Host) leaderChanged(ctx context.Context, id, leader uint64) {
 	if id == meta.ShardID {
 		h.notifyChanged()
 		return
@@ -411,7 +418,7 @@ func (h *Host) leaderChanged(id, leader uint64) {
 			dc.LeaderLeaseTimeout = h.electionTimeout() / 2
 		}
 		s.dispatcher = dispatch.New(id, h.db, s.proposer.Propose, s.proposer.Start, h.readIndex(id, s.replicaID), h.cfg.Now, dc, h.log, h.dispM)
-		s.dispatcher.Start()
+		s.dispatcher.Start() //nolint:contextcheck // dispatch.New gives each dispatcher its own context, cancelled by its Stop; it takes none from the host
 		h.leaderG.WithLabelValues(fmt.Sprint(id)).Set(1)
 		h.log.Info("shard leadership gained", zap.Uint64("shard_id", id))
 	case leader != s.replicaID && s.dispatcher != nil:

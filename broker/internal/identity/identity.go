@@ -62,8 +62,11 @@ func Load(dir string) (id Identity, found bool, err error) {
 	if err != nil {
 		return Identity{}, false, fmt.Errorf("identity: read %s: %w", filepath.Join(dir, FileName), err)
 	}
-	if err := json.Unmarshal(b, &id); err != nil || id.NodeID == 0 || id.Incarnation == "" {
-		return Identity{}, false, fmt.Errorf("identity: %s is not an identity file (%v): restore it, or move the data dir away", filepath.Join(dir, FileName), err)
+	if err := json.Unmarshal(b, &id); err != nil {
+		return Identity{}, false, fmt.Errorf("identity: %s is not an identity file (%w): restore it, or move the data dir away", filepath.Join(dir, FileName), err)
+	}
+	if id.NodeID == 0 || id.Incarnation == "" {
+		return Identity{}, false, fmt.Errorf("identity: %s is not an identity file (no node id or incarnation): restore it, or move the data dir away", filepath.Join(dir, FileName))
 	}
 	return id, true, nil
 }

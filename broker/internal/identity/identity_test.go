@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -32,8 +33,21 @@ func TestLoadRefusesGarbage(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, FileName), []byte(`{"node_id":0}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Load(dir); err == nil || !strings.Contains(err.Error(), FileName) {
-		t.Fatalf("Load(identity without node id) error = %v, want one naming %s", err, FileName)
+	if _, _, err := Load(dir); err == nil || !strings.Contains(err.Error(), FileName) || strings.Contains(err.Error(), "nil") {
+		t.Fatalf("Load(identity without node id) error = %v, want one naming %s and what is missing", err, FileName)
+	}
+}
+
+// A file that is not JSON at all keeps the decoder's error in the chain.
+func TestLoadWrapsTheDecodeError(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, FileName), []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Load(dir)
+	var syntax *json.SyntaxError
+	if !errors.As(err, &syntax) || !strings.Contains(err.Error(), FileName) {
+		t.Fatalf("Load(not json) error = %v, want a *json.SyntaxError in a message naming %s", err, FileName)
 	}
 }
 

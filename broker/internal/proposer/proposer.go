@@ -83,17 +83,20 @@ type Proposer struct {
 	closed sync.Once
 }
 
-// New starts the workers of shard on nh.
-func New(nh *dragonboat.NodeHost, shard uint64, cfg Config, log *zap.Logger, m *Metrics) *Proposer {
+// New starts the workers of shard on nh. A batch serves many callers, so
+// its proposal is bounded by ProposeTimeout alone: it keeps ctx's values
+// but not its cancellation, and the workers run until Close.
+func New(ctx context.Context, nh *dragonboat.NodeHost, shard uint64, cfg Config, log *zap.Logger, m *Metrics) *Proposer {
 	cfg.fill()
 	p := &Proposer{
 		shard: shard, nh: nh, cfg: cfg, log: log, metrics: m,
 		queue: make(chan *request, cfg.MaxBatchCommands*cfg.Workers),
 		stopc: make(chan struct{}),
 	}
+	ctx = context.WithoutCancel(ctx)
 	for range cfg.Workers {
 		p.wg.Add(1)
-		go p.work()
+		go p.work(ctx)
 	}
 	return p
 }
@@ -122,7 +125,7 @@ func (p *Proposer) Propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Ou
 	}
 }
 
-func (p *Proposer) work() {
+func (p *Proposer) work(ctx context.Context) {
 	defer p.wg.Done()
 	batch := make([]*request, 0, p.cfg.MaxBatchCommands)
 	for {
@@ -145,7 +148,7 @@ func (p *Proposer) work() {
 				break gather
 			}
 		}
-		p.propose(batch)
+		p.propose(ctx, batch)
 	}
 }
 
@@ -160,7 +163,7 @@ func (p *Proposer) drain() {
 	}
 }
 
-func (p *Proposer) propose(batch []*request) {
+func (p *Proposer) propose(ctx context.Context, batch []*request) {
 	live := batch[:0]
 	for _, req := range batch {
 		if req.ctx.Err() != nil {
@@ -181,7 +184,7 @@ func (p *Proposer) propose(batch []*request) {
 		p.fail(live, fmt.Errorf("proposer: encode batch: %w", err))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ProposeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ProposeTimeout)
 	defer cancel()
 	start := time.Now()
 	res, err := p.nh.SyncPropose(ctx, p.nh.GetNoOPSession(p.shard), data)
@@ -205,8 +208,11 @@ func outcomes(res sm.Result, err error, n int) ([]*raftv1.Outcome, error) {
 		return nil, ErrMalformed
 	}
 	var outs raftv1.Outcomes
-	if err := proto.Unmarshal(res.Data, &outs); err != nil || len(outs.Outcomes) != n {
-		return nil, fmt.Errorf("proposer: outcome of %d commands for %d proposed: %v", len(outs.Outcomes), n, err)
+	if err := proto.Unmarshal(res.Data, &outs); err != nil {
+		return nil, fmt.Errorf("proposer: outcome of %d commands: %w", n, err)
+	}
+	if len(outs.Outcomes) != n {
+		return nil, fmt.Errorf("proposer: %d outcomes for %d commands proposed", len(outs.Outcomes), n)
 	}
 	return outs.Outcomes, nil
 }

@@ -26,7 +26,7 @@ func (faultyHealth) Check(_ context.Context, req *healthpb.HealthCheckRequest) (
 	switch req.GetService() {
 	case "panic":
 		var m map[string]int
-		m["boom"]++ // a nil-map write: a real runtime panic
+		m["boom"]++ //nolint:staticcheck // SA5000 is the point: a nil-map write, a real runtime panic
 	case "plain":
 		return nil, errors.New("pebble: something broke")
 	case "unknown":
@@ -50,8 +50,14 @@ func TestBoundaryRecoversPanicsAndTranslatesErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(lis)
-	defer srv.Stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	defer func() {
+		srv.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v, want nil after Stop", err)
+		}
+	}()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ func singleNode(t *testing.T) (*Shard, uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Start(); err != nil {
+	if err := h.Start(t.Context()); err != nil {
 		h.Stop()
 		t.Fatal(err)
 	}
@@ -81,11 +81,11 @@ func TestStatsAnswersNotLeaderWhenLeadershipMovesMidRead(t *testing.T) {
 	}
 
 	// Leadership moves to node 2 right after the handler's first check.
-	real := s.leaderInfo
+	leaderInfo := s.leaderInfo
 	calls := 0
 	s.leaderInfo = func(id uint64) (*host.Leading, uint64, string, bool) {
 		if calls++; calls == 1 {
-			return real(id)
+			return leaderInfo(id)
 		}
 		return nil, 2, "127.0.0.1:7502", true
 	}

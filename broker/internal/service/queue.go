@@ -82,7 +82,7 @@ func (s *Shard) receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) 
 	if err := s.ensureGroup(ctx, lead, r.GetTopic(), group); err != nil {
 		return nil, err
 	}
-	max := int(max(r.GetMaxMessages(), 1))
+	want := int(max(r.GetMaxMessages(), 1))
 	visibility := time.Duration(r.GetVisibilityTimeoutMs()) * time.Millisecond
 	if visibility == 0 {
 		visibility = s.topicVisibility(r.GetTopic())
@@ -91,13 +91,16 @@ func (s *Shard) receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) 
 	if len(parts) == 0 {
 		parts = []uint32{0}
 	}
-	c := dispatch.NewConsumer(r.GetTopic(), group, parts, visibility, r.GetAckMode() == sundialv1.AckMode_ACK_MODE_AT_MOST_ONCE, max)
+	c := dispatch.NewConsumer(r.GetTopic(), group, parts, visibility, r.GetAckMode() == sundialv1.AckMode_ACK_MODE_AT_MOST_ONCE, want)
 	lead.Dispatcher.Attach(c)
-	defer lead.Dispatcher.Detach(c) // gives back anything pushed after we stop taking
+	// Detach gives back anything pushed after we stop taking, on the
+	// dispatcher's own context: ctx may be cancelled by then, and the give-back
+	// must still commit.
+	defer lead.Dispatcher.Detach(c) //nolint:contextcheck // the give-back must outlive this request's ctx
 	wait := time.NewTimer(time.Duration(r.GetWaitMs()) * time.Millisecond)
 	defer wait.Stop()
 	resp := &sundialv1.ReceiveResponse{}
-	for len(resp.Deliveries) < max {
+	for len(resp.Deliveries) < want {
 		select {
 		case <-c.Ready():
 			resp.Deliveries = append(resp.Deliveries, c.Take()...)
