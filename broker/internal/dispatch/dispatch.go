@@ -150,18 +150,7 @@ type Dispatcher struct {
 	// bounded by MaxLeaseBatch × MaxLeasesInFlight.
 	leasing map[string]struct{}
 
-	floorMu sync.Mutex // guards floors and scanning*
-	// floors maps a queue to the position below which it has no entries:
-	// scans seek there instead of walking the tombstones of everything
-	// delivered before (in a burst, of every copy leased at the same
-	// instant). Lowered by every insertion the state machine reports; a
-	// queue without a floor is scanned from its start.
-	floors map[keys.Queue]floor
-	// The queue being scanned and the lowest insertion reported for it
-	// since its scan began (the scan's iterator may not see those).
-	scanning    keys.Queue
-	scanningOn  bool
-	scanningLow int64
+	floors *floors
 
 	// nextExpiry is the earliest TTL expiry on the shard (0: none known,
 	// -1: not read yet); owned by the loop, lowered through expiryLow.
@@ -173,12 +162,7 @@ type Dispatcher struct {
 	// holds); the next expiry command drops them. Owned by the loop.
 	expired [][]byte
 
-	// A change (cancel, reschedule) committed between a round's pick and
-	// its lease would answer for a copy already pushed. A round pushes
-	// before its lease commits only if no change was pending when it
-	// picked and none began before its lease was queued.
-	changesBegun   atomic.Uint64
-	changesPending atomic.Int64
+	fence *fence // changes a round must not push ahead of
 
 	// caughtUp is closed once the barrier of this leadership passed: the
 	// local state then holds everything committed before the term began.
@@ -210,7 +194,8 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, read
 		buckets:    map[string]*bucket{},
 		lateness:   map[queueKey]*histogram{},
 		fair:       map[queueKey]*fairState{},
-		floors:     map[keys.Queue]floor{},
+		floors:     newFloors(),
+		fence:      newFence(),
 		caughtUp:   make(chan struct{}),
 		lease:      leaderLease{timeout: cfg.LeaderLeaseTimeout},
 		renew:      make(chan struct{}, 1),
@@ -257,28 +242,11 @@ func (d *Dispatcher) Wake() {
 	}
 }
 
-// changeSettleAfterError is how long a change whose proposal failed still
-// counts as pending: a timed-out proposal may yet commit.
-const changeSettleAfterError = 10 * time.Second
-
 // BeginChange is called before proposing a command that may remove, move or
 // rewrite a due copy on a user's request (cancel, reschedule, a keyed
 // REPLACE or DEBOUNCE publish); end is called once with the proposal's error
 // when it returned.
-func (d *Dispatcher) BeginChange() (end func(err error)) {
-	d.changesPending.Add(1)
-	d.changesBegun.Add(1)
-	var once sync.Once
-	return func(err error) {
-		once.Do(func() {
-			if err != nil {
-				time.AfterFunc(changeSettleAfterError, func() { d.changesPending.Add(-1) })
-				return
-			}
-			d.changesPending.Add(-1)
-		})
-	}
-}
+func (d *Dispatcher) BeginChange() (end func(err error)) { return d.fence.begin() }
 
 // Changed is the state machine's report of due-index insertions (lows: the
 // earliest visible_at per queue) or of a wholesale reset; it lowers the scan
@@ -293,57 +261,8 @@ func (d *Dispatcher) Changed(lows map[keys.Queue]int64, expiryLow int64, reset b
 	if reset {
 		d.expiryReset.Store(true)
 	}
-	d.floorMu.Lock()
-	if reset {
-		clear(d.floors)
-		d.scanningLow = math.MinInt64
-	}
-	for q, low := range lows {
-		if f, ok := d.floors[q]; ok && low <= f.ms {
-			// An insertion at the floor's own instant may sort before
-			// its key: keep only the instant.
-			d.floors[q] = floor{ms: low}
-		}
-		if d.scanningOn && q == d.scanning {
-			d.scanningLow = min(d.scanningLow, low)
-		}
-	}
-	d.floorMu.Unlock()
+	d.floors.lower(lows, reset)
 	d.Wake()
-}
-
-// floor is where a queue's first entry may be: at key when key is set,
-// else anywhere from the instant ms on.
-type floor struct {
-	ms  int64
-	key []byte
-}
-
-// beginScan returns where a scan of q may start and watches insertions
-// into q until endScan.
-func (d *Dispatcher) beginScan(q keys.Queue) (floor, bool) {
-	d.floorMu.Lock()
-	defer d.floorMu.Unlock()
-	d.scanning, d.scanningOn, d.scanningLow = q, true, math.MaxInt64
-	f, ok := d.floors[q]
-	return f, ok
-}
-
-// endScan sets q's floor to the first entry the scan saw, or lower if
-// insertions were reported meanwhile. A failed scan, or a reset during it,
-// leaves q without a floor.
-func (d *Dispatcher) endScan(q keys.Queue, first floor, ok bool) {
-	d.floorMu.Lock()
-	defer d.floorMu.Unlock()
-	d.scanningOn = false
-	if !ok || d.scanningLow == math.MinInt64 {
-		delete(d.floors, q)
-		return
-	}
-	if d.scanningLow <= first.ms {
-		first = floor{ms: d.scanningLow}
-	}
-	d.floors[q] = first
 }
 
 // Attach adds a consumer.
@@ -457,8 +376,7 @@ func (d *Dispatcher) round() time.Time {
 		return time.Time{}
 	}
 	now := d.now()
-	begun := d.changesBegun.Load()
-	quiet := d.changesPending.Load() == 0
+	mark := d.fence.mark()
 	picks, next := d.pickDue(now.UnixMilli())
 	if len(picks) == 0 {
 		<-d.slots
@@ -511,7 +429,7 @@ func (d *Dispatcher) round() time.Time {
 	// change may be ordered between the pick and the lease, or this
 	// replica may have been deposed (its leader lease lapsed): a new
 	// leader would not know of the lease and deliver the copies again.
-	early := quiet && d.changesBegun.Load() == begun && d.leaseHeld(d.now())
+	early := d.fence.clearSince(mark) && d.leaseHeld(d.now())
 	if early {
 		for i, p := range picks {
 			if !p.item.Remove && !p.item.DeadLetter {
@@ -739,7 +657,7 @@ func (d *Dispatcher) dueItem(it *pebble.Iterator, q keys.Queue, e keys.DueEntry)
 func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, wakeAt time.Time, err error) {
 	prefix := keys.QueuePrefix(d.shard, q)
 	lower := prefix
-	if f, ok := d.beginScan(q); ok {
+	if f, ok := d.floors.begin(q); ok {
 		lower = f.key
 		if lower == nil {
 			lower = keys.DueFrom(d.shard, q, f.ms)
@@ -747,7 +665,7 @@ func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, 
 	}
 	first := floor{ms: nowMs} // for an empty queue: every later insertion lowers the floor
 	seen := false
-	defer func() { d.endScan(q, first, err == nil) }()
+	defer func() { d.floors.end(q, first, err == nil) }()
 	note := func(visibleAtMs int64, key []byte) {
 		if !seen {
 			first, seen = floor{ms: visibleAtMs, key: slices.Clone(key)}, true
