@@ -12,9 +12,9 @@ import (
 func (d *Dispatcher) stateOf(topic string) (bucket, lateness, fair bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, bucket = d.buckets[topic]
-	_, lateness = d.lateness[queueKey{topic, "default"}]
-	_, fair = d.fair[queueKey{topic, "default"}]
+	_, bucket = d.limiter.buckets[topic]
+	lateness = d.lateness.holds(queueKey{topic, "default"})
+	_, fair = d.fair.queues[queueKey{topic, "default"}]
 	return bucket, lateness, fair
 }
 
