@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -148,23 +147,14 @@ type Dispatcher struct {
 	floors   *floors
 	lateness *lateness
 
-	// nextExpiry is the earliest TTL expiry on the shard (0: none known,
-	// -1: not read yet); owned by the loop, lowered through expiryLow.
-	nextExpiry  int64
-	expiryLow   atomic.Int64 // earliest expiry reported by the state machine
-	expiryReset atomic.Bool  // the state was replaced: read the expiry again
-	// expired names the messages whose due copies a round found expired
-	// (copies leased when their TTL ended, which the TTL index no longer
-	// holds); the next expiry command drops them. Owned by the loop.
-	expired [][]byte
+	ttl *ttlTimer // when the next TTL expiry command is due; loop-owned but for lower
 
 	fence *fence // changes a round must not push ahead of
 
 	// caughtUp is closed once the barrier of this leadership passed: the
 	// local state then holds everything committed before the term began.
 	caughtUp chan struct{}
-	lease    leaderLease
-	renew    chan struct{} // cap 1: asks the renewer for a fresh lease
+	lease    *leaderLease
 
 	ctx      context.Context // canceled by Stop; bounds lease proposals
 	cancel   context.CancelFunc
@@ -183,22 +173,22 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, read
 		now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Dispatcher{
+	d := &Dispatcher{
 		shard: shard, db: db, propose: propose, start: start, read: read, now: now, cfg: cfg, log: log, metrics: m,
-		nextExpiry: -1,
-		leasing:    map[string]struct{}{},
-		limiter:    newLimiter(),
-		lateness:   newLateness(),
-		fair:       newFairScheduler(),
-		floors:     newFloors(),
-		fence:      newFence(),
-		caughtUp:   make(chan struct{}),
-		lease:      leaderLease{timeout: cfg.LeaderLeaseTimeout},
-		renew:      make(chan struct{}, 1),
-		ctx:        ctx, cancel: cancel,
+		leasing:  map[string]struct{}{},
+		limiter:  newLimiter(),
+		lateness: newLateness(),
+		fair:     newFairScheduler(),
+		floors:   newFloors(),
+		fence:    newFence(),
+		caughtUp: make(chan struct{}),
+		lease:    newLeaderLease(cfg.LeaderLeaseTimeout),
+		ctx:      ctx, cancel: cancel,
 		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
 		wake:  make(chan struct{}, 1), stopc: make(chan struct{}),
 	}
+	d.ttl = newTTLTimer(d.firstExpiry)
+	return d
 }
 
 // Start runs the loop and, with a LeaderLeaseTimeout, the lease renewer.
@@ -248,15 +238,7 @@ func (d *Dispatcher) BeginChange() (end func(err error)) { return d.fence.begin(
 // earliest visible_at per queue) or of a wholesale reset; it lowers the scan
 // floors and wakes the loop.
 func (d *Dispatcher) Changed(lows map[keys.Queue]int64, expiryLow int64, reset bool) {
-	for expiryLow > 0 {
-		cur := d.expiryLow.Load()
-		if (cur != 0 && cur <= expiryLow) || d.expiryLow.CompareAndSwap(cur, expiryLow) {
-			break
-		}
-	}
-	if reset {
-		d.expiryReset.Store(true)
-	}
+	d.ttl.lower(expiryLow, reset)
 	d.floors.lower(lows, reset)
 	d.Wake()
 }

@@ -69,7 +69,7 @@ func (d *Dispatcher) round() time.Time {
 			continue
 		}
 		if expiresAt != 0 && expiresAt <= now.UnixMilli() {
-			d.expired = append(d.expired, p.item.Ref.MessageId)
+			d.ttl.name(p.item.Ref.MessageId)
 			unread = append(unread, p)
 			continue
 		}
@@ -100,7 +100,7 @@ func (d *Dispatcher) round() time.Time {
 	// change may be ordered between the pick and the lease, or this
 	// replica may have been deposed (its leader lease lapsed): a new
 	// leader would not know of the lease and deliver the copies again.
-	early := d.fence.clearSince(mark) && d.leaseHeld(d.now())
+	early := d.fence.clearSince(mark) && d.lease.held(d.now())
 	if early {
 		for i, p := range picks {
 			if !p.item.Remove && !p.item.DeadLetter {

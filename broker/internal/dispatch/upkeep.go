@@ -46,25 +46,12 @@ func (d *Dispatcher) prune(consumed map[queueKey][]*Consumer, nowMs int64) {
 // answers now.
 func (d *Dispatcher) expireDue(now time.Time) time.Time {
 	nowMs := now.UnixMilli()
-	if d.expiryReset.Swap(false) {
-		d.nextExpiry = -1
-	}
-	if low := d.expiryLow.Swap(0); low != 0 && d.nextExpiry >= 0 && (d.nextExpiry == 0 || low < d.nextExpiry) {
-		d.nextExpiry = low
-	}
-	named := d.expired
-	d.expired = nil
-	if len(named) > 0 {
-		d.nextExpiry = nowMs
-	}
-	if d.nextExpiry < 0 {
-		d.nextExpiry = d.firstExpiry()
-	}
-	if d.nextExpiry == 0 || d.nextExpiry > nowMs {
-		if d.nextExpiry == 0 {
+	named, run, at := d.ttl.due(nowMs)
+	if !run {
+		if at == 0 {
 			return time.Time{}
 		}
-		return time.UnixMilli(d.nextExpiry)
+		return time.UnixMilli(at)
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 	defer cancel()
@@ -78,12 +65,12 @@ func (d *Dispatcher) expireDue(now time.Time) time.Time {
 		return now.Add(d.cfg.RetryInterval)
 	}
 	d.metrics.expired.Add(float64(out.GetCount()))
-	d.nextExpiry = d.firstExpiry()
+	next := d.ttl.ran()
 	if len(named) > 0 && out.GetCount() > 0 {
 		return now
 	}
-	if d.nextExpiry != 0 {
-		return time.UnixMilli(d.nextExpiry)
+	if next != 0 {
+		return time.UnixMilli(next)
 	}
 	return time.Time{}
 }
