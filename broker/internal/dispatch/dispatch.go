@@ -131,30 +131,32 @@ type Dispatcher struct {
 	log     *zap.Logger
 	metrics *Metrics
 
-	mu        sync.Mutex // guards consumers, rr, leasing, buckets, lateness, fair and prunedMs
+	// mu guards the consumers (with their credit, picked and room), rr,
+	// leasing and prunedMs, and the limiter and fair scheduler, which only
+	// rounds touch. A round holds it while it picks, never while it
+	// proposes or pushes. See the package doc for the lock order.
+	mu        sync.Mutex
 	consumers []*Consumer
-	rr        int
+	rr        int // round-robin position among a queue's consumers
+	// leasing holds the copies (message id + group) whose lease proposal
+	// has not been applied yet, so a round does not pick them twice. It is
+	// bounded by MaxLeaseBatch × MaxLeasesInFlight.
+	leasing  map[string]struct{}
+	prunedMs int64 // when prune last ran
 	// limiter, fair and lateness hold state only for topics and queues
 	// that attached consumers read (see prune).
 	limiter  *limiter
 	fair     *fairScheduler
-	prunedMs int64 // when prune last ran
-	// leasing holds the copies (message id + group) whose lease proposal
-	// has not been applied yet, so a round does not pick them twice. It is
-	// bounded by MaxLeaseBatch × MaxLeasesInFlight.
-	leasing map[string]struct{}
+	lateness *lateness // its own lock
 
-	floors   *floors
-	lateness *lateness
-
-	ttl *ttlTimer // when the next TTL expiry command is due; loop-owned but for lower
-
-	fence *fence // changes a round must not push ahead of
+	floors *floors      // scan floors; its own lock
+	fence  *fence       // changes a round must not push ahead of; atomics
+	ttl    *ttlTimer    // when the next TTL expiry command is due; the loop's
+	lease  *leaderLease // its own lock
 
 	// caughtUp is closed once the barrier of this leadership passed: the
 	// local state then holds everything committed before the term began.
 	caughtUp chan struct{}
-	lease    *leaderLease
 
 	ctx      context.Context // canceled by Stop; bounds lease proposals
 	cancel   context.CancelFunc
