@@ -79,7 +79,11 @@ func (d *Dispatcher) EndLease() { d.lease.end() }
 
 // renewLease confirms leadership again whenever a round asks for it, and
 // every half lease while consumers are attached, so a delivery due after a
-// quiet spell is still pushed while its lease is in flight.
+// quiet spell is still pushed while its lease is in flight. A tick skips
+// the read only if more than three quarters of the lease are left (a round
+// had it renewed since the last tick): what is left then outlasts the next
+// tick with room for its read. Skipping with half the lease left, as
+// before, let the lease lapse at every other tick for a read's duration.
 func (d *Dispatcher) renewLease() {
 	defer d.wg.Done()
 	select {
@@ -94,7 +98,7 @@ func (d *Dispatcher) renewLease() {
 		select {
 		case <-d.lease.renewals():
 		case <-tick.C:
-			if !d.consumed() || d.lease.remaining(d.now()) >= every {
+			if !d.consumed() || d.lease.remaining(d.now()) > every+every/2 {
 				continue
 			}
 		case <-d.stopc:

@@ -139,23 +139,37 @@ func TestNoPushBeforeLeaseCommitOnceLeaderLeaseLapsed(t *testing.T) {
 }
 
 // An attached consumer keeps the leader lease renewed through a quiet
-// spell, so the first delivery after it is still pushed ahead of its lease.
+// spell, so the first delivery after it is still pushed ahead of its lease,
+// whenever in the renewal cycle it comes.
 func TestLeaderLeaseRenewedWhileConsumed(t *testing.T) {
-	var reads atomic.Int32
-	log := &shardLog{leaseGate: make(chan struct{}), read: func(context.Context) error {
-		reads.Add(1)
-		return nil
-	}}
-	r := newRigLog(t, Config{LeaderLeaseTimeout: 100 * time.Millisecond}, log)
-	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
-	r.d.Attach(c)
-	// Several lease lengths of quiet: renewals keep it.
-	time.Sleep(400 * time.Millisecond)
-	r.publish("t", time.Now().UnixMilli())
-	if _, ok := next(c, 5*time.Second); !ok {
-		t.Fatalf("after a quiet spell, not pushed ahead of its lease commit (%d reads passed)", reads.Load())
-	}
-	close(log.leaseGate)
+	synctest.Test(t, func(t *testing.T) {
+		var reads atomic.Int32
+		log := &shardLog{leaseGate: make(chan struct{}), read: func(context.Context) error {
+			reads.Add(1)
+			time.Sleep(time.Millisecond) // a quorum round trip
+			return nil
+		}}
+		r := newRigLog(t, Config{LeaderLeaseTimeout: 100 * time.Millisecond}, log)
+		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+		r.d.Attach(c)
+		// Several lease lengths of (simulated) quiet: renewals keep it,
+		// also while a renewal's read is on its way.
+		if err := r.d.CaughtUp(context.Background()); err != nil {
+			t.Fatalf("CaughtUp() = %v", err)
+		}
+		for ms := range 400 {
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+			if left := r.d.lease.remaining(time.Now()); left <= 0 {
+				t.Fatalf("leader lease lapsed %dms into a quiet spell with a consumer attached (%d reads passed)", ms+1, reads.Load())
+			}
+		}
+		r.publish("t", time.Now().UnixMilli())
+		if _, ok := next(c, 5*time.Second); !ok {
+			t.Fatalf("after a quiet spell, not pushed ahead of its lease commit (%d reads passed)", reads.Load())
+		}
+		close(log.leaseGate)
+	})
 }
 
 // Before a leadership transfer the lease is given up for good: Dragonboat

@@ -60,8 +60,8 @@
 // The loop, started by Start and joined by Stop, runs the barrier, rounds
 // and upkeep; it alone touches the limiter, the fair scheduler and the TTL
 // timer's own fields. The leader lease renewer (with a LeaderLeaseTimeout)
-// issues a ReadIndex when a round asks or, while consumers are attached,
-// when less than half the lease is left. One goroutine per lease proposal
+// issues a ReadIndex when a round asks (less than half the lease left) and,
+// while consumers are attached, every half lease. One goroutine per lease proposal
 // awaits its commit, then pushes and settles; one per release of
 // undelivered copies proposes their nack. Stop joins them all. Attach,
 // Detach, AddCredit, Revoke, BeginChange, Lateness and CaughtUp are called
