@@ -150,6 +150,7 @@ type Dispatcher struct {
 	lateness *lateness // its own lock
 
 	floors *floors      // scan floors; its own lock
+	index  *dueIndex    // the loop's reads of the store
 	fence  *fence       // changes a round must not push ahead of; atomics
 	ttl    *ttlTimer    // when the next TTL expiry command is due; the loop's
 	lease  *leaderLease // its own lock
@@ -189,7 +190,8 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, read
 		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
 		wake:  make(chan struct{}, 1), stopc: make(chan struct{}),
 	}
-	d.ttl = newTTLTimer(d.firstExpiry)
+	d.index = &dueIndex{shard: shard, db: db, floors: d.floors}
+	d.ttl = newTTLTimer(d.index.firstExpiry)
 	return d
 }
 

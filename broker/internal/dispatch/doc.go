@@ -45,6 +45,8 @@
 // The Dispatcher keeps the consumers, their credit and the round (pick,
 // lease, push, settle). Each other piece of state has its own type, file
 // and tests:
+//   - dueIndex: the loop's reads of the store (due and fair index from the
+//     scan floors, message bodies, the earliest TTL expiry) (index.go);
 //   - floors: where each queue's scan may start (floors.go);
 //   - fence: the cancels, reschedules and keyed rewrites in progress, which
 //     keep a round from pushing ahead of its lease (fence.go);

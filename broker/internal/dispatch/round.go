@@ -6,9 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
@@ -62,7 +60,7 @@ func (d *Dispatcher) round() time.Time {
 			ready = append(ready, p)
 			continue
 		}
-		delivery, expiresAt, err := d.delivery(p)
+		delivery, expiresAt, err := d.index.delivery(p)
 		if err != nil {
 			d.log.Error("read due message", zap.Uint64("shard_id", d.shard), zap.Error(err))
 			unread = append(unread, p)
@@ -245,13 +243,21 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 				}
 				break
 			}
-			scan := d.scan
+			var due []dueItem
+			var wakeAt time.Time
+			var err error
 			if policy.Fair {
-				scan = func(q keys.Queue, nowMs int64, limit int) ([]dueItem, time.Time, error) {
-					return d.scanFair(q, nowMs, limit, policy.Weights)
+				var byKey map[string][]dueItem
+				byKey, wakeAt, err = d.index.scanFair(q, nowMs, limit, d.leasing)
+				if err == nil {
+					due = d.fair.pick(k, byKey, limit, policy.Weights)
+					if len(due) == limit {
+						wakeAt = time.UnixMilli(nowMs)
+					}
 				}
+			} else {
+				due, wakeAt, err = d.index.scan(q, nowMs, limit, d.leasing)
 			}
-			due, wakeAt, err := scan(q, nowMs, limit)
 			if err != nil {
 				d.log.Error("scan due index", zap.Uint64("shard_id", d.shard), zap.Error(err))
 				continue
@@ -293,180 +299,6 @@ func (d *Dispatcher) nextConsumer(cs []*Consumer, part uint32) *Consumer {
 		}
 	}
 	return cs[0] // unreachable: the caller checked credit
-}
-
-type dueItem struct{ item *raftv1.LeaseItem }
-
-// dueItem turns the index entry e of q under it into a lease candidate;
-// busy when its lease is already being proposed. The caller holds mu.
-func (d *Dispatcher) dueItem(it *pebble.Iterator, q keys.Queue, e keys.DueEntry) (dueItem, bool, error) {
-	if _, busy := d.leasing[string(e.ID)+q.Group]; busy {
-		return dueItem{}, true, nil
-	}
-	v, err := it.ValueAndErr()
-	if err != nil {
-		return dueItem{}, false, err
-	}
-	attempt, _, err := keys.ParseDueValue(v)
-	if err != nil {
-		return dueItem{}, false, err
-	}
-	return dueItem{item: &raftv1.LeaseItem{
-		Ref:         &raftv1.MessageRef{MessageId: slices.Clone(e.ID), Group: q.Group, Attempt: attempt},
-		VisibleAtMs: e.VisibleAtMs,
-	}}, false, nil
-}
-
-// scan returns up to limit copies of q visible at or before nowMs that are
-// not being leased already, and when to look again: now if it stopped at
-// the limit, else the visible_at of the first later copy (zero if none).
-// It starts at q's floor and leaves the floor at the first entry it saw.
-// Entries between the floor and the first entry it saw were deleted (their
-// leases committed) or are being leased; a lease that fails or conflicts
-// leaves its copy at its key, which is at or after the floor.
-// The caller holds mu.
-func (d *Dispatcher) scan(q keys.Queue, nowMs int64, limit int) (out []dueItem, wakeAt time.Time, err error) {
-	prefix := keys.QueuePrefix(d.shard, q)
-	lower := prefix
-	if f, ok := d.floors.begin(q); ok {
-		lower = f.key
-		if lower == nil {
-			lower = keys.DueFrom(d.shard, q, f.ms)
-		}
-	}
-	first := floor{ms: nowMs} // for an empty queue: every later insertion lowers the floor
-	seen := false
-	defer func() { d.floors.end(q, first, err == nil) }()
-	note := func(visibleAtMs int64, key []byte) {
-		if !seen {
-			first, seen = floor{ms: visibleAtMs, key: slices.Clone(key)}, true
-		}
-	}
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: keys.PrefixEnd(prefix)})
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	defer it.Close()
-	until := keys.DueUntil(d.shard, q, nowMs)
-	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
-		if string(it.Key()) >= string(until) {
-			break
-		}
-		e, err := keys.ParseDue(d.shard, q, it.Key())
-		if err != nil {
-			return nil, time.Time{}, err
-		}
-		note(e.VisibleAtMs, it.Key())
-		item, busy, err := d.dueItem(it, q, e)
-		if err != nil {
-			return nil, time.Time{}, err
-		}
-		if !busy {
-			out = append(out, item)
-		}
-	}
-	if len(out) == limit {
-		wakeAt = time.UnixMilli(nowMs)
-	} else if it.SeekGE(until) {
-		if e, err := keys.ParseDue(d.shard, q, it.Key()); err == nil {
-			wakeAt = time.UnixMilli(e.VisibleAtMs)
-			note(e.VisibleAtMs, it.Key())
-		}
-	}
-	return out, wakeAt, it.Error()
-}
-
-// scanFair returns up to limit due copies of a FAIR queue chosen fairly
-// across fairness keys, and when to look again. The caller holds mu.
-func (d *Dispatcher) scanFair(q keys.Queue, nowMs int64, limit int, weights map[string]int32) ([]dueItem, time.Time, error) {
-	prefix := keys.FairPrefix(d.shard, q)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	defer it.Close()
-	byKey := map[string][]dueItem{}
-	var wakeAt time.Time
-	for valid := it.First(); valid; {
-		fk, _, err := keys.ParseFair(d.shard, q, it.Key())
-		if err != nil {
-			return nil, time.Time{}, err
-		}
-		// Take up to limit due entries of this key...
-		for ; valid; valid = it.Next() {
-			cur, e, err := keys.ParseFair(d.shard, q, it.Key())
-			if err != nil {
-				return nil, time.Time{}, err
-			}
-			if cur != fk || len(byKey[fk]) >= limit {
-				break
-			}
-			if e.VisibleAtMs > nowMs {
-				if at := time.UnixMilli(e.VisibleAtMs); wakeAt.IsZero() || at.Before(wakeAt) {
-					wakeAt = at
-				}
-				break
-			}
-			item, busy, err := d.dueItem(it, q, e)
-			if err != nil {
-				return nil, time.Time{}, err
-			}
-			if !busy {
-				byKey[fk] = append(byKey[fk], item)
-			}
-		}
-		// ...then jump past the rest of it.
-		if valid {
-			if cur, _, err := keys.ParseFair(d.shard, q, it.Key()); err == nil && cur == fk {
-				valid = it.SeekGE(keys.PrefixEnd(keys.FairKeyPrefix(d.shard, q, fk)))
-			}
-		}
-	}
-	if err := it.Error(); err != nil {
-		return nil, time.Time{}, err
-	}
-	out := d.fair.pick(queueKey{q.Topic, q.Group}, byKey, limit, weights)
-	if len(out) == limit {
-		wakeAt = time.UnixMilli(nowMs)
-	}
-	return out, wakeAt, nil
-}
-
-// delivery reads the body of p's message and returns its delivery and TTL
-// expiry. It stamps p's lease item with the body's content version: the
-// payload and the version come from one read, so the lease commits exactly
-// when the payload pushed is still the message's current contents.
-func (d *Dispatcher) delivery(p pick) (*sundialv1.Delivery, int64, error) {
-	id, err := receipt.MessageIDFromBytes(p.item.Ref.MessageId)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, closer, err := d.db.Get(keys.Message(d.shard, id[:]))
-	if err != nil {
-		return nil, 0, err
-	}
-	var m raftv1.StoredMessage
-	err = proto.Unmarshal(v, &m)
-	closer.Close()
-	if err != nil {
-		return nil, 0, err
-	}
-	p.item.Version = m.Version
-	attempt := p.item.Ref.Attempt + 1
-	return &sundialv1.Delivery{
-		MessageId:           id.String(),
-		Receipt:             receipt.Receipt{Message: id, Group: p.q.Group, Attempt: attempt}.String(),
-		Topic:               m.Topic,
-		Payload:             m.Payload,
-		Headers:             m.Headers,
-		Attempt:             int32(attempt),
-		PublishedAtUnixMs:   m.PublishedAtMs,
-		DueAtUnixMs:         m.DueAtMs,
-		FairnessKey:         m.FairnessKey,
-		Key:                 m.Key,
-		Group:               p.q.Group,
-		LeaseDeadlineUnixMs: p.item.DeadlineMs,
-	}, m.ExpiresAtMs, nil
 }
 
 // release gives deliveries that never reached a consumer back at once, so

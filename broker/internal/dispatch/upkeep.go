@@ -4,10 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
 
-	"github.com/sundialmq/sundial/broker/internal/keys"
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
@@ -73,24 +71,6 @@ func (d *Dispatcher) expireDue(now time.Time) time.Time {
 		return time.UnixMilli(next)
 	}
 	return time.Time{}
-}
-
-// firstExpiry reads the earliest TTL expiry on the shard, 0 if none.
-func (d *Dispatcher) firstExpiry() int64 {
-	prefix := keys.ExpiryPrefix(d.shard)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
-	if err != nil {
-		return 0
-	}
-	defer it.Close()
-	if !it.First() {
-		return 0
-	}
-	at, _, err := keys.ParseExpiry(it.Key())
-	if err != nil {
-		return 0
-	}
-	return max(at, 1)
 }
 
 // sweep forgets the shard's publish dedup records older than the dedup
