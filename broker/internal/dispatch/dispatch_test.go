@@ -381,8 +381,9 @@ func TestReleaseRateCapsDeliveries(t *testing.T) {
 			}
 		}
 		// A burst of one second's worth plus the rate over the second.
-		if n > 45 || n == 0 {
-			t.Fatalf("delivered %d in one second at a release rate of 20/s, want 1 to 45", n)
+		// On the bubble's clock the count is exact but for the edges.
+		if n < 39 || n > 41 {
+			t.Fatalf("delivered %d in one second at a release rate of 20/s, want 40 (a burst of 20, then 20/s)", n)
 		}
 	})
 }
