@@ -165,7 +165,7 @@ type Dispatcher struct {
 	wake     chan struct{}
 	stopc    chan struct{}
 	stopOnce sync.Once
-	wg       sync.WaitGroup // the loop, the lease renewer and the lease committers
+	wg       sync.WaitGroup // the loop, the lease renewer, the lease committers and releases
 }
 
 // New returns a dispatcher of shard; Start runs it. read is the barrier a

@@ -42,8 +42,8 @@
 //
 // # Parts
 //
-// The Dispatcher keeps the consumers, their credit and the round (pick,
-// lease, push, settle). Each other piece of state has its own type, file
+// The Dispatcher keeps the consumers, their credit, the round (pick,
+// lease, push, settle) and the upkeep commands (upkeep.go). Each other piece of state has its own type, file
 // and tests:
 //   - dueIndex: the loop's reads of the store (due and fair index from the
 //     scan floors, message bodies, the earliest TTL expiry) (index.go);
@@ -62,10 +62,10 @@
 // The loop, started by Start and joined by Stop, runs the barrier, rounds
 // and upkeep; it alone touches the limiter, the fair scheduler and the TTL
 // timer's own fields. The leader lease renewer (with a LeaderLeaseTimeout)
-// issues a ReadIndex when a round asks (less than half the lease left) and,
-// while consumers are attached, every half lease. One goroutine per lease proposal
-// awaits its commit, then pushes and settles; one per release of
-// undelivered copies proposes their nack. Stop joins them all. Attach,
+// issues a ReadIndex when a round asks (less than half the lease left)
+// and, while consumers are attached, every half lease. One goroutine per
+// lease proposal awaits its commit, then pushes and settles; one per
+// release of undelivered copies proposes their nack. Stop joins them all. Attach,
 // Detach, AddCredit, Revoke, BeginChange, Lateness and CaughtUp are called
 // from gRPC goroutines, Changed from the state machine's apply goroutine.
 //
