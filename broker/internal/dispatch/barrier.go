@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -73,69 +72,18 @@ func (d *Dispatcher) CaughtUp(ctx context.Context) error {
 	}
 }
 
-// leaderLease is the time until which no other replica can have been
-// elected: the issue time of the last confirmed read plus the timeout.
-// Counting from the issue, not the answer, keeps it safe however long the
-// read took: the quorum that answered heard from this leader after it was
-// issued.
-type leaderLease struct {
-	timeout time.Duration
-	mu      sync.Mutex // guards until and ended
-	until   time.Time
-	ended   bool // given up for good (a leadership transfer began)
-}
-
-// confirmed extends the lease by a read issued at issued that passed.
-func (l *leaderLease) confirmed(issued time.Time) {
-	if l.timeout <= 0 {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if end := issued.Add(l.timeout); end.After(l.until) && !l.ended {
-		l.until = end
-	}
-}
-
-// end gives the lease up for the rest of this leadership.
-func (l *leaderLease) end() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.ended, l.until = true, time.Time{}
-}
-
 // EndLease gives up the leader lease before a leadership transfer: during
 // one Dragonboat drops this leader's proposals and the target is elected at
 // once, so from now on deliveries wait for their lease to commit.
 func (d *Dispatcher) EndLease() { d.lease.end() }
 
-// remaining is how long the lease still holds at now (≤ 0: lapsed).
-func (l *leaderLease) remaining(now time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.until.IsZero() {
-		return 0
-	}
-	return l.until.Sub(now)
-}
-
-// leaseHeld answers whether a delivery may be pushed before its lease
-// commits; when less than half the lease is left it asks for a renewal, so
-// a busy leader keeps it and an idle one issues no reads.
-func (d *Dispatcher) leaseHeld(now time.Time) bool {
-	left := d.lease.remaining(now)
-	if d.cfg.LeaderLeaseTimeout > 0 && left < d.cfg.LeaderLeaseTimeout/2 {
-		select {
-		case d.renew <- struct{}{}:
-		default:
-		}
-	}
-	return left > 0
-}
-
 // renewLease confirms leadership again whenever a round asks for it, and
 // every half lease while consumers are attached, so a delivery due after a
-// quiet spell is still pushed while its lease is in flight.
+// quiet spell is still pushed while its lease is in flight. A tick skips
+// the read only if more than three quarters of the lease are left (a round
+// had it renewed since the last tick): what is left then outlasts the next
+// tick with room for its read. Skipping with half the lease left, as
+// before, let the lease lapse at every other tick for a read's duration.
 func (d *Dispatcher) renewLease() {
 	defer d.wg.Done()
 	select {
@@ -148,9 +96,9 @@ func (d *Dispatcher) renewLease() {
 	defer tick.Stop()
 	for {
 		select {
-		case <-d.renew:
+		case <-d.lease.renewals():
 		case <-tick.C:
-			if !d.consumed() || d.lease.remaining(d.now()) >= every {
+			if !d.consumed() || d.lease.remaining(d.now()) > every+every/2 {
 				continue
 			}
 		case <-d.stopc:

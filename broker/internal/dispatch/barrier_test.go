@@ -5,177 +5,193 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 )
 
-// waitFor polls cond until it holds or the timeout ends.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A cancel answered DONE in the previous term may not be applied locally
 // when Dragonboat reports the new leadership: the barrier applies it, and
 // nothing is scanned or pushed before the barrier passed.
 func TestNothingPushedBeforeBarrier(t *testing.T) {
-	gate := make(chan struct{})
-	var r *rig
-	var cancelled receipt.MessageID
-	var reads atomic.Int32
-	log := &shardLog{read: func(ctx context.Context) error {
-		if reads.Add(1) > 1 {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var r *rig
+		var cancelled receipt.MessageID
+		var reads atomic.Int32
+		log := &shardLog{read: func(ctx context.Context) error {
+			if reads.Add(1) > 1 {
+				return nil
+			}
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			// The previous term's cancel, committed but not applied here
+			// until the read's index is.
+			cancel := &raftv1.Change{NowMs: time.Now().UnixMilli(), Topic: "t", Cancel: true, MessageId: cancelled[:]}
+			out, err := r.log.propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Change{Change: cancel}})
+			if err != nil || out.GetChange().GetCode() != raftv1.ChangeCode_CHANGE_CODE_DONE {
+				t.Errorf("cancel = %v, %v; want DONE", out.GetChange(), err)
+			}
 			return nil
+		}}
+		r = newRigLog(t, Config{BarrierTimeout: time.Minute}, log)
+		cancelled = r.publish("t", time.Now().UnixMilli())[0]
+		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+		r.d.Attach(c)
+		if g, ok := next(c, 500*time.Millisecond); ok {
+			t.Fatalf("delivered %v before the leader barrier passed", g.d.MessageId)
 		}
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
+		if n := log.leases.Load(); n != 0 {
+			t.Fatalf("%d leases proposed before the leader barrier passed, want none", n)
 		}
-		// The previous term's cancel, committed but not applied here
-		// until the read's index is.
-		cancel := &raftv1.Change{NowMs: time.Now().UnixMilli(), Topic: "t", Cancel: true, MessageId: cancelled[:]}
-		out, err := r.log.propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Change{Change: cancel}})
-		if err != nil || out.GetChange().GetCode() != raftv1.ChangeCode_CHANGE_CODE_DONE {
-			t.Errorf("cancel = %v, %v; want DONE", out.GetChange(), err)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := r.d.CaughtUp(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("CaughtUp() before the barrier = %v, want DeadlineExceeded", err)
 		}
-		return nil
-	}}
-	r = newRigLog(t, Config{BarrierTimeout: time.Minute}, log)
-	cancelled = r.publish("t", time.Now().UnixMilli())[0]
-	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
-	r.d.Attach(c)
-	if g, ok := next(c, 500*time.Millisecond); ok {
-		t.Fatalf("delivered %v before the leader barrier passed", g.d.MessageId)
-	}
-	if n := log.leases.Load(); n != 0 {
-		t.Fatalf("%d leases proposed before the leader barrier passed, want none", n)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := r.d.CaughtUp(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("CaughtUp() before the barrier = %v, want DeadlineExceeded", err)
-	}
-	close(gate)
-	if err := r.d.CaughtUp(context.Background()); err != nil {
-		t.Fatalf("CaughtUp() = %v", err)
-	}
-	if g, ok := next(c, 500*time.Millisecond); ok {
-		t.Fatalf("delivered %v, cancelled in the previous term", g.d.MessageId)
-	}
-	r.publish("t", time.Now().UnixMilli())
-	if _, ok := next(c, 5*time.Second); !ok {
-		t.Fatalf("no delivery after the barrier passed")
-	}
+		close(gate)
+		if err := r.d.CaughtUp(context.Background()); err != nil {
+			t.Fatalf("CaughtUp() = %v", err)
+		}
+		if g, ok := next(c, 500*time.Millisecond); ok {
+			t.Fatalf("delivered %v, cancelled in the previous term", g.d.MessageId)
+		}
+		r.publish("t", time.Now().UnixMilli())
+		if _, ok := next(c, 5*time.Second); !ok {
+			t.Fatalf("no delivery after the barrier passed")
+		}
+	})
 }
 
 func TestCaughtUpAfterStop(t *testing.T) {
-	log := &shardLog{read: func(ctx context.Context) error {
-		<-ctx.Done()
-		return ctx.Err()
-	}}
-	r := newRigLog(t, Config{}, log)
-	r.d.Stop()
-	if err := r.d.CaughtUp(context.Background()); !errors.Is(err, ErrStopped) {
-		t.Fatalf("CaughtUp() after Stop = %v, want ErrStopped", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		log := &shardLog{read: func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}}
+		r := newRigLog(t, Config{}, log)
+		r.d.Stop()
+		if err := r.d.CaughtUp(context.Background()); !errors.Is(err, ErrStopped) {
+			t.Fatalf("CaughtUp() after Stop = %v, want ErrStopped", err)
+		}
+	})
 }
 
 // While the leader lease holds, at-least-once copies are pushed before
 // their lease commits (the latency design).
 func TestPushBeforeLeaseCommitWhileLeaderLeaseHolds(t *testing.T) {
-	log := &shardLog{leaseGate: make(chan struct{})}
-	r := newRigLog(t, Config{LeaderLeaseTimeout: time.Hour}, log)
-	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
-	r.d.Attach(c)
-	r.publish("t", time.Now().UnixMilli())
-	if _, ok := next(c, 5*time.Second); !ok {
-		t.Fatalf("not pushed ahead of its lease commit while the leader lease holds")
-	}
-	close(log.leaseGate)
+	synctest.Test(t, func(t *testing.T) {
+		log := &shardLog{leaseGate: make(chan struct{})}
+		r := newRigLog(t, Config{LeaderLeaseTimeout: time.Hour}, log)
+		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+		r.d.Attach(c)
+		r.publish("t", time.Now().UnixMilli())
+		if _, ok := next(c, 5*time.Second); !ok {
+			t.Fatalf("not pushed ahead of its lease commit while the leader lease holds")
+		}
+		close(log.leaseGate)
+	})
 }
 
 // Once no read confirmed leadership within the leader lease, this replica
 // may have been deposed: a delivery waits for its lease to commit.
 func TestNoPushBeforeLeaseCommitOnceLeaderLeaseLapsed(t *testing.T) {
-	var reads atomic.Int32
-	log := &shardLog{leaseGate: make(chan struct{}), read: func(ctx context.Context) error {
-		if reads.Add(1) == 1 {
-			return nil // the barrier passes; no renewal does
+	synctest.Test(t, func(t *testing.T) {
+		var reads atomic.Int32
+		log := &shardLog{leaseGate: make(chan struct{}), read: func(ctx context.Context) error {
+			if reads.Add(1) == 1 {
+				return nil // the barrier passes; no renewal does
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		}}
+		r := newRigLog(t, Config{LeaderLeaseTimeout: 50 * time.Millisecond}, log)
+		if err := r.d.CaughtUp(context.Background()); err != nil {
+			t.Fatalf("CaughtUp() = %v", err)
 		}
-		<-ctx.Done()
-		return ctx.Err()
-	}}
-	r := newRigLog(t, Config{LeaderLeaseTimeout: 50 * time.Millisecond}, log)
-	if err := r.d.CaughtUp(context.Background()); err != nil {
-		t.Fatalf("CaughtUp() = %v", err)
-	}
-	waitFor(t, 5*time.Second, "the leader lease to lapse", func() bool { return r.d.lease.remaining(time.Now()) <= 0 })
-	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
-	r.d.Attach(c)
-	r.publish("t", time.Now().UnixMilli())
-	if g, ok := next(c, 500*time.Millisecond); ok {
-		t.Fatalf("delivered %v before its lease committed, with the leader lease lapsed", g.d.MessageId)
-	}
-	close(log.leaseGate)
-	g, ok := next(c, 5*time.Second)
-	if !ok {
-		t.Fatalf("not delivered after its lease committed")
-	}
-	if code := r.ack(g.d); code != raftv1.RefCode_REF_CODE_OK {
-		t.Fatalf("ack = %v, want OK: the pushed delivery's lease is the committed one", code)
-	}
-	if reads.Load() < 2 {
-		t.Fatalf("reads = %d, want a renewal attempt after the barrier", reads.Load())
-	}
+		time.Sleep(50 * time.Millisecond) // simulated: the lease from the barrier runs out
+		if left := r.d.lease.remaining(time.Now()); left > 0 {
+			t.Fatalf("leader lease left = %v after its timeout with no renewal passing, want none", left)
+		}
+		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+		r.d.Attach(c)
+		r.publish("t", time.Now().UnixMilli())
+		if g, ok := next(c, 500*time.Millisecond); ok {
+			t.Fatalf("delivered %v before its lease committed, with the leader lease lapsed", g.d.MessageId)
+		}
+		close(log.leaseGate)
+		g, ok := next(c, 5*time.Second)
+		if !ok {
+			t.Fatalf("not delivered after its lease committed")
+		}
+		if code := r.ack(g.d); code != raftv1.RefCode_REF_CODE_OK {
+			t.Fatalf("ack = %v, want OK: the pushed delivery's lease is the committed one", code)
+		}
+		if reads.Load() < 2 {
+			t.Fatalf("reads = %d, want a renewal attempt after the barrier", reads.Load())
+		}
+	})
 }
 
 // An attached consumer keeps the leader lease renewed through a quiet
-// spell, so the first delivery after it is still pushed ahead of its lease.
+// spell, so the first delivery after it is still pushed ahead of its lease,
+// whenever in the renewal cycle it comes.
 func TestLeaderLeaseRenewedWhileConsumed(t *testing.T) {
-	var reads atomic.Int32
-	log := &shardLog{leaseGate: make(chan struct{}), read: func(context.Context) error {
-		reads.Add(1)
-		return nil
-	}}
-	r := newRigLog(t, Config{LeaderLeaseTimeout: 100 * time.Millisecond}, log)
-	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
-	r.d.Attach(c)
-	// Several lease lengths of quiet: renewals keep it.
-	time.Sleep(400 * time.Millisecond)
-	r.publish("t", time.Now().UnixMilli())
-	if _, ok := next(c, 5*time.Second); !ok {
-		t.Fatalf("after a quiet spell, not pushed ahead of its lease commit (%d reads passed)", reads.Load())
-	}
-	close(log.leaseGate)
+	synctest.Test(t, func(t *testing.T) {
+		var reads atomic.Int32
+		log := &shardLog{leaseGate: make(chan struct{}), read: func(context.Context) error {
+			reads.Add(1)
+			time.Sleep(time.Millisecond) // a quorum round trip
+			return nil
+		}}
+		r := newRigLog(t, Config{LeaderLeaseTimeout: 100 * time.Millisecond}, log)
+		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+		r.d.Attach(c)
+		// Several lease lengths of (simulated) quiet: renewals keep it,
+		// also while a renewal's read is on its way.
+		if err := r.d.CaughtUp(context.Background()); err != nil {
+			t.Fatalf("CaughtUp() = %v", err)
+		}
+		for ms := range 400 {
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+			if left := r.d.lease.remaining(time.Now()); left <= 0 {
+				t.Fatalf("leader lease lapsed %dms into a quiet spell with a consumer attached (%d reads passed)", ms+1, reads.Load())
+			}
+		}
+		r.publish("t", time.Now().UnixMilli())
+		if _, ok := next(c, 5*time.Second); !ok {
+			t.Fatalf("after a quiet spell, not pushed ahead of its lease commit (%d reads passed)", reads.Load())
+		}
+		close(log.leaseGate)
+	})
 }
 
 // Before a leadership transfer the lease is given up for good: Dragonboat
 // drops the leader's proposals meanwhile, so nothing is pushed ahead of
 // its lease, even though reads still pass.
 func TestNoPushBeforeLeaseCommitAfterEndLease(t *testing.T) {
-	log := &shardLog{leaseGate: make(chan struct{})}
-	r := newRigLog(t, Config{LeaderLeaseTimeout: time.Hour}, log)
-	if err := r.d.CaughtUp(context.Background()); err != nil {
-		t.Fatalf("CaughtUp() = %v", err)
-	}
-	r.d.EndLease()
-	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
-	r.d.Attach(c)
-	r.publish("t", time.Now().UnixMilli())
-	if g, ok := next(c, 500*time.Millisecond); ok {
-		t.Fatalf("delivered %v before its lease committed, after EndLease", g.d.MessageId)
-	}
-	close(log.leaseGate)
-	if _, ok := next(c, 5*time.Second); !ok {
-		t.Fatalf("not delivered after its lease committed")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		log := &shardLog{leaseGate: make(chan struct{})}
+		r := newRigLog(t, Config{LeaderLeaseTimeout: time.Hour}, log)
+		if err := r.d.CaughtUp(context.Background()); err != nil {
+			t.Fatalf("CaughtUp() = %v", err)
+		}
+		r.d.EndLease()
+		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+		r.d.Attach(c)
+		r.publish("t", time.Now().UnixMilli())
+		if g, ok := next(c, 500*time.Millisecond); ok {
+			t.Fatalf("delivered %v before its lease committed, after EndLease", g.d.MessageId)
+		}
+		close(log.leaseGate)
+		if _, ok := next(c, 5*time.Second); !ok {
+			t.Fatalf("not delivered after its lease committed")
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
@@ -25,43 +26,45 @@ func TestRewriteRacingARoundDeliversOnlyTheNewPayload(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t)
-			now := time.Now().UnixMilli()
-			due := now + 50
-			r.publishMessages(&raftv1.StoredMessage{Topic: "t", Key: "k", Payload: []byte("old"), PublishedAtMs: now, DueAtMs: due, OnConflict: tt.conflict, MaxWaitMs: tt.maxWait})
-			var once sync.Once
-			r.log.beforeLease = func() {
-				once.Do(func() {
-					// The round has read the old body; the rewrite begins
-					// and is ordered ahead of the round's lease.
-					end := r.d.BeginChange()
-					m := &raftv1.StoredMessage{Topic: "t", Key: "k", Payload: []byte("new"), PublishedAtMs: now, DueAtMs: due + 1000, OnConflict: tt.conflict, MaxWaitMs: tt.maxWait}
-					if tt.conflict == raftv1.KeyConflict_KEY_CONFLICT_REPLACE {
-						m.DueAtMs = due
-					}
-					p := &raftv1.Publish{NowMs: time.Now().UnixMilli(), Messages: []*raftv1.StoredMessage{m}}
-					out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}})
-					end(err)
-					if err != nil || out.Published[0].KeyOutcome != tt.want || out.Published[0].DueAtMs != due {
-						t.Errorf("rewrite = %v, %v; want %v due %d", out.GetPublished(), err, tt.want, due)
-					}
-				})
-			}
-			c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
-			r.d.Attach(c)
-			g, ok := next(c, 5*time.Second)
-			if !ok {
-				t.Fatalf("no delivery")
-			}
-			if string(g.d.Payload) != "new" || g.d.Attempt != 1 {
-				t.Fatalf("delivery = payload %q attempt %d, want the rewritten payload new at attempt 1", g.d.Payload, g.d.Attempt)
-			}
-			if code := r.ack(g.d); code != raftv1.RefCode_REF_CODE_OK {
-				t.Fatalf("ack = %v, want OK", code)
-			}
-			if g, ok := next(c, 300*time.Millisecond); ok {
-				t.Fatalf("second delivery %q after the ack", g.d.Payload)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t)
+				now := time.Now().UnixMilli()
+				due := now + 50
+				r.publishMessages(&raftv1.StoredMessage{Topic: "t", Key: "k", Payload: []byte("old"), PublishedAtMs: now, DueAtMs: due, OnConflict: tt.conflict, MaxWaitMs: tt.maxWait})
+				var once sync.Once
+				r.log.beforeLease = func() {
+					once.Do(func() {
+						// The round has read the old body; the rewrite begins
+						// and is ordered ahead of the round's lease.
+						end := r.d.BeginChange()
+						m := &raftv1.StoredMessage{Topic: "t", Key: "k", Payload: []byte("new"), PublishedAtMs: now, DueAtMs: due + 1000, OnConflict: tt.conflict, MaxWaitMs: tt.maxWait}
+						if tt.conflict == raftv1.KeyConflict_KEY_CONFLICT_REPLACE {
+							m.DueAtMs = due
+						}
+						p := &raftv1.Publish{NowMs: time.Now().UnixMilli(), Messages: []*raftv1.StoredMessage{m}}
+						out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}})
+						end(err)
+						if err != nil || out.Published[0].KeyOutcome != tt.want || out.Published[0].DueAtMs != due {
+							t.Errorf("rewrite = %v, %v; want %v due %d", out.GetPublished(), err, tt.want, due)
+						}
+					})
+				}
+				c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+				r.d.Attach(c)
+				g, ok := next(c, 5*time.Second)
+				if !ok {
+					t.Fatalf("no delivery")
+				}
+				if string(g.d.Payload) != "new" || g.d.Attempt != 1 {
+					t.Fatalf("delivery = payload %q attempt %d, want the rewritten payload new at attempt 1", g.d.Payload, g.d.Attempt)
+				}
+				if code := r.ack(g.d); code != raftv1.RefCode_REF_CODE_OK {
+					t.Fatalf("ack = %v, want OK", code)
+				}
+				if g, ok := next(c, 300*time.Millisecond); ok {
+					t.Fatalf("second delivery %q after the ack", g.d.Payload)
+				}
+			})
 		})
 	}
 }

@@ -13,14 +13,16 @@
 // the same barrier (CaughtUp).
 //
 // The loop sleeps on a timer set to the earliest visible_at among the
-// queues that have credit, or until woken (a publish or nack applied,
-// credit granted, a consumer attached). Each round it scans the due index
+// queues that have credit (or the next TTL expiry, or a release-rate
+// refill), or until woken (a publish or nack applied, credit granted, a
+// consumer attached, a full consumer taking its deliveries). Each round it scans the due index
 // up to now and proposes one Lease command for everything it picked. When
 // the lease is pushed to consumers depends on what could go wrong:
 //   - at-least-once copies are pushed as soon as the lease is queued in the
 //     Raft log, if this replica holds its leader lease (a ReadIndex issued
 //     less than LeaderLeaseTimeout ago passed, so no other leader can exist)
-//     and no cancel or reschedule began since the pick; if this leader then
+//     and no change (cancel, reschedule, keyed REPLACE or DEBOUNCE) was in
+//     progress at the pick or began before the lease was queued; if this leader then
 //     dies before the lease commits, the next one delivers the copy again,
 //     which at-least-once allows;
 //   - otherwise, and always for at-most-once copies, they are pushed only
@@ -33,9 +35,52 @@
 // queues some attached consumer reads, so deleted topics and groups leave
 // nothing behind.
 //
-// Goroutines: the loop, started by Start and joined by Stop; the leader
-// lease renewer (with a LeaderLeaseTimeout), which issues a ReadIndex when
-// less than half the lease is left and consumers are attached or a round
-// asks; one goroutine per lease proposal awaiting commit. Consumer methods are called from gRPC stream
-// goroutines; mu guards the consumer set and credits.
+// Besides rounds the loop runs the upkeep commands: TTL expiry when the
+// earliest expiry is due or a round found copies expired under a lease,
+// and the dedup sweep every SweepInterval, in bounded commands repeated
+// until nothing is left.
+//
+// # Parts
+//
+// The Dispatcher keeps the consumers, their credit, the round (pick,
+// lease, push, settle) and the upkeep commands (upkeep.go). Each other piece of state has its own type, file
+// and tests:
+//   - dueIndex: the loop's reads of the store (due and fair index from the
+//     scan floors, message bodies, the earliest TTL expiry) (index.go);
+//   - floors: where each queue's scan may start (floors.go);
+//   - fence: the cancels, reschedules and keyed rewrites in progress, which
+//     keep a round from pushing ahead of its lease (fence.go);
+//   - leaderLease: until when no other leader can exist (lease.go); the
+//     barrier and its renewer are in barrier.go;
+//   - limiter: release-rate token buckets per topic (limiter.go);
+//   - fairScheduler: weighted fair queueing state per FAIR queue (fair.go);
+//   - lateness: first-delivery lateness histograms per queue (lateness.go);
+//   - ttlTimer: when the next TTL expiry command is due (ttl.go).
+//
+// # Goroutines
+//
+// The loop, started by Start and joined by Stop, runs the barrier, rounds
+// and upkeep; it alone touches the limiter, the fair scheduler and the TTL
+// timer's own fields. The leader lease renewer (with a LeaderLeaseTimeout)
+// issues a ReadIndex when a round asks (less than half the lease left)
+// and, while consumers are attached, every half lease. One goroutine per
+// lease proposal awaits its commit, then pushes and settles; one per
+// release of undelivered copies proposes their nack. Stop joins them all. Attach,
+// Detach, AddCredit, Revoke, BeginChange, Lateness and CaughtUp are called
+// from gRPC goroutines, Changed from the state machine's apply goroutine.
+//
+// # Locks
+//
+// Dispatcher.mu guards the consumer set, credit and the round's picking
+// state (with the limiter and the fair scheduler); Consumer.mu a
+// consumer's buffered deliveries; floors, lateness and leaderLease each
+// have their own mutex; fence and the TTL timer's reports are atomics.
+// When more than one is held they are taken in this order, and none is
+// held while proposing or waiting on a channel:
+//
+//	Dispatcher.mu → Consumer.mu
+//	Dispatcher.mu → floors.mu
+//	Dispatcher.mu → lateness.mu
+//
+// leaderLease.mu is never held with another lock.
 package dispatch

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -105,71 +106,73 @@ func (r *expiryRig) counters() *raftv1.Counters {
 // dropped as EXPIRED, never delivered, without the leader proposing Expire
 // commands in a loop, and the messages behind them must be delivered.
 func TestCopiesExpiredUnderLeaseAreDroppedOnce(t *testing.T) {
-	r := newExpiryRig(t, Config{MaxLeaseBatch: 2})
-	now := time.Now().UnixMilli()
-	const stuck = 4
-	// One entry: publish, lease each copy until a deadline already past,
-	// and run the TTL sweep while they are leased.
-	index := r.log.index + 1
-	pub := &raftv1.Publish{NowMs: now - 10_000}
-	var cmds []*raftv1.Command
-	var stuckIDs []receipt.MessageID
-	for i := range stuck {
-		pub.Messages = append(pub.Messages, &raftv1.StoredMessage{
-			Topic: "t", Payload: []byte(fmt.Sprint("stuck-", i)), PublishedAtMs: now - 10_000,
-			DueAtMs: now - 10_000, ExpiresAtMs: now - 5_000, DedupWindowMs: 60_000,
-		})
-		id := receipt.NewMessageID(shard, index, uint32(i))
-		stuckIDs = append(stuckIDs, id)
-		cmds = append(cmds, &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: now - 10_000, Items: []*raftv1.LeaseItem{{
-			Ref: &raftv1.MessageRef{MessageId: id[:], Group: "default"}, VisibleAtMs: now - 10_000, DeadlineMs: now - 1,
-		}}}}})
-	}
-	cmds = append([]*raftv1.Command{{Kind: &raftv1.Command_Publish{Publish: pub}}}, cmds...)
-	cmds = append(cmds, &raftv1.Command{Kind: &raftv1.Command_Expire{Expire: &raftv1.Expire{NowMs: now - 4_000, Limit: 100}}})
-	if got := r.applyAll(cmds...); got != index {
-		t.Fatalf("entry index = %d, want %d", got, index)
-	}
-	if c := r.counters(); c.Pending != stuck || c.InFlight != stuck {
-		t.Fatalf("counters before = %v, want %d pending and in flight: the sweep skipped the leased copies", c, stuck)
-	}
-	// Messages behind the stuck copies, due now.
-	const behind = 3
-	var msgs []*raftv1.StoredMessage
-	for i := range behind {
-		msgs = append(msgs, &raftv1.StoredMessage{Topic: "t", Payload: []byte(fmt.Sprint("behind-", i)), PublishedAtMs: now, DueAtMs: now})
-	}
-	r.publishMessages(msgs...)
+	synctest.Test(t, func(t *testing.T) {
+		r := newExpiryRig(t, Config{MaxLeaseBatch: 2})
+		now := time.Now().UnixMilli()
+		const stuck = 4
+		// One entry: publish, lease each copy until a deadline already past,
+		// and run the TTL sweep while they are leased.
+		index := r.log.index + 1
+		pub := &raftv1.Publish{NowMs: now - 10_000}
+		var cmds []*raftv1.Command
+		var stuckIDs []receipt.MessageID
+		for i := range stuck {
+			pub.Messages = append(pub.Messages, &raftv1.StoredMessage{
+				Topic: "t", Payload: []byte(fmt.Sprint("stuck-", i)), PublishedAtMs: now - 10_000,
+				DueAtMs: now - 10_000, ExpiresAtMs: now - 5_000, DedupWindowMs: 60_000,
+			})
+			id := receipt.NewMessageID(shard, index, uint32(i))
+			stuckIDs = append(stuckIDs, id)
+			cmds = append(cmds, &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: now - 10_000, Items: []*raftv1.LeaseItem{{
+				Ref: &raftv1.MessageRef{MessageId: id[:], Group: "default"}, VisibleAtMs: now - 10_000, DeadlineMs: now - 1,
+			}}}}})
+		}
+		cmds = append([]*raftv1.Command{{Kind: &raftv1.Command_Publish{Publish: pub}}}, cmds...)
+		cmds = append(cmds, &raftv1.Command{Kind: &raftv1.Command_Expire{Expire: &raftv1.Expire{NowMs: now - 4_000, Limit: 100}}})
+		if got := r.applyAll(cmds...); got != index {
+			t.Fatalf("entry index = %d, want %d", got, index)
+		}
+		if c := r.counters(); c.Pending != stuck || c.InFlight != stuck {
+			t.Fatalf("counters before = %v, want %d pending and in flight: the sweep skipped the leased copies", c, stuck)
+		}
+		// Messages behind the stuck copies, due now.
+		const behind = 3
+		var msgs []*raftv1.StoredMessage
+		for i := range behind {
+			msgs = append(msgs, &raftv1.StoredMessage{Topic: "t", Payload: []byte(fmt.Sprint("behind-", i)), PublishedAtMs: now, DueAtMs: now})
+		}
+		r.publishMessages(msgs...)
 
-	r.d.Start()
-	t.Cleanup(r.d.Stop)
-	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
-	r.d.Attach(c)
-	for range behind {
-		g, ok := next(c, 5*time.Second)
-		if !ok {
-			t.Fatalf("a message behind the expired copies was not delivered (%d Expire proposals so far)", r.expires.Load())
+		r.d.Start()
+		t.Cleanup(r.d.Stop)
+		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+		r.d.Attach(c)
+		for range behind {
+			g, ok := next(c, 5*time.Second)
+			if !ok {
+				t.Fatalf("a message behind the expired copies was not delivered (%d Expire proposals so far)", r.expires.Load())
+			}
+			if p := string(g.d.Payload); len(p) < 6 || p[:6] != "behind" {
+				t.Fatalf("delivered %q: an expired copy", p)
+			}
+			r.ack(g.d)
 		}
-		if p := string(g.d.Payload); len(p) < 6 || p[:6] != "behind" {
-			t.Fatalf("delivered %q: an expired copy", p)
+		// Give a spinning leader time to show itself: every round would find
+		// the expired copies again and propose another Expire.
+		if g, ok := next(c, 500*time.Millisecond); ok {
+			t.Fatalf("delivered %q after the messages behind", g.d.Payload)
 		}
-		r.ack(g.d)
-	}
-	// Give a spinning leader time to show itself: every round would find
-	// the expired copies again and propose another Expire.
-	if g, ok := next(c, 500*time.Millisecond); ok {
-		t.Fatalf("delivered %q after the messages behind", g.d.Payload)
-	}
-	t.Logf("Expire proposals: %d", r.expires.Load())
-	if n := r.expires.Load(); n > 8 {
-		t.Fatalf("Expire proposals = %d, want a handful (one per round that found expired copies)", n)
-	}
-	for _, id := range stuckIDs {
-		if end := r.endOf(id); end != raftv1.EndState_END_STATE_EXPIRED {
-			t.Fatalf("end of stuck message %s = %v, want EXPIRED", id, end)
+		t.Logf("Expire proposals: %d", r.expires.Load())
+		if n := r.expires.Load(); n > 8 {
+			t.Fatalf("Expire proposals = %d, want a handful (one per round that found expired copies)", n)
 		}
-	}
-	if got := r.counters(); got.Pending != 0 || got.InFlight != 0 {
-		t.Fatalf("counters after = %v, want 0 pending, 0 in flight", got)
-	}
+		for _, id := range stuckIDs {
+			if end := r.endOf(id); end != raftv1.EndState_END_STATE_EXPIRED {
+				t.Fatalf("end of stuck message %s = %v, want EXPIRED", id, end)
+			}
+		}
+		if got := r.counters(); got.Pending != 0 || got.InFlight != 0 {
+			t.Fatalf("counters after = %v, want 0 pending, 0 in flight", got)
+		}
+	})
 }

@@ -3,11 +3,6 @@ package dispatch
 import (
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/sundialmq/sundial/broker/internal/keys"
 )
 
 // fairState is the weighted fair queueing state of one FAIR queue: the
@@ -23,70 +18,34 @@ type fairState struct {
 	active map[string]bool
 }
 
-// scanFair returns up to limit due copies of a FAIR queue chosen fairly
-// across fairness keys, and when to look again. The caller holds mu.
-func (d *Dispatcher) scanFair(q keys.Queue, nowMs int64, limit int, weights map[string]int32) ([]dueItem, time.Time, error) {
-	prefix := keys.FairPrefix(d.shard, q)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	defer it.Close()
-	byKey := map[string][]dueItem{}
-	var wakeAt time.Time
-	for valid := it.First(); valid; {
-		fk, _, err := keys.ParseFair(d.shard, q, it.Key())
-		if err != nil {
-			return nil, time.Time{}, err
-		}
-		// Take up to limit due entries of this key...
-		for ; valid; valid = it.Next() {
-			cur, e, err := keys.ParseFair(d.shard, q, it.Key())
-			if err != nil {
-				return nil, time.Time{}, err
-			}
-			if cur != fk || len(byKey[fk]) >= limit {
-				break
-			}
-			if e.VisibleAtMs > nowMs {
-				if at := time.UnixMilli(e.VisibleAtMs); wakeAt.IsZero() || at.Before(wakeAt) {
-					wakeAt = at
-				}
-				break
-			}
-			item, busy, err := d.dueItem(it, q, e)
-			if err != nil {
-				return nil, time.Time{}, err
-			}
-			if !busy {
-				byKey[fk] = append(byKey[fk], item)
-			}
-		}
-		// ...then jump past the rest of it.
-		if valid {
-			if cur, _, err := keys.ParseFair(d.shard, q, it.Key()); err == nil && cur == fk {
-				valid = it.SeekGE(keys.PrefixEnd(keys.FairKeyPrefix(d.shard, q, fk)))
-			}
-		}
-	}
-	if err := it.Error(); err != nil {
-		return nil, time.Time{}, err
-	}
-	st := d.fairFor(queueKey{q.Topic, q.Group})
-	out := st.pick(byKey, limit, weights)
-	if len(out) == limit {
-		wakeAt = time.UnixMilli(nowMs)
-	}
-	return out, wakeAt, nil
+// fairScheduler owns the weighted fair queueing state of the FAIR queues
+// that attached consumers read.
+//
+// It has no lock of its own: only the loop touches it (picking and
+// pruning), under the dispatcher's mu.
+type fairScheduler struct {
+	queues map[queueKey]*fairState
 }
 
-func (d *Dispatcher) fairFor(k queueKey) *fairState {
-	st, ok := d.fair[k]
+func newFairScheduler() *fairScheduler { return &fairScheduler{queues: map[queueKey]*fairState{}} }
+
+// pick takes up to limit of k's due items, given by fairness key, fairly.
+func (s *fairScheduler) pick(k queueKey, byFairnessKey map[string][]dueItem, limit int, weights map[string]int32) []dueItem {
+	st, ok := s.queues[k]
 	if !ok {
 		st = &fairState{vt: map[string]float64{}, active: map[string]bool{}}
-		d.fair[k] = st
+		s.queues[k] = st
 	}
-	return st
+	return st.pick(byFairnessKey, limit, weights)
+}
+
+// prune drops the state of queues nobody reads.
+func (s *fairScheduler) prune(read func(queueKey) bool) {
+	for k := range s.queues {
+		if !read(k) {
+			delete(s.queues, k)
+		}
+	}
 }
 
 // noKey is the tree node of messages without a fairness key: a leaf of the

@@ -1,0 +1,55 @@
+package dispatch
+
+import (
+	"testing"
+	"time"
+)
+
+func TestLeaderLease(t *testing.T) {
+	t0 := time.UnixMilli(1_000_000)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	asked := func(l *leaderLease) bool {
+		select {
+		case <-l.renewals():
+			return true
+		default:
+			return false
+		}
+	}
+	tests := []struct {
+		name      string
+		timeout   time.Duration
+		confirmed []int // issue times of reads that passed (ms after t0)
+		end       bool
+		now       int
+		held      bool
+		renew     bool
+	}{
+		{"no lease configured", 0, []int{0}, false, 1, false, false},
+		{"not confirmed yet", 100 * time.Millisecond, nil, false, 0, false, true},
+		{"fresh", 100 * time.Millisecond, []int{0}, false, 40, true, false},
+		{"less than half left", 100 * time.Millisecond, []int{0}, false, 60, true, true},
+		{"lapsed", 100 * time.Millisecond, []int{0}, false, 100, false, true},
+		{"counted from the latest read", 100 * time.Millisecond, []int{0, 80}, false, 120, true, false},
+		{"an older read does not shorten it", 100 * time.Millisecond, []int{80, 0}, false, 120, true, false},
+		{"ended for good", 100 * time.Millisecond, []int{0}, true, 10, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLeaderLease(tt.timeout)
+			for _, ms := range tt.confirmed {
+				l.confirmed(at(ms))
+			}
+			if tt.end {
+				l.end()
+				l.confirmed(at(5)) // a read passing after the end gives nothing back
+			}
+			if got := l.held(at(tt.now)); got != tt.held {
+				t.Fatalf("held(+%dms) = %v, want %v", tt.now, got, tt.held)
+			}
+			if got := asked(l); got != tt.renew {
+				t.Fatalf("held(+%dms) asked for a renewal = %v, want %v", tt.now, got, tt.renew)
+			}
+		})
+	}
+}

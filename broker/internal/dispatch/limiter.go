@@ -1,0 +1,70 @@
+package dispatch
+
+import (
+	"math"
+	"time"
+)
+
+// limiter owns the release-rate token buckets, one per topic with a rate
+// that an attached consumer reads. A bucket's burst is one second's worth.
+//
+// It has no lock of its own: only the loop touches it (picking and
+// pruning), under the dispatcher's mu.
+type limiter struct {
+	buckets map[string]*bucket // by topic
+}
+
+// bucket is the token bucket of one topic.
+type bucket struct {
+	tokens float64
+	lastMs int64
+}
+
+func newLimiter() *limiter { return &limiter{buckets: map[string]*bucket{}} }
+
+// allowance answers how many deliveries topic may release at nowMs, and
+// when the next one is allowed if none is (zero time when unlimited).
+func (l *limiter) allowance(topic string, rate float64, nowMs int64) (int, time.Time) {
+	if rate <= 0 {
+		delete(l.buckets, topic)
+		return math.MaxInt32, time.Time{}
+	}
+	b, ok := l.buckets[topic]
+	if !ok {
+		b = &bucket{tokens: max(rate, 1), lastMs: nowMs}
+		l.buckets[topic] = b
+	}
+	b.refill(rate, nowMs)
+	if b.tokens >= 1 {
+		return int(b.tokens), time.Time{}
+	}
+	wait := time.Duration((1 - b.tokens) / rate * float64(time.Second))
+	return 0, time.UnixMilli(nowMs).Add(wait + time.Millisecond)
+}
+
+// spend takes one token of topic's bucket.
+func (l *limiter) spend(topic string, rate float64) {
+	if b, ok := l.buckets[topic]; ok && rate > 0 {
+		b.tokens--
+	}
+}
+
+// prune drops the buckets of topics nobody reads once they have refilled
+// (dropping one sooner would grant a fresh burst); rate answers a topic's
+// current release rate.
+func (l *limiter) prune(read func(topic string) bool, rate func(topic string) float64, nowMs int64) {
+	for topic, b := range l.buckets {
+		if read(topic) {
+			continue
+		}
+		r := rate(topic)
+		if r <= 0 || b.tokens+r*float64(nowMs-b.lastMs)/1000 >= max(r, 1) {
+			delete(l.buckets, topic)
+		}
+	}
+}
+
+func (b *bucket) refill(rate float64, nowMs int64) {
+	b.tokens = min(b.tokens+rate*float64(nowMs-b.lastMs)/1000, max(rate, 1))
+	b.lastMs = nowMs
+}

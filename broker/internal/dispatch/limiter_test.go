@@ -1,0 +1,58 @@
+package dispatch
+
+import (
+	"math"
+	"testing"
+)
+
+func TestLimiterAllowance(t *testing.T) {
+	l := newLimiter()
+	if n, next := l.allowance("t", 0, 0); n != math.MaxInt32 || !next.IsZero() {
+		t.Fatalf("allowance(no rate) = %d, %v, want unlimited", n, next)
+	}
+	// A burst of one second's worth.
+	if n, _ := l.allowance("t", 10, 1000); n != 10 {
+		t.Fatalf("allowance(rate 10) at start = %d, want a burst of 10", n)
+	}
+	for range 10 {
+		l.spend("t", 10)
+	}
+	n, next := l.allowance("t", 10, 1000)
+	if n != 0 || next.UnixMilli() != 1000+100+1 {
+		t.Fatalf("allowance after the burst = %d, %d, want 0 until 1101", n, next.UnixMilli())
+	}
+	if n, _ := l.allowance("t", 10, 1300); n != 3 {
+		t.Fatalf("allowance 300ms later = %d, want 3", n)
+	}
+	// The burst is capped at one second's worth however long it was idle.
+	if n, _ := l.allowance("t", 10, 1_000_000); n != 10 {
+		t.Fatalf("allowance after a long idle spell = %d, want 10", n)
+	}
+	// A rate below 1/s still releases one.
+	if n, _ := l.allowance("slow", 0.5, 0); n != 1 {
+		t.Fatalf("allowance(rate 0.5) = %d, want 1", n)
+	}
+}
+
+func TestLimiterPrune(t *testing.T) {
+	rate := func(string) float64 { return 10 }
+	read := func(topic string) bool { return topic == "read" }
+	l := newLimiter()
+	for _, topic := range []string{"read", "unread"} {
+		l.allowance(topic, 10, 0)
+		for range 10 {
+			l.spend(topic, 10)
+		}
+	}
+	l.prune(read, rate, 500)
+	if _, ok := l.buckets["unread"]; !ok {
+		t.Fatalf("prune dropped a bucket not yet refilled: a fresh burst would follow")
+	}
+	l.prune(read, rate, 1000)
+	if _, ok := l.buckets["unread"]; ok {
+		t.Fatalf("prune kept the refilled bucket of a topic nobody reads")
+	}
+	if _, ok := l.buckets["read"]; !ok {
+		t.Fatalf("prune dropped the bucket of a topic still read")
+	}
+}

@@ -1,0 +1,337 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/receipt"
+)
+
+// queueKey groups consumers reading the same copies.
+type queueKey struct{ topic, group string }
+
+type pick struct {
+	item     *raftv1.LeaseItem
+	consumer *Consumer
+	q        keys.Queue
+	delivery *sundialv1.Delivery
+}
+
+// round picks what is due now, pushes it and has its lease committed, and
+// returns when to look again (zero: only when woken).
+//
+// At-least-once copies are pushed while their lease proposal is in flight
+// if this replica holds its leader lease (no other leader can exist yet)
+// and no cancel or reschedule may be ordered ahead of the lease: waiting
+// for the commit would add a replication round trip to every delivery's
+// lateness, and if this leader dies before the commit the only harm is a
+// second delivery by the next leader, which at-least-once allows. Without
+// the leader lease they are pushed after the commit, like at-most-once
+// copies, whose lease removes them so no leader can deliver them again.
+func (d *Dispatcher) round() time.Time {
+	// Take a lease slot before picking: while the slots are busy, credit
+	// keeps arriving, and the next lease carries all of it at once instead
+	// of one proposal per freed credit.
+	select {
+	case d.slots <- struct{}{}:
+	case <-d.stopc:
+		return time.Time{}
+	}
+	now := d.now()
+	mark := d.fence.mark()
+	picks, next := d.pickDue(now.UnixMilli())
+	if len(picks) == 0 {
+		<-d.slots
+		return next
+	}
+	// Read every body first: an at-most-once lease deletes it. Expired
+	// messages are never delivered: the next expiry command drops them.
+	var unread []pick
+	ready := picks[:0]
+	for _, p := range picks {
+		if p.item.DeadLetter {
+			ready = append(ready, p)
+			continue
+		}
+		delivery, expiresAt, err := d.index.delivery(p)
+		if err != nil {
+			d.log.Error("read due message", zap.Uint64("shard_id", d.shard), zap.Error(err))
+			unread = append(unread, p)
+			continue
+		}
+		if expiresAt != 0 && expiresAt <= now.UnixMilli() {
+			d.ttl.name(p.item.Ref.MessageId)
+			unread = append(unread, p)
+			continue
+		}
+		p.delivery = delivery
+		ready = append(ready, p)
+	}
+	picks = ready
+	d.settle(unread, make([]bool, len(unread)), nil)
+	if len(picks) == 0 {
+		<-d.slots
+		return now.Add(d.cfg.RetryInterval)
+	}
+	pushed := make([]bool, len(picks))
+	items := make([]*raftv1.LeaseItem, len(picks))
+	for i, p := range picks {
+		items[i] = p.item
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	wait, err := d.start(ctx, &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: now.UnixMilli(), Items: items}}})
+	if err != nil {
+		cancel()
+		<-d.slots
+		d.leaseFailed(picks, pushed, err)
+		return time.Time{}
+	}
+	// The lease is queued in the Raft log ahead of any ack a consumer can
+	// send for these deliveries: push the at-least-once ones now, unless a
+	// change may be ordered between the pick and the lease, or this
+	// replica may have been deposed (its leader lease lapsed): a new
+	// leader would not know of the lease and deliver the copies again.
+	early := d.fence.clearSince(mark) && d.lease.held(d.now())
+	if early {
+		for i, p := range picks {
+			if !p.item.Remove && !p.item.DeadLetter {
+				pushed[i] = d.push(p)
+			}
+		}
+	}
+	d.wg.Add(1)
+	go d.commit(picks, pushed, early, wait, cancel)
+	return now // more may be due: look again at once
+}
+
+// commit waits for the lease of picks, pushes the at-most-once ones that
+// committed (and the at-least-once ones, unless pushed early) and releases
+// the copies for later rounds.
+func (d *Dispatcher) commit(picks []pick, pushed []bool, early bool, wait func() (*raftv1.Outcome, error), cancel context.CancelFunc) {
+	defer d.wg.Done()
+	defer func() { <-d.slots }()
+	out, err := wait()
+	cancel()
+	if err == nil && len(out.GetCodes()) != len(picks) {
+		err = errors.New("dispatch: lease outcome does not match the items")
+	}
+	if err != nil {
+		d.leaseFailed(picks, pushed, err)
+		return
+	}
+	for i, p := range picks {
+		switch {
+		case p.item.DeadLetter && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
+			d.metrics.deadLettered.Inc()
+		case (p.item.Remove || !early) && !p.item.DeadLetter && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
+			pushed[i] = d.push(p)
+			if !p.item.Remove {
+				d.metrics.pushedAfterCommit.Inc()
+			}
+		}
+	}
+	d.settle(picks, pushed, out.Codes)
+	d.Wake()
+}
+
+// leaseFailed releases picks whose lease proposal failed, after a pause
+// (the proposal may still commit) unless the dispatcher is stopping.
+func (d *Dispatcher) leaseFailed(picks []pick, pushed []bool, err error) {
+	if d.ctx.Err() == nil {
+		d.log.Warn("lease proposal failed", zap.Uint64("shard_id", d.shard), zap.Int("copies", len(picks)), zap.Error(err))
+		select {
+		case <-time.After(d.cfg.RetryInterval):
+		case <-d.stopc:
+		}
+	}
+	d.settle(picks, pushed, nil)
+}
+
+// push hands a picked copy's delivery to its consumer. A consumer that went
+// away meanwhile gets nothing: its copy is given back at once.
+func (d *Dispatcher) push(p pick) bool {
+	if !p.consumer.push(p.delivery) {
+		d.release([]*sundialv1.Delivery{p.delivery})
+		return true // the credit went with the consumer
+	}
+	// Lateness is taken at the push itself, not at the round's start.
+	pushedAt := d.now()
+	d.metrics.delivered(pushedAt, p.delivery.DueAtUnixMs, uint32(p.delivery.Attempt))
+	if p.delivery.Attempt == 1 {
+		d.lateness.observe(queueKey{p.q.Topic, p.q.Group}, pushedAt.UnixMilli(), pushedAt.UnixMilli()-p.delivery.DueAtUnixMs)
+	}
+	return true
+}
+
+// settle releases picks for later rounds and refunds the credit of those
+// not pushed. codes (nil when the proposal failed) counts lease conflicts.
+func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []raftv1.RefCode) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, p := range picks {
+		delete(d.leasing, leasingKey(p.item.Ref))
+		if p.consumer != nil {
+			p.consumer.picked--
+			if !pushed[i] {
+				p.consumer.credit++
+			}
+		}
+		if codes != nil && codes[i] != raftv1.RefCode_REF_CODE_OK && pushed[i] {
+			d.metrics.leaseConflicts.Inc()
+		}
+	}
+}
+
+func leasingKey(ref *raftv1.MessageRef) string {
+	return string(ref.MessageId) + ref.Group
+}
+
+// pickDue scans the due index of every queue with credit and assigns each
+// due copy to a consumer, spending credit.
+func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	byQueue := map[queueKey][]*Consumer{}
+	var order []queueKey
+	for _, c := range d.consumers {
+		k := queueKey{c.Topic, c.Group}
+		if _, ok := byQueue[k]; !ok {
+			order = append(order, k)
+		}
+		byQueue[k] = append(byQueue[k], c)
+	}
+	d.prune(byQueue, nowMs)
+	var picks []pick
+	var next time.Time
+	for _, k := range order {
+		cs := byQueue[k]
+		credit := 0
+		parts := map[uint32]bool{}
+		for _, c := range cs {
+			c.room = max(0, min(c.credit, d.cfg.MaxCredit-c.picked-c.buffered()))
+			if c.room == 0 && c.credit > 0 {
+				c.full.Store(true)
+				d.metrics.consumerFull.Inc()
+			}
+			credit += c.room
+			for _, p := range c.Partitions {
+				parts[p] = true
+			}
+		}
+		if credit == 0 {
+			continue
+		}
+		policy := d.cfg.Policy(k.topic)
+		allowed, refill := d.limiter.allowance(k.topic, policy.ReleaseRate, nowMs)
+		if !refill.IsZero() && (next.IsZero() || refill.Before(next)) {
+			next = refill
+		}
+		credit = min(credit, allowed)
+		for _, part := range sortedKeys(parts) {
+			q := keys.Queue{Topic: k.topic, Partition: part, Group: k.group}
+			limit := min(credit, d.cfg.MaxLeaseBatch-len(picks))
+			if limit <= 0 {
+				if credit > 0 {
+					return picks, time.UnixMilli(nowMs)
+				}
+				break
+			}
+			var due []dueItem
+			var wakeAt time.Time
+			var err error
+			if policy.Fair {
+				var byKey map[string][]dueItem
+				byKey, wakeAt, err = d.index.scanFair(q, nowMs, limit, d.leasing)
+				if err == nil {
+					due = d.fair.pick(k, byKey, limit, policy.Weights)
+					if len(due) == limit {
+						wakeAt = time.UnixMilli(nowMs)
+					}
+				}
+			} else {
+				due, wakeAt, err = d.index.scan(q, nowMs, limit, d.leasing)
+			}
+			if err != nil {
+				d.log.Error("scan due index", zap.Uint64("shard_id", d.shard), zap.Error(err))
+				continue
+			}
+			for _, e := range due {
+				d.leasing[leasingKey(e.item.Ref)] = struct{}{}
+				if policy.MaxAttempts > 0 && e.item.Ref.Attempt >= uint32(policy.MaxAttempts) {
+					// Its attempts are used up: dead-letter it, spending
+					// no credit.
+					e.item.DeadLetter = true
+					picks = append(picks, pick{item: e.item, q: q})
+					continue
+				}
+				c := d.nextConsumer(cs, part)
+				c.credit--
+				c.room--
+				c.picked++
+				credit--
+				d.limiter.spend(k.topic, policy.ReleaseRate)
+				e.item.DeadlineMs = nowMs + c.VisibilityTimeout.Milliseconds()
+				e.item.Remove = c.AtMostOnce
+				picks = append(picks, pick{item: e.item, consumer: c, q: q})
+			}
+			if !wakeAt.IsZero() && (next.IsZero() || wakeAt.Before(next)) {
+				next = wakeAt
+			}
+		}
+	}
+	return picks, next
+}
+
+// nextConsumer picks, round-robin, a consumer with room reading part.
+func (d *Dispatcher) nextConsumer(cs []*Consumer, part uint32) *Consumer {
+	for range cs {
+		d.rr++
+		c := cs[d.rr%len(cs)]
+		if c.room > 0 && slices.Contains(c.Partitions, part) {
+			return c
+		}
+	}
+	return cs[0] // unreachable: the caller checked credit
+}
+
+// release gives deliveries that never reached a consumer back at once, so
+// they need not wait for their lease to run out.
+func (d *Dispatcher) release(ds []*sundialv1.Delivery) {
+	refs := make([]*raftv1.MessageRef, 0, len(ds))
+	for _, dl := range ds {
+		r, err := receipt.Parse(dl.Receipt)
+		if err != nil {
+			continue
+		}
+		refs = append(refs, &raftv1.MessageRef{MessageId: slices.Clone(r.Message[:]), Group: r.Group, Attempt: r.Attempt})
+	}
+	if len(refs) == 0 {
+		return
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+		defer cancel()
+		cmd := &raftv1.Command{Kind: &raftv1.Command_Nack{Nack: &raftv1.Nack{Refs: refs, VisibleAtMs: d.now().UnixMilli(), Reason: "consumer went away"}}}
+		if _, err := d.propose(ctx, cmd); err != nil && d.ctx.Err() == nil {
+			d.log.Warn("release undelivered copies", zap.Uint64("shard_id", d.shard), zap.Int("copies", len(refs)), zap.Error(err))
+		}
+	}()
+}
+
+func sortedKeys(m map[uint32]bool) []uint32 {
+	out := make([]uint32, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
