@@ -18,7 +18,7 @@
 //     partition between two chosen brokers is possible on one loopback.
 //   - Cluster: N brokers and M proxies with fault hooks (Kill, Restart,
 //     Pause, Resume, Isolate, Partition, Slow, CutGRPC, Heal; KillProxy,
-//     RestartProxy).
+//     RestartProxy; TransferLeader, through the public Cluster API).
 //   - WaitFor: the one polling helper.
 //
 // Goroutines: each Process owns its reaper; each Forwarder owns an accept
