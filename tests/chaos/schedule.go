@@ -71,7 +71,7 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" by %v", f.Latency)
 	}
 	if f.Kind == TransferLeader {
-		s += fmt.Sprintf(" on, every %v", f.Every)
+		s += fmt.Sprintf(" onwards, a shard every %v", f.Every)
 	}
 	return s + fmt.Sprintf(" for %v", f.Hold.Round(time.Millisecond))
 }
