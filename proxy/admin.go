@@ -5,7 +5,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/validate"
 )
 
 // admin serves the Admin service: topic and group settings are forwarded
@@ -46,7 +48,8 @@ func (a admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfo
 	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetClusterInfo))
 }
 
-// cluster forwards ListShards and serves WatchRouting from the proxy's own
+// cluster forwards ListShards to any broker and TransferLeader to the
+// shard's leader, and serves WatchRouting from the proxy's own
 // table.
 type cluster struct {
 	sundialv1.UnimplementedClusterServer
@@ -57,6 +60,22 @@ func (c cluster) ListShards(ctx context.Context, req *sundialv1.ListShardsReques
 	return anyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
 		return sundialv1.NewClusterClient(conn).ListShards(ctx, req)
 	})
+}
+
+// TransferLeader checks the request and forwards it to the shard's leader
+// (the forwarder follows NotLeader answers and answers NotFound for a
+// shard the routing table does not list).
+func (c cluster) TransferLeader(ctx context.Context, req *sundialv1.TransferLeaderRequest) (*sundialv1.TransferLeaderResponse, error) {
+	if bad := validate.TransferLeader(req); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	var resp *sundialv1.TransferLeaderResponse
+	err := c.s.fwd.Do(ctx, req.GetShardId(), func(ctx context.Context, conn *grpc.ClientConn) error {
+		var err error
+		resp, err = sundialv1.NewClusterClient(conn).TransferLeader(ctx, req)
+		return err
+	})
+	return resp, err
 }
 
 // WatchRouting sends the current table (waiting for the first), then each

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/sundialmq/sundial/proc"
 	"github.com/sundialmq/sundial/tests/checker"
 	"github.com/sundialmq/sundial/tests/framework"
@@ -103,7 +106,7 @@ func inject(ctx context.Context, t *testing.T, c *framework.Cluster, faults []Fa
 		case <-time.After(time.Until(start.Add(f.At))):
 		}
 		t.Logf("fault %v", f)
-		if err := apply(ctx, c, f); err != nil {
+		if err := apply(ctx, c, f, t.Logf); err != nil {
 			t.Errorf("fault %v: %v", f, err)
 			return done
 		}
@@ -113,7 +116,7 @@ func inject(ctx context.Context, t *testing.T, c *framework.Cluster, faults []Fa
 }
 
 // apply injects f, holds it, and undoes it.
-func apply(ctx context.Context, c *framework.Cluster, f Fault) error {
+func apply(ctx context.Context, c *framework.Cluster, f Fault, logf func(string, ...any)) error {
 	hold := func() {
 		select {
 		case <-ctx.Done():
@@ -147,11 +150,59 @@ func apply(ctx context.Context, c *framework.Cluster, f Fault) error {
 		}
 		hold()
 		return c.RestartProxy(f.Proxy)
+	case TransferLeader:
+		return churn(ctx, c, f, logf)
 	default:
 		return fmt.Errorf("unknown fault kind %q", f.Kind)
 	}
 	hold()
 	c.Heal()
+	return nil
+}
+
+// churn asks for a leadership transfer every f.Every for f.Hold: the i-th
+// request moves the i-th shard (in id order, round the ring) to broker
+// f.Broker+i (round the brokers; the current leader is a no-op). Answers
+// of a busy cluster (no leader yet, a broker catching up) are counted and
+// the churn goes on; a request the API calls malformed or does not know
+// is an error of the harness.
+func churn(ctx context.Context, c *framework.Cluster, f Fault, logf func(string, ...any)) error {
+	var shards []uint64
+	if err := proc.Poll(10*time.Second, func() error {
+		var err error
+		shards, err = c.ShardIDs()
+		if err == nil && len(shards) == 0 {
+			err = fmt.Errorf("no shards in the cluster view")
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	var asked, moved, refused int
+	var last error
+	end := time.Now().Add(f.Hold)
+	for i := 0; time.Now().Before(end); i++ {
+		shard, to := shards[i%len(shards)], 1+(f.Broker-1+i)%len(c.Brokers)
+		from, target, err := c.TransferLeader(shard, to)
+		asked++
+		switch code := status.Code(err); {
+		case err == nil:
+			if from != target {
+				moved++
+			}
+		case code == codes.InvalidArgument || code == codes.Unimplemented:
+			return fmt.Errorf("TransferLeader(shard %d, broker-%d): %w", shard, to, err)
+		default:
+			refused++
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(f.Every):
+		}
+	}
+	logf("transfer-leader: %d asked, %d moves requested, %d refused (last: %v)", asked, moved, refused, last)
 	return nil
 }
 

@@ -12,8 +12,11 @@
 // With two or more proxies, killing one leaves the others serving: the
 // client's retries with the same request id land on another proxy.
 //
-// Leader-transfer churn is not in the schedule: no admin API transfers
-// leadership yet. Killing, pausing and isolating leaders moves them.
+// Leader-transfer churn (TransferLeader) moves shards' leadership on
+// purpose through the public Cluster.TransferLeader RPC, the path an
+// operator's shardctl transfer-leader takes: a leader hands over while it
+// holds leases and has deliveries in flight, with no process or link
+// fault at all. Killing, pausing and isolating leaders move them too.
 package chaos
 
 import (
@@ -36,9 +39,13 @@ const (
 	Slow      Kind = "slow"       // delay every chunk sent to a broker by Latency for Hold
 	CutGRPC   Kind = "cut-grpc"   // cut the proxies' connections to a broker's gRPC port for Hold
 	KillProxy Kind = "kill-proxy" // SIGKILL a proxy, restart it after Hold
+	// TransferLeader churns leaders for Hold: every Every, the next shard
+	// (in id order) is asked to move its leadership to the next broker
+	// (from Broker on, in turn).
+	TransferLeader Kind = "transfer-leader"
 )
 
-var kinds = []Kind{Kill, Pause, Isolate, Partition, Slow, CutGRPC, KillProxy}
+var kinds = []Kind{Kill, Pause, Isolate, Partition, Slow, CutGRPC, KillProxy, TransferLeader}
 
 // Fault is one scheduled fault.
 type Fault struct {
@@ -49,6 +56,7 @@ type Fault struct {
 	Proxy   int // the proxy of a KillProxy (1-based)
 	Hold    time.Duration
 	Latency time.Duration // Slow only
+	Every   time.Duration // TransferLeader only: time between two transfers
 }
 
 func (f Fault) String() string {
@@ -62,11 +70,15 @@ func (f Fault) String() string {
 	if f.Kind == Slow {
 		s += fmt.Sprintf(" by %v", f.Latency)
 	}
+	if f.Kind == TransferLeader {
+		s += fmt.Sprintf(" onwards, a shard every %v", f.Every)
+	}
 	return s + fmt.Sprintf(" for %v", f.Hold.Round(time.Millisecond))
 }
 
 // Schedule is the faults of a run of duration on brokers 1..brokers and
-// proxies 1..proxies, from seed: one at a time, held 1-8 s, 1-4 s apart.
+// proxies 1..proxies, from seed: one at a time, held 1-8 s, 1-4 s apart;
+// a leader-transfer churn moves a leader every 0.2-1 s while it holds.
 func Schedule(seed uint64, duration time.Duration, brokers, proxies int) []Fault {
 	rng := rand.New(rand.NewPCG(seed, 0x5ced))
 	var out []Fault
@@ -82,6 +94,9 @@ func Schedule(seed uint64, duration time.Duration, brokers, proxies int) []Fault
 		}
 		if f.Kind == Slow {
 			f.Latency = time.Duration(5+rng.IntN(95)) * time.Millisecond
+		}
+		if f.Kind == TransferLeader {
+			f.Every = time.Duration(200+rng.IntN(800)) * time.Millisecond
 		}
 		if f.At+f.Hold > duration {
 			return out

@@ -44,3 +44,20 @@ func TestScheduleHasOneFaultAtATimeWithinTheRun(t *testing.T) {
 		}
 	}
 }
+
+func TestScheduleMixesEveryKind(t *testing.T) {
+	seen := map[Kind]int{}
+	for seed := range uint64(20) {
+		for _, f := range Schedule(seed, 5*time.Minute, 3, 2) {
+			seen[f.Kind]++
+			if f.Kind == TransferLeader && (f.Every < 200*time.Millisecond || f.Every >= time.Second) {
+				t.Fatalf("seed %d: %v churns every %v, want 200ms-1s", seed, f, f.Every)
+			}
+		}
+	}
+	for _, k := range kinds {
+		if seen[k] == 0 {
+			t.Errorf("no %s fault in 20 seeds of 5 minutes (seen %v)", k, seen)
+		}
+	}
+}

@@ -18,7 +18,7 @@
 //     partition between two chosen brokers is possible on one loopback.
 //   - Cluster: N brokers and M proxies with fault hooks (Kill, Restart,
 //     Pause, Resume, Isolate, Partition, Slow, CutGRPC, Heal; KillProxy,
-//     RestartProxy).
+//     RestartProxy; TransferLeader, through the public Cluster API).
 //   - WaitFor: proc.Poll for a testing.TB (fails the test on timeout).
 //
 // Goroutines: each proc.Process owns its reaper; each Forwarder owns an accept

@@ -460,6 +460,7 @@ func (h *Host) TransferLeadership(id, toNode uint64) error {
 	if d != nil {
 		d.EndLease()
 	}
+	h.log.Info("shard leadership transfer requested", zap.Uint64("shard_id", id), zap.Uint64("to_node_id", toNode), zap.Uint64("to_replica_id", uint64(r.ID)))
 	return h.nh.RequestLeaderTransfer(id, uint64(r.ID))
 }
 

@@ -8,7 +8,8 @@ import (
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
-// Cluster serves sundialv1.Cluster: the routing table proxies follow.
+// Cluster serves sundialv1.Cluster: the routing table proxies follow, and
+// leadership transfers (transfer.go).
 type Cluster struct {
 	sundialv1.UnimplementedClusterServer
 	host *host.Host

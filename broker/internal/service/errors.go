@@ -8,12 +8,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/proposer"
 	"github.com/sundialmq/sundial/meta"
 )
 
 // toStatus turns any error into a gRPC status error: status errors pass
 // as they are, meta's typed answers become NotFound and AlreadyExists,
+// a transfer to a node without a replica FailedPrecondition,
 // context and Dragonboat errors their codes, anything else Internal.
 func toStatus(err error) error {
 	if err == nil {
@@ -29,6 +31,8 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, notFound.Error())
 	case errors.As(err, &exists):
 		return status.Error(codes.AlreadyExists, exists.Error())
+	case errors.Is(err, host.ErrNoReplicaOnNode):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

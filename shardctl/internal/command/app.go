@@ -265,6 +265,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			cmd(publishCommand(act(false, runPublish)), false),
 			cmd(consumeCommand(act(true, runConsume)), true),
 			leaf(receiveCommand(plain(runReceive))),
+			leaf(transferLeaderCommand(plain(runTransferLeader))),
 		},
 	}
 }

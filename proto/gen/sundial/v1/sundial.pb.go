@@ -4371,6 +4371,124 @@ func (x *ListShardsResponse) GetShards() []*Shard {
 	return nil
 }
 
+type TransferLeaderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// shard_id is the event shard whose leadership moves; required.
+	ShardId uint64 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	// to_node_id is the node whose replica should lead; 0 picks any replica
+	// on a node other than the current leader's.
+	ToNodeId      uint64 `protobuf:"varint,2,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeaderRequest) Reset() {
+	*x = TransferLeaderRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeaderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeaderRequest) ProtoMessage() {}
+
+func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *TransferLeaderRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *TransferLeaderRequest) GetToNodeId() uint64 {
+	if x != nil {
+		return x.ToNodeId
+	}
+	return 0
+}
+
+type TransferLeaderResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ShardId uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	// from_node_id is the node that led the shard when the request arrived.
+	FromNodeId uint64 `protobuf:"varint,2,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
+	// to_node_id is the node asked to take over; equal to from_node_id when
+	// that node was asked for and already leads (nothing to do).
+	ToNodeId      uint64 `protobuf:"varint,3,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeaderResponse) Reset() {
+	*x = TransferLeaderResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeaderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeaderResponse) ProtoMessage() {}
+
+func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *TransferLeaderResponse) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *TransferLeaderResponse) GetFromNodeId() uint64 {
+	if x != nil {
+		return x.FromNodeId
+	}
+	return 0
+}
+
+func (x *TransferLeaderResponse) GetToNodeId() uint64 {
+	if x != nil {
+		return x.ToNodeId
+	}
+	return 0
+}
+
 var File_sundial_v1_sundial_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_sundial_proto_rawDesc = "" +
@@ -4685,7 +4803,17 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"partitions\"\x13\n" +
 	"\x11ListShardsRequest\"?\n" +
 	"\x12ListShardsResponse\x12)\n" +
-	"\x06shards\x18\x01 \x03(\v2\x11.sundial.v1.ShardR\x06shards*\x92\x01\n" +
+	"\x06shards\x18\x01 \x03(\v2\x11.sundial.v1.ShardR\x06shards\"P\n" +
+	"\x15TransferLeaderRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1c\n" +
+	"\n" +
+	"to_node_id\x18\x02 \x01(\x04R\btoNodeId\"s\n" +
+	"\x16TransferLeaderResponse\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12 \n" +
+	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
+	"fromNodeId\x12\x1c\n" +
+	"\n" +
+	"to_node_id\x18\x03 \x01(\x04R\btoNodeId*\x92\x01\n" +
 	"\vKeyConflict\x12\x1c\n" +
 	"\x18KEY_CONFLICT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13KEY_CONFLICT_IGNORE\x10\x01\x12\x18\n" +
@@ -4757,11 +4885,12 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\x12Q\n" +
 	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\x12c\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\xa3\x01\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\xfc\x01\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12K\n" +
 	"\n" +
-	"ListShards\x12\x1d.sundial.v1.ListShardsRequest\x1a\x1e.sundial.v1.ListShardsResponseB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
+	"ListShards\x12\x1d.sundial.v1.ListShardsRequest\x1a\x1e.sundial.v1.ListShardsResponse\x12W\n" +
+	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponseB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_sundial_proto_rawDescOnce sync.Once
@@ -4776,7 +4905,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -4848,18 +4977,20 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*TopicRoute)(nil),                 // 67: sundial.v1.TopicRoute
 	(*ListShardsRequest)(nil),          // 68: sundial.v1.ListShardsRequest
 	(*ListShardsResponse)(nil),         // 69: sundial.v1.ListShardsResponse
-	nil,                                // 70: sundial.v1.Message.HeadersEntry
-	nil,                                // 71: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 72: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 73: sundial.v1.MessageInfo.HeadersEntry
-	(*status.Status)(nil),              // 74: google.rpc.Status
+	(*TransferLeaderRequest)(nil),      // 70: sundial.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),     // 71: sundial.v1.TransferLeaderResponse
+	nil,                                // 72: sundial.v1.Message.HeadersEntry
+	nil,                                // 73: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 74: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 75: sundial.v1.MessageInfo.HeadersEntry
+	(*status.Status)(nil),              // 76: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	70, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	72, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	74, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	76, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -4876,8 +5007,8 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	24, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
 	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
-	71, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	74, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	73, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	76, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -4885,14 +5016,14 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	28, // 27: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
 	4,  // 28: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
 	34, // 29: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	72, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	74, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
 	34, // 31: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
 	33, // 32: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
 	35, // 33: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
 	50, // 34: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
 	13, // 35: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
 	5,  // 36: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	73, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	75, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
 	49, // 38: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
 	6,  // 39: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
 	53, // 40: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
@@ -4931,33 +5062,35 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	54, // 73: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
 	65, // 74: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
 	68, // 75: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	11, // 76: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 77: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 78: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 79: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 80: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 81: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 82: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 83: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 84: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 85: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 86: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 87: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 88: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 89: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 90: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 91: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 92: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 93: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 94: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 95: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 96: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 97: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 98: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	66, // 99: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	69, // 100: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	76, // [76:101] is the sub-list for method output_type
-	51, // [51:76] is the sub-list for method input_type
+	70, // 76: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	11, // 77: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 78: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 79: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 80: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 81: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 82: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 83: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 84: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 85: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 86: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 87: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 88: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 89: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 90: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 91: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 92: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 93: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 94: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 95: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 96: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 97: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 98: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 99: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	66, // 100: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	69, // 101: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	71, // 102: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	77, // [77:103] is the sub-list for method output_type
+	51, // [51:77] is the sub-list for method input_type
 	51, // [51:51] is the sub-list for extension type_name
 	51, // [51:51] is the sub-list for extension extendee
 	0,  // [0:51] is the sub-list for field type_name
@@ -4990,7 +5123,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   65,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -1121,8 +1121,9 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Cluster_WatchRouting_FullMethodName = "/sundial.v1.Cluster/WatchRouting"
-	Cluster_ListShards_FullMethodName   = "/sundial.v1.Cluster/ListShards"
+	Cluster_WatchRouting_FullMethodName   = "/sundial.v1.Cluster/WatchRouting"
+	Cluster_ListShards_FullMethodName     = "/sundial.v1.Cluster/ListShards"
+	Cluster_TransferLeader_FullMethodName = "/sundial.v1.Cluster/TransferLeader"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -1133,6 +1134,14 @@ type ClusterClient interface {
 	// change of placement, topics or shard leaders.
 	WatchRouting(ctx context.Context, in *WatchRoutingRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RoutingTable], error)
 	ListShards(ctx context.Context, in *ListShardsRequest, opts ...grpc.CallOption) (*ListShardsResponse, error)
+	// TransferLeader asks a shard's leader to hand its leadership to the
+	// replica on another node. It answers once the request is queued on the
+	// leader, before the new leader is elected; watch ListShards or
+	// WatchRouting to see the move (a transfer may also not happen, e.g. if
+	// the target lags behind). Errors: InvalidArgument (shard_id missing),
+	// NotFound (no such shard), FailedPrecondition (to_node_id holds no
+	// replica of the shard, or the shard has no other replica).
+	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
 }
 
 type clusterClient struct {
@@ -1172,6 +1181,16 @@ func (c *clusterClient) ListShards(ctx context.Context, in *ListShardsRequest, o
 	return out, nil
 }
 
+func (c *clusterClient) TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeaderResponse)
+	err := c.cc.Invoke(ctx, Cluster_TransferLeader_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1180,6 +1199,14 @@ type ClusterServer interface {
 	// change of placement, topics or shard leaders.
 	WatchRouting(*WatchRoutingRequest, grpc.ServerStreamingServer[RoutingTable]) error
 	ListShards(context.Context, *ListShardsRequest) (*ListShardsResponse, error)
+	// TransferLeader asks a shard's leader to hand its leadership to the
+	// replica on another node. It answers once the request is queued on the
+	// leader, before the new leader is elected; watch ListShards or
+	// WatchRouting to see the move (a transfer may also not happen, e.g. if
+	// the target lags behind). Errors: InvalidArgument (shard_id missing),
+	// NotFound (no such shard), FailedPrecondition (to_node_id holds no
+	// replica of the shard, or the shard has no other replica).
+	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1195,6 +1222,9 @@ func (UnimplementedClusterServer) WatchRouting(*WatchRoutingRequest, grpc.Server
 }
 func (UnimplementedClusterServer) ListShards(context.Context, *ListShardsRequest) (*ListShardsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListShards not implemented")
+}
+func (UnimplementedClusterServer) TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferLeader not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1246,6 +1276,24 @@ func _Cluster_ListShards_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_TransferLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeaderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).TransferLeader(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_TransferLeader_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).TransferLeader(ctx, req.(*TransferLeaderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1256,6 +1304,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListShards",
 			Handler:    _Cluster_ListShards_Handler,
+		},
+		{
+			MethodName: "TransferLeader",
+			Handler:    _Cluster_TransferLeader_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,29 @@
+package validate
+
+import (
+	"testing"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+func TestTransferLeader(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		req   *sundialv1.TransferLeaderRequest
+		field string // "" when valid
+	}{
+		{"no shard", &sundialv1.TransferLeaderRequest{ToNodeId: 2}, "shard_id"},
+		{"any node", &sundialv1.TransferLeaderRequest{ShardId: 100}, ""},
+		{"named node", &sundialv1.TransferLeaderRequest{ShardId: 100, ToNodeId: 3}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := TransferLeader(tc.req)
+			switch {
+			case tc.field == "" && len(got) != 0:
+				t.Errorf("TransferLeader(%v) = %v, want none", tc.req, got)
+			case tc.field != "" && (len(got) != 1 || got[0].Field != tc.field):
+				t.Errorf("TransferLeader(%v) = %v, want one on %s", tc.req, got, tc.field)
+			}
+		})
+	}
+}
