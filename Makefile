@@ -21,7 +21,7 @@ SHELL       := /bin/bash
 
 GO      ?= go
 MODULES := proto meta broker proxy shardctl proc loadtest tests
-# Modules `make lint` checks; CI lists the ones that are lint-clean.
+# Modules `make lint` checks (default: all; LINT_MODULES="proto proxy" for a few).
 LINT_MODULES ?= $(MODULES)
 BIN     := $(CURDIR)/bin
 TOOLS   := $(BIN)/tools

@@ -168,9 +168,11 @@ func apply(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 // is an error of the harness.
 func churn(ctx context.Context, c *framework.Cluster, f Fault, logf func(string, ...any)) error {
 	var shards []uint64
-	if err := proc.Poll(10*time.Second, func() error {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := proc.WaitFor(wctx, 100*time.Millisecond, func(ctx context.Context) error {
 		var err error
-		shards, err = c.ShardIDs()
+		shards, err = c.ShardIDs(ctx)
 		if err == nil && len(shards) == 0 {
 			err = fmt.Errorf("no shards in the cluster view")
 		}
@@ -183,7 +185,7 @@ func churn(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 	end := time.Now().Add(f.Hold)
 	for i := 0; time.Now().Before(end); i++ {
 		shard, to := shards[i%len(shards)], 1+(f.Broker-1+i)%len(c.Brokers)
-		from, target, err := c.TransferLeader(shard, to)
+		from, target, err := c.TransferLeader(ctx, shard, to)
 		asked++
 		switch code := status.Code(err); {
 		case err == nil:

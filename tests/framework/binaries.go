@@ -115,7 +115,7 @@ func newestSource(root string) (time.Time, error) {
 				return nil
 			}
 			name := d.Name()
-			if strings.HasSuffix(name, "_test.go") || !(strings.HasSuffix(name, ".go") || name == "go.mod" || name == "go.sum") {
+			if strings.HasSuffix(name, "_test.go") || (!strings.HasSuffix(name, ".go") && name != "go.mod" && name != "go.sum") {
 				return nil
 			}
 			info, err := d.Info()

@@ -442,12 +442,16 @@ func readyHTTP(base string) error {
 
 // ClusterInfo asks the first proxy for the cluster view.
 func (c *Cluster) ClusterInfo() (*sundialv1.ClusterInfo, error) {
+	return c.clusterInfo(context.Background())
+}
+
+func (c *Cluster) clusterInfo(ctx context.Context) (*sundialv1.ClusterInfo, error) {
 	conn, err := grpc.NewClient(c.Proxies[0].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return sundialv1.NewAdminClient(conn).GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
 }
@@ -512,8 +516,8 @@ func tail(path string, n int) string {
 }
 
 // ShardIDs are the event shards' ids, in the cluster view's order.
-func (c *Cluster) ShardIDs() ([]uint64, error) {
-	info, err := c.ClusterInfo()
+func (c *Cluster) ShardIDs(ctx context.Context) ([]uint64, error) {
+	info, err := c.clusterInfo(ctx)
 	if err != nil {
 		return nil, err
 	}

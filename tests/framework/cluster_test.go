@@ -46,7 +46,7 @@ func TestClusterForwardsAndIsolates(t *testing.T) {
 			return nil
 		})
 	}
-	shards, err := c.ShardIDs()
+	shards, err := c.ShardIDs(t.Context())
 	if err != nil || len(shards) == 0 {
 		t.Fatalf("ShardIDs() = %v, %v", shards, err)
 	}

@@ -20,7 +20,7 @@ var errNoProxy = errors.New("framework: no proxy running")
 // the broker that led the shard and the one asked to take over once the
 // leader queued the request; Raft may still drop it (a lagging target),
 // so callers that need the move poll LeaderOf.
-func (c *Cluster) TransferLeader(shard uint64, to int) (from, target int, err error) {
+func (c *Cluster) TransferLeader(ctx context.Context, shard uint64, to int) (from, target int, err error) {
 	addr := ""
 	for i, p := range c.Proxies {
 		if c.ProxyRunning(i + 1) {
@@ -36,7 +36,7 @@ func (c *Cluster) TransferLeader(shard uint64, to int) (from, target int, err er
 		return 0, 0, err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	resp, err := sundialv1.NewClusterClient(conn).TransferLeader(ctx, &sundialv1.TransferLeaderRequest{ShardId: shard, ToNodeId: uint64(to)})
 	if err != nil {

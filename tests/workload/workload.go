@@ -155,7 +155,7 @@ func (w *Workload) Setup(ctx context.Context) error {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		return fmt.Errorf("workload: %s: %w (last: %v)", what, ctx.Err(), last)
+		return fmt.Errorf("workload: %s: %w (last: %w)", what, ctx.Err(), last)
 	}
 	admin := w.cl.Admin()
 	err := retry("create topic", func(ctx context.Context) error {
