@@ -8,7 +8,6 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sundialmq/sundial/meta v0.0.0-00010101000000-000000000000
 	github.com/sundialmq/sundial/proto v0.0.0-00010101000000-000000000000
-	github.com/sundialmq/sundial/proxy v0.0.0-00010101000000-000000000000
 	github.com/urfave/cli/v2 v2.27.7
 	go.uber.org/zap v1.28.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
@@ -77,7 +76,6 @@ require (
 replace (
 	github.com/sundialmq/sundial/meta => ../meta
 	github.com/sundialmq/sundial/proto => ../proto
-	github.com/sundialmq/sundial/proxy => ../proxy
 )
 
 replace google.golang.org/genproto => google.golang.org/genproto v0.0.0-20261026165753-2ffab32bce7e

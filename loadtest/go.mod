@@ -7,6 +7,7 @@ require (
 	github.com/jedib0t/go-pretty/v6 v6.9.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sundialmq/sundial/proc v0.0.0-00010101000000-000000000000
 	github.com/sundialmq/sundial/proto v0.0.0-00010101000000-000000000000
 	github.com/urfave/cli/v2 v2.27.7
 )
@@ -31,4 +32,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/sundialmq/sundial/proto => ../proto
+replace (
+	github.com/sundialmq/sundial/proc => ../proc
+	github.com/sundialmq/sundial/proto => ../proto
+)

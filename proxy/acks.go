@@ -64,7 +64,10 @@ func (a *ackCoalescer) Ack(ctx context.Context, shard uint64, receipts []string)
 	q.flushing = true
 	a.mu.Unlock()
 	if start {
-		go a.flush(shard, q)
+		// The flusher serves every ack that queues behind this one, so this
+		// caller's cancellation must not end it: it keeps ctx's values only,
+		// and each broker call is bounded by a.timeout.
+		go a.flush(context.WithoutCancel(ctx), shard, q)
 	}
 	select {
 	case ans := <-w.done:
@@ -74,7 +77,7 @@ func (a *ackCoalescer) Ack(ctx context.Context, shard uint64, receipts []string)
 	}
 }
 
-func (a *ackCoalescer) flush(shard uint64, q *ackQueue) {
+func (a *ackCoalescer) flush(ctx context.Context, shard uint64, q *ackQueue) {
 	for {
 		a.mu.Lock()
 		var batch []*ackWaiter
@@ -96,8 +99,8 @@ func (a *ackCoalescer) flush(shard uint64, q *ackQueue) {
 			all = append(all, w.receipts...)
 		}
 		var results []*sundialv1.ReceiptResult
-		ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
-		err := a.call(ctx, shard, func(ctx context.Context, conn *grpc.ClientConn) error {
+		callCtx, cancel := context.WithTimeout(ctx, a.timeout)
+		err := a.call(callCtx, shard, func(ctx context.Context, conn *grpc.ClientConn) error {
 			resp, err := brokerv1.NewShardClient(conn).Ack(ctx, &brokerv1.ShardAckRequest{ShardId: shard, Receipts: all})
 			results = resp.GetResults()
 			return err

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -129,4 +130,32 @@ func TestReadyzFollowsTheBrokers(t *testing.T) {
 
 	b.start()
 	waitFor(t, "/readyz and /healthz 200 once the broker is back", ready(http.StatusOK))
+}
+
+// Start's ctx bounds only the start: the routing watcher and the readiness
+// prober run on after it is cancelled, until Stop.
+func TestStartContextBoundsOnlyTheStart(t *testing.T) {
+	b := &fakeBroker{leader: true, published: map[uint64]int{}}
+	addr := serve(t, b)
+	b.table = func() *sundialv1.RoutingTable {
+		return &sundialv1.RoutingTable{
+			Version: 1,
+			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
+			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "", []string{addr}
+	cfg.ReadyProbeInterval = 50 * time.Millisecond
+	srv, err := New(cfg, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	cancel()
+	waitFor(t, "routing table and readiness after Start's ctx was cancelled", srv.Ready)
 }

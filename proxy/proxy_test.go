@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -303,7 +304,7 @@ func TestSubscribeAndAck(t *testing.T) {
 	if err := st.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Recv(); err != io.EOF {
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
 		t.Errorf("Recv() after CloseSend = %v, want EOF", err)
 	}
 	leader.mu.Lock()

@@ -154,8 +154,11 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	s.grpcLis, s.httpLis, s.started = gl, hl, true
-	s.watcher.Start()
-	pctx, cancel := context.WithCancel(context.Background())
+	// The background goroutines outlive Start's ctx: they keep its values
+	// but end on Stop, not when ctx is cancelled.
+	life := context.WithoutCancel(ctx)
+	s.watcher.Start(life)
+	pctx, cancel := context.WithCancel(life)
 	s.probing = cancel
 	s.wg.Go(func() { s.readiness.run(pctx, s.watcher.Table, s.pool) })
 	s.wg.Go(func() {

@@ -15,15 +15,15 @@ import (
 type Class int
 
 const (
-	// Permanent: the same request fails again (bad argument, unknown topic,
+	// Permanent means the same request fails again (bad argument, unknown topic,
 	// not allowed, too large). The error is the answer.
 	Permanent Class = iota
-	// Retry: the request was refused by a server that cannot serve it now
+	// Retry means the request was refused by a server that cannot serve it now
 	// (unavailable, not the leader, not hosting the shard, aborted, asked
 	// to come back later). Send it again after a backoff, at another
 	// replica or the named leader.
 	Retry
-	// Unknown: the request may or may not have taken effect (deadline
+	// Unknown means the request may or may not have taken effect (deadline
 	// exceeded, cancelled, an internal or unknown error). Repeat it only
 	// if it is idempotent: a publish with its request id, an ack, a
 	// subscription stream; never a Receive, which leases messages.

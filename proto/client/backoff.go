@@ -30,22 +30,22 @@ func (b Backoff) Delay(attempt int) time.Duration {
 }
 
 func (b Backoff) ceiling(attempt int) time.Duration {
-	initial, max, mult := b.Initial, b.Max, b.Multiplier
+	initial, maxDelay, mult := b.Initial, b.Max, b.Multiplier
 	if initial <= 0 {
 		initial = 50 * time.Millisecond
 	}
-	if max <= 0 {
-		max = 5 * time.Second
+	if maxDelay <= 0 {
+		maxDelay = 5 * time.Second
 	}
 	if mult < 1 {
 		mult = 2
 	}
 	d := float64(initial)
-	for i := 0; i < attempt && d < float64(max); i++ {
+	for i := 0; i < attempt && d < float64(maxDelay); i++ {
 		d *= mult
 	}
-	if d > float64(max) {
-		d = float64(max)
+	if d > float64(maxDelay) {
+		d = float64(maxDelay)
 	}
 	return time.Duration(d)
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestDialErrors(t *testing.T) {
 		{"empty strings", []string{"", " , "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Dial(context.Background(), tc.addrs); err != ErrNoAddrs {
+			if _, err := Dial(context.Background(), tc.addrs); !errors.Is(err, ErrNoAddrs) {
 				t.Errorf("Dial(%q) = %v, want %v", tc.addrs, err, ErrNoAddrs)
 			}
 		})

@@ -75,7 +75,8 @@ func (q *queueServer) Receive(_ context.Context, req *sundialv1.ReceiveRequest) 
 	}
 	out := &sundialv1.ReceiveResponse{}
 	for i := range max(req.GetMaxMessages(), 1) {
-		out.Deliveries = append(out.Deliveries, &sundialv1.Delivery{MessageId: string(rune('a' + i)), Receipt: "r" + string(rune('a'+i)), Topic: req.GetTopic()})
+		id := string('a' + i) // i is an int32, a rune: "a", "b", ...
+		out.Deliveries = append(out.Deliveries, &sundialv1.Delivery{MessageId: id, Receipt: "r" + id, Topic: req.GetTopic()})
 	}
 	return out, nil
 }

@@ -226,7 +226,9 @@ func TestSubscribeAckFallsBackToUnary(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no ack within 10s")
 	}
-	<-done
+	if err := <-done; err != nil {
+		t.Errorf("Subscribe = %v, want nil after ctx ends", err)
+	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if !slices.Equal(srv.unaryAcks, []string{"r0"}) {
@@ -292,7 +294,10 @@ func TestSubscribeCoalescesAcksAndCredit(t *testing.T) {
 		})
 	}()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Subscribe = %v, want nil after ctx ends", err)
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Subscribe did not finish within 20s")
 	}
@@ -303,9 +308,8 @@ func TestSubscribeCoalescesAcksAndCredit(t *testing.T) {
 	}
 	// Each ack gets its own receipt's result, whatever frame carried it.
 	for r, err := range errs {
-		if want := codes.OK; r == "r7" {
-			want = codes.NotFound
-			if status.Code(err) != want {
+		if r == "r7" {
+			if status.Code(err) != codes.NotFound {
 				t.Errorf("Ack(r7) = %v, want NotFound", err)
 			}
 		} else if err != nil {

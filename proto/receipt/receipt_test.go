@@ -9,7 +9,7 @@ func TestMessageIDRoundTripAndOrder(t *testing.T) {
 	a := NewMessageID(7, 100, 2)
 	b := NewMessageID(7, 100, 3)
 	c := NewMessageID(7, 101, 0)
-	if !(a.String() < b.String() && b.String() < c.String()) {
+	if a.String() >= b.String() || b.String() >= c.String() {
 		t.Fatalf("ids do not sort in publish order: %s %s %s", a, b, c)
 	}
 	got, err := ParseMessageID(a.String())

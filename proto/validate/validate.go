@@ -70,9 +70,11 @@ const (
 	maxFairnessKeyBytes = 512
 	// MaxInFlight bounds Start.max_in_flight.
 	MaxInFlight = 100000
-	// MinVisibilityTimeout and MaxVisibilityTimeout bound a non-zero
-	// Start.visibility_timeout_ms.
+	// MinVisibilityTimeout is the shortest non-zero visibility timeout a
+	// request may ask for (Start.visibility_timeout_ms,
+	// ReceiveRequest.visibility_timeout_ms); 0 means the server default.
 	MinVisibilityTimeout = time.Second
+	// MaxVisibilityTimeout is the longest visibility timeout a request may ask for.
 	MaxVisibilityTimeout = 12 * time.Hour
 )
 

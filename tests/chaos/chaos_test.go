@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sundialmq/sundial/proc"
 	"github.com/sundialmq/sundial/tests/checker"
 	"github.com/sundialmq/sundial/tests/framework"
 	"github.com/sundialmq/sundial/tests/history"
@@ -73,7 +74,7 @@ func TestChaos(t *testing.T) {
 	ops := w.Recorder().Ops()
 	res := checker.Check(w.CheckerConfig(), ops)
 	// G7: once the load stopped, every shard's replicas hash equal.
-	if err := framework.Poll(60*time.Second, c.ReplicasAgree); err != nil {
+	if err := proc.Poll(60*time.Second, c.ReplicasAgree); err != nil {
 		res.Violations = append(res.Violations, checker.Violation{Property: "G7", Detail: err.Error()})
 	}
 	t.Logf("chaos seed %d: faults injected %d (%s); %s", seed, len(done), Count(done), res.Summary())

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sundialmq/sundial/proc"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -65,14 +66,14 @@ type Broker struct {
 	MetricsAddr        string
 	DataDir            string
 	raftFwd, grpcFwd   *Forwarder
-	proc               *Process
+	proc               *proc.Process
 }
 
 // Proxy is one proxy's addresses and process.
 type Proxy struct {
 	Name               string
 	GRPCAddr, HTTPAddr string
-	proc               *Process
+	proc               *proc.Process
 }
 
 // Cluster is a running cluster of broker and proxy processes.
@@ -164,7 +165,7 @@ func (c *Cluster) startBroker(b *Broker) error {
 		"--grpc-addr", b.grpcListen, "--advertise-addr", b.GRPCAddr, "--metrics-addr", b.MetricsAddr,
 		"--data-dir", b.DataDir, "--initial-members", c.members, "--shards", strconv.Itoa(c.cfg.Shards),
 		"--log-level", c.cfg.LogLevel}
-	p, err := StartProcess(b.Name, c.bin.Broker, c.logPath(b.Name), append(args, c.cfg.BrokerArgs...)...)
+	p, err := proc.Start(b.Name, c.bin.Broker, c.logPath(b.Name), append(args, c.cfg.BrokerArgs...)...)
 	if err != nil {
 		return err
 	}
@@ -175,13 +176,13 @@ func (c *Cluster) startBroker(b *Broker) error {
 }
 
 func (c *Cluster) startProxy(p *Proxy) error {
-	proc, err := StartProcess(p.Name, c.bin.Proxy, c.logPath(p.Name),
+	pp, err := proc.Start(p.Name, c.bin.Proxy, c.logPath(p.Name),
 		"--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--brokers", c.seeds, "--log-level", c.cfg.LogLevel)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	p.proc = proc
+	p.proc = pp
 	c.mu.Unlock()
 	return nil
 }
@@ -352,7 +353,7 @@ func (c *Cluster) Slow(id int, d time.Duration) {
 func (c *Cluster) Heal() {
 	c.mu.Lock()
 	c.isolated, c.parted, c.cutGRPC, c.slow = map[int]bool{}, map[[2]int]bool{}, map[int]bool{}, map[int]time.Duration{}
-	procs := []*Process{}
+	procs := []*proc.Process{}
 	for _, b := range c.Brokers {
 		procs = append(procs, b.proc)
 	}
@@ -387,13 +388,13 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 	}
 	for _, p := range c.Proxies {
 		c.mu.Lock()
-		proc := p.proc
+		pp := p.proc
 		c.mu.Unlock()
-		if err := c.pollProc(deadline, proc, "http://"+p.HTTPAddr); err != nil {
+		if err := c.pollProc(deadline, pp, "http://"+p.HTTPAddr); err != nil {
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
 	}
-	return Poll(time.Until(deadline), func() error {
+	return proc.Poll(time.Until(deadline), func() error {
 		info, err := c.ClusterInfo()
 		if err != nil {
 			return err
@@ -410,8 +411,8 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 	})
 }
 
-func (c *Cluster) pollProc(deadline time.Time, p *Process, base string) error {
-	return Poll(time.Until(deadline), func() error {
+func (c *Cluster) pollProc(deadline time.Time, p *proc.Process, base string) error {
+	return proc.Poll(time.Until(deadline), func() error {
 		if p.Exited() {
 			return fmt.Errorf("exited; log tail:\n%s", p.Tail(3000))
 		}

@@ -36,7 +36,7 @@ func (s *noop) Close() error { return nil }
 // nothing, and 8 proposers each proposing 100 messages of 130 bytes (a
 // 100-byte payload and its framing) at a time. Sundial's publish path pays
 // this plus its state machine and the gRPC hops; run it side by side with
-// BenchmarkApplyLifecycle and clustertest's BenchmarkPublish. With 64
+// BenchmarkApplyLifecycle and tests/integration's BenchmarkPublish. With 64
 // proposers it shows how far more concurrency than the loadtest's 8
 // producers would take it.
 func BenchmarkRaftCeiling(b *testing.B) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,13 +13,6 @@ import (
 	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/validate"
-)
-
-// Limits of topic settings.
-const (
-	maxPartitions        = 1024
-	minVisibilityTimeout = time.Second
-	maxVisibilityTimeout = 12 * time.Hour
 )
 
 // Admin serves sundialv1.Admin on a broker; changes go through the meta
@@ -43,12 +35,8 @@ func (a *Admin) CreateTopic(ctx context.Context, req *sundialv1.CreateTopicReque
 }
 
 func (a *Admin) createTopic(ctx context.Context, in *sundialv1.Topic, ifNotExists bool) (*sundialv1.Topic, error) {
-	if in == nil {
-		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "topic", Description: "is required"})
-	}
-	bad := validate.TopicName("topic.name", in.GetName())
-	if strings.HasSuffix(in.GetName(), ".dlq") {
-		bad = append(bad, apierr.FieldViolation{Field: "topic.name", Description: "the suffix .dlq is reserved for dead-letter topics"})
+	if bad := validate.CreateTopic(in, a.opts.Limits); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
 	}
 	t := &meta.Topic{
 		Name:                in.GetName(),
@@ -69,33 +57,13 @@ func (a *Admin) createTopic(ctx context.Context, in *sundialv1.Topic, ifNotExist
 	if in.GetKind() == sundialv1.TopicKind_TOPIC_KIND_FAIR {
 		t.Kind = "fair"
 	}
-	switch {
-	case in.GetPartitions() < 0 || in.GetPartitions() > maxPartitions:
-		bad = append(bad, apierr.FieldViolation{Field: "topic.partitions", Description: "must be between 1 and 1024"})
-	case in.GetVisibilityTimeoutMs() != 0 && (in.GetVisibilityTimeoutMs() < minVisibilityTimeout.Milliseconds() || in.GetVisibilityTimeoutMs() > maxVisibilityTimeout.Milliseconds()):
-		bad = append(bad, apierr.FieldViolation{Field: "topic.visibility_timeout_ms", Description: "must be between 1s and 12h"})
-	case in.GetRetentionMs() < 0 || in.GetDedupWindowMs() < 0:
-		bad = append(bad, apierr.FieldViolation{Field: "topic.retention_ms", Description: "durations must not be negative"})
-	case in.GetMaxMessageBytes() < 0 || in.GetMaxMessageBytes() > a.opts.Limits.MaxMessageBytes:
-		bad = append(bad, apierr.FieldViolation{Field: "topic.max_message_bytes", Description: "must not exceed the cluster's maximum message size"})
-	}
-	for i, g := range in.GetGroups() {
-		bad = append(bad, validate.GroupName(fieldIndex("topic.groups", i), g)...)
-	}
-	bad = append(bad, checkPolicy(t)...)
-	if len(bad) > 0 {
-		return nil, apierr.InvalidArgument(bad...)
-	}
-	code, data, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateTopic, Topic: t, IfNotExists: ifNotExists})
+	data, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpCreateTopic, Topic: t, IfNotExists: ifNotExists})
 	if err != nil {
 		return nil, err
 	}
 	var stored meta.Topic
 	if err := json.Unmarshal(data, &stored); err != nil {
 		return nil, status.Errorf(codes.Internal, "decode created topic: %v", err)
-	}
-	if code == meta.ResultExists {
-		return nil, status.Errorf(codes.AlreadyExists, "topic %q already exists", t.Name)
 	}
 	return topicProto(&stored), nil
 }
@@ -111,19 +79,19 @@ func (a *Admin) GetTopic(ctx context.Context, req *sundialv1.GetTopicRequest) (*
 	}
 	t, ok := st.Topics[req.GetName()]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetName())
+		return nil, toStatus(&meta.NotFoundError{Topic: req.GetName()})
 	}
 	return topicProto(t), nil
 }
 
 // ListTopics pages through topics in name order.
 func (a *Admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest) (*sundialv1.ListTopicsResponse, error) {
-	if req.GetPageSize() < 0 || req.GetPageSize() > 1000 {
-		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "page_size", Description: "must be between 0 (default 100) and 1000"})
+	if bad := validate.ListTopics(req); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
 	}
 	size := int(req.GetPageSize())
 	if size == 0 {
-		size = 100
+		size = validate.DefaultPageSize
 	}
 	st, err := a.host.ReadMeta(ctx)
 	if err != nil {
@@ -151,29 +119,6 @@ func (a *Admin) GetClusterInfo(ctx context.Context, _ *sundialv1.GetClusterInfoR
 	}
 	rt := routingTable(st, a.host.ShardLeaders())
 	return &sundialv1.ClusterInfo{RoutingVersion: rt.Version, Nodes: rt.Nodes, Shards: rt.Shards, MetaLeaderNodeId: a.host.MetaLeader()}, nil
-}
-
-// checkPolicy validates the delivery-policy settings of a topic.
-func checkPolicy(t *meta.Topic) []apierr.FieldViolation {
-	var bad []apierr.FieldViolation
-	if t.ReleaseRatePerSec < 0 || t.ReleaseRatePerSec > 1e6 {
-		bad = append(bad, apierr.FieldViolation{Field: "topic.release_rate_per_sec", Description: "must be between 0 (unlimited) and 1000000"})
-	}
-	if t.JitterMs < 0 || t.JitterMs > 24*time.Hour.Milliseconds() {
-		bad = append(bad, apierr.FieldViolation{Field: "topic.jitter_ms", Description: "must be between 0 and 24h"})
-	}
-	if t.BackoffBaseMs < 0 || t.BackoffMaxMs < 0 || (t.BackoffMaxMs > 0 && t.BackoffBaseMs > t.BackoffMaxMs) {
-		bad = append(bad, apierr.FieldViolation{Field: "topic.backoff_base_ms", Description: "backoff durations must not be negative and base must not exceed max"})
-	}
-	for k, w := range t.FairnessWeights {
-		if w <= 0 {
-			bad = append(bad, apierr.FieldViolation{Field: "topic.fairness_weights[" + k + "]", Description: "weights must be positive"})
-		}
-	}
-	if t.MaxAttempts < 1 {
-		bad = append(bad, apierr.FieldViolation{Field: "topic.max_attempts", Description: "must be at least 1"})
-	}
-	return bad
 }
 
 func topicProto(t *meta.Topic) *sundialv1.Topic {
@@ -206,7 +151,7 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 	}
 	cur, ok := st.Topics[in.GetName()]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", in.GetName())
+		return nil, toStatus(&meta.NotFoundError{Topic: in.GetName()})
 	}
 	t := cur.Clone()
 	var bad []apierr.FieldViolation
@@ -214,21 +159,12 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 		switch f {
 		case "visibility_timeout_ms":
 			t.VisibilityTimeoutMs = in.GetVisibilityTimeoutMs()
-			if t.VisibilityTimeoutMs < minVisibilityTimeout.Milliseconds() || t.VisibilityTimeoutMs > maxVisibilityTimeout.Milliseconds() {
-				bad = append(bad, apierr.FieldViolation{Field: "topic.visibility_timeout_ms", Description: "must be between 1s and 12h"})
-			}
 		case "max_attempts":
 			t.MaxAttempts = in.GetMaxAttempts()
 		case "retention_ms":
 			t.RetentionMs = in.GetRetentionMs() // 0: keep until completed
-			if t.RetentionMs < 0 {
-				bad = append(bad, apierr.FieldViolation{Field: "topic.retention_ms", Description: "must not be negative (0 keeps messages until completed)"})
-			}
 		case "max_message_bytes":
 			t.MaxMessageBytes = in.GetMaxMessageBytes()
-			if t.MaxMessageBytes < 1 || t.MaxMessageBytes > a.opts.Limits.MaxMessageBytes {
-				bad = append(bad, apierr.FieldViolation{Field: "topic.max_message_bytes", Description: "must be between 1 and the cluster's maximum message size"})
-			}
 		case "dedup_window_ms":
 			t.DedupWindowMs = in.GetDedupWindowMs()
 		case "release_rate_per_sec":
@@ -245,16 +181,13 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 			bad = append(bad, apierr.FieldViolation{Field: "update_mask", Description: "cannot change " + f + " (partitions, kind and groups are fixed here)"})
 		}
 	}
-	bad = append(bad, checkPolicy(t)...)
+	bad = append(bad, validate.TopicSettings(topicProto(t), a.opts.Limits)...)
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	code, data, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpUpdateTopic, Topic: t})
+	data, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpUpdateTopic, Topic: t})
 	if err != nil {
 		return nil, toStatus(err)
-	}
-	if code == meta.ResultNotFound {
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", t.Name)
 	}
 	var stored meta.Topic
 	if err := json.Unmarshal(data, &stored); err != nil {
@@ -269,12 +202,8 @@ func (a *Admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicReque
 	if bad := validate.TopicName("name", req.GetName()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	code, _, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpDeleteTopic, Name: req.GetName()})
-	if err != nil {
+	if _, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpDeleteTopic, Name: req.GetName()}); err != nil {
 		return nil, toStatus(err)
-	}
-	if code == meta.ResultNotFound {
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetName())
 	}
 	return &sundialv1.DeleteTopicResponse{}, nil
 }
@@ -282,11 +211,7 @@ func (a *Admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicReque
 // CreateGroup adds a group to a topic in the meta group; the proxy then
 // registers it on the topic's shards.
 func (a *Admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupRequest) (*sundialv1.Group, error) {
-	bad := append(validate.TopicName("topic", req.GetTopic()), validate.GroupName("group", req.GetGroup())...)
-	if req.GetGroup() == "" {
-		bad = append(bad, apierr.FieldViolation{Field: "group", Description: "must not be empty"})
-	}
-	if len(bad) > 0 {
+	if bad := validate.TopicGroup(req.GetTopic(), req.GetGroup()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
 	if _, ok := a.host.Meta().Topics[req.GetTopic()]; !ok && a.opts.AutoCreateTopics {
@@ -294,15 +219,8 @@ func (a *Admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupReque
 			return nil, toStatus(err)
 		}
 	}
-	code, _, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateGroup, Name: req.GetTopic(), Group: req.GetGroup(), IfNotExists: req.GetIfNotExists()})
-	if err != nil {
+	if _, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpCreateGroup, Name: req.GetTopic(), Group: req.GetGroup(), IfNotExists: req.GetIfNotExists()}); err != nil {
 		return nil, toStatus(err)
-	}
-	switch code {
-	case meta.ResultNotFound:
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetTopic())
-	case meta.ResultExists:
-		return nil, status.Errorf(codes.AlreadyExists, "group %q of topic %q already exists", req.GetGroup(), req.GetTopic())
 	}
 	return &sundialv1.Group{Topic: req.GetTopic(), Name: req.GetGroup()}, nil
 }
@@ -318,7 +236,7 @@ func (a *Admin) ListGroups(ctx context.Context, req *sundialv1.ListGroupsRequest
 	}
 	t, ok := st.Topics[req.GetTopic()]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "topic %q does not exist", req.GetTopic())
+		return nil, toStatus(&meta.NotFoundError{Topic: req.GetTopic()})
 	}
 	resp := &sundialv1.ListGroupsResponse{}
 	for _, g := range t.Groups {
@@ -330,21 +248,27 @@ func (a *Admin) ListGroups(ctx context.Context, req *sundialv1.ListGroupsRequest
 // DeleteGroup removes a group from a topic in the meta group (the proxy
 // removes its copies from the shards first). The default group stays.
 func (a *Admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupRequest) (*sundialv1.DeleteGroupResponse, error) {
-	bad := append(validate.TopicName("topic", req.GetTopic()), validate.GroupName("group", req.GetGroup())...)
-	if len(bad) > 0 {
+	if bad := validate.TopicGroup(req.GetTopic(), req.GetGroup()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
 	if req.GetGroup() == meta.DefaultGroup {
 		return nil, apierr.FailedPrecondition(apierr.FieldViolation{Field: "group", Description: "every topic keeps the default group: purge it instead"})
 	}
-	code, _, err := a.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpDeleteGroup, Name: req.GetTopic(), Group: req.GetGroup()})
-	if err != nil {
+	if _, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpDeleteGroup, Name: req.GetTopic(), Group: req.GetGroup()}); err != nil {
 		return nil, toStatus(err)
 	}
-	if code == meta.ResultNotFound {
-		return nil, status.Errorf(codes.NotFound, "group %q of topic %q does not exist", req.GetGroup(), req.GetTopic())
-	}
 	return &sundialv1.DeleteGroupResponse{}, nil
+}
+
+// proposeMeta commits c in the meta group and answers the data of its
+// result, or the typed error (meta.ExistsError, meta.NotFoundError,
+// meta.ErrRefused) its result code means; errors.go translates those.
+func (a *Admin) proposeMeta(ctx context.Context, c *meta.Command) ([]byte, error) {
+	code, data, err := a.host.ProposeMeta(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return data, meta.ResultError(c, code)
 }
 
 func or(v, def int64) int64 {

@@ -1,7 +1,9 @@
 // Package service serves a broker's gRPC API: the internal Shard service the
 // proxies forward to, and the Admin and Cluster services. Handlers run on
 // gRPC's goroutines; they hold no state of their own beyond metrics and reach
-// everything through the host.
+// everything through the host. They read shard state only through
+// broker/internal/query (never Pebble or the key layout), check requests
+// only through proto/validate, and convert domain results to protos.
 //
 // errors.go is the one boundary translator. Boundary (boundary.go), the
 // server's unary and stream interceptors, applies it to every handler's

@@ -9,17 +9,26 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/broker/internal/proposer"
+	"github.com/sundialmq/sundial/meta"
 )
 
-// toStatus turns any error into a gRPC status error.
+// toStatus turns any error into a gRPC status error: status errors pass
+// as they are, meta's typed answers become NotFound and AlreadyExists,
+// context and Dragonboat errors their codes, anything else Internal.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
 	var se interface{ GRPCStatus() *status.Status }
+	var notFound *meta.NotFoundError
+	var exists *meta.ExistsError
 	switch {
 	case errors.As(err, &se):
 		return se.GRPCStatus().Err()
+	case errors.As(err, &notFound):
+		return status.Error(codes.NotFound, notFound.Error())
+	case errors.As(err, &exists):
+		return status.Error(codes.AlreadyExists, exists.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

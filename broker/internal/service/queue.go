@@ -2,18 +2,15 @@ package service
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/host"
-	"github.com/sundialmq/sundial/broker/internal/keys"
+	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -32,16 +29,14 @@ const batchLimit = 1000
 // first time a consumer uses it; only messages published afterwards get
 // a copy for it.
 func (s *Shard) ensureGroup(ctx context.Context, lead *host.Leading, topic, group string) error {
-	_, closer, err := s.host.DB().Get(keys.Group(lead.Shard, topic, group))
-	switch {
-	case err == nil:
-		closer.Close()
-	case errors.Is(err, pebble.ErrNotFound):
+	registered, err := query.New(s.host.DB(), lead.Shard, 0).HasGroup(topic, group)
+	if err != nil {
+		return err
+	}
+	if !registered {
 		if _, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: topic, Group: group}}}); err != nil {
 			return err
 		}
-	default:
-		return err
 	}
 	t, ok := s.host.Meta().Topics[topic]
 	if !ok || group == meta.DefaultGroup || slices.Contains(t.Groups, group) {
@@ -57,16 +52,11 @@ func (s *Shard) copyTopic(ref *raftv1.MessageRef) *meta.Topic {
 	if err != nil {
 		return nil
 	}
-	v, closer, err := s.host.DB().Get(keys.Copy(id.Shard(), id[:], ref.Group))
-	if err != nil {
+	topic, found, err := query.New(s.host.DB(), id.Shard(), 0).CopyTopic(id[:], ref.Group)
+	if err != nil || !found {
 		return nil
 	}
-	defer closer.Close()
-	var cs raftv1.CopyState
-	if proto.Unmarshal(v, &cs) != nil {
-		return nil
-	}
-	return s.host.Meta().Topics[cs.Topic]
+	return s.host.Meta().Topics[topic]
 }
 
 // Receive is the pull form of Subscribe: a consumer with max credit that
@@ -78,19 +68,8 @@ func (s *Shard) Receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) 
 
 func (s *Shard) receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) (*sundialv1.ReceiveResponse, error) {
 	r := req.GetRequest()
-	var bad []apierr.FieldViolation
-	bad = append(bad, validate.TopicName("request.topic", r.GetTopic())...)
-	if r.GetGroup() != "" {
-		bad = append(bad, validate.GroupName("request.group", r.GetGroup())...)
-	}
-	if r.GetMaxMessages() < 0 || r.GetMaxMessages() > 1000 {
-		bad = append(bad, apierr.FieldViolation{Field: "request.max_messages", Description: "must be between 0 (1) and 1000"})
-	}
-	if r.GetWaitMs() < 0 || r.GetWaitMs() > 20000 {
-		bad = append(bad, apierr.FieldViolation{Field: "request.wait_ms", Description: "must be between 0 and 20000"})
-	}
-	if len(bad) > 0 {
-		return nil, apierr.InvalidArgument(bad...)
+	if bad := validate.Receive(r); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(inRequest(bad)...)
 	}
 	lead, err := s.leading(req.GetShardId())
 	if err != nil {
@@ -155,24 +134,12 @@ func (s *Shard) Cancel(ctx context.Context, req *brokerv1.ShardChangeRequest) (*
 // Reschedule moves one message to a new due time.
 func (s *Shard) Reschedule(ctx context.Context, req *brokerv1.ShardChangeRequest) (*sundialv1.RescheduleResponse, error) {
 	nowMs := s.opts.Now().UnixMilli()
-	var bad []apierr.FieldViolation
-	switch {
-	case (req.GetDelayMs() != 0) == (req.GetDeliverAtUnixMs() != 0) && req.GetDeliverAtUnixMs() != 0:
-		bad = append(bad, apierr.FieldViolation{Field: "delay_ms", Description: "set at most one of delay_ms and deliver_at_unix_ms"})
-	case req.GetDelayMs() < 0:
-		bad = append(bad, apierr.FieldViolation{Field: "delay_ms", Description: "must not be negative"})
-	case req.GetDeliverAtUnixMs() != 0 && req.GetDeliverAtUnixMs() < nowMs-1000:
-		bad = append(bad, apierr.FieldViolation{Field: "deliver_at_unix_ms", Description: "reschedule into the past: the time is before now"})
+	if bad := validate.Reschedule(&sundialv1.RescheduleRequest{Message: req.GetMessage(), DelayMs: req.GetDelayMs(), DeliverAtUnixMs: req.GetDeliverAtUnixMs()}, s.opts.Limits, nowMs); len(bad) > 0 {
+		return nil, toStatus(apierr.InvalidArgument(bad...))
 	}
 	due := nowMs + req.GetDelayMs()
 	if req.GetDeliverAtUnixMs() != 0 {
 		due = max(req.GetDeliverAtUnixMs(), nowMs)
-	}
-	if due > nowMs+s.opts.Limits.MaxDelay.Milliseconds() {
-		bad = append(bad, apierr.FieldViolation{Field: "delay_ms", Description: "beyond the maximum delay"})
-	}
-	if len(bad) > 0 {
-		return nil, toStatus(apierr.InvalidArgument(bad...))
 	}
 	res, err := s.change(ctx, req, false, due)
 	if err != nil {
@@ -184,24 +151,22 @@ func (s *Shard) Reschedule(ctx context.Context, req *brokerv1.ShardChangeRequest
 func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, cancel bool, due int64) (*raftv1.ChangeResult, error) {
 	sel := req.GetMessage()
 	c := &raftv1.Change{NowMs: s.opts.Now().UnixMilli(), Topic: sel.GetTopic(), Cancel: cancel, DueAtMs: due}
-	var bad []apierr.FieldViolation
-	bad = append(bad, validate.TopicName("message.topic", sel.GetTopic())...)
+	bad := validate.Selector("message", sel, s.opts.Limits)
 	switch by := sel.GetBy().(type) {
 	case *sundialv1.MessageSelector_Key:
-		if by.Key == "" || len(by.Key) > 512 {
-			bad = append(bad, apierr.FieldViolation{Field: "message.key", Description: "must be 1 to 512 bytes"})
-		}
 		c.Key = by.Key
 	case *sundialv1.MessageSelector_MessageId:
+		// The id's form is the receipt package's business, and routing it
+		// this tier's.
 		id, err := receipt.ParseMessageID(by.MessageId)
-		if err != nil {
+		switch {
+		case by.MessageId == "":
+		case err != nil:
 			bad = append(bad, apierr.FieldViolation{Field: "message.message_id", Description: "is not a message id"})
-		} else if id.Shard() != req.GetShardId() {
+		case id.Shard() != req.GetShardId():
 			bad = append(bad, apierr.FieldViolation{Field: "message.message_id", Description: "belongs to another shard"})
 		}
 		c.MessageId = id[:]
-	default:
-		bad = append(bad, apierr.FieldViolation{Field: "message", Description: "set key or message_id"})
 	}
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
@@ -306,8 +271,12 @@ func (s *Shard) Purge(ctx context.Context, req *brokerv1.ShardTopicRequest) (*su
 
 // Redrive moves dead letters of topic.dlq on this shard back to topic.
 func (s *Shard) Redrive(ctx context.Context, req *brokerv1.ShardRedriveRequest) (*sundialv1.RedriveDeadLettersResponse, error) {
-	if bad := validate.TopicName("topic", req.GetTopic()); len(bad) > 0 || req.GetMaxMessages() < 0 {
-		return nil, toStatus(apierr.InvalidArgument(append(bad, apierr.FieldViolation{Field: "max_messages", Description: "must not be negative"})...))
+	bad := validate.TopicName("topic", req.GetTopic())
+	if req.GetMaxMessages() < 0 {
+		bad = append(bad, apierr.FieldViolation{Field: "max_messages", Description: "must not be negative"})
+	}
+	if len(bad) > 0 {
+		return nil, toStatus(apierr.InvalidArgument(bad...))
 	}
 	lead, err := s.leading(req.GetShardId())
 	if err != nil {

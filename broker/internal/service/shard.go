@@ -456,8 +456,8 @@ func (s *Shard) Ack(ctx context.Context, req *brokerv1.ShardAckRequest) (*sundia
 
 // Nack gives deliveries back for redelivery after the delay.
 func (s *Shard) Nack(ctx context.Context, req *brokerv1.ShardNackRequest) (*sundialv1.NackResponse, error) {
-	if req.GetDelayMs() < 0 || req.GetDelayMs() > s.opts.Limits.MaxDelay.Milliseconds() {
-		return nil, toStatus(apierr.InvalidArgument(apierr.FieldViolation{Field: "delay_ms", Description: "must be between 0 and the maximum delay"}))
+	if bad := validate.NackDelayMs("delay_ms", req.GetDelayMs(), s.opts.Limits); len(bad) > 0 {
+		return nil, toStatus(apierr.InvalidArgument(bad...))
 	}
 	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*raftv1.MessageRef, nowMs int64) *raftv1.Command {
 		nack := &raftv1.Nack{Refs: refs, VisibleAtMs: nowMs + req.GetDelayMs(), Reason: req.GetReason()}
@@ -475,8 +475,8 @@ func (s *Shard) Nack(ctx context.Context, req *brokerv1.ShardNackRequest) (*sund
 
 // Extend moves lease deadlines.
 func (s *Shard) Extend(ctx context.Context, req *brokerv1.ShardExtendRequest) (*sundialv1.ExtendResponse, error) {
-	if req.GetExtendMs() < 0 || req.GetExtendMs() > 12*time.Hour.Milliseconds() {
-		return nil, toStatus(apierr.InvalidArgument(apierr.FieldViolation{Field: "extend_ms", Description: "must be between 0 and 12h"}))
+	if bad := validate.ExtendMs("extend_ms", req.GetExtendMs()); len(bad) > 0 {
+		return nil, toStatus(apierr.InvalidArgument(bad...))
 	}
 	var deadline int64
 	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*raftv1.MessageRef, nowMs int64) *raftv1.Command {

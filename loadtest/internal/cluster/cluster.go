@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sundialmq/sundial/loadtest/internal/proc"
+	"github.com/sundialmq/sundial/proc"
 )
 
 // Config says what to start. Zero fields take the defaults.

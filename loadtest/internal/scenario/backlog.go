@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sundialmq/sundial/loadtest/internal/proc"
+	"github.com/sundialmq/sundial/proc"
 )
 
 // BacklogConfig configures Backlog.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/beanstalkd/go-beanstalk"
 
-	"github.com/sundialmq/sundial/loadtest/internal/proc"
 	"github.com/sundialmq/sundial/loadtest/internal/scenario"
+	"github.com/sundialmq/sundial/proc"
 )
 
 // beanstalkQueue uses beanstalkd's own delayed jobs: put with a delay in

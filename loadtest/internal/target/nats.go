@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sundialmq/sundial/loadtest/internal/proc"
 	"github.com/sundialmq/sundial/loadtest/internal/scenario"
+	"github.com/sundialmq/sundial/proc"
 )
 
 // natsQueue uses JetStream message schedules (nats-server ≥ 2.12, ADR-51):

@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sundialmq/sundial/loadtest/internal/proc"
 	"github.com/sundialmq/sundial/loadtest/internal/scenario"
+	"github.com/sundialmq/sundial/proc"
 )
 
 // claimScript atomically claims up to ARGV[2] messages for a consumer:

@@ -19,8 +19,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sundialmq/sundial/loadtest/internal/proc"
 	"github.com/sundialmq/sundial/loadtest/internal/scenario"
+	"github.com/sundialmq/sundial/proc"
 )
 
 // Spec names one system configuration a benchmark runs.
@@ -115,7 +115,11 @@ func (s Spec) BinaryPath() (string, error) {
 	if s.Binary == "" {
 		return "", nil
 	}
-	return proc.Look(s.Binary, ExtraBinDirs()...)
+	path, err := proc.Look(s.Binary, ExtraBinDirs()...)
+	if err != nil {
+		return "", fmt.Errorf("%w (run scripts/install-peers.sh)", err)
+	}
+	return path, nil
 }
 
 // Start starts the system.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sundialmq/sundial/loadtest/internal/proc"
 	"github.com/sundialmq/sundial/loadtest/internal/scenario"
+	"github.com/sundialmq/sundial/proc"
 )
 
 // tiny is the client shape of the tests: small, so each scenario takes

@@ -37,7 +37,7 @@ func TestSplit(t *testing.T) {
 			for _, g := range groups {
 				parts = append(parts, fmt.Sprintf("%d:%v", g.Shard, g.Indices))
 			}
-			if got := fmt.Sprintf("%v", parts); got != tc.want && !(got == "[]" && tc.want == "[]") {
+			if got := fmt.Sprintf("%v", parts); got != tc.want {
 				t.Errorf("Split(%s) groups = %s, want %s", tc.name, got, tc.want)
 			}
 			var bad []int

@@ -3,6 +3,7 @@ package batch
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
@@ -26,8 +27,7 @@ func (fakeLocator) Locate(_ string, p uint32) uint64 { return 100 + uint64(p) }
 func msgs(specs ...string) []*sundialv1.Message {
 	var out []*sundialv1.Message
 	for _, s := range specs {
-		var topic, key string
-		fmt.Sscanf(s, "%s %s", &topic, &key)
+		topic, key, _ := strings.Cut(s, " ") // "topic" or "topic key"
 		out = append(out, &sundialv1.Message{Topic: topic, Key: key, Payload: []byte(s)})
 	}
 	return out

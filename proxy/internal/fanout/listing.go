@@ -55,7 +55,7 @@ func DecodeToken(s string) (Token, error) {
 		return t, fmt.Errorf("%w: not base64", ErrBadToken)
 	}
 	if err := json.Unmarshal(b, &t); err != nil {
-		return t, fmt.Errorf("%w: %v", ErrBadToken, err)
+		return t, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
 	return t, nil
 }

@@ -127,11 +127,11 @@ func (f *Forwarder) setLeader(shard uint64, addr string) {
 type Verdict int
 
 const (
-	// Fail: the error is the answer; do not retry.
+	// Fail means the error is the answer; do not retry.
 	Fail Verdict = iota
-	// RetryNow: a redirect to the named leader; retry at once.
+	// RetryNow means a redirect to the named leader; retry at once.
 	RetryNow
-	// RetryLater: retry at the next replica after a backoff.
+	// RetryLater means retry at the next replica after a backoff.
 	RetryLater
 )
 
@@ -265,7 +265,7 @@ func (f *Forwarder) Any(ctx context.Context, call Call) error {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	backoff := MinBackoff
-	var last error = status.Error(codes.Unavailable, "no broker address known")
+	last := status.Error(codes.Unavailable, "no broker address known")
 	for {
 		addrs := f.brokerAddrs()
 		start := int(f.next.Add(1))

@@ -91,7 +91,7 @@ func TestFingerprintChangesWithPlacement(t *testing.T) {
 	if testTable(8).Fingerprint("wide") == testTable(9).Fingerprint("wide") {
 		t.Error("Fingerprint(wide) equal over 8 and 9 shards, want different")
 	}
-	if testTable(8).Fingerprint("wide") != testTable(8).Fingerprint("wide") {
+	if a, b := testTable(8), testTable(8); a.Fingerprint("wide") != b.Fingerprint("wide") {
 		t.Error("Fingerprint(wide) differs between equal tables")
 	}
 }

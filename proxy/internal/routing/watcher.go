@@ -53,9 +53,11 @@ func NewWatcher(seeds []string, pool *Pool, log *zap.Logger, m *Metrics, onTable
 	}
 }
 
-// Start launches the watch goroutine.
-func (w *Watcher) Start() {
-	ctx, cancel := context.WithCancel(context.Background())
+// Start launches the watch goroutine. It follows the routing table until
+// ctx ends or Stop is called; a caller whose ctx bounds only its own start
+// passes context.WithoutCancel(ctx).
+func (w *Watcher) Start(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
 	w.done = make(chan struct{})
 	go func() {

@@ -98,10 +98,10 @@ func (s *Splitter) Pool() int64 { return s.pool }
 // share is how much each shard is filled up to.
 func (s *Splitter) share() int64 {
 	c, n := s.Outstanding(), int64(len(s.shards))
-	switch {
-	case n == 0:
+	switch n {
+	case 0:
 		return 0
-	case n == 1:
+	case 1:
 		return c
 	}
 	return max(1, (c+2*n-1)/(2*n))

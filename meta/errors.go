@@ -1,0 +1,74 @@
+package meta
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinels the typed errors below match with errors.Is.
+var (
+	// ErrExists: a create named a topic or group that exists already.
+	ErrExists = errors.New("meta: already exists")
+	// ErrNotFound: a command or read named a topic or group that does not
+	// exist.
+	ErrNotFound = errors.New("meta: not found")
+	// ErrRefused: the state machine refused a command (ResultInvalid).
+	ErrRefused = errors.New("meta: command refused")
+)
+
+// ExistsError says which topic, or group of a topic, exists already.
+type ExistsError struct {
+	Topic string
+	Group string // empty: the topic itself
+}
+
+func (e *ExistsError) Error() string {
+	if e.Group != "" {
+		return fmt.Sprintf("group %q of topic %q already exists", e.Group, e.Topic)
+	}
+	return fmt.Sprintf("topic %q already exists", e.Topic)
+}
+
+// Is matches ErrExists.
+func (e *ExistsError) Is(target error) bool { return target == ErrExists }
+
+// NotFoundError says which topic, or group of a topic, does not exist.
+type NotFoundError struct {
+	Topic string
+	Group string // empty: the topic itself
+}
+
+func (e *NotFoundError) Error() string {
+	if e.Group != "" {
+		return fmt.Sprintf("group %q of topic %q does not exist", e.Group, e.Topic)
+	}
+	return fmt.Sprintf("topic %q does not exist", e.Topic)
+}
+
+// Is matches ErrNotFound.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// ResultError is the error the result code of applying c means: nil for
+// ResultOK and ResultNoop (an IfNotExists create of something that
+// exists), an *ExistsError or *NotFoundError naming c's topic and group,
+// or ErrRefused.
+func ResultError(c *Command, code uint64) error {
+	topic, group := c.Name, c.Group
+	if c.Topic != nil {
+		topic = c.Topic.Name
+	}
+	switch code {
+	case ResultOK, ResultNoop:
+		return nil
+	case ResultExists:
+		return &ExistsError{Topic: topic, Group: group}
+	case ResultNotFound:
+		if c.Op == OpCreateGroup {
+			group = "" // a create names a group to add: its topic is missing
+		}
+		return &NotFoundError{Topic: topic, Group: group}
+	case ResultInvalid:
+		return fmt.Errorf("%w: %s", ErrRefused, c.Op)
+	}
+	return fmt.Errorf("%w: %s answered unknown result %d", ErrRefused, c.Op, code)
+}

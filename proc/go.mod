@@ -1,0 +1,3 @@
+module github.com/sundialmq/sundial/proc
+
+go 1.26.0
