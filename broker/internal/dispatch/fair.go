@@ -40,33 +40,6 @@ func (s *fairScheduler) tree(q keys.Queue) *fairTree {
 	return t
 }
 
-// pick takes up to limit of k's due items, given by fairness key, fairly:
-// the keys of byFairnessKey are the active keys of k's tree (partition 0)
-// and each key's items are served in order.
-func (s *fairScheduler) pick(k queueKey, byFairnessKey map[string][]dueItem, limit int, weights map[string]int32) []dueItem {
-	t := s.tree(keys.Queue{Topic: k.topic, Group: k.group})
-	for _, n := range t.nodes {
-		if n.leaf != nil {
-			if _, ok := byFairnessKey[n.leaf.fairnessKey]; !ok {
-				t.deactivate(n)
-			}
-		}
-	}
-	for fk := range byFairnessKey {
-		t.activate(fk)
-	}
-	served := map[string]int{}
-	return t.round(limit, weights, func(n *fairNode) (dueItem, bool) {
-		fk := n.leaf.fairnessKey
-		items := byFairnessKey[fk]
-		if served[fk] >= len(items) {
-			return dueItem{}, false
-		}
-		served[fk]++
-		return items[served[fk]-1], true
-	})
-}
-
 // prune drops the state of queues nobody reads.
 func (s *fairScheduler) prune(read func(queueKey) bool) {
 	for k := range s.queues {
@@ -121,11 +94,12 @@ type fairLeaf struct {
 	// nothing due but what was reported inserted since, which lowers it).
 	cursor []byte
 
-	// A round's reads: where the next one starts, the first entry they
-	// saw, and whether this round read the key at all.
-	pos     []byte
-	seen    []byte
-	touched bool
+	// A round's reads: where the next one starts (in buf once a read
+	// took an entry), where they stop, the first entry they saw, and
+	// whether this round read the key at all.
+	pos, buf, until []byte
+	seen            []byte
+	touched         bool
 }
 
 func newFairTree() *fairTree {

@@ -144,12 +144,13 @@ func (x *dueIndex) pickFair(q keys.Queue, t *fairTree, nowMs int64, limit int, w
 			if l.pos == nil {
 				l.pos = keys.FairKeyPrefix(x.shard, q, l.fairnessKey)
 			}
+			l.until = keys.FairUntil(x.shard, q, l.fairnessKey, nowMs)
 			touched = append(touched, n)
 		}
 		if readErr != nil {
 			return dueItem{}, false
 		}
-		item, ok, err := x.readFair(it, q, l, nowMs, leasing)
+		item, ok, err := x.readFair(it, q, l, leasing)
 		if err != nil {
 			readErr = err
 		}
@@ -172,11 +173,11 @@ func (x *dueIndex) pickFair(q keys.Queue, t *fairTree, nowMs int64, limit int, w
 	return out, wakeAt, it.Error()
 }
 
-// readFair returns the next due copy of l's key from l.pos that is not in
-// leasing, noting the first entry it sees; false when the key has none.
-func (x *dueIndex) readFair(it *pebble.Iterator, q keys.Queue, l *fairLeaf, nowMs int64, leasing map[string]struct{}) (dueItem, bool, error) {
-	until := keys.FairUntil(x.shard, q, l.fairnessKey, nowMs)
-	for valid := it.SeekGE(l.pos); valid && string(it.Key()) < string(until); valid = it.Next() {
+// readFair returns the next due copy of l's key from l.pos up to l.until
+// that is not in leasing, noting the first entry it sees; false when the
+// key has none.
+func (x *dueIndex) readFair(it *pebble.Iterator, q keys.Queue, l *fairLeaf, leasing map[string]struct{}) (dueItem, bool, error) {
+	for valid := it.SeekGE(l.pos); valid && string(it.Key()) < string(l.until); valid = it.Next() {
 		x.visited++
 		_, e, err := keys.ParseFair(x.shard, q, it.Key())
 		if err != nil {
@@ -190,11 +191,12 @@ func (x *dueIndex) readFair(it *pebble.Iterator, q keys.Queue, l *fairLeaf, nowM
 			return dueItem{}, false, err
 		}
 		if !busy {
-			l.pos = append(slices.Clone(it.Key()), 0) // just past it
+			l.buf = append(append(l.buf[:0], it.Key()...), 0) // just past it
+			l.pos = l.buf
 			return item, true, nil
 		}
 	}
-	l.pos = until
+	l.pos = l.until
 	return dueItem{}, false, it.Error()
 }
 
