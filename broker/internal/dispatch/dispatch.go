@@ -192,7 +192,7 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, read
 		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
 		wake:  make(chan struct{}, 1), stopc: make(chan struct{}),
 	}
-	d.index = &dueIndex{shard: shard, db: db, floors: d.floors, horizons: d.horizons}
+	d.index = &dueIndex{shard: shard, db: db, floors: d.floors, horizons: d.horizons, rebuilt: m.fairRebuilds.Inc}
 	d.ttl = newTTLTimer(d.index.firstExpiry)
 	return d
 }

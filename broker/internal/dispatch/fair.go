@@ -15,14 +15,23 @@ import (
 // pruning), under the dispatcher's mu.
 type fairScheduler struct {
 	queues map[queueKey]*fairState
+	// maxKeys caps the active keys of one tree (defaultMaxFairKeys).
+	maxKeys int
 }
+
+// defaultMaxFairKeys caps the active fairness keys one partition of a FAIR
+// queue keeps in memory. Past it, keys that became due wait, in due order,
+// for active ones to go idle.
+const defaultMaxFairKeys = 1 << 16
 
 // fairState is one FAIR queue's trees, by partition.
 type fairState struct {
 	parts map[uint32]*fairTree
 }
 
-func newFairScheduler() *fairScheduler { return &fairScheduler{queues: map[queueKey]*fairState{}} }
+func newFairScheduler() *fairScheduler {
+	return &fairScheduler{queues: map[queueKey]*fairState{}, maxKeys: defaultMaxFairKeys}
+}
 
 // tree returns the tree of q, made empty if q had none.
 func (s *fairScheduler) tree(q keys.Queue) *fairTree {
@@ -34,7 +43,7 @@ func (s *fairScheduler) tree(q keys.Queue) *fairTree {
 	}
 	t, ok := st.parts[q.Partition]
 	if !ok {
-		t = newFairTree()
+		t = newFairTree(s.maxKeys)
 		st.parts[q.Partition] = t
 	}
 	return t
@@ -62,13 +71,15 @@ const noKey = "\x00"
 // trickling one and weights split deliveries in proportion. A node added
 // (a key that comes back after being idle) starts at its siblings' minimum,
 // so idleness earns no credit. A node without an active key below it is
-// dropped, so the tree is bounded by the keys with due messages: keys
-// whose messages are all due later are not in it.
+// dropped, so the tree is bounded by the keys with due messages (and by
+// maxKeys): keys whose messages are all due later are not in it.
 //
 // Every non-root node has an active key at or below it.
 type fairTree struct {
-	root  *fairNode
-	nodes map[string]*fairNode // by path; the root is not in it
+	root    *fairNode
+	nodes   map[string]*fairNode // by path; the root is not in it
+	leaves  int                  // active keys
+	maxKeys int
 }
 
 // fairNode is a node of a fairTree.
@@ -102,12 +113,13 @@ type fairLeaf struct {
 	touched         bool
 }
 
-func newFairTree() *fairTree {
-	return &fairTree{root: &fairNode{}, nodes: map[string]*fairNode{}}
+func newFairTree(maxKeys int) *fairTree {
+	return &fairTree{root: &fairNode{}, nodes: map[string]*fairNode{}, maxKeys: maxKeys}
 }
 
 // activate makes fk an active key, adding the nodes of its path (each at
-// its siblings' least virtual time), and returns its node.
+// its siblings' least virtual time), and returns its node; nil when fk is
+// not active and maxKeys are.
 func (t *fairTree) activate(fk string) *fairNode {
 	path := fk
 	if path == "" {
@@ -116,6 +128,10 @@ func (t *fairTree) activate(fk string) *fairNode {
 	if n, ok := t.nodes[path]; ok && n.leaf != nil {
 		return n
 	}
+	if t.leaves >= t.maxKeys {
+		return nil
+	}
+	t.leaves++
 	parent := t.root
 	parts := strings.Split(path, ".")
 	for i := range parts {
@@ -141,6 +157,7 @@ func (t *fairTree) activate(fk string) *fairNode {
 // key below it, forgetting their virtual times.
 func (t *fairTree) deactivate(n *fairNode) {
 	n.leaf = nil
+	t.leaves--
 	for n != t.root && n.leaf == nil && len(n.children) == 0 {
 		p := n.parent
 		for i, c := range p.children {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm"
+	"github.com/sundialmq/sundial/broker/internal/keys"
 	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
@@ -194,5 +195,65 @@ func TestFairRoundKeepsKeysBeingLeased(t *testing.T) {
 	r.d.mu.Unlock()
 	if got := pickOnly(); got != 2 {
 		t.Fatalf("round after the lease failed picked %d, want 2", got)
+	}
+}
+
+// commit applies a lease of picks, as the round's proposal would.
+func (r *roundRig) commit(nowMs int64, picks []pick) {
+	r.tb.Helper()
+	items := make([]*raftv1.LeaseItem, len(picks))
+	for i, p := range picks {
+		items[i] = p.item
+	}
+	r.index++
+	data, err := proto.Marshal(&raftv1.Batch{Commands: []*raftv1.Command{{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: nowMs, Items: items}}}}})
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	if _, err := r.s.Update([]sm.Entry{{Index: r.index, Cmd: data}}); err != nil {
+		r.tb.Fatalf("lease: %v", err)
+	}
+}
+
+// A partition keeps at most maxKeys fairness keys in memory; the keys that
+// became due past it wait for active ones to go idle, then are served
+// without waiting for a wake.
+func TestFairRoundKeepsAWindowOfKeys(t *testing.T) {
+	const nowMs = 1_000_000
+	r := newRoundRig(t)
+	r.d.fair.maxKeys = 3
+	for i, fk := range []string{"a", "b", "c", "d", "e"} {
+		r.publish(nowMs, fairMessages(fk, 1, nowMs-int64(50-i))...)
+	}
+	seen := map[string]int{}
+	for round := 0; len(seen) < 5; round++ {
+		if round == 5 {
+			t.Fatalf("after 5 rounds delivered %v, want one of each key", seen)
+		}
+		r.d.mu.Lock()
+		r.c.credit, r.c.picked = 10, 0
+		r.d.mu.Unlock()
+		picks, next := r.d.pickDue(nowMs)
+		if len(picks) > 3 {
+			t.Fatalf("round %d picked %d copies, want at most the 3 keys in memory", round, len(picks))
+		}
+		if n := r.d.fair.tree(keys.Queue{Topic: "t", Group: "default"}).leaves; n > 3 {
+			t.Fatalf("round %d left %d keys in memory, want at most 3", round, n)
+		}
+		for k, n := range r.pickedKeys(picks) {
+			seen[k] += n
+		}
+		r.commit(nowMs, picks)
+		r.d.mu.Lock()
+		clear(r.d.leasing)
+		r.d.mu.Unlock()
+		// A round that picked something is followed by another when its
+		// lease commits; one that picked nothing must ask for it.
+		if len(seen) < 5 && len(picks) == 0 && next.UnixMilli() != nowMs {
+			t.Fatalf("round %d picked nothing with keys left waiting and answered to look again at %v, want now", round, next)
+		}
+	}
+	if fmt.Sprint(seen) != "map[a:1 b:1 c:1 d:1 e:1]" {
+		t.Fatalf("deliveries over three rounds = %v, want one of each key", seen)
 	}
 }

@@ -31,6 +31,9 @@ type dueIndex struct {
 	// due index, for a catch-up, and in the fair index), so tests
 	// can assert what a round costs.
 	visited int
+	// rebuilt is told of every rebuild of a FAIR queue's active keys from
+	// the fair index (a metric).
+	rebuilt func()
 }
 
 type dueItem struct{ item *raftv1.LeaseItem }
@@ -125,7 +128,7 @@ const maxFairCatchUp = 4096
 // copies that became due since the last round; keys with nothing due cost
 // it nothing.
 func (x *dueIndex) pickFair(q keys.Queue, t *fairTree, nowMs int64, limit int, weights map[string]int32, leasing map[string]struct{}) ([]dueItem, time.Time, error) {
-	wakeAt, err := x.catchUp(q, t, nowMs)
+	wakeAt, short, err := x.catchUp(q, t, nowMs)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -158,17 +161,23 @@ func (x *dueIndex) pickFair(q keys.Queue, t *fairTree, nowMs int64, limit int, w
 	})
 	// A key whose read saw nothing due, not even a copy being leased, is
 	// idle: it leaves the tree until a copy of it becomes due.
+	idle := 0
 	for _, n := range touched {
 		l := n.leaf
 		l.touched = false
 		if readErr == nil && l.seen == nil {
 			t.deactivate(n)
+			idle++
 		} else if l.seen != nil {
 			l.cursor = l.seen
 		}
 	}
 	if readErr != nil {
 		return nil, time.Time{}, readErr
+	}
+	if short && idle > 0 {
+		// Keys left out for want of room have room now.
+		wakeAt = time.UnixMilli(nowMs)
 	}
 	return out, wakeAt, it.Error()
 }
@@ -202,21 +211,25 @@ func (x *dueIndex) readFair(it *pebble.Iterator, q keys.Queue, l *fairLeaf, leas
 
 // catchUp makes active in t the keys of q's copies that became due since
 // the last round (at or before nowMs), lowering their cursors, and returns
-// the visible_at of the first copy due later (zero if none).
+// the visible_at of the first copy due later (zero if none); short when t
+// had no room for every key that is due.
 //
 // The queue's horizon (in horizons, kept like a scan floor) is where the
 // last catch-up stopped in the due index: every copy before it had its key
 // made active. Insertions before it lower it. A queue without a horizon
 // (a new leader, a reset state, a failed read) or too much to catch up on
-// is rebuilt from the fair index instead.
-func (x *dueIndex) catchUp(q keys.Queue, t *fairTree, nowMs int64) (wakeAt time.Time, err error) {
+// is rebuilt from the fair index instead. With t full, the catch-up stops
+// at the first copy whose key it cannot add, and the next one starts there;
+// a rebuild that cannot add a key leaves the queue without a horizon.
+func (x *dueIndex) catchUp(q keys.Queue, t *fairTree, nowMs int64) (wakeAt time.Time, short bool, err error) {
 	h, ok := x.horizons.begin(q)
-	defer func() { x.horizons.end(q, floor{ms: nowMs + 1}, err == nil) }()
+	horizon, complete := nowMs+1, true
+	defer func() { x.horizons.end(q, floor{ms: horizon}, err == nil && complete) }()
 	prefix := keys.QueuePrefix(x.shard, q)
 	until := keys.DueUntil(x.shard, q, nowMs)
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, false, err
 	}
 	defer it.Close()
 	if ok {
@@ -225,15 +238,20 @@ func (x *dueIndex) catchUp(q keys.Queue, t *fairTree, nowMs int64) (wakeAt time.
 		for ; valid && string(it.Key()) < string(until) && n < maxFairCatchUp; valid = it.Next() {
 			x.visited++
 			n++
-			if err := x.activate(q, t, it.Key()); err != nil {
-				return time.Time{}, err
+			e, added, err := x.activate(q, t, it.Key())
+			if err != nil {
+				return time.Time{}, false, err
+			}
+			if !added {
+				horizon = e.VisibleAtMs
+				break
 			}
 		}
-		ok = !valid || string(it.Key()) >= string(until)
+		ok = horizon <= nowMs || !valid || string(it.Key()) >= string(until)
 	}
 	if !ok {
-		if err := x.rebuild(q, t, nowMs); err != nil {
-			return time.Time{}, err
+		if complete, err = x.rebuild(q, t, nowMs); err != nil {
+			return time.Time{}, false, err
 		}
 	}
 	if it.SeekGE(until) {
@@ -241,62 +259,69 @@ func (x *dueIndex) catchUp(q keys.Queue, t *fairTree, nowMs int64) (wakeAt time.
 			wakeAt = time.UnixMilli(e.VisibleAtMs)
 		}
 	}
-	return wakeAt, it.Error()
+	return wakeAt, horizon <= nowMs || !complete, it.Error()
 }
 
 // activate makes the key of the copy at due-index key k active in t, its
-// cursor at or below the copy's fair-index entry.
-func (x *dueIndex) activate(q keys.Queue, t *fairTree, k []byte) error {
-	e, err := keys.ParseDue(x.shard, q, k)
+// cursor at or below the copy's fair-index entry; added is false when t is
+// full without the key.
+func (x *dueIndex) activate(q keys.Queue, t *fairTree, k []byte) (e keys.DueEntry, added bool, err error) {
+	e, err = keys.ParseDue(x.shard, q, k)
 	if err != nil {
-		return err
+		return e, false, err
 	}
 	v, closer, err := x.db.Get(keys.Copy(x.shard, e.ID, q.Group))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return nil // gone since the iterator's snapshot
+		return e, true, nil // gone since the iterator's snapshot
 	}
 	if err != nil {
-		return err
+		return e, false, err
 	}
 	var cs raftv1.CopyState
 	err = proto.Unmarshal(v, &cs)
 	closer.Close()
 	if err != nil || !cs.Fair {
-		return err
+		return e, true, err
 	}
-	x.activateAt(t, cs.FairnessKey, keys.Fair(x.shard, q, cs.FairnessKey, e.VisibleAtMs, e.Priority, e.ID))
-	return nil
+	return e, activateAt(t, cs.FairnessKey, keys.Fair(x.shard, q, cs.FairnessKey, e.VisibleAtMs, e.Priority, e.ID)), nil
 }
 
-// activateAt makes fk active in t with its cursor at or below entry.
-func (x *dueIndex) activateAt(t *fairTree, fk string, entry []byte) {
-	l := t.activate(fk).leaf
-	if l.cursor == nil || string(entry) < string(l.cursor) {
+// activateAt makes fk active in t with its cursor at or below entry; false
+// when t is full without fk.
+func activateAt(t *fairTree, fk string, entry []byte) bool {
+	n := t.activate(fk)
+	if n == nil {
+		return false
+	}
+	if l := n.leaf; l.cursor == nil || string(entry) < string(l.cursor) {
 		l.cursor = slices.Clone(entry)
 	}
+	return true
 }
 
 // rebuild makes active in t every key of q with a copy due at or before
-// nowMs, reading the first entry of each key of the fair index.
-func (x *dueIndex) rebuild(q keys.Queue, t *fairTree, nowMs int64) error {
+// nowMs, reading the first entry of each key of the fair index, and
+// answers whether t had room for them all.
+func (x *dueIndex) rebuild(q keys.Queue, t *fairTree, nowMs int64) (bool, error) {
+	x.rebuilt()
 	prefix := keys.FairPrefix(x.shard, q)
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer it.Close()
 	for valid := it.First(); valid; {
 		x.visited++
 		fk, e, err := keys.ParseFair(x.shard, q, it.Key())
 		if err != nil {
-			return err
+			return false, err
 		}
-		if e.VisibleAtMs <= nowMs {
-			x.activateAt(t, fk, it.Key())
+		if e.VisibleAtMs <= nowMs && !activateAt(t, fk, it.Key()) {
+			return false, it.Error()
 		}
 		valid = it.SeekGE(keys.PrefixEnd(keys.FairKeyPrefix(x.shard, q, fk)))
 	}
-	return it.Error()
+	return true, it.Error()
 }
 
 // delivery reads the body of p's message and returns its delivery and TTL
