@@ -20,8 +20,8 @@ type fairScheduler struct {
 }
 
 // defaultMaxFairKeys caps the active fairness keys one partition of a FAIR
-// queue keeps in memory. Past it, keys that became due wait, in due order,
-// for active ones to go idle.
+// queue keeps in memory. Past it, keys that became due wait for active
+// ones to go idle (see dueIndex.catchUp).
 const defaultMaxFairKeys = 1 << 16
 
 // fairState is one FAIR queue's trees, by partition.
@@ -101,8 +101,8 @@ type fairNode struct {
 type fairLeaf struct {
 	fairnessKey string
 	// cursor is the fair-index key where the next round's read of this key
-	// starts: the first entry the last read saw (below it the key has
-	// nothing due but what was reported inserted since, which lowers it).
+	// starts: the first entry the last read saw. Below it the key has
+	// nothing due but copies inserted since, whose catch-up lowers it.
 	cursor []byte
 
 	// A round's reads: where the next one starts (in buf once a read
