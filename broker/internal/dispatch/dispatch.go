@@ -149,11 +149,12 @@ type Dispatcher struct {
 	fair     *fairScheduler
 	lateness *lateness // its own lock
 
-	floors *floors      // scan floors; its own lock
-	index  *dueIndex    // the loop's reads of the store
-	fence  *fence       // changes a round must not push ahead of; atomics
-	ttl    *ttlTimer    // when the next TTL expiry command is due; the loop's
-	lease  *leaderLease // its own lock
+	floors   *floors      // scan floors; its own lock
+	horizons *floors      // where FAIR queues' catch-ups stopped; its own lock
+	index    *dueIndex    // the loop's reads of the store
+	fence    *fence       // changes a round must not push ahead of; atomics
+	ttl      *ttlTimer    // when the next TTL expiry command is due; the loop's
+	lease    *leaderLease // its own lock
 
 	// caughtUp is closed once the barrier of this leadership passed: the
 	// local state then holds everything committed before the term began.
@@ -183,6 +184,7 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, read
 		lateness: newLateness(),
 		fair:     newFairScheduler(),
 		floors:   newFloors(),
+		horizons: newFloors(),
 		fence:    newFence(),
 		caughtUp: make(chan struct{}),
 		lease:    newLeaderLease(cfg.LeaderLeaseTimeout),
@@ -190,7 +192,7 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, read
 		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
 		wake:  make(chan struct{}, 1), stopc: make(chan struct{}),
 	}
-	d.index = &dueIndex{shard: shard, db: db, floors: d.floors}
+	d.index = &dueIndex{shard: shard, db: db, floors: d.floors, horizons: d.horizons, rebuilt: m.fairRebuilds.Inc}
 	d.ttl = newTTLTimer(d.index.firstExpiry)
 	return d
 }
@@ -240,10 +242,11 @@ func (d *Dispatcher) BeginChange() (end func(err error)) { return d.fence.begin(
 
 // Changed is the state machine's report of due-index insertions (lows: the
 // earliest visible_at per queue) or of a wholesale reset; it lowers the scan
-// floors and wakes the loop.
+// floors and FAIR queues' horizons and wakes the loop.
 func (d *Dispatcher) Changed(lows map[keys.Queue]int64, expiryLow int64, reset bool) {
 	d.ttl.lower(expiryLow, reset)
 	d.floors.lower(lows, reset)
+	d.horizons.lower(lows, reset)
 	d.Wake()
 }
 

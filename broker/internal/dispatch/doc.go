@@ -29,11 +29,22 @@
 //     after the lease committed, so a deposed leader never pushes a copy
 //     another leader may also deliver, cancel or remove.
 //
-// Nothing about pending messages is kept in memory: every round reads the
-// due index again. The per-topic and per-queue state (release-rate
-// buckets, lateness histograms, fair-queueing state) is kept only for
-// queues some attached consumer reads, so deleted topics and groups leave
-// nothing behind.
+// Nothing about pending messages is kept in memory but, for FAIR queues,
+// which fairness keys have something due: every round reads the due index
+// again. A round of a FAIR queue costs what it delivers plus the keys it
+// finds due, never the keys with nothing due: each partition keeps the tree
+// of its active fairness keys (those with something due or being leased),
+// built from the fair index (one seek per key) by a new leader's first
+// round, after a reset, or when more became due than one catch-up reads,
+// and kept current by a catch-up that reads the due index from the queue's
+// horizon (where the last one stopped; insertions lower it, like a scan
+// floor) up to now. The weighted pick reads a key only to serve it, from
+// the key's cursor; a key whose read finds nothing due leaves the tree
+// until its copies become due.
+//
+// The per-topic and per-queue state (release-rate buckets, lateness
+// histograms, fair-queueing state) is kept only for queues some attached
+// consumer reads, so deleted topics and groups leave nothing behind.
 //
 // Besides rounds the loop runs the upkeep commands: TTL expiry when the
 // earliest expiry is due or a round found copies expired under a lease,
@@ -45,15 +56,19 @@
 // The Dispatcher keeps the consumers, their credit, the round (pick,
 // lease, push, settle) and the upkeep commands (upkeep.go). Each other piece of state has its own type, file
 // and tests:
-//   - dueIndex: the loop's reads of the store (due and fair index from the
-//     scan floors, message bodies, the earliest TTL expiry) (index.go);
-//   - floors: where each queue's scan may start (floors.go);
+//   - dueIndex: the loop's reads of the store (due index from the scan
+//     floors, FAIR queues' catch-up from their horizons and reads of each
+//     key from its cursor, message bodies, the earliest TTL expiry)
+//     (index.go);
+//   - floors: where each queue's scan may start, and (a second instance)
+//     where each FAIR queue's catch-up resumes (floors.go);
 //   - fence: the cancels, reschedules and keyed rewrites in progress, which
 //     keep a round from pushing ahead of its lease (fence.go);
 //   - leaderLease: until when no other leader can exist (lease.go); the
 //     barrier and its renewer are in barrier.go;
 //   - limiter: release-rate token buckets per topic (limiter.go);
-//   - fairScheduler: weighted fair queueing state per FAIR queue (fair.go);
+//   - fairScheduler: per partition of a FAIR queue, the tree of active
+//     fairness keys with their virtual times and cursors (fair.go);
 //   - lateness: first-delivery lateness histograms per queue (lateness.go);
 //   - ttlTimer: when the next TTL expiry command is due (ttl.go).
 //
@@ -73,13 +88,13 @@
 //
 // Dispatcher.mu guards the consumer set, credit and the round's picking
 // state (with the limiter and the fair scheduler); Consumer.mu a
-// consumer's buffered deliveries; floors, lateness and leaderLease each
-// have their own mutex; fence and the TTL timer's reports are atomics.
+// consumer's buffered deliveries; floors (both instances), lateness and
+// leaderLease each have their own mutex; fence and the TTL timer's reports are atomics.
 // When more than one is held they are taken in this order, and none is
 // held while proposing or waiting on a channel:
 //
 //	Dispatcher.mu → Consumer.mu
-//	Dispatcher.mu → floors.mu
+//	Dispatcher.mu → floors.mu (one instance at a time)
 //	Dispatcher.mu → lateness.mu
 //
 // leaderLease.mu is never held with another lock.

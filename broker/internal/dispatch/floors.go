@@ -26,6 +26,10 @@ type floor struct {
 // scan runs, which its iterator may not see, are watched and keep the
 // floor at or below them.
 //
+// The dispatcher keeps a second instance, under the same rules, for the
+// horizons of FAIR queues: where each one's catch-up stopped in its due
+// index (see dueIndex.catchUp).
+//
 // mu guards everything; it is taken after the dispatcher's mu when both
 // are held (a scan runs under the dispatcher's mu).
 type floors struct {

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -23,6 +24,16 @@ type dueIndex struct {
 	shard  uint64
 	db     *pebble.DB
 	floors *floors
+	// horizons are where each FAIR queue's catch-up stopped in its due
+	// index (see catchUp); they have the floors' rules and their own lock.
+	horizons *floors
+	// visited counts the index entries the fair reads stepped on (in the
+	// due index, for a catch-up, and in the fair index), so tests
+	// can assert what a round costs.
+	visited int
+	// rebuilt is told of every rebuild of a FAIR queue's active keys from
+	// the fair index (a metric).
+	rebuilt func()
 }
 
 type dueItem struct{ item *raftv1.LeaseItem }
@@ -105,57 +116,212 @@ func (x *dueIndex) scan(q keys.Queue, nowMs int64, limit int, leasing map[string
 	return out, wakeAt, it.Error()
 }
 
-// scanFair returns, by fairness key, up to limit due copies of each key of
-// a FAIR queue that are not in leasing, and the visible_at of the first
-// later copy (zero if none); the fair scheduler chooses among them.
-func (x *dueIndex) scanFair(q keys.Queue, nowMs int64, limit int, leasing map[string]struct{}) (map[string][]dueItem, time.Time, error) {
+// maxFairCatchUp bounds the due-index entries a round of a FAIR queue
+// reads to learn which keys became due since the last: past it, rebuilding
+// the active keys from the fair index (one seek per key) costs less.
+const maxFairCatchUp = 4096
+
+// pickFair picks up to limit due copies of the FAIR queue q that are not in
+// leasing, fairly among its keys by t, and returns when to look again: the
+// visible_at of the first copy due later (zero if none). It reads only what
+// the pick takes from each key it chooses (from the key's cursor), plus the
+// copies that became due since the last round; keys with nothing due cost
+// it nothing.
+func (x *dueIndex) pickFair(q keys.Queue, t *fairTree, nowMs int64, limit int, weights map[string]int32, leasing map[string]struct{}) ([]dueItem, time.Time, error) {
+	wakeAt, short, err := x.catchUp(q, t, nowMs)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
 	prefix := keys.FairPrefix(x.shard, q)
 	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	defer it.Close()
-	byKey := map[string][]dueItem{}
-	var wakeAt time.Time
-	for valid := it.First(); valid; {
-		fk, _, err := keys.ParseFair(x.shard, q, it.Key())
+	var touched []*fairNode
+	var readErr error
+	out := t.round(limit, weights, func(n *fairNode) (dueItem, bool) {
+		l := n.leaf
+		if !l.touched {
+			l.touched, l.pos, l.seen = true, l.cursor, nil
+			if l.pos == nil {
+				l.pos = keys.FairKeyPrefix(x.shard, q, l.fairnessKey)
+			}
+			l.until = keys.FairUntil(x.shard, q, l.fairnessKey, nowMs)
+			touched = append(touched, n)
+		}
+		if readErr != nil {
+			return dueItem{}, false
+		}
+		item, ok, err := x.readFair(it, q, l, leasing)
 		if err != nil {
-			return nil, time.Time{}, err
+			readErr = err
 		}
-		// Take up to limit due entries of this key...
-		for ; valid; valid = it.Next() {
-			cur, e, err := keys.ParseFair(x.shard, q, it.Key())
-			if err != nil {
-				return nil, time.Time{}, err
-			}
-			if cur != fk || len(byKey[fk]) >= limit {
-				break
-			}
-			if e.VisibleAtMs > nowMs {
-				if at := time.UnixMilli(e.VisibleAtMs); wakeAt.IsZero() || at.Before(wakeAt) {
-					wakeAt = at
-				}
-				break
-			}
-			item, busy, err := x.dueItem(it, q, e, leasing)
-			if err != nil {
-				return nil, time.Time{}, err
-			}
-			if !busy {
-				byKey[fk] = append(byKey[fk], item)
-			}
-		}
-		// ...then jump past the rest of it.
-		if valid {
-			if cur, _, err := keys.ParseFair(x.shard, q, it.Key()); err == nil && cur == fk {
-				valid = it.SeekGE(keys.PrefixEnd(keys.FairKeyPrefix(x.shard, q, fk)))
-			}
+		return item, ok
+	})
+	// A key whose read saw nothing due, not even a copy being leased, is
+	// idle: it leaves the tree until a copy of it becomes due.
+	idle := 0
+	for _, n := range touched {
+		l := n.leaf
+		l.touched = false
+		if readErr == nil && l.seen == nil {
+			t.deactivate(n)
+			idle++
+		} else if l.seen != nil {
+			l.cursor = l.seen
 		}
 	}
-	if err := it.Error(); err != nil {
-		return nil, time.Time{}, err
+	if readErr != nil {
+		return nil, time.Time{}, readErr
 	}
-	return byKey, wakeAt, nil
+	if short && idle > 0 {
+		// Keys left out for want of room have room now.
+		wakeAt = time.UnixMilli(nowMs)
+	}
+	return out, wakeAt, it.Error()
+}
+
+// readFair returns the next due copy of l's key from l.pos up to l.until
+// that is not in leasing, noting the first entry it sees; false when the
+// key has none.
+func (x *dueIndex) readFair(it *pebble.Iterator, q keys.Queue, l *fairLeaf, leasing map[string]struct{}) (dueItem, bool, error) {
+	for valid := it.SeekGE(l.pos); valid && string(it.Key()) < string(l.until); valid = it.Next() {
+		x.visited++
+		_, e, err := keys.ParseFair(x.shard, q, it.Key())
+		if err != nil {
+			return dueItem{}, false, err
+		}
+		if l.seen == nil {
+			l.seen = slices.Clone(it.Key())
+		}
+		item, busy, err := x.dueItem(it, q, e, leasing)
+		if err != nil {
+			return dueItem{}, false, err
+		}
+		if !busy {
+			l.buf = append(append(l.buf[:0], it.Key()...), 0) // just past it
+			l.pos = l.buf
+			return item, true, nil
+		}
+	}
+	l.pos = l.until
+	return dueItem{}, false, it.Error()
+}
+
+// catchUp makes active in t the keys of q's copies that became due since
+// the last round (at or before nowMs), lowering their cursors, and returns
+// the visible_at of the first copy due later (zero if none); short when t
+// had no room for every key that is due.
+//
+// The queue's horizon (in horizons, kept like a scan floor) is where the
+// last catch-up stopped in the due index: every copy before it had its key
+// made active. Insertions before it lower it. A queue without a horizon
+// (a new leader, a reset state, a failed read) or too much to catch up on
+// is rebuilt from the fair index instead. With t full, the catch-up stops
+// at the first copy whose key it cannot add, and the next one starts there;
+// a rebuild that cannot add a key leaves the queue without a horizon.
+func (x *dueIndex) catchUp(q keys.Queue, t *fairTree, nowMs int64) (wakeAt time.Time, short bool, err error) {
+	h, ok := x.horizons.begin(q)
+	horizon, complete := nowMs+1, true
+	defer func() { x.horizons.end(q, floor{ms: horizon}, err == nil && complete) }()
+	prefix := keys.QueuePrefix(x.shard, q)
+	until := keys.DueUntil(x.shard, q, nowMs)
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	defer it.Close()
+	if ok {
+		n := 0
+		valid := it.SeekGE(keys.DueFrom(x.shard, q, h.ms))
+		for ; valid && string(it.Key()) < string(until) && n < maxFairCatchUp; valid = it.Next() {
+			x.visited++
+			n++
+			e, added, err := x.activate(q, t, it.Key())
+			if err != nil {
+				return time.Time{}, false, err
+			}
+			if !added {
+				horizon = e.VisibleAtMs
+				break
+			}
+		}
+		ok = horizon <= nowMs || !valid || string(it.Key()) >= string(until)
+	}
+	if !ok {
+		if complete, err = x.rebuild(q, t, nowMs); err != nil {
+			return time.Time{}, false, err
+		}
+	}
+	if it.SeekGE(until) {
+		if e, err := keys.ParseDue(x.shard, q, it.Key()); err == nil {
+			wakeAt = time.UnixMilli(e.VisibleAtMs)
+		}
+	}
+	return wakeAt, horizon <= nowMs || !complete, it.Error()
+}
+
+// activate makes the key of the copy at due-index key k active in t, its
+// cursor at or below the copy's fair-index entry; added is false when t is
+// full without the key.
+func (x *dueIndex) activate(q keys.Queue, t *fairTree, k []byte) (e keys.DueEntry, added bool, err error) {
+	e, err = keys.ParseDue(x.shard, q, k)
+	if err != nil {
+		return e, false, err
+	}
+	v, closer, err := x.db.Get(keys.Copy(x.shard, e.ID, q.Group))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return e, true, nil // gone since the iterator's snapshot
+	}
+	if err != nil {
+		return e, false, err
+	}
+	var cs raftv1.CopyState
+	err = proto.Unmarshal(v, &cs)
+	closer.Close()
+	if err != nil || !cs.Fair {
+		return e, true, err
+	}
+	return e, activateAt(t, cs.FairnessKey, keys.Fair(x.shard, q, cs.FairnessKey, e.VisibleAtMs, e.Priority, e.ID)), nil
+}
+
+// activateAt makes fk active in t with its cursor at or below entry; false
+// when t is full without fk.
+func activateAt(t *fairTree, fk string, entry []byte) bool {
+	n := t.activate(fk)
+	if n == nil {
+		return false
+	}
+	if l := n.leaf; l.cursor == nil || string(entry) < string(l.cursor) {
+		l.cursor = slices.Clone(entry)
+	}
+	return true
+}
+
+// rebuild makes active in t every key of q with a copy due at or before
+// nowMs, reading the first entry of each key of the fair index, and
+// answers whether t had room for them all.
+func (x *dueIndex) rebuild(q keys.Queue, t *fairTree, nowMs int64) (bool, error) {
+	x.rebuilt()
+	prefix := keys.FairPrefix(x.shard, q)
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		return false, err
+	}
+	defer it.Close()
+	for valid := it.First(); valid; {
+		x.visited++
+		fk, e, err := keys.ParseFair(x.shard, q, it.Key())
+		if err != nil {
+			return false, err
+		}
+		if e.VisibleAtMs <= nowMs && !activateAt(t, fk, it.Key()) {
+			return false, it.Error()
+		}
+		valid = it.SeekGE(keys.PrefixEnd(keys.FairKeyPrefix(x.shard, q, fk)))
+	}
+	return true, it.Error()
 }
 
 // delivery reads the body of p's message and returns its delivery and TTL

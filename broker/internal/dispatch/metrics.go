@@ -25,6 +25,9 @@ type Metrics struct {
 	// their lease committed because the leader lease had lapsed.
 	pushedAfterCommit prometheus.Counter
 	consumerFull      prometheus.Counter
+	// fairRebuilds counts FAIR queue partitions whose active fairness
+	// keys were rebuilt from the fair index.
+	fairRebuilds prometheus.Counter
 }
 
 // NewMetrics registers the dispatch collectors on reg.
@@ -77,8 +80,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "sundial", Subsystem: "broker", Name: "consumer_buffer_full_total",
 		Help: "Rounds that skipped a consumer with credit because its deliveries on the broker (picked or buffered, not yet sent) reached the per-consumer cap.",
 	})
+	m.fairRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "fair_rebuilds_total",
+		Help: "FAIR queue partitions whose fairness keys with due messages were rebuilt from the fair index (a new leader's first round, a reset, or more due at once than a round catches up on).",
+	})
 	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness, m.leaseConflicts, m.deadLettered, m.expired,
-		m.barrierWait, m.leaseRenewalsFailed, m.pushedAfterCommit, m.consumerFull)
+		m.barrierWait, m.leaseRenewalsFailed, m.pushedAfterCommit, m.consumerFull, m.fairRebuilds)
 	return m
 }
 

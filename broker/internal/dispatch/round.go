@@ -247,13 +247,9 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 			var wakeAt time.Time
 			var err error
 			if policy.Fair {
-				var byKey map[string][]dueItem
-				byKey, wakeAt, err = d.index.scanFair(q, nowMs, limit, d.leasing)
-				if err == nil {
-					due = d.fair.pick(k, byKey, limit, policy.Weights)
-					if len(due) == limit {
-						wakeAt = time.UnixMilli(nowMs)
-					}
+				due, wakeAt, err = d.index.pickFair(q, d.fair.tree(q), nowMs, limit, policy.Weights, d.leasing)
+				if err == nil && len(due) == limit {
+					wakeAt = time.UnixMilli(nowMs)
 				}
 			} else {
 				due, wakeAt, err = d.index.scan(q, nowMs, limit, d.leasing)

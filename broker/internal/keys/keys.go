@@ -381,6 +381,12 @@ func FairKeyPrefix(shard uint64, q Queue, fairnessKey string) []byte {
 	return append(append(FairPrefix(shard, q), fairnessKey...), 0)
 }
 
+// FairUntil is the upper bound (exclusive) of one fairness key's entries in
+// q visible at or before nowMs.
+func FairUntil(shard uint64, q Queue, fairnessKey string, nowMs int64) []byte {
+	return binary.BigEndian.AppendUint64(FairKeyPrefix(shard, q, fairnessKey), uint64(nowMs)+1)
+}
+
 // Fair is a fair-index key.
 func Fair(shard uint64, q Queue, fairnessKey string, visibleAtMs int64, priority int32, id []byte) []byte {
 	b := FairKeyPrefix(shard, q, fairnessKey)
