@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"reflect"
@@ -18,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,6 +26,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sundialmq/sundial/broker"
+	"github.com/sundialmq/sundial/proto/healthcheck"
 )
 
 func main() {
@@ -67,7 +66,7 @@ func (e usageError) Unwrap() error { return e.error }
 
 func run(c *cli.Context) error {
 	if url := c.String("probe"); url != "" {
-		return probe(url)
+		return healthcheck.Probe(url)
 	}
 	cfg, err := load(c)
 	if err != nil {
@@ -100,22 +99,6 @@ func run(c *cli.Context) error {
 	<-ctx.Done()
 	log.Info("shutting down")
 	b.Stop()
-	return nil
-}
-
-// probe GETs url and fails unless it answers 200. Images without a shell
-// or curl run it as their health check.
-func probe(url string) error {
-	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
-	}
 	return nil
 }
 

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,22 +64,5 @@ func TestDecodeConfigRefusesUnknownKeys(t *testing.T) {
 	}
 	if err := decodeConfig(nil, &cfg); err != nil {
 		t.Fatalf("decodeConfig(empty file) = %v, want nil", err)
-	}
-}
-
-func TestProbe(t *testing.T) {
-	var unready atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if unready.Load() {
-			http.Error(w, "not ready: shard 3 has no known leader", http.StatusServiceUnavailable)
-		}
-	}))
-	defer srv.Close()
-	if err := probe(srv.URL + "/readyz"); err != nil {
-		t.Fatalf("probe(ready) = %v, want nil", err)
-	}
-	unready.Store(true)
-	if err := probe(srv.URL + "/readyz"); err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "shard 3") {
-		t.Fatalf("probe(not ready) = %v, want an error with the code and the reason", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
 
+	"github.com/sundialmq/sundial/proto/healthcheck"
 	"github.com/sundialmq/sundial/proto/validate"
 	"github.com/sundialmq/sundial/proxy"
 )
@@ -101,7 +101,7 @@ func main() {
 
 func run(c *cli.Context) error {
 	if url := c.String("probe"); url != "" {
-		return probe(url)
+		return healthcheck.Probe(url)
 	}
 	cfg, level, err := load(c)
 	if err != nil {
@@ -137,22 +137,6 @@ func run(c *cli.Context) error {
 	}
 	srv.Stop()
 	return err
-}
-
-// probe GETs url and fails unless it answers 200. Images without a shell
-// or curl run it as their health check.
-func probe(url string) error {
-	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	return nil
 }
 
 // load builds the config: defaults, then the YAML file, then SUNDIAL_*

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sundialmq/sundial/proxy"
@@ -52,22 +49,5 @@ func TestDecodeFileRefusesUnknownKeys(t *testing.T) {
 		if err := decodeFile([]byte(tt.doc), &cfg, &level); err == nil || !strings.Contains(err.Error(), tt.key) {
 			t.Errorf("decodeFile(%q) = %v, want an error naming %s", tt.doc, err, tt.key)
 		}
-	}
-}
-
-func TestProbe(t *testing.T) {
-	var unready atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if unready.Load() {
-			http.Error(w, "not ready: shard 3 has no known leader", http.StatusServiceUnavailable)
-		}
-	}))
-	defer srv.Close()
-	if err := probe(srv.URL + "/readyz"); err != nil {
-		t.Fatalf("probe(ready) = %v, want nil", err)
-	}
-	unready.Store(true)
-	if err := probe(srv.URL + "/readyz"); err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "shard 3") {
-		t.Fatalf("probe(not ready) = %v, want an error with the code and the reason", err)
 	}
 }
