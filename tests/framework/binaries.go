@@ -3,6 +3,7 @@ package framework
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -50,7 +51,8 @@ func RepoRoot() (string, error) {
 // EnsureBinaries returns the broker and proxy binaries: those in <root>/bin
 // (what make build writes) when both are newer than every .go, go.mod and
 // go.sum file of the modules they are built from; else it builds them once
-// per test process with go build into <tmp>/sundial-tests-bin-<uid>, under
+// per test process with go build into <tmp>/sundial-tests-bin-<uid>-<hash of
+// the checkout's path>, under
 // an flock so concurrent test processes do not write the same file. The
 // variable SUNDIAL_BIN_DIR names a directory to use as it is.
 func EnsureBinaries() (Binaries, error) {
@@ -74,7 +76,9 @@ func ensureBinaries() (Binaries, error) {
 	if fresh(made.Broker, newest) && fresh(made.Proxy, newest) {
 		return made, nil
 	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sundial-tests-bin-%d", os.Getuid()))
+	// One directory per checkout: binaries another checkout built later
+	// would look fresh here too.
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sundial-tests-bin-%d-%016x", os.Getuid(), checkoutHash(root)))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Binaries{}, err
 	}
@@ -137,4 +141,11 @@ func newestSource(root string) (time.Time, error) {
 func fresh(path string, newest time.Time) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode()&0o111 != 0 && !st.ModTime().Before(newest)
+}
+
+// checkoutHash names a checkout by its path.
+func checkoutHash(root string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(root))
+	return h.Sum64()
 }
