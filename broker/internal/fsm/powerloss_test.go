@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -216,6 +218,42 @@ func cloneEntries(es []sm.Entry) []sm.Entry {
 	return out
 }
 
+// walCrasher is a file system that calls crash after some of the writes
+// to a WAL file (*.log): a power cut in the middle of an Update, between
+// two of the commits it makes, if it makes more than one.
+type walCrasher struct {
+	vfs.FS
+	crash func()
+}
+
+func (c walCrasher) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := c.FS.Create(name, cat)
+	return c.wrap(name, f), err
+}
+
+func (c walCrasher) ReuseForWrite(oldname, newname string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := c.FS.ReuseForWrite(oldname, newname, cat)
+	return c.wrap(newname, f), err
+}
+
+func (c walCrasher) wrap(name string, f vfs.File) vfs.File {
+	if f == nil || !strings.HasSuffix(name, ".log") {
+		return f
+	}
+	return crashingFile{File: f, crash: c.crash}
+}
+
+type crashingFile struct {
+	vfs.File
+	crash func()
+}
+
+func (f crashingFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	f.crash()
+	return n, err
+}
+
 // crashPoint is a copy of the state DB's file system as power loss at one
 // moment could leave it.
 type crashPoint struct {
@@ -234,14 +272,43 @@ type crashPoint struct {
 // end in the state of the replica that never crashed.
 func TestPowerLossKeepsAppliedIndexAndStateTogether(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { powerLossRun(t, seed) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { powerLossRun(t, seed, false) })
 	}
 }
 
-func powerLossRun(t *testing.T, seed uint64) {
+// TestPowerLossInsideUpdate cuts the power after WAL writes too, while an
+// Update commits, not only between Updates: a state machine that wrote its
+// applied index apart from its state (or its counters apart from the rest)
+// would be caught between the two commits.
+func TestPowerLossInsideUpdate(t *testing.T) {
+	for _, seed := range []uint64{4, 5} {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { powerLossRun(t, seed, true) })
+	}
+}
+
+func powerLossRun(t *testing.T, seed uint64, insideUpdate bool) {
 	zlog := zaptest.NewLogger(t)
 	fs := vfs.NewCrashableMem()
-	db, err := store.Open(store.Config{Dir: "state", FS: fs}, zlog)
+	var (
+		mu       sync.Mutex // guards the fields below, set by Pebble's WAL writer
+		crashes  []crashPoint
+		current  crashPoint // bounds of the Update in progress
+		crashRng = rand.New(rand.NewPCG(seed, 14))
+	)
+	var dbFS vfs.FS = fs
+	if insideUpdate {
+		dbFS = walCrasher{FS: fs, crash: func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if current.last == 0 {
+				return
+			}
+			c := current
+			c.fs = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: crashRng.IntN(101), RNG: crashRng})
+			crashes = append(crashes, c)
+		}}
+	}
+	db, err := store.Open(store.Config{Dir: "state", FS: dbFS}, zlog)
 	if err != nil {
 		t.Fatalf("store.Open() error = %v", err)
 	}
@@ -261,11 +328,13 @@ func powerLossRun(t *testing.T, seed uint64) {
 		t.Fatalf("StateHash() error = %v", err)
 	}
 	hashAt[0] = empty
-	var crashes []crashPoint
 	var synced uint64
 	next := uint64(1)
 	for range 120 {
 		es := w.entries(next, 1+rng.IntN(4))
+		mu.Lock()
+		current = crashPoint{synced: synced, last: next + uint64(len(es)) - 1}
+		mu.Unlock()
 		applied, err := s.Update(cloneEntries(es))
 		if err != nil {
 			t.Fatalf("Update(%d..%d) error = %v", next, next+uint64(len(es))-1, err)
@@ -290,13 +359,16 @@ func powerLossRun(t *testing.T, seed uint64) {
 				t.Fatalf("Flush() error = %v", err)
 			}
 		}
-		if rng.IntN(3) == 0 {
+		if !insideUpdate && rng.IntN(3) == 0 {
 			crashes = append(crashes, crashPoint{
 				fs:     fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(101), RNG: rng}),
 				synced: synced, last: next - 1,
 			})
 		}
 	}
+	mu.Lock()
+	current = crashPoint{}
+	mu.Unlock()
 	last := next - 1
 	want := hashAt[last]
 	if err := s.Sync(); err != nil {
