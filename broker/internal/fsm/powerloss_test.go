@@ -218,12 +218,14 @@ func cloneEntries(es []sm.Entry) []sm.Entry {
 	return out
 }
 
-// walCrasher is a file system that calls crash after some of the writes
-// to a WAL file (*.log): a power cut in the middle of an Update, between
-// two of the commits it makes, if it makes more than one.
+// walCrasher is a file system that calls crash in the middle of every
+// write to a WAL file (*.log), its last byte not yet written (torn), and
+// after it: a power cut while an Update commits. Pebble hands the WAL one
+// or more commits per write, so a state machine that committed its state
+// and its applied index (or counters) apart would be cut between the two.
 type walCrasher struct {
 	vfs.FS
-	crash func()
+	crash func(torn bool)
 }
 
 func (c walCrasher) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
@@ -245,13 +247,23 @@ func (c walCrasher) wrap(name string, f vfs.File) vfs.File {
 
 type crashingFile struct {
 	vfs.File
-	crash func()
+	crash func(torn bool)
 }
 
 func (f crashingFile) Write(p []byte) (int, error) {
-	n, err := f.File.Write(p)
-	f.crash()
-	return n, err
+	if len(p) < 2 {
+		n, err := f.File.Write(p)
+		f.crash(false)
+		return n, err
+	}
+	n, err := f.File.Write(p[:len(p)-1])
+	if err != nil {
+		return n, err
+	}
+	f.crash(true)
+	m, err := f.File.Write(p[len(p)-1:])
+	f.crash(false)
+	return n + m, err
 }
 
 // crashPoint is a copy of the state DB's file system as power loss at one
@@ -297,14 +309,21 @@ func powerLossRun(t *testing.T, seed uint64, insideUpdate bool) {
 	)
 	var dbFS vfs.FS = fs
 	if insideUpdate {
-		dbFS = walCrasher{FS: fs, crash: func() {
+		dbFS = walCrasher{FS: fs, crash: func(torn bool) {
 			mu.Lock()
 			defer mu.Unlock()
 			if current.last == 0 {
 				return
 			}
 			c := current
-			c.fs = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: crashRng.IntN(101), RNG: crashRng})
+			// A torn write keeps everything written before it (the power
+			// went in the middle of it); after a whole write, a random
+			// share of the unsynced blocks survives.
+			percent := 100
+			if !torn {
+				percent = crashRng.IntN(101)
+			}
+			c.fs = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: percent, RNG: crashRng})
 			crashes = append(crashes, c)
 		}}
 	}
