@@ -34,6 +34,9 @@ type workload struct {
 	ids  [][]byte // every message id published so far
 	pubs []*raftv1.Command
 	reqs int
+	// seen counts the effects the run had ("lease OK", "publish
+	// KEY_OUTCOME_REPLACED", "change CHANGE_CODE_DONE", ...).
+	seen map[string]int
 }
 
 func (w *workload) copyOf(id []byte) (*raftv1.CopyState, bool) {
@@ -75,6 +78,25 @@ func (w *workload) someID() []byte {
 		n = len(w.ids)
 	}
 	return w.ids[len(w.ids)-1-w.rng.IntN(n)]
+}
+
+// leased picks one of the leased copies among the recent messages.
+func (w *workload) leased() ([]byte, *raftv1.CopyState, bool) {
+	type leasedCopy struct {
+		id []byte
+		cs *raftv1.CopyState
+	}
+	var found []leasedCopy
+	for _, id := range w.ids[max(0, len(w.ids)-40):] {
+		if cs, ok := w.copyOf(id); ok && cs.Leased {
+			found = append(found, leasedCopy{id, cs})
+		}
+	}
+	if len(found) == 0 {
+		return nil, nil, false
+	}
+	c := found[w.rng.IntN(len(found))]
+	return c.id, c.cs, true
 }
 
 func (w *workload) ref(id []byte, attempt uint32) []*raftv1.MessageRef {
@@ -129,9 +151,8 @@ func (w *workload) command() *raftv1.Command {
 		}
 		return &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: w.now, Items: []*raftv1.LeaseItem{item}}}}
 	case k < 15: // settle a delivery
-		id := w.someID()
-		cs, ok := w.copyOf(id)
-		if !ok || !cs.Leased {
+		id, cs, ok := w.leased()
+		if !ok {
 			return w.sweep()
 		}
 		refs := w.ref(id, cs.Attempt)
@@ -192,16 +213,32 @@ func (w *workload) entries(index uint64, n int) []sm.Entry {
 	return es
 }
 
-// learn remembers the ids an applied publish created.
+// learn remembers the ids an applied publish created and counts what the
+// commands did.
 func (w *workload) learn(applied []sm.Entry) {
 	w.t.Helper()
 	for _, e := range applied {
+		var b raftv1.Batch
 		var outs raftv1.Outcomes
+		if err := proto.Unmarshal(e.Cmd, &b); err != nil {
+			w.t.Fatalf("decode batch: %v", err)
+		}
 		if err := proto.Unmarshal(e.Result.Data, &outs); err != nil {
 			w.t.Fatalf("decode outcome: %v", err)
 		}
-		for _, o := range outs.Outcomes {
+		for i, o := range outs.Outcomes {
+			kind := strings.ToLower(strings.TrimPrefix(fmt.Sprintf("%T", b.Commands[i].Kind), "*raftv1.Command_"))
+			for _, c := range o.Codes {
+				w.seen[kind+" "+strings.TrimPrefix(c.String(), "REF_CODE_")]++
+			}
+			if o.Change != nil {
+				w.seen[kind+" "+o.Change.Code.String()]++
+			}
+			if o.Count > 0 {
+				w.seen[kind+" count"]++
+			}
 			for _, p := range o.Published {
+				w.seen[kind+" "+p.KeyOutcome.String()]++
 				if !slices.ContainsFunc(w.ids, func(id []byte) bool { return bytes.Equal(id, p.MessageId) }) {
 					w.ids = append(w.ids, p.MessageId)
 				}
@@ -338,7 +375,7 @@ func powerLossRun(t *testing.T, seed uint64, insideUpdate bool) {
 	}
 
 	rng := rand.New(rand.NewPCG(seed, 8))
-	w := &workload{t: t, rng: rng, db: db, now: 1000}
+	w := &workload{t: t, rng: rng, db: db, now: 1000, seen: map[string]int{}}
 	var entries []sm.Entry         // every entry applied, in order
 	results := map[uint64][]byte{} // index → the entry's result
 	hashAt := map[uint64][]byte{}  // applied index → the state hash then
@@ -395,7 +432,12 @@ func powerLossRun(t *testing.T, seed uint64, insideUpdate bool) {
 	}
 	crashes = append(crashes, crashPoint{fs: fs.CrashClone(vfs.CrashCloneCfg{}), synced: last, last: last})
 
-	t.Logf("%d entries, %d messages, %d crashes", len(entries), len(w.ids), len(crashes))
+	t.Logf("%d entries, %d messages, %d crashes; effects %v", len(entries), len(w.ids), len(crashes), w.seen)
+	for _, effect := range []string{"lease OK", "ack OK", "nack OK", "extend OK", "publish KEY_OUTCOME_REPLACED", "publish KEY_OUTCOME_DEBOUNCED", "change CHANGE_CODE_DONE", "expire count"} {
+		if w.seen[effect] == 0 {
+			t.Errorf("the workload had no %q: it does not exercise what it claims", effect)
+		}
+	}
 	reported := map[uint64]bool{}
 	for n, c := range crashes {
 		cdb, err := store.Open(store.Config{Dir: "state", FS: c.fs}, zlog)
