@@ -207,13 +207,7 @@ func (c *cluster) balanceReplicas() {
 	for c.room() > 0 {
 		givers := slices.Clone(active)
 		slices.SortFunc(givers, func(a, b *node) int {
-			if lessLoaded(b, a) {
-				return -1
-			}
-			if lessLoaded(a, b) {
-				return 1
-			}
-			return 0
+			return cmp.Or(cmp.Compare(b.replicas, a.replicas), cmp.Compare(b.DiskBytes, a.DiskBytes), cmp.Compare(a.ID, b.ID))
 		})
 		if !c.moveOne(givers) {
 			return
@@ -222,7 +216,8 @@ func (c *cluster) balanceReplicas() {
 }
 
 // moveOne plans one move from the most loaded giver that can give to the
-// least loaded taker that can take; givers are sorted most loaded first.
+// least loaded taker that can take; givers are sorted most loaded first
+// (most replicas, most bytes, lowest id), takers are tried from the end.
 func (c *cluster) moveOne(givers []*node) bool {
 	for _, from := range givers {
 		for i := len(givers) - 1; i >= 0; i-- {
