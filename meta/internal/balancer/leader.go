@@ -26,30 +26,40 @@ func (c *cluster) balanceLeaders() {
 	for c.room() > 0 {
 		givers := slices.Clone(active)
 		slices.SortStableFunc(givers, func(a, b *node) int { return cmp.Compare(b.leaders, a.leaders) })
-		planned := false
-		for _, from := range givers {
-			if chain := c.leaderChain(from); chain != nil && len(chain) <= c.room() {
-				for _, h := range chain {
-					c.add(meta.NewTransferLeader(h.sh.id, h.from, h.to, ReasonLeaderBalance, c.cfg.Timeouts))
-				}
-				planned = true
-				break
-			}
+		chain := c.shortestChain(givers, 1)
+		if chain == nil {
+			chain = c.shortestChain(givers, len(c.nodes))
 		}
-		if !planned {
+		if chain == nil || len(chain) > c.room() {
 			return
+		}
+		for _, h := range chain {
+			c.add(meta.NewTransferLeader(h.sh.id, h.from, h.to, ReasonLeaderBalance, c.cfg.Timeouts))
 		}
 	}
 }
 
-// leaderChain is the shortest chain of transfers from src to an active node
-// leading at least two shards fewer (of those at that distance, the one
+// shortestChain is the chain of at most depth transfers of the first giver
+// that has one, givers tried in order. A direct transfer from any giver is
+// preferred to a chain from one tried earlier, so balanceLeaders asks for
+// depth 1 first.
+func (c *cluster) shortestChain(givers []*node, depth int) []hop {
+	for _, from := range givers {
+		if chain := c.leaderChain(from, depth); chain != nil {
+			return chain
+		}
+	}
+	return nil
+}
+
+// leaderChain is the shortest chain of at most depth transfers from src to
+// an active node leading at least two shards fewer (of those at that distance, the one
 // leading fewest, then the first reached), or nil. The search walks shards
 // in id order, so the chain depends only on the cluster.
-func (c *cluster) leaderChain(src *node) []hop {
+func (c *cluster) leaderChain(src *node, depth int) []hop {
 	via := map[meta.NodeID]hop{src.ID: {}}
 	level := []*node{src}
-	for len(level) > 0 {
+	for ; len(level) > 0 && depth > 0; depth-- {
 		var next []*node
 		var goal *node
 		for _, u := range level {
