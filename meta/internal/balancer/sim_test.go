@@ -123,26 +123,13 @@ func spread(v View, c map[meta.NodeID]int) int {
 }
 
 // minimumMoves is the fewest replica moves that bring counts (of nodes
-// that may all give and take) to within one of each other: the nodes with
-// the most replicas keep the remainder, each node gives what it holds above
-// its share.
+// that may all give and take) to within one of each other.
 func minimumMoves(c []int) int {
 	total := 0
 	for _, x := range c {
 		total += x
 	}
-	sorted := slices.Clone(c)
-	slices.SortFunc(sorted, func(a, b int) int { return b - a })
-	q, r := total/len(c), total%len(c)
-	moves := 0
-	for i, x := range sorted {
-		share := q
-		if i < r {
-			share++
-		}
-		moves += max(0, x-share)
-	}
-	return moves
+	return minimumAbove(c, total)
 }
 
 // skewedCluster is nodes active nodes (in zones zones when zones > 1) and
@@ -267,4 +254,91 @@ func TestSimulatorConverges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSimulatorHealsAndDrains kills five nodes and drains five more of a
+// skewed 100-node cluster: converging re-creates every dead replica, empties
+// the draining nodes and balances the rest, copying at most 10% more
+// replicas than the fewest that could (every replica on a leaving node,
+// plus what the remaining nodes hold above their share).
+func TestSimulatorHealsAndDrains(t *testing.T) {
+	for _, seed := range []uint64{6, 7} {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			v := skewedCluster(seed, 100, 3334, 3, 1)
+			for i := range 10 {
+				v.Nodes[i*10+3].State = map[bool]NodeState{true: NodeDead, false: NodeDraining}[i < 5]
+			}
+			for i := range v.Shards {
+				if sh := &v.Shards[i]; v.Nodes[sh.Leader-1].State == NodeDead {
+					sh.Leader = 0 // a dead leader is not known; the test checks a new one is set
+					for _, r := range sh.Replicas {
+						if v.Nodes[r-1].State != NodeDead {
+							sh.Leader = r
+							break
+						}
+					}
+				}
+			}
+			replicas, _ := counts(v)
+			leaving, total := 0, 0
+			var stay []int
+			for _, n := range v.Nodes {
+				total += replicas[n.ID]
+				if n.State == NodeActive {
+					stay = append(stay, replicas[n.ID])
+				} else {
+					leaving += replicas[n.ID]
+				}
+			}
+			least := leaving + minimumAbove(stay, total)
+			cfg := DefaultConfig()
+			cfg.MaxOperations = 32
+			rounds, stats, err := converge(&v, cfg, 10000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copies := stats[meta.OpKindMoveReplica] + stats[meta.OpKindAddReplica]
+			replicas, leaders := counts(v)
+			t.Logf("rounds=%d copies=%d (moves=%d adds=%d) minimum=%d (+%.1f%%) transfers=%d",
+				rounds, copies, stats[meta.OpKindMoveReplica], stats[meta.OpKindAddReplica], least,
+				100*float64(copies-least)/float64(least), stats[meta.OpKindTransferLeader])
+			for _, n := range v.Nodes {
+				if n.State != NodeActive && (replicas[n.ID] != 0 || leaders[n.ID] != 0) {
+					t.Errorf("%s node %d holds %d replicas, leads %d; want none", n.State, n.ID, replicas[n.ID], leaders[n.ID])
+				}
+			}
+			if s := spread(v, replicas); s > 1 {
+				t.Errorf("replicas per node max-min = %d, want <= 1", s)
+			}
+			if s := spread(v, leaders); s > 1 {
+				t.Errorf("leaders per node max-min = %d, want <= 1", s)
+			}
+			if float64(copies) > 1.1*float64(least) {
+				t.Errorf("replica copies = %d, want within 10%% of the minimum %d", copies, least)
+			}
+			for _, s := range v.Shards {
+				if len(s.Replicas) != 3 || s.Leader == 0 {
+					t.Fatalf("shard %d on %v led by %d, want 3 replicas and a leader", s.ID, s.Replicas, s.Leader)
+				}
+			}
+		})
+	}
+}
+
+// minimumAbove is what nodes holding c give when total replicas spread
+// over them within one of each other: the nodes holding most keep the
+// remainder.
+func minimumAbove(c []int, total int) int {
+	sorted := slices.Clone(c)
+	slices.SortFunc(sorted, func(a, b int) int { return b - a })
+	q, r := total/len(c), total%len(c)
+	give := 0
+	for i, x := range sorted {
+		share := q
+		if i < r {
+			share++
+		}
+		give += max(0, x-share)
+	}
+	return give
 }
