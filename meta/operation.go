@@ -122,6 +122,16 @@ type Operation struct {
 	Current int             `json:"current"`
 }
 
+// Finished says the operation is done, failed or rolled back: it no
+// longer holds its shard.
+func (o Operation) Finished() bool {
+	switch o.Status {
+	case OperationDone, OperationFailed, OperationRolledBack:
+		return true
+	}
+	return false
+}
+
 // StepTimeouts bound the steps of the operations the planner builds.
 type StepTimeouts struct {
 	// Step bounds one attempt of every step but the catch-up.

@@ -11,12 +11,12 @@ import (
 // operations in progress and those planned so far applied. Nodes and shards
 // are kept in id order; maps are only looked up, never ranged over.
 type cluster struct {
-	cfg    Config
-	nodes  []*node
-	byID   map[meta.NodeID]*node
-	shards []*shard
-	shard  map[meta.EventShardID]*shard
-	plan   []meta.Operation
+	cfg       Config
+	nodes     []*node
+	byID      map[meta.NodeID]*node
+	shards    []*shard
+	shardByID map[meta.EventShardID]*shard
+	plan      []meta.Operation
 }
 
 type node struct {
@@ -38,7 +38,7 @@ type shard struct {
 }
 
 func newCluster(v View, cfg Config) *cluster {
-	c := &cluster{cfg: cfg, byID: map[meta.NodeID]*node{}, shard: map[meta.EventShardID]*shard{}}
+	c := &cluster{cfg: cfg, byID: map[meta.NodeID]*node{}, shardByID: map[meta.EventShardID]*shard{}}
 	for _, n := range v.Nodes {
 		nn := &node{Node: n, zone: n.Labels[cfg.ZoneLabel]}
 		c.nodes = append(c.nodes, nn)
@@ -57,7 +57,7 @@ func newCluster(v View, cfg Config) *cluster {
 			sh.leader = 0
 		}
 		c.shards = append(c.shards, sh)
-		c.shard[s.ID] = sh
+		c.shardByID[s.ID] = sh
 	}
 	slices.SortFunc(c.shards, func(a, b *shard) int { return cmp.Compare(a.id, b.id) })
 	for _, sh := range c.shards {
@@ -71,7 +71,7 @@ func newCluster(v View, cfg Config) *cluster {
 		}
 	}
 	for _, op := range v.InProgress {
-		if sh := c.shard[op.Shard]; sh != nil {
+		if sh := c.shardByID[op.Shard]; sh != nil && !op.Finished() {
 			c.apply(sh, op)
 		}
 	}
@@ -84,7 +84,7 @@ func (c *cluster) room() int { return c.cfg.MaxOperations - len(c.plan) }
 // add plans op and applies it to the working copy.
 func (c *cluster) add(op meta.Operation) {
 	c.plan = append(c.plan, op)
-	c.apply(c.shard[op.Shard], op)
+	c.apply(c.shardByID[op.Shard], op)
 }
 
 // apply marks sh busy and changes it as op will once done. It reads the

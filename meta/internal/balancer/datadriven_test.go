@@ -23,7 +23,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	converge [max=N]              plan and apply until nothing is planned
 //	node ID [active|draining|dead] [zone=Z] [disk=BYTES]
 //	shard ID rf=N on=A,B,C [leader=A]
-//	inprogress move|add|remove|transfer shard=ID [from=A] [to=B] [leader=C]
+//	inprogress move|add|remove|transfer shard=ID [from=A] [to=B] [leader=C] [status=S]
 //
 // Run with -rewrite to record the output the planner gives.
 func TestPlanScripts(t *testing.T) {
@@ -207,6 +207,9 @@ func parseView(lines []string) (View, error) {
 			op, ok := ops[args["0"]]
 			if !ok {
 				return View{}, fmt.Errorf("unknown operation %q", args["0"])
+			}
+			if st, ok := args["status"]; ok {
+				op.Status = meta.OperationStatus(st)
 			}
 			v.InProgress = append(v.InProgress, op)
 		default:

@@ -44,7 +44,8 @@ type Shard struct {
 	ID meta.EventShardID
 	// Replicas lists the nodes holding a replica (voter or learner).
 	Replicas []meta.NodeID
-	// Leader is the node of the leading replica; zero when not known.
+	// Leader is the node of the leading replica; zero when not known (as
+	// after its leader died, until the shard elects another).
 	Leader meta.NodeID
 	// ReplicationFactor is the number of replicas the shard should have.
 	ReplicationFactor int
@@ -53,7 +54,8 @@ type Shard struct {
 // View is the cluster as the planner sees it: the meta state's nodes and
 // shards, each node's liveness, each shard's leader, and the operations not
 // finished yet (pending or running). The planner reads the view as if those
-// operations had completed and plans nothing more for their shards.
+// operations had completed and plans nothing more for their shards
+// (finished operations in InProgress are ignored).
 type View struct {
 	Nodes      []Node
 	Shards     []Shard
