@@ -10,8 +10,9 @@
 //  1. repair: a shard with fewer live replicas than its replication factor
 //     (replicas on dead nodes do not count) gets one on the best eligible
 //     node, and the dead replica is dropped; shards furthest below their
-//     factor first. A shard above its factor loses its replica on the most
-//     loaded node.
+//     factor first. A shard above its factor loses a replica: one on a
+//     draining node first, else one whose loss keeps its zones, on the most
+//     loaded node, a follower before the leader.
 //  2. drain: replicas on draining nodes move to the best eligible node;
 //     a leadership on a draining node whose replica cannot move yet is
 //     transferred.
@@ -19,7 +20,7 @@
 //     lacks has an active node moves one there.
 //  4. replica balance: replicas move from the most to the least loaded
 //     active node until replicas per node differ by at most one.
-//  5. leader balance: once no replica moves are planned, leaderships are
+//  5. leader balance: when rules 1-4 plan nothing, leaderships are
 //     transferred (along a chain of shards when no single transfer helps)
 //     until leaders per active node differ by at most one.
 //
