@@ -13,6 +13,12 @@
 //   - replica ids are allocated from one counter and never reused;
 //   - Version grows by one with every change a proxy could route on.
 //
+// Changes of a shard's replicas or leadership are Operations (operation.go):
+// planned by the pure planner in internal/balancer from a cluster view, run
+// step by step by an executor on the meta leader. The planner lives under
+// internal/ and imports this package, so its caller is a package of this
+// module other than meta itself.
+//
 // The state machine is touched by Dragonboat's apply goroutine (Update,
 // snapshots) and by readers through Lookup, which answers a deep copy.
 package meta
