@@ -74,8 +74,8 @@ func (s *Server) Start(ctx context.Context) error {
 	// use; a joining broker first needs its gRPC address to send it.
 	var ident identity.Identity
 	var err error
-	joining := len(s.cfg.Join) > 0
-	if !joining {
+	joining, waiting := len(s.cfg.Join) > 0, s.cfg.waiting()
+	if !joining && !waiting {
 		if ident, err = s.admit(ctx); err != nil {
 			return err
 		}
@@ -104,11 +104,16 @@ func (s *Server) Start(ctx context.Context) error {
 	if advertise == "" {
 		advertise = lis.Addr().String()
 	}
-	if joining {
-		if ident, err = s.joinCluster(ctx, advertise); err != nil {
-			closeListeners()
-			return err
-		}
+	switch {
+	case joining:
+		ident, err = s.joinCluster(ctx, advertise)
+	case waiting:
+		ident, lis, err = s.waitForAdd(ctx, lis, advertise)
+		s.lis = lis
+	}
+	if err != nil {
+		closeListeners()
+		return err
 	}
 	if s.cfg.NodeID != ident.NodeID {
 		s.cfg.NodeID = ident.NodeID
@@ -179,7 +184,7 @@ func hostConfig(cfg Config, advertise string) host.Config {
 	}
 	return host.Config{
 		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftListenAddr: cfg.RaftListenAddr, GRPCAddr: advertise, DataDir: cfg.DataDir,
-		InitialMembers: members, Join: len(cfg.Join) > 0, Shards: cfg.Shards, ReplicationFactor: cfg.ReplicationFactor,
+		InitialMembers: members, Join: len(cfg.InitialMembers) == 0, Shards: cfg.Shards, ReplicationFactor: cfg.ReplicationFactor,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 		SnapshotEntries: cfg.SnapshotEntries, RaftWorkers: cfg.RaftWorkers, RaftLogShards: cfg.RaftLogShards,
 		CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes,

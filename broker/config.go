@@ -48,6 +48,10 @@ type Config struct {
 	// InitialMembers are the brokers that bootstrap the cluster and vote in
 	// the meta group, by node id.
 	InitialMembers map[uint64]Member `yaml:"initial_members"`
+	// With neither InitialMembers nor Join the broker starts in the waiting
+	// state: it serves only health and Peer.AddToCluster until shardctl
+	// add-node adds it to a cluster, as if it had been started with Join.
+	//
 	// Join lists gRPC addresses of brokers of a running cluster (host:port,
 	// or dns+srv://NAME for the targets of NAME's SRV records). A broker
 	// with Join and no InitialMembers joins that cluster through
@@ -164,13 +168,13 @@ func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	if c.NodeID == 0 && len(c.Join) == 0 {
-		bad("node_id", "must be at least 1 (0, to be given a free id, only with join)")
+	if c.NodeID == 0 && len(c.Join) == 0 && len(c.InitialMembers) > 0 {
+		bad("node_id", "must be at least 1 (0, to be given a free id, only with join or in the waiting state)")
 	}
 	switch _, ok := c.InitialMembers[c.NodeID]; {
 	case len(c.Join) > 0 && len(c.InitialMembers) > 0:
 		bad("join", "excludes initial_members: a joining broker learns the members from the cluster it joins")
-	case len(c.Join) == 0 && !ok && c.NodeID != 0:
+	case len(c.Join) == 0 && len(c.InitialMembers) > 0 && !ok && c.NodeID != 0:
 		bad("initial_members", "must include this node (%d); to add it to a running cluster, set join to brokers of that cluster instead", c.NodeID)
 	}
 	for _, spec := range c.Join {
