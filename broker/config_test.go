@@ -64,6 +64,15 @@ func TestValidateAcceptsAJoin(t *testing.T) {
 	}
 }
 
+// With neither initial members nor join the broker waits to be added.
+func TestValidateAcceptsTheWaitingState(t *testing.T) {
+	c := DefaultConfig()
+	c.NodeID, c.InitialMembers = 0, nil
+	if err := c.Validate(); err != nil || !c.waiting() {
+		t.Fatalf("Validate(no members, no join) = %v, waiting() = %v; want nil, true", err, c.waiting())
+	}
+}
+
 func TestParseMembers(t *testing.T) {
 	got, err := ParseMembers("1=127.0.0.1:7601@127.0.0.1:7501, 2=h2:7602@h2:7502")
 	if err != nil || len(got) != 2 || got[2].RaftAddr != "h2:7602" || got[2].GRPCAddr != "h2:7502" {
