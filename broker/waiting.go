@@ -52,7 +52,9 @@ func (s *Server) waitForAdd(ctx context.Context, lis net.Listener, advertise str
 	case id = <-w.added:
 	case <-ctx.Done():
 		srv.Stop()
-		<-done
+		if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Warn("waiting server stopped", zap.Error(err))
+		}
 		return identity.Identity{}, lis, fmt.Errorf("broker: never added to a cluster: %w", ctx.Err())
 	}
 	addr := lis.Addr().String()

@@ -52,7 +52,7 @@ func TestAddWaitingBroker(t *testing.T) {
 	Eventually(t, 20*time.Second, func() error {
 		_, err := addToCluster(cfg.GRPCAddr, []string{"not-an-address"})
 		if status.Code(err) != codes.InvalidArgument {
-			return fmt.Errorf("AddToCluster(bad address) = %v, want InvalidArgument", err)
+			return fmt.Errorf("AddToCluster(bad address) = %w, want InvalidArgument", err)
 		}
 		return nil
 	})
@@ -92,7 +92,7 @@ func TestAddWaitingBroker(t *testing.T) {
 	Eventually(t, 20*time.Second, func() error {
 		_, err := addToCluster(cfg.GRPCAddr, seeds)
 		if status.Code(err) != codes.FailedPrecondition {
-			return fmt.Errorf("AddToCluster(member) = %v, want FailedPrecondition", err)
+			return fmt.Errorf("AddToCluster(member) = %w, want FailedPrecondition", err)
 		}
 		return nil
 	})

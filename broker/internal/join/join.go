@@ -26,10 +26,11 @@ import (
 // SRVScheme prefixes a join address resolved with a DNS SRV lookup.
 const SRVScheme = "dns+srv://"
 
-// ErrBadAddress: a join address is neither host:port nor dns+srv://NAME.
+// ErrBadAddress is the error of a join address that is neither host:port
+// nor dns+srv://NAME.
 var ErrBadAddress = errors.New("join: bad address")
 
-// ErrNoBroker: no join address answered the join.
+// ErrNoBroker is the error of a join that no address answered.
 var ErrNoBroker = errors.New("join: no broker answered")
 
 // Parse checks one join address: host:port with a port from 1 to 65535,
@@ -50,7 +51,7 @@ func Parse(spec string) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %q is not a broker gRPC host:port nor dns+srv://NAME (%v)", ErrBadAddress, spec, err)
+		return fmt.Errorf("%w: %q is not a broker gRPC host:port nor dns+srv://NAME (%w)", ErrBadAddress, spec, err)
 	}
 	return nil
 }

@@ -95,6 +95,6 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 	case <-ctx.Done():
 		return nil
 	case <-p.Done():
-		return fmt.Errorf("%s (pid %d) exited (%v); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
+		return fmt.Errorf("%s (pid %d) exited (%w); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
 	}
 }

@@ -30,7 +30,9 @@ func TestRenderAddNode(t *testing.T) {
 }
 
 // fakeInfo answers a cluster of brokers 1-3, node 3 removed.
-type fakeInfo struct{ sundialv1.UnimplementedAdminServer }
+type fakeInfo struct {
+	sundialv1.UnimplementedAdminServer
+}
 
 func (fakeInfo) GetClusterInfo(context.Context, *sundialv1.GetClusterInfoRequest) (*sundialv1.ClusterInfo, error) {
 	n := func(id uint64, addr string, st sundialv1.NodeState) *sundialv1.Node {
