@@ -50,7 +50,7 @@ PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/b
 
 # The per-module pattern targets (test-%, vet-%, bench-%, tidy-%) are deliberately not
 # listed: make skips pattern-rule search for .PHONY targets.
-.PHONY: help build test test-short lint gen verify run bench loadtest clean tools tools-lint bench-peers chaos
+.PHONY: help build test test-short lint gen verify run join bench loadtest clean tools tools-lint bench-peers chaos
 
 help: ## Show this list of targets
 	@echo "Sundial make targets:"
@@ -178,6 +178,12 @@ verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Fail if generated 
 # proxy's /readyz, prints the endpoints; Ctrl-C stops every process by pid.
 run: build ## Build, then run a local cluster: 3 brokers + proxy (SUNDIAL_BROKERS=1 for one broker)
 	$(BIN)/sundial-local
+
+# `make join` (from another shell, while `make run` runs) starts one more broker that
+# joins that cluster, on the next free ports of the local scheme (gRPC 7500+i, Raft
+# 7600+i, metrics 7700+i), data in ./data/local/broker-i; Ctrl-C stops it.
+join: build ## Start one more broker that joins the running `make run` cluster
+	$(BIN)/sundial-local join
 
 # `make chaos` runs tests/chaos's TestChaos: the recorded workload under a seeded
 # fault schedule, then heal, drain and check. The seed is printed first; the

@@ -55,7 +55,10 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("broker: invalid config: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log.With(zap.Uint64("node_id", cfg.NodeID)), reg: reg, stopc: make(chan struct{})}
+	if cfg.NodeID != 0 {
+		log = log.With(zap.Uint64("node_id", cfg.NodeID)) // a joining broker without one gets it in Start
+	}
+	s := &Server{cfg: cfg, log: log, reg: reg, stopc: make(chan struct{})}
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		s.gth = g
 	}
@@ -63,11 +66,19 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 }
 
 // Start listens, starts the NodeHost and serves. It returns once serving;
-// the cluster becomes usable when the shards elect leaders.
+// the cluster becomes usable when the shards elect leaders. A broker with
+// Join first joins the cluster (on its first start; see joinCluster).
 func (s *Server) Start(ctx context.Context) error {
-	ident, err := s.admit(ctx)
-	if err != nil {
-		return err
+	// A member checks its data dir before taking any port, so a refusal
+	// says what is wrong with the data dir even when the ports are in
+	// use; a joining broker first needs its gRPC address to send it.
+	var ident identity.Identity
+	var err error
+	joining, waiting := len(s.cfg.Join) > 0, s.cfg.waiting()
+	if !joining && !waiting {
+		if ident, err = s.admit(ctx); err != nil {
+			return err
+		}
 	}
 	lis, err := net.Listen("tcp", s.cfg.GRPCAddr)
 	if err != nil {
@@ -92,6 +103,21 @@ func (s *Server) Start(ctx context.Context) error {
 	advertise := s.cfg.AdvertiseAddr
 	if advertise == "" {
 		advertise = lis.Addr().String()
+	}
+	switch {
+	case joining:
+		ident, err = s.joinCluster(ctx, advertise)
+	case waiting:
+		ident, lis, err = s.waitForAdd(ctx, lis, advertise)
+		s.lis = lis
+	}
+	if err != nil {
+		closeListeners()
+		return err
+	}
+	if s.cfg.NodeID != ident.NodeID {
+		s.cfg.NodeID = ident.NodeID
+		s.log = s.log.With(zap.Uint64("node_id", ident.NodeID))
 	}
 	hc := hostConfig(s.cfg, advertise)
 	hc.Incarnation, hc.ClusterID = ident.Incarnation, ident.ClusterID
@@ -158,7 +184,7 @@ func hostConfig(cfg Config, advertise string) host.Config {
 	}
 	return host.Config{
 		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftListenAddr: cfg.RaftListenAddr, GRPCAddr: advertise, DataDir: cfg.DataDir,
-		InitialMembers: members, Shards: cfg.Shards, ReplicationFactor: cfg.ReplicationFactor,
+		InitialMembers: members, Join: len(cfg.InitialMembers) == 0, Shards: cfg.Shards, ReplicationFactor: cfg.ReplicationFactor,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 		SnapshotEntries: cfg.SnapshotEntries, RaftWorkers: cfg.RaftWorkers, RaftLogShards: cfg.RaftLogShards,
 		CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes,
@@ -296,3 +322,8 @@ func (s *Server) serveStateHashes(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) ShardStateHash(shard uint64) ([]byte, error) {
 	return s.host.StateHash(shard)
 }
+
+// NodeID is the broker's node id: the configured one, or for a joining
+// broker configured without one, the one the cluster assigned (after
+// Start).
+func (s *Server) NodeID() uint64 { return s.cfg.NodeID }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sundialmq/sundial/broker/internal/join"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
@@ -19,7 +20,9 @@ type Member struct {
 
 // Config is a broker's whole configuration.
 type Config struct {
-	// NodeID names this broker in the cluster; it must be in InitialMembers.
+	// NodeID names this broker in the cluster; it must be in InitialMembers,
+	// unless the broker joins (Join), where 0 asks the cluster for a free
+	// id (kept in the data dir's identity file from then on).
 	NodeID uint64 `yaml:"node_id"`
 	// GRPCAddr is where the broker listens for proxies, peers and admin
 	// tools. Default 127.0.0.1:7501. Port 0 picks a free port.
@@ -45,6 +48,22 @@ type Config struct {
 	// InitialMembers are the brokers that bootstrap the cluster and vote in
 	// the meta group, by node id.
 	InitialMembers map[uint64]Member `yaml:"initial_members"`
+	// With neither InitialMembers nor Join the broker starts in the waiting
+	// state: it serves only health and Peer.AddToCluster until shardctl
+	// add-node adds it to a cluster, as if it had been started with Join.
+	//
+	// Join lists gRPC addresses of brokers of a running cluster (host:port,
+	// or dns+srv://NAME for the targets of NAME's SRV records). A broker
+	// with Join and no InitialMembers joins that cluster through
+	// Cluster.JoinCluster on its first start, as a non-voting member of
+	// the meta group with no event-shard replicas until a rebalance; on
+	// later starts it finds its identity in the data dir and only checks
+	// with those brokers that it is still the same cluster. Default empty.
+	Join []string `yaml:"join"`
+	// JoinTimeout bounds the first start's join: the brokers in Join are
+	// asked in turn until one registers this broker or it runs out.
+	// Default 1m.
+	JoinTimeout time.Duration `yaml:"join_timeout"`
 	// Shards is the number of event shards created at bootstrap. Default 8.
 	Shards int `yaml:"shards"`
 	// ReplicationFactor of event shards; 0 means min(3, initial members).
@@ -139,6 +158,7 @@ func DefaultConfig() Config {
 		CacheBytes:        32 << 20,
 		MemTableBytes:     16 << 20,
 		GoMemoryLimit:     128 << 20,
+		JoinTimeout:       time.Minute,
 	}
 }
 
@@ -148,11 +168,22 @@ func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	if c.NodeID == 0 {
-		bad("node_id", "must be at least 1")
+	if c.NodeID == 0 && len(c.Join) == 0 && len(c.InitialMembers) > 0 {
+		bad("node_id", "must be at least 1 (0, to be given a free id, only with join or in the waiting state)")
 	}
-	if _, ok := c.InitialMembers[c.NodeID]; !ok && c.NodeID != 0 {
-		bad("initial_members", "must include this node (%d); joining a running cluster is not supported yet", c.NodeID)
+	switch _, ok := c.InitialMembers[c.NodeID]; {
+	case len(c.Join) > 0 && len(c.InitialMembers) > 0:
+		bad("join", "excludes initial_members: a joining broker learns the members from the cluster it joins")
+	case len(c.Join) == 0 && len(c.InitialMembers) > 0 && !ok && c.NodeID != 0:
+		bad("initial_members", "must include this node (%d); to add it to a running cluster, set join to brokers of that cluster instead", c.NodeID)
+	}
+	for _, spec := range c.Join {
+		if err := join.Parse(spec); err != nil {
+			bad("join", "%v", err)
+		}
+	}
+	if len(c.Join) > 0 && c.JoinTimeout <= 0 {
+		bad("join_timeout", "must be positive")
 	}
 	for id, m := range c.InitialMembers {
 		if id == 0 {

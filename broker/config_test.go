@@ -36,6 +36,10 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"tiny cache", func(c *Config) { c.CacheBytes = 4096 }, "cache_bytes"},
 		{"tiny memtable", func(c *Config) { c.MemTableBytes = 0 }, "memtable_bytes"},
 		{"go memory limit below 32 MiB", func(c *Config) { c.GoMemoryLimit = 1 << 20 }, "go_memory_limit"},
+		{"join with initial members", func(c *Config) { c.Join = []string{"127.0.0.1:7501"} }, "join"},
+		{"join address without port", func(c *Config) { c.InitialMembers, c.Join = nil, []string{"127.0.0.1"} }, "join"},
+		{"join address of another scheme", func(c *Config) { c.InitialMembers, c.Join = nil, []string{"http://127.0.0.1:7501"} }, "join"},
+		{"join without a timeout", func(c *Config) { c.InitialMembers, c.Join, c.JoinTimeout = nil, []string{"127.0.0.1:7501"}, 0 }, "join_timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,6 +50,26 @@ func TestValidateNamesTheField(t *testing.T) {
 				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.field)
 			}
 		})
+	}
+}
+
+// A joining broker needs no initial members and may leave its node id to
+// the cluster.
+func TestValidateAcceptsAJoin(t *testing.T) {
+	c := DefaultConfig()
+	c.NodeID, c.InitialMembers = 0, nil
+	c.Join = []string{"127.0.0.1:7501", "dns+srv://_sundial-grpc._tcp.sundial.default.svc"}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate(join, node id 0) = %v, want nil", err)
+	}
+}
+
+// With neither initial members nor join the broker waits to be added.
+func TestValidateAcceptsTheWaitingState(t *testing.T) {
+	c := DefaultConfig()
+	c.NodeID, c.InitialMembers = 0, nil
+	if err := c.Validate(); err != nil || !c.waiting() {
+		t.Fatalf("Validate(no members, no join) = %v, waiting() = %v; want nil, true", err, c.waiting())
 	}
 }
 

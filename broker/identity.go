@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -11,7 +12,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/broker/internal/identity"
+	"github.com/sundialmq/sundial/broker/internal/join"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
 // Errors of a refused start; Start's error wraps one and says what to do.
@@ -53,6 +56,90 @@ func (s *Server) admit(ctx context.Context) (identity.Identity, error) {
 		s.log.Info("data dir identity created", zap.String("data_dir", dir), zap.String("incarnation", id.Incarnation), zap.Bool("had_data", local.HasData))
 	}
 	return id, nil
+}
+
+// joinRetryInterval is the pause between rounds of join addresses that
+// all failed to answer.
+const joinRetryInterval = time.Second
+
+// joinCluster is admit for a broker with Join. On the first start (no
+// identity in the data dir) it asks the brokers in Join to register it
+// (package join) and writes the identity with the node id and cluster id
+// the cluster answered. On later starts the identity holds the cluster id:
+// it skips the join and checks with those brokers, as admit does with the
+// initial members, that the data dir is still this node's and cluster's.
+// A data dir with data but no identity is refused: it is no joined
+// node's.
+func (s *Server) joinCluster(ctx context.Context, advertise string) (identity.Identity, error) {
+	dir := s.cfg.DataDir
+	id, found, err := identity.Load(dir)
+	if err != nil {
+		return identity.Identity{}, fmt.Errorf("broker: %w", err)
+	}
+	addrs, err := join.Resolve(ctx, s.cfg.Join, net.DefaultResolver)
+	if err != nil {
+		return identity.Identity{}, fmt.Errorf("broker: %w", err)
+	}
+	if found && id.ClusterID != "" {
+		local := identity.Local{NodeID: id.NodeID, DataDir: dir, HasData: identity.HasData(dir), Identity: &id}
+		if s.cfg.NodeID != 0 {
+			local.NodeID = s.cfg.NodeID
+		}
+		if err := identity.Check(local, s.askAddrs(ctx, addrs)); err != nil {
+			return identity.Identity{}, fmt.Errorf("broker: refusing to start node %d: %w", local.NodeID, err)
+		}
+		s.log.Info("data dir joined the cluster before: join skipped", zap.String("data_dir", dir), zap.Uint64("joined_node_id", id.NodeID), zap.String("cluster_id", id.ClusterID))
+		return id, nil
+	}
+	switch {
+	case found && s.cfg.NodeID != 0 && id.NodeID != s.cfg.NodeID:
+		return identity.Identity{}, fmt.Errorf("broker: refusing to join: %w: data dir %s belongs to node %d, but this broker is configured as node %d",
+			identity.ErrMismatch, dir, id.NodeID, s.cfg.NodeID)
+	case !found && identity.HasData(dir):
+		return identity.Identity{}, fmt.Errorf("broker: refusing to join: data dir %s holds data but no identity file: it is not a joined node's; "+
+			"join with an empty data dir", dir)
+	case !found:
+		id = identity.New(s.cfg.NodeID)
+	}
+	req := &sundialv1.JoinClusterRequest{NodeId: id.NodeID, RaftAddr: s.cfg.RaftAddr, GrpcAddr: advertise, Incarnation: id.Incarnation, ClusterId: id.ClusterID}
+	jctx, cancel := context.WithTimeout(ctx, s.cfg.JoinTimeout)
+	defer cancel()
+	resp, err := join.Ask(jctx, addrs, req, joinRetryInterval)
+	if err != nil {
+		return identity.Identity{}, fmt.Errorf("broker: join the cluster: %w", err)
+	}
+	id.NodeID, id.ClusterID = resp.GetNodeId(), resp.GetClusterId()
+	if err := identity.Save(dir, id); err != nil {
+		return identity.Identity{}, fmt.Errorf("broker: %w", err)
+	}
+	s.log.Info("joined the cluster", zap.Uint64("joined_node_id", id.NodeID), zap.String("cluster_id", id.ClusterID), zap.String("incarnation", id.Incarnation))
+	return id, nil
+}
+
+// askAddrs asks the brokers at addrs, at once, what their meta replicas
+// know; those that do not answer within peerTimeout are left out.
+func (s *Server) askAddrs(ctx context.Context, addrs []string) []identity.Peer {
+	var (
+		mu    sync.Mutex
+		peers []identity.Peer
+		wg    sync.WaitGroup
+	)
+	for _, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := askPeer(ctx, addr)
+			if err != nil {
+				s.log.Debug("broker did not identify", zap.String("addr", addr), zap.Error(err))
+				return
+			}
+			mu.Lock()
+			peers = append(peers, p)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return peers
 }
 
 // askPeers asks every other initial member, at once, what its meta replica

@@ -13,6 +13,8 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 	switch c.Op {
 	case OpRegisterNode:
 		return s.registerNode(c.Node), nil
+	case OpJoinNode:
+		return s.joinNode(c.Node, c.ClusterID)
 	case OpBootstrapShards:
 		return s.bootstrapShards(c.Count, c.RF, c.ClusterID), nil
 	case OpCreateTopic:
@@ -52,6 +54,41 @@ func (s *State) registerNode(n *Node) uint64 {
 	s.Nodes[n.ID] = &nn
 	s.Version++
 	return ResultOK
+}
+
+// joinNode registers a broker that joins a bootstrapped cluster, as an
+// active node that does not vote in the meta group and holds no replicas.
+// A node id of 0 is assigned the lowest id above every registered one. It
+// answers the node record as stored (JSON) with ResultOK, or with
+// ResultNoop when the same data dir (incarnation) joined already, so a
+// retried join gets the same answer. It refuses with ResultExists a node
+// id registered with another data dir, and with ResultInvalid a cluster
+// not bootstrapped yet or a data dir of another cluster.
+func (s *State) joinNode(n *Node, clusterID string) (uint64, []byte) {
+	if s.ClusterID == "" || (clusterID != "" && clusterID != s.ClusterID) {
+		return ResultInvalid, nil
+	}
+	for _, id := range s.NodeIDs() {
+		if old := s.Nodes[id]; old.Incarnation == n.Incarnation && (n.ID == 0 || n.ID == id) {
+			b, _ := json.Marshal(old)
+			return ResultNoop, b
+		}
+	}
+	nn := *n
+	if nn.ID == 0 {
+		nn.ID = 1
+		if ids := s.NodeIDs(); len(ids) > 0 {
+			nn.ID = ids[len(ids)-1] + 1
+		}
+	}
+	if _, taken := s.Nodes[nn.ID]; taken {
+		return ResultExists, nil
+	}
+	nn.State, nn.MetaVoter = NodeActive, false
+	s.Nodes[nn.ID] = &nn
+	s.Version++
+	b, _ := json.Marshal(&nn)
+	return ResultOK, b
 }
 
 func (s *State) bootstrapShards(count, rf int, clusterID string) uint64 {

@@ -12,7 +12,7 @@ type Op string
 // The ops Apply knows, with the Command fields each reads: register_node
 // (Node), bootstrap_shards (Count, RF), create_topic (Topic, IfNotExists),
 // update_topic (Topic), delete_topic (Name), create_group (Name, Group,
-// IfNotExists), delete_group (Name, Group).
+// IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -21,6 +21,7 @@ const (
 	OpDeleteTopic     Op = "delete_topic"
 	OpCreateGroup     Op = "create_group"
 	OpDeleteGroup     Op = "delete_group"
+	OpJoinNode        Op = "join_node"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -32,7 +33,8 @@ type Command struct {
 	Node *Node `json:"node,omitempty"`
 
 	// Bootstrap: create Count shards of RF replicas unless shards exist,
-	// and name the cluster ClusterID unless it has a name.
+	// and name the cluster ClusterID unless it has a name. Join: the
+	// cluster id the joining data dir holds, empty if none.
 	Count     int    `json:"count,omitempty"`
 	RF        int    `json:"rf,omitempty"`
 	ClusterID string `json:"cluster_id,omitempty"`
@@ -76,6 +78,10 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpRegisterNode:
 		if c.Node == nil || c.Node.ID == 0 {
 			return nil, fmt.Errorf("%w: register_node without a node", ErrMalformedCommand)
+		}
+	case OpJoinNode:
+		if c.Node == nil || c.Node.RaftAddr == "" || c.Node.GRPCAddr == "" || c.Node.Incarnation == "" {
+			return nil, fmt.Errorf("%w: join_node needs a node with addresses and an incarnation", ErrMalformedCommand)
 		}
 	case OpBootstrapShards:
 		if c.Count < 1 || c.RF < 1 {

@@ -1,6 +1,9 @@
 package validate
 
 import (
+	"net"
+	"strconv"
+
 	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
@@ -13,4 +16,32 @@ func TransferLeader(req *sundialv1.TransferLeaderRequest) []apierr.FieldViolatio
 		return violation("shard_id", "required: the id of the shard whose leadership moves")
 	}
 	return nil
+}
+
+// JoinCluster checks a JoinCluster request's shape: both addresses as
+// host:port with a port, and the data dir's incarnation. Whether the node
+// id is free and the cluster id is this cluster's is meta's to answer
+// (AlreadyExists, FailedPrecondition).
+func JoinCluster(req *sundialv1.JoinClusterRequest) []apierr.FieldViolation {
+	var out []apierr.FieldViolation
+	if !dialable(req.GetRaftAddr()) {
+		out = append(out, violation("raft_addr", "required: the host:port peers dial for Raft")...)
+	}
+	if !dialable(req.GetGrpcAddr()) {
+		out = append(out, violation("grpc_addr", "required: the host:port proxies and peers reach the broker at")...)
+	}
+	if req.GetIncarnation() == "" {
+		out = append(out, violation("incarnation", "required: the incarnation id of the joining data dir")...)
+	}
+	return out
+}
+
+// dialable: host:port with a host and a port from 1 to 65535.
+func dialable(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	return err == nil && p > 0 && p < 65536
 }

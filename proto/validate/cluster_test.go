@@ -27,3 +27,32 @@ func TestTransferLeader(t *testing.T) {
 		})
 	}
 }
+
+func TestJoinCluster(t *testing.T) {
+	ok := func() *sundialv1.JoinClusterRequest {
+		return &sundialv1.JoinClusterRequest{RaftAddr: "127.0.0.1:7604", GrpcAddr: "127.0.0.1:7504", Incarnation: "ab"}
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*sundialv1.JoinClusterRequest)
+		field string // "" when valid
+	}{
+		{"valid", func(*sundialv1.JoinClusterRequest) {}, ""},
+		{"no raft address", func(r *sundialv1.JoinClusterRequest) { r.RaftAddr = "" }, "raft_addr"},
+		{"raft address without port", func(r *sundialv1.JoinClusterRequest) { r.RaftAddr = "127.0.0.1" }, "raft_addr"},
+		{"grpc port 0", func(r *sundialv1.JoinClusterRequest) { r.GrpcAddr = "127.0.0.1:0" }, "grpc_addr"},
+		{"no incarnation", func(r *sundialv1.JoinClusterRequest) { r.Incarnation = "" }, "incarnation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := ok()
+			tc.edit(req)
+			got := JoinCluster(req)
+			switch {
+			case tc.field == "" && len(got) != 0:
+				t.Errorf("JoinCluster(%v) = %v, want none", req, got)
+			case tc.field != "" && (len(got) != 1 || got[0].Field != tc.field):
+				t.Errorf("JoinCluster(%v) = %v, want one on %s", req, got, tc.field)
+			}
+		})
+	}
+}

@@ -43,6 +43,8 @@ func main() {
 			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SUNDIAL_METRICS_ADDR"}, Usage: "HTTP address of /metrics and /healthz"},
 			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"SUNDIAL_DATA_DIR"}, Usage: "data directory"},
 			&cli.StringFlag{Name: "initial-members", EnvVars: []string{"SUNDIAL_INITIAL_MEMBERS"}, Usage: "ID=RAFT@GRPC,... of the bootstrap brokers"},
+			&cli.StringFlag{Name: "join", EnvVars: []string{"SUNDIAL_JOIN"}, Usage: "ADDR[,ADDR...]: gRPC addresses of brokers of a running cluster to join (host:port or dns+srv://NAME); excludes --initial-members"},
+			&cli.BoolFlag{Name: "wait-for-add", EnvVars: []string{"SUNDIAL_WAIT_FOR_ADD"}, Usage: "start without --join or --initial-members and wait until 'shardctl add-node ADDR' adds this broker to a cluster"},
 			&cli.IntFlag{Name: "shards", EnvVars: []string{"SUNDIAL_SHARDS"}, Usage: "event shards created at bootstrap"},
 			&cli.IntFlag{Name: "replication-factor", EnvVars: []string{"SUNDIAL_REPLICATION_FACTOR"}, Usage: "replicas per event shard (0: min(3, members))"},
 			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SUNDIAL_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
@@ -144,7 +146,40 @@ func load(c *cli.Context) (broker.Config, error) {
 		}
 		cfg.InitialMembers = m
 	}
-	if len(cfg.InitialMembers) == 0 {
+	if c.IsSet("join") {
+		if c.IsSet("initial-members") {
+			return cfg, errors.New("--join and --initial-members exclude each other: a joining broker learns the members from the cluster")
+		}
+		cfg.Join = nil
+		for _, a := range strings.Split(c.String("join"), ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				cfg.Join = append(cfg.Join, a)
+			}
+		}
+		if len(cfg.Join) == 0 {
+			return cfg, errors.New("--join needs at least one broker address")
+		}
+		cfg.InitialMembers = nil
+		if !c.IsSet("node-id") && c.String("config") == "" {
+			cfg.NodeID = 0 // the cluster assigns one
+			if !c.IsSet("data-dir") {
+				return cfg, errors.New("--join without --node-id needs --data-dir: the default data dir is node 1's")
+			}
+		}
+	}
+	if c.Bool("wait-for-add") {
+		if c.IsSet("join") || c.IsSet("initial-members") {
+			return cfg, errors.New("--wait-for-add excludes --join and --initial-members: shardctl add-node names the cluster")
+		}
+		cfg.InitialMembers = nil
+		if !c.IsSet("node-id") && c.String("config") == "" {
+			cfg.NodeID = 0 // the cluster assigns one
+			if !c.IsSet("data-dir") {
+				return cfg, errors.New("--wait-for-add without --node-id needs --data-dir: the default data dir is node 1's")
+			}
+		}
+	}
+	if len(cfg.InitialMembers) == 0 && len(cfg.Join) == 0 && !c.Bool("wait-for-add") {
 		cfg.InitialMembers = map[uint64]broker.Member{cfg.NodeID: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
 	}
 	if m, ok := cfg.InitialMembers[cfg.NodeID]; ok && !c.IsSet("raft-addr") {
@@ -179,7 +214,7 @@ func overlayEnv(cfg *broker.Config, lookup func(string) (string, bool)) error {
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
 		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if key == "" || key == "-" || f.Type.Kind() == reflect.Map {
+		if key == "" || key == "-" || f.Type.Kind() == reflect.Map || f.Type.Kind() == reflect.Slice {
 			continue
 		}
 		name := "SUNDIAL_" + strings.ToUpper(key)

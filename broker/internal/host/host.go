@@ -41,6 +41,10 @@ type Config struct {
 	GRPCAddr       string // advertised to proxies and peers
 	DataDir        string
 	InitialMembers map[uint64]Member
+	// Join: this node is not an initial member but joined a running
+	// cluster (see Join), which added it to the meta group as a non-voting
+	// member; its meta replica starts with join on a new data dir.
+	Join bool
 	// Shards is the number of event shards created at bootstrap.
 	Shards int
 	// ReplicationFactor of event shards; 0 means min(3, initial members).
@@ -75,9 +79,9 @@ type Config struct {
 	HoldMeta func() bool
 }
 
-// ErrNotMetaMember is returned for a node outside the initial members: the
-// join flow for new nodes is not built yet.
-var ErrNotMetaMember = errors.New("host: node is not an initial member")
+// ErrNotMetaMember is returned for a node outside the initial members that
+// did not join the cluster either (Config.Join).
+var ErrNotMetaMember = errors.New("host: node is neither an initial member nor joining")
 
 // Host runs a broker's replicas.
 type Host struct {
@@ -185,16 +189,26 @@ func nodeHostConfig(cfg Config, events raftio.IRaftEventListener) config.NodeHos
 // The loop keeps ctx's values but not its cancellation: the host runs until
 // Stop, which also cancels the loop's meta proposals in flight.
 func (h *Host) Start(ctx context.Context) error {
-	if _, ok := h.cfg.InitialMembers[h.cfg.NodeID]; !ok {
+	_, initial := h.cfg.InitialMembers[h.cfg.NodeID]
+	if !initial && !h.cfg.Join {
 		return fmt.Errorf("%w: node %d", ErrNotMetaMember, h.cfg.NodeID)
 	}
 	members := map[uint64]dragonboat.Target{}
+	join := false
 	if !h.nh.HasNodeInfo(meta.ShardID, h.cfg.NodeID) {
-		for id, m := range h.cfg.InitialMembers {
-			members[id] = m.RaftAddr
+		if initial {
+			for id, m := range h.cfg.InitialMembers {
+				members[id] = m.RaftAddr
+			}
+		} else {
+			join = true // the meta leader added this replica; it learns the members from it
 		}
 	}
-	err := h.nh.StartReplica(members, false, meta.NewStateMachine(func(uint64) { h.signalMeta() }), h.shardConfig(meta.ShardID, h.cfg.NodeID))
+	mc := h.shardConfig(meta.ShardID, h.cfg.NodeID)
+	// A joined node was added as a non-voting member (Join); Dragonboat
+	// requires its replica to start as one.
+	mc.IsNonVoting = !initial
+	err := h.nh.StartReplica(members, join, meta.NewStateMachine(func(uint64) { h.signalMeta() }), mc)
 	if err != nil {
 		return fmt.Errorf("host: start meta replica: %w", err)
 	}
@@ -292,13 +306,14 @@ func (h *Host) reconcile(ctx context.Context) {
 	if !h.admitted(st) {
 		return
 	}
-	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: true, Incarnation: h.cfg.Incarnation}
+	_, initial := h.cfg.InitialMembers[h.cfg.NodeID]
+	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: initial, Incarnation: h.cfg.Incarnation}
 	if n, ok := st.Nodes[self.ID]; !ok || *n != self {
 		h.proposeMeta(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: &self})
 		return
 	}
 	if len(st.Shards) == 0 {
-		if len(st.Nodes) >= len(h.cfg.InitialMembers) {
+		if initial && len(st.Nodes) >= len(h.cfg.InitialMembers) {
 			rf := h.cfg.ReplicationFactor
 			if rf == 0 {
 				rf = min(3, len(h.cfg.InitialMembers))

@@ -3,6 +3,9 @@ package service
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/sundialmq/sundial/broker/internal/host"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 )
@@ -30,4 +33,10 @@ func (p *Peer) Identify(context.Context, *brokerv1.IdentifyRequest) (*brokerv1.I
 		resp.Nodes = append(resp.Nodes, &brokerv1.KnownNode{NodeId: uint64(n.ID), Incarnation: n.Incarnation, State: string(n.State)})
 	}
 	return resp, nil
+}
+
+// AddToCluster refuses: this broker is a member already (a waiting
+// broker serves AddToCluster from the broker package until it is added).
+func (p *Peer) AddToCluster(context.Context, *brokerv1.AddToClusterRequest) (*brokerv1.AddToClusterResponse, error) {
+	return nil, status.Errorf(codes.FailedPrecondition, "broker is node %d of cluster %s already", p.node, p.host.Meta().ClusterID)
 }

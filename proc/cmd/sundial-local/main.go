@@ -9,6 +9,10 @@
 // by pid: SIGTERM, then SIGKILL after proc.StopTimeout. If a process exits
 // on its own, the tail of its log is printed and the others are stopped.
 //
+// "sundial-local join" (make join) instead starts one more broker that
+// joins the running cluster: the next broker index whose ports are free
+// (see runJoin), data in <data dir>/broker-i.
+//
 // Settings come from the environment and are removed from it before the
 // servers start, so the servers' own SUNDIAL_* overrides never see them:
 //
@@ -43,6 +47,11 @@ import (
 var settingVars = []string{"SUNDIAL_BROKERS", "SUNDIAL_SHARDS", "SUNDIAL_LOG_LEVEL", "SUNDIAL_LOCAL_DIR", "SUNDIAL_START_TIMEOUT"}
 
 func main() {
+	joining := len(os.Args) == 2 && os.Args[1] == "join"
+	if len(os.Args) > 1 && !joining {
+		fmt.Fprintln(os.Stderr, "usage: sundial-local [join]")
+		os.Exit(2)
+	}
 	cfg, err := configFromEnv(os.Getenv)
 	if err == nil {
 		cfg.BinDir, err = binDir()
@@ -57,7 +66,11 @@ func main() {
 	// Signals stay caught until run returns: a second Ctrl-C while the
 	// cluster stops must not leave its processes behind.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	err = run(ctx, cfg, os.Stdout)
+	if joining {
+		err = runJoin(ctx, cfg, os.Stdout)
+	} else {
+		err = run(ctx, cfg, os.Stdout)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sundial-local:", err)

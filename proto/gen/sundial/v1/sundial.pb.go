@@ -4134,6 +4134,143 @@ func (x *Replica) GetNodeId() uint64 {
 	return 0
 }
 
+type JoinClusterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id the broker asks for; 0 lets the meta group assign a free one.
+	NodeId uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// raft_addr is the Raft address peers dial; required.
+	RaftAddr string `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	// grpc_addr is the gRPC address proxies and peers reach it at; required.
+	GrpcAddr string `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	// incarnation names the broker's data dir (its identity file); required.
+	// A join repeated with the same node id and incarnation is answered
+	// again, not refused.
+	Incarnation string `protobuf:"bytes,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// cluster_id is the cluster id the data dir already holds, empty for a
+	// new data dir; another cluster's id is refused.
+	ClusterId     string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinClusterRequest) Reset() {
+	*x = JoinClusterRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinClusterRequest) ProtoMessage() {}
+
+func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
+func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *JoinClusterRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *JoinClusterRequest) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *JoinClusterRequest) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+func (x *JoinClusterRequest) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *JoinClusterRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+type JoinClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the broker's node id (assigned when the request had 0).
+	NodeId        uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinClusterResponse) Reset() {
+	*x = JoinClusterResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinClusterResponse) ProtoMessage() {}
+
+func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
+func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *JoinClusterResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *JoinClusterResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 type WatchRoutingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4142,7 +4279,7 @@ type WatchRoutingRequest struct {
 
 func (x *WatchRoutingRequest) Reset() {
 	*x = WatchRoutingRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4154,7 +4291,7 @@ func (x *WatchRoutingRequest) String() string {
 func (*WatchRoutingRequest) ProtoMessage() {}
 
 func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4167,7 +4304,7 @@ func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutingRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{56}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
 }
 
 type RoutingTable struct {
@@ -4183,7 +4320,7 @@ type RoutingTable struct {
 
 func (x *RoutingTable) Reset() {
 	*x = RoutingTable{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4195,7 +4332,7 @@ func (x *RoutingTable) String() string {
 func (*RoutingTable) ProtoMessage() {}
 
 func (x *RoutingTable) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4208,7 +4345,7 @@ func (x *RoutingTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingTable.ProtoReflect.Descriptor instead.
 func (*RoutingTable) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{57}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RoutingTable) GetVersion() uint64 {
@@ -4249,7 +4386,7 @@ type TopicRoute struct {
 
 func (x *TopicRoute) Reset() {
 	*x = TopicRoute{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4261,7 +4398,7 @@ func (x *TopicRoute) String() string {
 func (*TopicRoute) ProtoMessage() {}
 
 func (x *TopicRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4274,7 +4411,7 @@ func (x *TopicRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRoute.ProtoReflect.Descriptor instead.
 func (*TopicRoute) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *TopicRoute) GetName() string {
@@ -4299,7 +4436,7 @@ type ListShardsRequest struct {
 
 func (x *ListShardsRequest) Reset() {
 	*x = ListShardsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4311,7 +4448,7 @@ func (x *ListShardsRequest) String() string {
 func (*ListShardsRequest) ProtoMessage() {}
 
 func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4324,7 +4461,7 @@ func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsRequest.ProtoReflect.Descriptor instead.
 func (*ListShardsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
 }
 
 type ListShardsResponse struct {
@@ -4336,7 +4473,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4348,7 +4485,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4361,7 +4498,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -4384,7 +4521,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4396,7 +4533,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4409,7 +4546,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *TransferLeaderRequest) GetShardId() uint64 {
@@ -4440,7 +4577,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4452,7 +4589,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4465,7 +4602,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *TransferLeaderResponse) GetShardId() uint64 {
@@ -4788,7 +4925,18 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\aReplica\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x04R\treplicaId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\x15\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xa8\x01\n" +
+	"\x12JoinClusterRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
+	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12 \n" +
+	"\vincarnation\x18\x04 \x01(\tR\vincarnation\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\"M\n" +
+	"\x13JoinClusterResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\"\x15\n" +
 	"\x13WatchRoutingRequest\"\xbb\x01\n" +
 	"\fRoutingTable\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12&\n" +
@@ -4885,12 +5033,13 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\x12Q\n" +
 	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\x12c\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\xfc\x01\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\xcc\x02\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12K\n" +
 	"\n" +
 	"ListShards\x12\x1d.sundial.v1.ListShardsRequest\x1a\x1e.sundial.v1.ListShardsResponse\x12W\n" +
-	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponseB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
+	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponse\x12N\n" +
+	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponseB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_sundial_proto_rawDescOnce sync.Once
@@ -4905,7 +5054,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -4972,25 +5121,27 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*Node)(nil),                       // 62: sundial.v1.Node
 	(*Shard)(nil),                      // 63: sundial.v1.Shard
 	(*Replica)(nil),                    // 64: sundial.v1.Replica
-	(*WatchRoutingRequest)(nil),        // 65: sundial.v1.WatchRoutingRequest
-	(*RoutingTable)(nil),               // 66: sundial.v1.RoutingTable
-	(*TopicRoute)(nil),                 // 67: sundial.v1.TopicRoute
-	(*ListShardsRequest)(nil),          // 68: sundial.v1.ListShardsRequest
-	(*ListShardsResponse)(nil),         // 69: sundial.v1.ListShardsResponse
-	(*TransferLeaderRequest)(nil),      // 70: sundial.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),     // 71: sundial.v1.TransferLeaderResponse
-	nil,                                // 72: sundial.v1.Message.HeadersEntry
-	nil,                                // 73: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 74: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 75: sundial.v1.MessageInfo.HeadersEntry
-	(*status.Status)(nil),              // 76: google.rpc.Status
+	(*JoinClusterRequest)(nil),         // 65: sundial.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),        // 66: sundial.v1.JoinClusterResponse
+	(*WatchRoutingRequest)(nil),        // 67: sundial.v1.WatchRoutingRequest
+	(*RoutingTable)(nil),               // 68: sundial.v1.RoutingTable
+	(*TopicRoute)(nil),                 // 69: sundial.v1.TopicRoute
+	(*ListShardsRequest)(nil),          // 70: sundial.v1.ListShardsRequest
+	(*ListShardsResponse)(nil),         // 71: sundial.v1.ListShardsResponse
+	(*TransferLeaderRequest)(nil),      // 72: sundial.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),     // 73: sundial.v1.TransferLeaderResponse
+	nil,                                // 74: sundial.v1.Message.HeadersEntry
+	nil,                                // 75: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 76: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 77: sundial.v1.MessageInfo.HeadersEntry
+	(*status.Status)(nil),              // 78: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	72, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	74, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	76, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	78, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -5007,8 +5158,8 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	24, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
 	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
-	73, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	76, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	75, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	78, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -5016,14 +5167,14 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	28, // 27: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
 	4,  // 28: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
 	34, // 29: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	74, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	76, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
 	34, // 31: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
 	33, // 32: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
 	35, // 33: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
 	50, // 34: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
 	13, // 35: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
 	5,  // 36: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	75, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	77, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
 	49, // 38: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
 	6,  // 39: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
 	53, // 40: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
@@ -5035,7 +5186,7 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	64, // 46: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
 	62, // 47: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
 	63, // 48: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	67, // 49: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	69, // 49: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
 	63, // 50: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
 	9,  // 51: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
 	9,  // 52: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
@@ -5060,37 +5211,39 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	48, // 71: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
 	51, // 72: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
 	54, // 73: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	65, // 74: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	68, // 75: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	70, // 76: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	11, // 77: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 78: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 79: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 80: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 81: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 82: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 83: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 84: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 85: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 86: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 87: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 88: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 89: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 90: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 91: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 92: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 93: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 94: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 95: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 96: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 97: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 98: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 99: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	66, // 100: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	69, // 101: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	71, // 102: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	77, // [77:103] is the sub-list for method output_type
-	51, // [51:77] is the sub-list for method input_type
+	67, // 74: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	70, // 75: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	72, // 76: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	65, // 77: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	11, // 78: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 79: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 80: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 81: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 82: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 83: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 84: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 85: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 86: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 87: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 88: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 89: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 90: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 91: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 92: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 93: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 94: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 95: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 96: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 97: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 98: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 99: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 100: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	68, // 101: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	71, // 102: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	73, // 103: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	66, // 104: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	78, // [78:105] is the sub-list for method output_type
+	51, // [51:78] is the sub-list for method input_type
 	51, // [51:51] is the sub-list for extension type_name
 	51, // [51:51] is the sub-list for extension extendee
 	0,  // [0:51] is the sub-list for field type_name
@@ -5123,7 +5276,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   67,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -1124,6 +1124,7 @@ const (
 	Cluster_WatchRouting_FullMethodName   = "/sundial.v1.Cluster/WatchRouting"
 	Cluster_ListShards_FullMethodName     = "/sundial.v1.Cluster/ListShards"
 	Cluster_TransferLeader_FullMethodName = "/sundial.v1.Cluster/TransferLeader"
+	Cluster_JoinCluster_FullMethodName    = "/sundial.v1.Cluster/JoinCluster"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -1142,6 +1143,18 @@ type ClusterClient interface {
 	// NotFound (no such shard), FailedPrecondition (to_node_id holds no
 	// replica of the shard, or the shard has no other replica).
 	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
+	// JoinCluster registers a new broker with the meta group and adds it as
+	// a non-voting member of the meta group, so its meta replica (started
+	// with join) receives the meta state. Any broker answers: a broker that
+	// does not lead the meta group forwards the call to the one that does,
+	// and answers NotLeader (shard 1, the meta group) when it knows no
+	// leader, so the caller tries another broker. The new broker hosts no
+	// event-shard replica until a rebalance gives it some. Errors:
+	// InvalidArgument (addresses or incarnation missing), AlreadyExists
+	// (node_id is registered with another data dir), FailedPrecondition
+	// (cluster_id is another cluster's), Unavailable (the cluster is not
+	// bootstrapped yet).
+	JoinCluster(ctx context.Context, in *JoinClusterRequest, opts ...grpc.CallOption) (*JoinClusterResponse, error)
 }
 
 type clusterClient struct {
@@ -1191,6 +1204,16 @@ func (c *clusterClient) TransferLeader(ctx context.Context, in *TransferLeaderRe
 	return out, nil
 }
 
+func (c *clusterClient) JoinCluster(ctx context.Context, in *JoinClusterRequest, opts ...grpc.CallOption) (*JoinClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JoinClusterResponse)
+	err := c.cc.Invoke(ctx, Cluster_JoinCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1207,6 +1230,18 @@ type ClusterServer interface {
 	// NotFound (no such shard), FailedPrecondition (to_node_id holds no
 	// replica of the shard, or the shard has no other replica).
 	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
+	// JoinCluster registers a new broker with the meta group and adds it as
+	// a non-voting member of the meta group, so its meta replica (started
+	// with join) receives the meta state. Any broker answers: a broker that
+	// does not lead the meta group forwards the call to the one that does,
+	// and answers NotLeader (shard 1, the meta group) when it knows no
+	// leader, so the caller tries another broker. The new broker hosts no
+	// event-shard replica until a rebalance gives it some. Errors:
+	// InvalidArgument (addresses or incarnation missing), AlreadyExists
+	// (node_id is registered with another data dir), FailedPrecondition
+	// (cluster_id is another cluster's), Unavailable (the cluster is not
+	// bootstrapped yet).
+	JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1225,6 +1260,9 @@ func (UnimplementedClusterServer) ListShards(context.Context, *ListShardsRequest
 }
 func (UnimplementedClusterServer) TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TransferLeader not implemented")
+}
+func (UnimplementedClusterServer) JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method JoinCluster not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1294,6 +1332,24 @@ func _Cluster_TransferLeader_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_JoinCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JoinClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).JoinCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_JoinCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).JoinCluster(ctx, req.(*JoinClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1308,6 +1364,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TransferLeader",
 			Handler:    _Cluster_TransferLeader_Handler,
+		},
+		{
+			MethodName: "JoinCluster",
+			Handler:    _Cluster_JoinCluster_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -23,6 +23,104 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AddToClusterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// gRPC addresses of brokers of the cluster to join; at least one.
+	Join          []string `protobuf:"bytes,1,rep,name=join,proto3" json:"join,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddToClusterRequest) Reset() {
+	*x = AddToClusterRequest{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddToClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddToClusterRequest) ProtoMessage() {}
+
+func (x *AddToClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddToClusterRequest.ProtoReflect.Descriptor instead.
+func (*AddToClusterRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AddToClusterRequest) GetJoin() []string {
+	if x != nil {
+		return x.Join
+	}
+	return nil
+}
+
+type AddToClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node id the cluster gave the broker.
+	NodeId        uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddToClusterResponse) Reset() {
+	*x = AddToClusterResponse{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddToClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddToClusterResponse) ProtoMessage() {}
+
+func (x *AddToClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddToClusterResponse.ProtoReflect.Descriptor instead.
+func (*AddToClusterResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AddToClusterResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *AddToClusterResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 type IdentifyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -31,7 +129,7 @@ type IdentifyRequest struct {
 
 func (x *IdentifyRequest) Reset() {
 	*x = IdentifyRequest{}
-	mi := &file_sundial_broker_v1_peer_proto_msgTypes[0]
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +141,7 @@ func (x *IdentifyRequest) String() string {
 func (*IdentifyRequest) ProtoMessage() {}
 
 func (x *IdentifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_broker_v1_peer_proto_msgTypes[0]
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +154,7 @@ func (x *IdentifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdentifyRequest.ProtoReflect.Descriptor instead.
 func (*IdentifyRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{2}
 }
 
 type IdentifyResponse struct {
@@ -73,7 +171,7 @@ type IdentifyResponse struct {
 
 func (x *IdentifyResponse) Reset() {
 	*x = IdentifyResponse{}
-	mi := &file_sundial_broker_v1_peer_proto_msgTypes[1]
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -85,7 +183,7 @@ func (x *IdentifyResponse) String() string {
 func (*IdentifyResponse) ProtoMessage() {}
 
 func (x *IdentifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_broker_v1_peer_proto_msgTypes[1]
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -98,7 +196,7 @@ func (x *IdentifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdentifyResponse.ProtoReflect.Descriptor instead.
 func (*IdentifyResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IdentifyResponse) GetNodeId() uint64 {
@@ -136,7 +234,7 @@ type KnownNode struct {
 
 func (x *KnownNode) Reset() {
 	*x = KnownNode{}
-	mi := &file_sundial_broker_v1_peer_proto_msgTypes[2]
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -148,7 +246,7 @@ func (x *KnownNode) String() string {
 func (*KnownNode) ProtoMessage() {}
 
 func (x *KnownNode) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_broker_v1_peer_proto_msgTypes[2]
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -161,7 +259,7 @@ func (x *KnownNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownNode.ProtoReflect.Descriptor instead.
 func (*KnownNode) Descriptor() ([]byte, []int) {
-	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *KnownNode) GetNodeId() uint64 {
@@ -189,7 +287,13 @@ var File_sundial_broker_v1_peer_proto protoreflect.FileDescriptor
 
 const file_sundial_broker_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1csundial/broker/v1/peer.proto\x12\x11sundial.broker.v1\"\x11\n" +
+	"\x1csundial/broker/v1/peer.proto\x12\x11sundial.broker.v1\")\n" +
+	"\x13AddToClusterRequest\x12\x12\n" +
+	"\x04join\x18\x01 \x03(\tR\x04join\"N\n" +
+	"\x14AddToClusterResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\"\x11\n" +
 	"\x0fIdentifyRequest\"~\n" +
 	"\x10IdentifyResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
@@ -199,9 +303,10 @@ const file_sundial_broker_v1_peer_proto_rawDesc = "" +
 	"\tKnownNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2[\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xbc\x01\n" +
 	"\x04Peer\x12S\n" +
-	"\bIdentify\x12\".sundial.broker.v1.IdentifyRequest\x1a#.sundial.broker.v1.IdentifyResponseBCZAgithub.com/sundialmq/sundial/proto/gen/sundial/broker/v1;brokerv1b\x06proto3"
+	"\bIdentify\x12\".sundial.broker.v1.IdentifyRequest\x1a#.sundial.broker.v1.IdentifyResponse\x12_\n" +
+	"\fAddToCluster\x12&.sundial.broker.v1.AddToClusterRequest\x1a'.sundial.broker.v1.AddToClusterResponseBCZAgithub.com/sundialmq/sundial/proto/gen/sundial/broker/v1;brokerv1b\x06proto3"
 
 var (
 	file_sundial_broker_v1_peer_proto_rawDescOnce sync.Once
@@ -215,18 +320,22 @@ func file_sundial_broker_v1_peer_proto_rawDescGZIP() []byte {
 	return file_sundial_broker_v1_peer_proto_rawDescData
 }
 
-var file_sundial_broker_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_sundial_broker_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_sundial_broker_v1_peer_proto_goTypes = []any{
-	(*IdentifyRequest)(nil),  // 0: sundial.broker.v1.IdentifyRequest
-	(*IdentifyResponse)(nil), // 1: sundial.broker.v1.IdentifyResponse
-	(*KnownNode)(nil),        // 2: sundial.broker.v1.KnownNode
+	(*AddToClusterRequest)(nil),  // 0: sundial.broker.v1.AddToClusterRequest
+	(*AddToClusterResponse)(nil), // 1: sundial.broker.v1.AddToClusterResponse
+	(*IdentifyRequest)(nil),      // 2: sundial.broker.v1.IdentifyRequest
+	(*IdentifyResponse)(nil),     // 3: sundial.broker.v1.IdentifyResponse
+	(*KnownNode)(nil),            // 4: sundial.broker.v1.KnownNode
 }
 var file_sundial_broker_v1_peer_proto_depIdxs = []int32{
-	2, // 0: sundial.broker.v1.IdentifyResponse.nodes:type_name -> sundial.broker.v1.KnownNode
-	0, // 1: sundial.broker.v1.Peer.Identify:input_type -> sundial.broker.v1.IdentifyRequest
-	1, // 2: sundial.broker.v1.Peer.Identify:output_type -> sundial.broker.v1.IdentifyResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
+	4, // 0: sundial.broker.v1.IdentifyResponse.nodes:type_name -> sundial.broker.v1.KnownNode
+	2, // 1: sundial.broker.v1.Peer.Identify:input_type -> sundial.broker.v1.IdentifyRequest
+	0, // 2: sundial.broker.v1.Peer.AddToCluster:input_type -> sundial.broker.v1.AddToClusterRequest
+	3, // 3: sundial.broker.v1.Peer.Identify:output_type -> sundial.broker.v1.IdentifyResponse
+	1, // 4: sundial.broker.v1.Peer.AddToCluster:output_type -> sundial.broker.v1.AddToClusterResponse
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -243,7 +352,7 @@ func file_sundial_broker_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_broker_v1_peer_proto_rawDesc), len(file_sundial_broker_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,7 +21,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Peer_Identify_FullMethodName = "/sundial.broker.v1.Peer/Identify"
+	Peer_Identify_FullMethodName     = "/sundial.broker.v1.Peer/Identify"
+	Peer_AddToCluster_FullMethodName = "/sundial.broker.v1.Peer/AddToCluster"
 )
 
 // PeerClient is the client API for Peer service.
@@ -34,6 +35,14 @@ type PeerClient interface {
 	// starts any replica: a node id they know must not come back on an empty
 	// data dir.
 	Identify(ctx context.Context, in *IdentifyRequest, opts ...grpc.CallOption) (*IdentifyResponse, error)
+	// AddToCluster asks a broker started in the waiting state (neither join
+	// nor initial members) to join the cluster of the brokers at join
+	// (Cluster.JoinCluster on them); shardctl add-node sends it. It answers
+	// once the broker is registered, then the broker starts its replicas
+	// and serves everything. A broker that is a member already answers
+	// FailedPrecondition; the join's refusals pass through (AlreadyExists,
+	// FailedPrecondition), and InvalidArgument names a bad join address.
+	AddToCluster(ctx context.Context, in *AddToClusterRequest, opts ...grpc.CallOption) (*AddToClusterResponse, error)
 }
 
 type peerClient struct {
@@ -54,6 +63,16 @@ func (c *peerClient) Identify(ctx context.Context, in *IdentifyRequest, opts ...
 	return out, nil
 }
 
+func (c *peerClient) AddToCluster(ctx context.Context, in *AddToClusterRequest, opts ...grpc.CallOption) (*AddToClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddToClusterResponse)
+	err := c.cc.Invoke(ctx, Peer_AddToCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -64,6 +83,14 @@ type PeerServer interface {
 	// starts any replica: a node id they know must not come back on an empty
 	// data dir.
 	Identify(context.Context, *IdentifyRequest) (*IdentifyResponse, error)
+	// AddToCluster asks a broker started in the waiting state (neither join
+	// nor initial members) to join the cluster of the brokers at join
+	// (Cluster.JoinCluster on them); shardctl add-node sends it. It answers
+	// once the broker is registered, then the broker starts its replicas
+	// and serves everything. A broker that is a member already answers
+	// FailedPrecondition; the join's refusals pass through (AlreadyExists,
+	// FailedPrecondition), and InvalidArgument names a bad join address.
+	AddToCluster(context.Context, *AddToClusterRequest) (*AddToClusterResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -76,6 +103,9 @@ type UnimplementedPeerServer struct{}
 
 func (UnimplementedPeerServer) Identify(context.Context, *IdentifyRequest) (*IdentifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Identify not implemented")
+}
+func (UnimplementedPeerServer) AddToCluster(context.Context, *AddToClusterRequest) (*AddToClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddToCluster not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -116,6 +146,24 @@ func _Peer_Identify_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_AddToCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddToClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).AddToCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_AddToCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).AddToCluster(ctx, req.(*AddToClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -126,6 +174,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Identify",
 			Handler:    _Peer_Identify_Handler,
+		},
+		{
+			MethodName: "AddToCluster",
+			Handler:    _Peer_AddToCluster_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

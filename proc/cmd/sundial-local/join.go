@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sundialmq/sundial/proc"
+)
+
+// maxBroker is the highest broker index the port scheme fits: broker i's
+// gRPC port 7500+i must stay below the first Raft port, 7601.
+const maxBroker = 99
+
+// nextJoinSlot is the first broker index above the cluster's brokers
+// whose three ports are all free (busy answers whether an address accepts
+// connections). A stopped joined broker's slot is free again, so joining
+// at it restarts that broker on its data.
+func nextJoinSlot(brokers int, busy func(addr string) bool) (int, BrokerAddrs, error) {
+	l := DefaultLayout(maxBroker)
+	for i := brokers + 1; i <= maxBroker; i++ {
+		b := l.Brokers[i-1]
+		if !busy(b.GRPC) && !busy(b.Raft) && !busy(b.Metrics) {
+			return i, b, nil
+		}
+	}
+	return 0, BrokerAddrs{}, fmt.Errorf("no free broker ports between broker-%d and broker-%d", brokers+1, maxBroker)
+}
+
+// runJoin starts one more broker that joins the running local cluster of
+// cfg (its brokers' gRPC addresses are the --join list) at the next free
+// slot i: node id i, the ports of DESIGN §5, data in <data dir>/broker-i.
+// It waits for the broker's /readyz, then keeps it running until ctx ends
+// or it exits, and stops it by pid.
+func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
+	bin := filepath.Join(cfg.BinDir, "sundial-broker")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s is missing: run 'make build'", bin)
+	}
+	var seeds []string
+	for _, b := range cfg.Layout.Brokers {
+		if proc.TCPOpen(b.GRPC)(ctx) == nil {
+			seeds = append(seeds, b.GRPC)
+		}
+	}
+	if len(seeds) == 0 {
+		return fmt.Errorf("no broker of the local cluster answers at %s: start it first with 'make run'", cfg.Layout.Brokers[0].GRPC)
+	}
+	i, b, err := nextJoinSlot(cfg.Brokers, func(addr string) bool { return proc.TCPOpen(addr)(ctx) == nil })
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("broker-%d", i)
+	dir := filepath.Join(cfg.DataDir, name)
+	logPath := filepath.Join(cfg.DataDir, "logs", name+".log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p, err := proc.Start(name, bin, logPath,
+		"--node-id", strconv.Itoa(i), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
+		"--data-dir", dir, "--join", strings.Join(seeds, ","), "--log-level", cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if !p.Exited() {
+			fmt.Fprintf(out, "stopping %s (pid %d)\n", name, p.Pid())
+			if err := p.Stop(); err != nil {
+				fmt.Fprintf(out, "sundial-local: %v\n", err)
+			}
+		}
+	}()
+	fmt.Fprintf(out, "started %s (pid %d) joining %s, log %s\n", name, p.Pid(), strings.Join(seeds, ","), logPath)
+	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	err = proc.WaitFor(wctx, 500*time.Millisecond, proc.HTTP200("http://"+b.Metrics+"/readyz"), p)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s did not become ready (%w); last lines of %s:\n%s", name, err, logPath, indent(p.Tail(3000)))
+	}
+	fmt.Fprintf(out, "\n%s joined: gRPC %s   metrics http://%s/metrics   raft %s   data %s\n"+
+		"It holds no shard replicas until a rebalance. See it with: bin/shardctl status\nCtrl-C stops it; its data stays for the next 'make join'.\n",
+		name, b.GRPC, b.Metrics, b.Raft, dir)
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-p.Done():
+		return fmt.Errorf("%s (pid %d) exited (%w); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
+	}
+}
