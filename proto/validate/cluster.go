@@ -14,3 +14,15 @@ func TransferLeader(req *sundialv1.TransferLeaderRequest) []apierr.FieldViolatio
 	}
 	return nil
 }
+
+// MaxRebalanceOperations caps RebalanceRequest.max_operations.
+const MaxRebalanceOperations = 1000
+
+// Rebalance checks a Rebalance request: max_operations is at most
+// MaxRebalanceOperations (0 is the planner's default).
+func Rebalance(req *sundialv1.RebalanceRequest) []apierr.FieldViolation {
+	if req.GetMaxOperations() > MaxRebalanceOperations {
+		return violation("max_operations", "at most 1000 operations a plan (0: the default, 16)")
+	}
+	return nil
+}

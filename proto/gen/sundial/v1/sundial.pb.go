@@ -4134,6 +4134,433 @@ func (x *Replica) GetNodeId() uint64 {
 	return 0
 }
 
+type RebalanceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dry_run answers the plan without submitting it.
+	DryRun bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// max_operations caps the plan; 0 is the planner's default (16); at
+	// most 1000.
+	MaxOperations uint32 `protobuf:"varint,2,opt,name=max_operations,json=maxOperations,proto3" json:"max_operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *RebalanceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RebalanceRequest) GetMaxOperations() uint32 {
+	if x != nil {
+		return x.MaxOperations
+	}
+	return 0
+}
+
+type RebalanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// operations are the plan (dry run: no ids yet), the submitted
+	// operations, or the unfinished ones when running is set.
+	Operations []*Operation `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	// running is set when operations were already unfinished: nothing new
+	// was planned.
+	Running       bool `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *RebalanceResponse) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+type ListOperationsRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	UnfinishedOnly bool                   `protobuf:"varint,1,opt,name=unfinished_only,json=unfinishedOnly,proto3" json:"unfinished_only,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListOperationsRequest) Reset() {
+	*x = ListOperationsRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationsRequest) ProtoMessage() {}
+
+func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
+func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ListOperationsRequest) GetUnfinishedOnly() bool {
+	if x != nil {
+		return x.UnfinishedOnly
+	}
+	return false
+}
+
+type ListOperationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Operations    []*Operation           `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOperationsResponse) Reset() {
+	*x = ListOperationsResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationsResponse) ProtoMessage() {}
+
+func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
+func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ListOperationsResponse) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+// Operation is one replica or leadership change of a shard, run step by
+// step by the executor on the meta leader.
+type Operation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// operation_id is 0 in a dry-run plan.
+	OperationId uint64 `protobuf:"varint,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// kind: move-replica, add-replica, remove-replica or transfer-leader.
+	Kind       string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	ShardId    uint64 `protobuf:"varint,3,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	FromNodeId uint64 `protobuf:"varint,4,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
+	ToNodeId   uint64 `protobuf:"varint,5,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
+	// reason is the planner rule: repair, drain, replica-balance, ...
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// new_replica_id is the replica id added on to_node_id (0 in a plan).
+	NewReplicaId uint64           `protobuf:"varint,7,opt,name=new_replica_id,json=newReplicaId,proto3" json:"new_replica_id,omitempty"`
+	Steps        []*OperationStep `protobuf:"bytes,8,rep,name=steps,proto3" json:"steps,omitempty"`
+	// status: pending, running, done, failed or rolled-back.
+	Status string `protobuf:"bytes,9,opt,name=status,proto3" json:"status,omitempty"`
+	// current_step is the index of the step running or next to run.
+	CurrentStep int32 `protobuf:"varint,10,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
+	// error says why a failed or rolled-back operation stopped.
+	Error         string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	CreatedAtMs   int64  `protobuf:"varint,12,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	StartedAtMs   int64  `protobuf:"varint,13,opt,name=started_at_ms,json=startedAtMs,proto3" json:"started_at_ms,omitempty"`
+	FinishedAtMs  int64  `protobuf:"varint,14,opt,name=finished_at_ms,json=finishedAtMs,proto3" json:"finished_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Operation) Reset() {
+	*x = Operation{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Operation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Operation) ProtoMessage() {}
+
+func (x *Operation) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Operation.ProtoReflect.Descriptor instead.
+func (*Operation) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *Operation) GetOperationId() uint64 {
+	if x != nil {
+		return x.OperationId
+	}
+	return 0
+}
+
+func (x *Operation) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Operation) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *Operation) GetFromNodeId() uint64 {
+	if x != nil {
+		return x.FromNodeId
+	}
+	return 0
+}
+
+func (x *Operation) GetToNodeId() uint64 {
+	if x != nil {
+		return x.ToNodeId
+	}
+	return 0
+}
+
+func (x *Operation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Operation) GetNewReplicaId() uint64 {
+	if x != nil {
+		return x.NewReplicaId
+	}
+	return 0
+}
+
+func (x *Operation) GetSteps() []*OperationStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *Operation) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Operation) GetCurrentStep() int32 {
+	if x != nil {
+		return x.CurrentStep
+	}
+	return 0
+}
+
+func (x *Operation) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Operation) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *Operation) GetStartedAtMs() int64 {
+	if x != nil {
+		return x.StartedAtMs
+	}
+	return 0
+}
+
+func (x *Operation) GetFinishedAtMs() int64 {
+	if x != nil {
+		return x.FinishedAtMs
+	}
+	return 0
+}
+
+type OperationStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind: add-learner, wait-catch-up, promote, transfer-leader,
+	// remove-replica or delete-data.
+	Kind      string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	NodeId    uint64 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	TimeoutMs int64  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// rollback: remove-new, retry or none.
+	Rollback      string `protobuf:"bytes,4,opt,name=rollback,proto3" json:"rollback,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationStep) Reset() {
+	*x = OperationStep{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationStep) ProtoMessage() {}
+
+func (x *OperationStep) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationStep.ProtoReflect.Descriptor instead.
+func (*OperationStep) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *OperationStep) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OperationStep) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *OperationStep) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *OperationStep) GetRollback() string {
+	if x != nil {
+		return x.Rollback
+	}
+	return ""
+}
+
 type WatchRoutingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4142,7 +4569,7 @@ type WatchRoutingRequest struct {
 
 func (x *WatchRoutingRequest) Reset() {
 	*x = WatchRoutingRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4154,7 +4581,7 @@ func (x *WatchRoutingRequest) String() string {
 func (*WatchRoutingRequest) ProtoMessage() {}
 
 func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4167,7 +4594,7 @@ func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutingRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{56}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
 }
 
 type RoutingTable struct {
@@ -4183,7 +4610,7 @@ type RoutingTable struct {
 
 func (x *RoutingTable) Reset() {
 	*x = RoutingTable{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4195,7 +4622,7 @@ func (x *RoutingTable) String() string {
 func (*RoutingTable) ProtoMessage() {}
 
 func (x *RoutingTable) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4208,7 +4635,7 @@ func (x *RoutingTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingTable.ProtoReflect.Descriptor instead.
 func (*RoutingTable) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{57}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RoutingTable) GetVersion() uint64 {
@@ -4249,7 +4676,7 @@ type TopicRoute struct {
 
 func (x *TopicRoute) Reset() {
 	*x = TopicRoute{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4261,7 +4688,7 @@ func (x *TopicRoute) String() string {
 func (*TopicRoute) ProtoMessage() {}
 
 func (x *TopicRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4274,7 +4701,7 @@ func (x *TopicRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRoute.ProtoReflect.Descriptor instead.
 func (*TopicRoute) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *TopicRoute) GetName() string {
@@ -4299,7 +4726,7 @@ type ListShardsRequest struct {
 
 func (x *ListShardsRequest) Reset() {
 	*x = ListShardsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4311,7 +4738,7 @@ func (x *ListShardsRequest) String() string {
 func (*ListShardsRequest) ProtoMessage() {}
 
 func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4324,7 +4751,7 @@ func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsRequest.ProtoReflect.Descriptor instead.
 func (*ListShardsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{65}
 }
 
 type ListShardsResponse struct {
@@ -4336,7 +4763,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4348,7 +4775,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4361,7 +4788,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -4384,7 +4811,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4396,7 +4823,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4409,7 +4836,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *TransferLeaderRequest) GetShardId() uint64 {
@@ -4440,7 +4867,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4452,7 +4879,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4465,7 +4892,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *TransferLeaderResponse) GetShardId() uint64 {
@@ -4788,7 +5215,45 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\aReplica\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x04R\treplicaId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\x15\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"R\n" +
+	"\x10RebalanceRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12%\n" +
+	"\x0emax_operations\x18\x02 \x01(\rR\rmaxOperations\"d\n" +
+	"\x11RebalanceResponse\x125\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x15.sundial.v1.OperationR\n" +
+	"operations\x12\x18\n" +
+	"\arunning\x18\x02 \x01(\bR\arunning\"@\n" +
+	"\x15ListOperationsRequest\x12'\n" +
+	"\x0funfinished_only\x18\x01 \x01(\bR\x0eunfinishedOnly\"O\n" +
+	"\x16ListOperationsResponse\x125\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x15.sundial.v1.OperationR\n" +
+	"operations\"\xcb\x03\n" +
+	"\tOperation\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\x04R\voperationId\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
+	"\bshard_id\x18\x03 \x01(\x04R\ashardId\x12 \n" +
+	"\ffrom_node_id\x18\x04 \x01(\x04R\n" +
+	"fromNodeId\x12\x1c\n" +
+	"\n" +
+	"to_node_id\x18\x05 \x01(\x04R\btoNodeId\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12$\n" +
+	"\x0enew_replica_id\x18\a \x01(\x04R\fnewReplicaId\x12/\n" +
+	"\x05steps\x18\b \x03(\v2\x19.sundial.v1.OperationStepR\x05steps\x12\x16\n" +
+	"\x06status\x18\t \x01(\tR\x06status\x12!\n" +
+	"\fcurrent_step\x18\n" +
+	" \x01(\x05R\vcurrentStep\x12\x14\n" +
+	"\x05error\x18\v \x01(\tR\x05error\x12\"\n" +
+	"\rcreated_at_ms\x18\f \x01(\x03R\vcreatedAtMs\x12\"\n" +
+	"\rstarted_at_ms\x18\r \x01(\x03R\vstartedAtMs\x12$\n" +
+	"\x0efinished_at_ms\x18\x0e \x01(\x03R\ffinishedAtMs\"w\n" +
+	"\rOperationStep\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
+	"\brollback\x18\x04 \x01(\tR\brollback\"\x15\n" +
 	"\x13WatchRoutingRequest\"\xbb\x01\n" +
 	"\fRoutingTable\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12&\n" +
@@ -4885,12 +5350,14 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\x12Q\n" +
 	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\x12c\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\xfc\x01\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\x9f\x03\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12K\n" +
 	"\n" +
 	"ListShards\x12\x1d.sundial.v1.ListShardsRequest\x1a\x1e.sundial.v1.ListShardsResponse\x12W\n" +
-	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponseB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
+	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponse\x12H\n" +
+	"\tRebalance\x12\x1c.sundial.v1.RebalanceRequest\x1a\x1d.sundial.v1.RebalanceResponse\x12W\n" +
+	"\x0eListOperations\x12!.sundial.v1.ListOperationsRequest\x1a\".sundial.v1.ListOperationsResponseB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_sundial_proto_rawDescOnce sync.Once
@@ -4905,7 +5372,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -4972,25 +5439,31 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*Node)(nil),                       // 62: sundial.v1.Node
 	(*Shard)(nil),                      // 63: sundial.v1.Shard
 	(*Replica)(nil),                    // 64: sundial.v1.Replica
-	(*WatchRoutingRequest)(nil),        // 65: sundial.v1.WatchRoutingRequest
-	(*RoutingTable)(nil),               // 66: sundial.v1.RoutingTable
-	(*TopicRoute)(nil),                 // 67: sundial.v1.TopicRoute
-	(*ListShardsRequest)(nil),          // 68: sundial.v1.ListShardsRequest
-	(*ListShardsResponse)(nil),         // 69: sundial.v1.ListShardsResponse
-	(*TransferLeaderRequest)(nil),      // 70: sundial.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),     // 71: sundial.v1.TransferLeaderResponse
-	nil,                                // 72: sundial.v1.Message.HeadersEntry
-	nil,                                // 73: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 74: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 75: sundial.v1.MessageInfo.HeadersEntry
-	(*status.Status)(nil),              // 76: google.rpc.Status
+	(*RebalanceRequest)(nil),           // 65: sundial.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),          // 66: sundial.v1.RebalanceResponse
+	(*ListOperationsRequest)(nil),      // 67: sundial.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),     // 68: sundial.v1.ListOperationsResponse
+	(*Operation)(nil),                  // 69: sundial.v1.Operation
+	(*OperationStep)(nil),              // 70: sundial.v1.OperationStep
+	(*WatchRoutingRequest)(nil),        // 71: sundial.v1.WatchRoutingRequest
+	(*RoutingTable)(nil),               // 72: sundial.v1.RoutingTable
+	(*TopicRoute)(nil),                 // 73: sundial.v1.TopicRoute
+	(*ListShardsRequest)(nil),          // 74: sundial.v1.ListShardsRequest
+	(*ListShardsResponse)(nil),         // 75: sundial.v1.ListShardsResponse
+	(*TransferLeaderRequest)(nil),      // 76: sundial.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),     // 77: sundial.v1.TransferLeaderResponse
+	nil,                                // 78: sundial.v1.Message.HeadersEntry
+	nil,                                // 79: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 80: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 81: sundial.v1.MessageInfo.HeadersEntry
+	(*status.Status)(nil),              // 82: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	72, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	78, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	76, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	82, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -5007,8 +5480,8 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	24, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
 	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
-	73, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	76, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	79, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	82, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -5016,14 +5489,14 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	28, // 27: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
 	4,  // 28: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
 	34, // 29: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	74, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	80, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
 	34, // 31: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
 	33, // 32: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
 	35, // 33: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
 	50, // 34: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
 	13, // 35: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
 	5,  // 36: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	75, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	81, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
 	49, // 38: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
 	6,  // 39: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
 	53, // 40: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
@@ -5033,67 +5506,74 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	63, // 44: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
 	7,  // 45: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
 	64, // 46: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	62, // 47: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	63, // 48: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	67, // 49: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	63, // 50: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	9,  // 51: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 52: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 53: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 54: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 55: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 56: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 57: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 58: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 59: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 60: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 61: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 62: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 63: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 64: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 65: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 66: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 67: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 68: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 69: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 70: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 71: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 72: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 73: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	65, // 74: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	68, // 75: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	70, // 76: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	11, // 77: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 78: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 79: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 80: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 81: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 82: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 83: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 84: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 85: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 86: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 87: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 88: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 89: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 90: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 91: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 92: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 93: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 94: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 95: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 96: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 97: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 98: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 99: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	66, // 100: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	69, // 101: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	71, // 102: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	77, // [77:103] is the sub-list for method output_type
-	51, // [51:77] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	69, // 47: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
+	69, // 48: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
+	70, // 49: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
+	62, // 50: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	63, // 51: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	73, // 52: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	63, // 53: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	9,  // 54: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 55: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 56: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 57: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 58: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 59: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 60: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 61: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 62: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 63: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 64: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 65: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 66: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 67: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 68: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 69: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 70: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 71: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 72: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 73: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 74: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 75: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 76: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	71, // 77: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	74, // 78: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	76, // 79: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	65, // 80: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	67, // 81: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	11, // 82: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 83: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 84: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 85: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 86: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 87: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 88: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 89: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 90: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 91: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 92: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 93: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 94: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 95: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 96: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 97: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 98: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 99: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 100: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 101: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 102: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 103: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 104: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	72, // 105: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	75, // 106: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	77, // 107: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	66, // 108: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	68, // 109: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	82, // [82:110] is the sub-list for method output_type
+	54, // [54:82] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -5123,7 +5603,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   67,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
