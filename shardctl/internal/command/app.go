@@ -266,6 +266,8 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			cmd(consumeCommand(act(true, runConsume)), true),
 			leaf(receiveCommand(plain(runReceive))),
 			leaf(transferLeaderCommand(plain(runTransferLeader))),
+			leaf(rebalanceCommand(plain(runRebalance))),
+			leaf(operationsCommand(plain(runOperations))),
 		},
 	}
 }
