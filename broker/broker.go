@@ -25,6 +25,7 @@ import (
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/service"
+	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/validate"
@@ -270,6 +271,13 @@ func (s *Server) MetricsAddr() string {
 // on this broker, which must lead the shard.
 func (s *Server) TransferLeadership(shard, toNode uint64) error {
 	return s.host.TransferLeadership(shard, toNode)
+}
+
+// ProposeMeta proposes c to the meta group and answers its result code
+// and data; for tests and tools that change the metadata directly (such
+// as registering a node no broker runs yet).
+func (s *Server) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error) {
+	return s.host.ProposeMeta(ctx, c)
 }
 
 // serveStateHashes answers /debug/statehash: a JSON object from each hosted
