@@ -100,8 +100,24 @@ type Config struct {
 	// RaftLogShards is the number of Raft log stores (each its own WAL and
 	// fsync). Fixed when the data dir is created. Default 1.
 	RaftLogShards uint64 `yaml:"raft_log_shards"`
+	// Operations tunes the executor of cluster operations (replica moves,
+	// leadership transfers) and the step timeouts Rebalance plans with.
+	Operations Operations `yaml:"operations"`
 	// Testing holds hooks for tests; never set from a config file.
 	Testing Testing `yaml:"-"`
+}
+
+// Operations tunes cluster operations. Zero fields take their defaults.
+type Operations struct {
+	// MaxRunning caps the operations the meta leader runs at once.
+	// Default 4.
+	MaxRunning int `yaml:"max_running"`
+	// StepTimeout bounds one attempt of a step (a membership change, a
+	// leadership transfer). Default 30s.
+	StepTimeout time.Duration `yaml:"step_timeout"`
+	// CatchUpTimeout bounds the wait for a new replica to catch up; the
+	// move rolls back after it. Default 10m.
+	CatchUpTimeout time.Duration `yaml:"catch_up_timeout"`
 }
 
 // Testing holds hooks that let tests make faults deterministic.

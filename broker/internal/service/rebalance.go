@@ -37,7 +37,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 			leaders[meta.EventShardID(id)] = meta.NodeID(n)
 		}
 	}
-	plan := rebalance.Plan(st, leaders, rebalance.Options{MaxOperations: int(req.GetMaxOperations())})
+	plan := rebalance.Plan(st, leaders, rebalance.Options{MaxOperations: int(req.GetMaxOperations()), Timeouts: c.opts.StepTimeouts})
 	if req.GetDryRun() || len(plan) == 0 {
 		return &sundialv1.RebalanceResponse{Operations: operationsProto(plan)}, nil
 	}
