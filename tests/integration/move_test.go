@@ -115,7 +115,25 @@ func TestRebalanceReplicaLeavesAndJoins(t *testing.T) {
 	const shard = meta.FirstEventShard
 	before := shards(t, cl)
 	leader := uint64(c.LeaderOf(shard)) + 1
-	node := leader%3 + 1 // a follower
+	// The executor changes membership through the meta leader's own
+	// replica (docs/operations.md, limits): the node that leaves is neither
+	// the meta leader nor the shard's leader.
+	var node uint64
+	Eventually(t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := c.Admin.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
+		if err != nil || info.GetMetaLeaderNodeId() == 0 {
+			return fmt.Errorf("meta leader not known: %v", err)
+		}
+		for n := uint64(1); n <= 3; n++ {
+			if n != leader && n != info.GetMetaLeaderNodeId() {
+				node = n
+				return nil
+			}
+		}
+		return fmt.Errorf("no node left")
+	})
 	ids := submit(t, c, meta.NewRemoveReplica(meta.EventShardID(shard), meta.NodeID(node), 0, false, "test", timeouts(c)))
 	if op := waitEnded(t, cl, 90*time.Second)[uint64(ids[0])]; op.GetStatus() != "done" {
 		t.Fatalf("remove = %v, want done", op)

@@ -52,6 +52,9 @@ type Config struct {
 	Poll time.Duration
 }
 
+// runner is one running operation's goroutine.
+type runner struct{ cancel context.CancelFunc }
+
 // Executor runs the persisted operations while this node leads meta.
 type Executor struct {
 	host Host
@@ -61,7 +64,7 @@ type Executor struct {
 	m    *metrics
 
 	mu      sync.Mutex
-	running map[meta.OperationID]context.CancelFunc
+	running map[meta.OperationID]*runner
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -76,7 +79,7 @@ func New(h Host, self uint64, cfg Config, log *zap.Logger, reg prometheus.Regist
 		cfg.Poll = 500 * time.Millisecond
 	}
 	return &Executor{host: h, self: self, cfg: cfg, log: log.Named("operator"), m: newMetrics(reg),
-		running: map[meta.OperationID]context.CancelFunc{}}
+		running: map[meta.OperationID]*runner{}}
 }
 
 // Start runs the executor's loop until Stop.
@@ -114,8 +117,8 @@ func (e *Executor) loop(ctx context.Context) {
 func (e *Executor) tick(ctx context.Context) {
 	if e.host.MetaLeader() != e.self {
 		e.mu.Lock()
-		for id, cancel := range e.running {
-			cancel()
+		for id, r := range e.running {
+			r.cancel()
 			delete(e.running, id)
 		}
 		e.mu.Unlock()
@@ -136,13 +139,16 @@ func (e *Executor) tick(ctx context.Context) {
 			continue
 		}
 		octx, cancel := context.WithCancel(ctx)
-		e.running[op.ID] = cancel
+		r := &runner{cancel: cancel}
+		e.running[op.ID] = r
 		e.wg.Add(1)
 		go func(id meta.OperationID) {
 			defer e.wg.Done()
 			e.run(octx, id)
 			e.mu.Lock()
-			delete(e.running, id)
+			if e.running[id] == r { // not a runner started after a lost and regained leadership
+				delete(e.running, id)
+			}
 			e.mu.Unlock()
 			cancel()
 		}(op.ID)
