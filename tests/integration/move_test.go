@@ -205,3 +205,47 @@ func TestRebalanceRollsBackMoveToStoppedBroker(t *testing.T) {
 		t.Fatalf("shard %d replicas after the roll back = %v, want %v", shard, after[shard], before[shard])
 	}
 }
+
+// A shard the meta leader holds no replica of cannot change membership
+// (the executor proposes through its own replica): a replica added to it
+// ends rolled back at once with the reason, nothing left to undo.
+func TestRebalanceRollsBackAddToShardNotOnMetaLeader(t *testing.T) {
+	c := New(t, withTimeouts(60*time.Second))
+	cl := clusterClient(t, c.Proxy.GRPCAddr())
+	const shard = meta.FirstEventShard
+	var metaLeader uint64
+	Eventually(t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := c.Admin.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
+		if err != nil || info.GetMetaLeaderNodeId() == 0 {
+			return fmt.Errorf("meta leader not known: %v", err)
+		}
+		metaLeader = info.GetMetaLeaderNodeId()
+		return nil
+	})
+	if leader := uint64(c.LeaderOf(shard)) + 1; leader == metaLeader {
+		other := metaLeader%3 + 1
+		Eventually(t, 60*time.Second, func() error {
+			if err := c.Nodes[leader-1].Server.TransferLeadership(shard, other); err != nil {
+				return err
+			}
+			if now := uint64(c.LeaderOf(shard)) + 1; now == metaLeader {
+				return fmt.Errorf("shard %d still led by the meta leader %d", shard, now)
+			}
+			return nil
+		})
+	}
+	ids := submit(t, c, meta.NewRemoveReplica(meta.EventShardID(shard), meta.NodeID(metaLeader), 0, false, "test", timeouts(c)))
+	if op := waitEnded(t, cl, 90*time.Second)[uint64(ids[0])]; op.GetStatus() != "done" {
+		t.Fatalf("remove = %v, want done", op)
+	}
+	ids = submit(t, c, meta.NewAddReplica(meta.EventShardID(shard), meta.NodeID(metaLeader), 0, "test", timeouts(c)))
+	op := waitEnded(t, cl, 60*time.Second)[uint64(ids[0])]
+	if op.GetStatus() != "rolled-back" || !strings.Contains(op.GetError(), "no replica of the shard") {
+		t.Fatalf("add on the meta leader's node = %v, want rolled-back naming the reason", op)
+	}
+	if on := shards(t, cl)[shard]; len(on) != 2 || slices.Contains(on, metaLeader) {
+		t.Fatalf("shard %d replicas = %v, want the 2 left", shard, on)
+	}
+}

@@ -231,6 +231,9 @@ func (h *Host) reportSteps(ctx context.Context, st *meta.State) {
 	}
 }
 
+// HostsShard reports whether a replica of shard runs on this node.
+func (h *Host) HostsShard(shard uint64) bool { return h.hosts(shard) }
+
 func (h *Host) hosts(shard uint64) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()

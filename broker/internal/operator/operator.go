@@ -20,6 +20,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -42,7 +43,15 @@ type Host interface {
 	TransferLeadership(shard, toNode uint64) error
 	// ShardLeader is the node leading shard, 0 if not known here.
 	ShardLeader(shard uint64) uint64
+	// HostsShard reports whether a replica of shard runs on this node:
+	// membership changes go through it.
+	HostsShard(shard uint64) bool
 }
+
+// ErrNotHosted fails a membership step of a shard the meta leader holds no
+// replica of: Dragonboat changes a shard's membership through a local
+// replica.
+var ErrNotHosted = errors.New("operator: the meta leader holds no replica of the shard, so it cannot change its membership")
 
 // Config tunes the executor.
 type Config struct {
@@ -208,6 +217,12 @@ func (e *Executor) run(ctx context.Context, id meta.OperationID) {
 func (e *Executor) step(ctx context.Context, st *meta.State, op *meta.Operation, step meta.Step) error {
 	shard := uint64(op.Shard)
 	switch step.Kind {
+	case meta.StepAddLearner, meta.StepPromote, meta.StepRemoveReplica:
+		if !e.host.HostsShard(shard) {
+			return fmt.Errorf("%w (shard %d, node %d)", ErrNotHosted, shard, e.self)
+		}
+	}
+	switch step.Kind {
 	case meta.StepAddLearner:
 		n := st.Nodes[step.Node]
 		if n == nil {
@@ -281,7 +296,10 @@ func (e *Executor) waitPast(ctx context.Context, id meta.OperationID, index int)
 // rollBack removes the replica the operation added from the membership
 // and ends the operation rolled back.
 func (e *Executor) rollBack(ctx context.Context, st *meta.State, op *meta.Operation, cause error) error {
-	if op.NewReplica != 0 {
+	// Nothing to take out when the learner was never added: the first step
+	// failed and the shard is not hosted here, so no proposal went through
+	// this node.
+	if op.NewReplica != 0 && (op.Current > 0 || e.host.HostsShard(uint64(op.Shard))) {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := e.host.RemoveReplica(rctx, uint64(op.Shard), uint64(op.NewReplica))
 		cancel()
