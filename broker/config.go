@@ -155,6 +155,7 @@ func DefaultConfig() Config {
 		CacheBytes:        32 << 20,
 		MemTableBytes:     16 << 20,
 		GoMemoryLimit:     128 << 20,
+		Operations:        Operations{MaxRunning: 4, StepTimeout: 30 * time.Second, CatchUpTimeout: 10 * time.Minute},
 	}
 }
 
@@ -210,6 +211,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention < 0 {
 		bad("retention", "must not be negative (0 keeps messages until completed)")
+	}
+	if c.Operations.MaxRunning < 0 || c.Operations.StepTimeout < 0 || c.Operations.CatchUpTimeout < 0 {
+		bad("operations", "max_running, step_timeout and catch_up_timeout must not be negative (0 takes the default)")
 	}
 	if c.RaftWorkers < 1 || c.RaftWorkers > 64 {
 		bad("raft_workers", "must be between 1 and 64")
