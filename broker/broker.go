@@ -24,7 +24,9 @@ import (
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/identity"
+	"github.com/sundialmq/sundial/broker/internal/operator"
 	"github.com/sundialmq/sundial/broker/internal/service"
+	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/validate"
@@ -37,12 +39,13 @@ type Server struct {
 	reg prometheus.Registerer
 	gth prometheus.Gatherer
 
-	host    *host.Host
-	grpc    *grpc.Server
-	health  *health.Server
-	lis     net.Listener
-	httpSrv *http.Server
-	httpLis net.Listener
+	host     *host.Host
+	operator *operator.Executor
+	grpc     *grpc.Server
+	health   *health.Server
+	lis      net.Listener
+	httpSrv  *http.Server
+	httpLis  net.Listener
 
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -148,6 +151,7 @@ func (s *Server) Start(ctx context.Context) error {
 		DefaultRetention:         s.cfg.Retention,
 		DefaultDedupWindow:       s.cfg.DedupWindow,
 		Now:                      time.Now,
+		StepTimeouts:             stepTimeouts(s.cfg.Operations),
 	}
 	admin := service.NewAdmin(h, opts)
 	boundary := service.NewBoundary(s.log, s.reg)
@@ -155,6 +159,8 @@ func (s *Server) Start(ctx context.Context) error {
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
 	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, opts))
+	s.operator = operator.New(h, s.cfg.NodeID, operator.Config{MaxRunning: s.cfg.Operations.MaxRunning}, s.log, s.reg)
+	s.operator.Start(context.WithoutCancel(ctx))
 	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID))
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -268,6 +274,9 @@ func (s *Server) Stop() {
 			cancel()
 		}
 		s.wg.Wait()
+		if s.operator != nil {
+			s.operator.Stop()
+		}
 		if s.host != nil {
 			s.host.Stop()
 		}
@@ -296,6 +305,25 @@ func (s *Server) MetricsAddr() string {
 // on this broker, which must lead the shard.
 func (s *Server) TransferLeadership(shard, toNode uint64) error {
 	return s.host.TransferLeadership(shard, toNode)
+}
+
+// stepTimeouts are o's step timeouts with defaults for zero fields.
+func stepTimeouts(o Operations) meta.StepTimeouts {
+	t := meta.DefaultStepTimeouts()
+	if o.StepTimeout > 0 {
+		t.Step = o.StepTimeout
+	}
+	if o.CatchUpTimeout > 0 {
+		t.CatchUp = o.CatchUpTimeout
+	}
+	return t
+}
+
+// ProposeMeta proposes c to the meta group and answers its result code
+// and data; for tests and tools that change the metadata directly (such
+// as registering a node no broker runs yet).
+func (s *Server) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error) {
+	return s.host.ProposeMeta(ctx, c)
 }
 
 // serveStateHashes answers /debug/statehash: a JSON object from each hosted

@@ -119,8 +119,24 @@ type Config struct {
 	// RaftLogShards is the number of Raft log stores (each its own WAL and
 	// fsync). Fixed when the data dir is created. Default 1.
 	RaftLogShards uint64 `yaml:"raft_log_shards"`
+	// Operations tunes the executor of cluster operations (replica moves,
+	// leadership transfers) and the step timeouts Rebalance plans with.
+	Operations Operations `yaml:"operations"`
 	// Testing holds hooks for tests; never set from a config file.
 	Testing Testing `yaml:"-"`
+}
+
+// Operations tunes cluster operations. Zero fields take their defaults.
+type Operations struct {
+	// MaxRunning caps the operations the meta leader runs at once.
+	// Default 4.
+	MaxRunning int `yaml:"max_running"`
+	// StepTimeout bounds one attempt of a step (a membership change, a
+	// leadership transfer). Default 30s.
+	StepTimeout time.Duration `yaml:"step_timeout"`
+	// CatchUpTimeout bounds the wait for a new replica to catch up; the
+	// move rolls back after it. Default 10m.
+	CatchUpTimeout time.Duration `yaml:"catch_up_timeout"`
 }
 
 // Testing holds hooks that let tests make faults deterministic.
@@ -159,6 +175,7 @@ func DefaultConfig() Config {
 		MemTableBytes:     16 << 20,
 		GoMemoryLimit:     128 << 20,
 		JoinTimeout:       time.Minute,
+		Operations:        Operations{MaxRunning: 4, StepTimeout: 30 * time.Second, CatchUpTimeout: 10 * time.Minute},
 	}
 }
 
@@ -225,6 +242,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention < 0 {
 		bad("retention", "must not be negative (0 keeps messages until completed)")
+	}
+	if c.Operations.MaxRunning < 0 || c.Operations.StepTimeout < 0 || c.Operations.CatchUpTimeout < 0 {
+		bad("operations", "max_running, step_timeout and catch_up_timeout must not be negative (0 takes the default)")
 	}
 	if c.RaftWorkers < 1 || c.RaftWorkers > 64 {
 		bad("raft_workers", "must be between 1 and 64")

@@ -26,6 +26,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "data_dir"},
 		{"no shards", func(c *Config) { c.Shards = 0 }, "shards"},
 		{"replication above members", func(c *Config) { c.ReplicationFactor = 3 }, "replication_factor"},
+		{"negative operations timeout", func(c *Config) { c.Operations.CatchUpTimeout = -time.Second }, "operations"},
 		{"election not above heartbeats", func(c *Config) { c.ElectionRTT = 4 }, "rtt"},
 		{"short visibility timeout", func(c *Config) { c.VisibilityTimeout = 0 }, "limits"},
 		{"negative retention", func(c *Config) { c.Retention = -time.Second }, "retention"},

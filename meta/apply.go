@@ -32,6 +32,14 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.createGroup(c.Name, c.Group, c.IfNotExists)
 	case OpDeleteGroup:
 		return s.deleteGroup(c.Name, c.Group)
+	case OpSubmitOperations:
+		return s.submitOperations(c.Operations, c.NowMs)
+	case OpStartOperation:
+		return s.startOperation(c.OperationID, c.NowMs), nil
+	case OpAdvanceOperation:
+		return s.advanceOperation(c.OperationID, c.Step, c.NowMs), nil
+	case OpFinishOperation:
+		return s.finishOperation(c.OperationID, c.Status, c.Error, c.NowMs), nil
 	}
 	return ResultInvalid, nil
 }

@@ -12,7 +12,10 @@ type Op string
 // The ops Apply knows, with the Command fields each reads: register_node
 // (Node), bootstrap_shards (Count, RF), create_topic (Topic, IfNotExists),
 // update_topic (Topic), delete_topic (Name), create_group (Name, Group,
-// IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID).
+// IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID),
+// submit_operations (Operations), start_operation (OperationID),
+// advance_operation (OperationID, Step), finish_operation (OperationID,
+// Status, Error).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -22,6 +25,11 @@ const (
 	OpCreateGroup     Op = "create_group"
 	OpDeleteGroup     Op = "delete_group"
 	OpJoinNode        Op = "join_node"
+
+	OpSubmitOperations Op = "submit_operations"
+	OpStartOperation   Op = "start_operation"
+	OpAdvanceOperation Op = "advance_operation"
+	OpFinishOperation  Op = "finish_operation"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -45,6 +53,16 @@ type Command struct {
 	// Topic and group names for delete_topic, create_group, delete_group.
 	Name  string `json:"name,omitempty"`
 	Group string `json:"group,omitempty"`
+
+	// Operations to submit, as planned (no ids).
+	Operations []Operation `json:"operations,omitempty"`
+	// OperationID names the operation start, advance and finish change;
+	// Step is the index of the step advance_operation completes; Status
+	// (failed or rolled-back) and Error are how finish_operation ends it.
+	OperationID OperationID     `json:"operation_id,omitempty"`
+	Step        int             `json:"step,omitempty"`
+	Status      OperationStatus `json:"status,omitempty"`
+	Error       string          `json:"error,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -98,6 +116,18 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpCreateGroup, OpDeleteGroup:
 		if c.Name == "" || c.Group == "" {
 			return nil, fmt.Errorf("%w: %s without topic and group", ErrMalformedCommand, c.Op)
+		}
+	case OpSubmitOperations:
+		if len(c.Operations) == 0 {
+			return nil, fmt.Errorf("%w: submit_operations without operations", ErrMalformedCommand)
+		}
+	case OpStartOperation, OpAdvanceOperation:
+		if c.OperationID == 0 || c.Step < 0 {
+			return nil, fmt.Errorf("%w: %s without an operation id and step", ErrMalformedCommand, c.Op)
+		}
+	case OpFinishOperation:
+		if c.OperationID == 0 || (c.Status != OperationFailed && c.Status != OperationRolledBack) {
+			return nil, fmt.Errorf("%w: finish_operation needs an operation id and status failed or rolled-back", ErrMalformedCommand)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)

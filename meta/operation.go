@@ -120,6 +120,13 @@ type Operation struct {
 	// are kept by the executor.
 	Status  OperationStatus `json:"status"`
 	Current int             `json:"current"`
+	// Error says why a failed or rolled-back operation stopped.
+	Error string `json:"error,omitempty"`
+	// CreatedAtMs, StartedAtMs and FinishedAtMs are stamped by the meta
+	// state machine from the proposer's clock (zero until they happen).
+	CreatedAtMs  int64 `json:"created_at_ms,omitempty"`
+	StartedAtMs  int64 `json:"started_at_ms,omitempty"`
+	FinishedAtMs int64 `json:"finished_at_ms,omitempty"`
 }
 
 // Finished says the operation is done, failed or rolled back: it no

@@ -51,6 +51,10 @@ type Node struct {
 type Replica struct {
 	ID   ReplicaID `json:"id"`
 	Node NodeID    `json:"node"`
+	// Join marks a replica added to a running shard by an operation: its
+	// host starts it with join=true and no initial members, and it catches
+	// up from the shard's leader. Bootstrap replicas have it false.
+	Join bool `json:"join,omitempty"`
 }
 
 // Shard is an event shard and its replicas, ordered by replica id.
@@ -106,6 +110,12 @@ type State struct {
 	Topics        map[string]*Topic       `json:"topics"`
 	NextReplicaID ReplicaID               `json:"next_replica_id"`
 	NextShardID   EventShardID            `json:"next_shard_id"`
+	// Operations are the replica and leadership changes submitted by a
+	// rebalance, finished ones included, by id.
+	Operations map[OperationID]*Operation `json:"operations,omitempty"`
+	// NextOperationID is the id the next submitted operation gets; zero
+	// in states made before operations, read as 1.
+	NextOperationID OperationID `json:"next_operation_id,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -129,6 +139,14 @@ func (s *State) Clone() *State {
 		Topics:        make(map[string]*Topic, len(s.Topics)),
 		NextReplicaID: s.NextReplicaID,
 		NextShardID:   s.NextShardID,
+
+		NextOperationID: s.NextOperationID,
+	}
+	if s.Operations != nil {
+		c.Operations = make(map[OperationID]*Operation, len(s.Operations))
+		for id, op := range s.Operations {
+			c.Operations[id] = op.Clone()
+		}
 	}
 	for id, n := range s.Nodes {
 		nn := *n

@@ -48,7 +48,8 @@ func (a admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfo
 	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetClusterInfo))
 }
 
-// cluster forwards ListShards to any broker and TransferLeader to the
+// cluster forwards ListShards, Rebalance and ListOperations to any broker
+// and TransferLeader to the
 // shard's leader, and serves WatchRouting from the proxy's own
 // table.
 type cluster struct {
@@ -59,6 +60,24 @@ type cluster struct {
 func (c cluster) ListShards(ctx context.Context, req *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
 	return anyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
 		return sundialv1.NewClusterClient(conn).ListShards(ctx, req)
+	})
+}
+
+// Rebalance checks the request and forwards it to any broker (each plans
+// from the meta state and proposes to the meta leader).
+func (c cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest) (*sundialv1.RebalanceResponse, error) {
+	if bad := validate.Rebalance(req); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	return anyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.RebalanceRequest) (*sundialv1.RebalanceResponse, error) {
+		return sundialv1.NewClusterClient(conn).Rebalance(ctx, req)
+	})
+}
+
+// ListOperations forwards to any broker.
+func (c cluster) ListOperations(ctx context.Context, req *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
+	return anyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
+		return sundialv1.NewClusterClient(conn).ListOperations(ctx, req)
 	})
 }
 

@@ -45,3 +45,15 @@ func dialable(addr string) bool {
 	p, err := strconv.Atoi(port)
 	return err == nil && p > 0 && p < 65536
 }
+
+// MaxRebalanceOperations caps RebalanceRequest.max_operations.
+const MaxRebalanceOperations = 1000
+
+// Rebalance checks a Rebalance request: max_operations is at most
+// MaxRebalanceOperations (0 is the planner's default).
+func Rebalance(req *sundialv1.RebalanceRequest) []apierr.FieldViolation {
+	if req.GetMaxOperations() > MaxRebalanceOperations {
+		return violation("max_operations", "at most 1000 operations a plan (0: the default, 16)")
+	}
+	return nil
+}

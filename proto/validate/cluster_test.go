@@ -56,3 +56,12 @@ func TestJoinCluster(t *testing.T) {
 		})
 	}
 }
+
+func TestRebalance(t *testing.T) {
+	if got := Rebalance(&sundialv1.RebalanceRequest{MaxOperations: 1001}); len(got) != 1 || got[0].Field != "max_operations" {
+		t.Errorf("Rebalance(1001 operations) = %v, want one on max_operations", got)
+	}
+	if got := Rebalance(&sundialv1.RebalanceRequest{DryRun: true, MaxOperations: 1000}); len(got) != 0 {
+		t.Errorf("Rebalance(1000 operations) = %v, want none", got)
+	}
+}

@@ -336,11 +336,18 @@ func (h *Host) reconcile(ctx context.Context) {
 		_, running := h.shards[uint64(id)]
 		h.mu.RUnlock()
 		if !running {
-			if err := h.startShard(ctx, st, sh, r); err != nil {
+			start := h.startShard
+			if r.Join {
+				start = func(ctx context.Context, _ *meta.State, sh *meta.Shard, r meta.Replica) error {
+					return h.startJoining(ctx, sh, r)
+				}
+			}
+			if err := start(ctx, st, sh, r); err != nil {
 				h.log.Error("start shard replica", zap.Uint64("shard_id", uint64(id)), zap.Error(err))
 			}
 		}
 	}
+	h.dropUnplaced(ctx, st)
 }
 
 func (h *Host) proposeMeta(ctx context.Context, c *meta.Command) {
@@ -359,13 +366,23 @@ func (h *Host) startShard(ctx context.Context, st *meta.State, sh *meta.Shard, r
 			members[uint64(rep.ID)] = st.Nodes[rep.Node].RaftAddr
 		}
 	}
+	return h.startReplica(ctx, sh, r, members, false)
+}
+
+// startReplica starts r of sh with members (none when it restarts on its
+// data or joins a running shard); join is Dragonboat's join flag.
+func (h *Host) startReplica(ctx context.Context, sh *meta.Shard, r meta.Replica, members map[uint64]dragonboat.Target, join bool) error {
 	id := uint64(sh.ID)
 	s := &shard{id: id, replicaID: uint64(r.ID)}
 	s.proposer = proposer.New(ctx, h.nh, id, h.cfg.Proposer, h.log, h.propM)
 	h.mu.Lock()
 	h.shards[id] = s
 	h.mu.Unlock()
-	err := h.nh.StartOnDiskReplica(members, false, fsm.Factory(h.db, h.wakeShard), h.shardConfig(id, uint64(r.ID)))
+	cfg := h.shardConfig(id, uint64(r.ID))
+	// A joining replica was added as a non-voting member (a learner); the
+	// executor promotes it once it has caught up.
+	cfg.IsNonVoting = join
+	err := h.nh.StartOnDiskReplica(members, join, fsm.Factory(h.db, h.wakeShard), cfg)
 	if err != nil {
 		h.mu.Lock()
 		delete(h.shards, id)
@@ -373,7 +390,7 @@ func (h *Host) startShard(ctx context.Context, st *meta.State, sh *meta.Shard, r
 		s.proposer.Close()
 		return err
 	}
-	h.log.Info("shard replica started", zap.Uint64("shard_id", id), zap.Uint64("replica_id", uint64(r.ID)))
+	h.log.Info("shard replica started", zap.Uint64("shard_id", id), zap.Uint64("replica_id", uint64(r.ID)), zap.Bool("join", join))
 	return nil
 }
 

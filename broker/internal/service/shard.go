@@ -35,6 +35,8 @@ type Options struct {
 	DefaultRetention         time.Duration
 	DefaultDedupWindow       time.Duration
 	Now                      func() time.Time
+	// StepTimeouts bound the steps of the operations Rebalance plans.
+	StepTimeouts meta.StepTimeouts
 }
 
 // Shard serves brokerv1.Shard.

@@ -267,6 +267,8 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			leaf(receiveCommand(plain(runReceive))),
 			leaf(transferLeaderCommand(plain(runTransferLeader))),
 			leaf(addNodeCommand(plain(runAddNode))),
+			leaf(rebalanceCommand(plain(runRebalance))),
+			leaf(operationsCommand(plain(runOperations))),
 		},
 	}
 }

@@ -4271,6 +4271,433 @@ func (x *JoinClusterResponse) GetClusterId() string {
 	return ""
 }
 
+type RebalanceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dry_run answers the plan without submitting it.
+	DryRun bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// max_operations caps the plan; 0 is the planner's default (16); at
+	// most 1000.
+	MaxOperations uint32 `protobuf:"varint,2,opt,name=max_operations,json=maxOperations,proto3" json:"max_operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *RebalanceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RebalanceRequest) GetMaxOperations() uint32 {
+	if x != nil {
+		return x.MaxOperations
+	}
+	return 0
+}
+
+type RebalanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// operations are the plan (dry run: no ids yet), the submitted
+	// operations, or the unfinished ones when running is set.
+	Operations []*Operation `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	// running is set when operations were already unfinished: nothing new
+	// was planned.
+	Running       bool `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *RebalanceResponse) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+type ListOperationsRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	UnfinishedOnly bool                   `protobuf:"varint,1,opt,name=unfinished_only,json=unfinishedOnly,proto3" json:"unfinished_only,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListOperationsRequest) Reset() {
+	*x = ListOperationsRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationsRequest) ProtoMessage() {}
+
+func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
+func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ListOperationsRequest) GetUnfinishedOnly() bool {
+	if x != nil {
+		return x.UnfinishedOnly
+	}
+	return false
+}
+
+type ListOperationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Operations    []*Operation           `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOperationsResponse) Reset() {
+	*x = ListOperationsResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationsResponse) ProtoMessage() {}
+
+func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
+func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ListOperationsResponse) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+// Operation is one replica or leadership change of a shard, run step by
+// step by the executor on the meta leader.
+type Operation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// operation_id is 0 in a dry-run plan.
+	OperationId uint64 `protobuf:"varint,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// kind: move-replica, add-replica, remove-replica or transfer-leader.
+	Kind       string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	ShardId    uint64 `protobuf:"varint,3,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	FromNodeId uint64 `protobuf:"varint,4,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
+	ToNodeId   uint64 `protobuf:"varint,5,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
+	// reason is the planner rule: repair, drain, replica-balance, ...
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// new_replica_id is the replica id added on to_node_id (0 in a plan).
+	NewReplicaId uint64           `protobuf:"varint,7,opt,name=new_replica_id,json=newReplicaId,proto3" json:"new_replica_id,omitempty"`
+	Steps        []*OperationStep `protobuf:"bytes,8,rep,name=steps,proto3" json:"steps,omitempty"`
+	// status: pending, running, done, failed or rolled-back.
+	Status string `protobuf:"bytes,9,opt,name=status,proto3" json:"status,omitempty"`
+	// current_step is the index of the step running or next to run.
+	CurrentStep int32 `protobuf:"varint,10,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
+	// error says why a failed or rolled-back operation stopped.
+	Error         string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	CreatedAtMs   int64  `protobuf:"varint,12,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	StartedAtMs   int64  `protobuf:"varint,13,opt,name=started_at_ms,json=startedAtMs,proto3" json:"started_at_ms,omitempty"`
+	FinishedAtMs  int64  `protobuf:"varint,14,opt,name=finished_at_ms,json=finishedAtMs,proto3" json:"finished_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Operation) Reset() {
+	*x = Operation{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Operation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Operation) ProtoMessage() {}
+
+func (x *Operation) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Operation.ProtoReflect.Descriptor instead.
+func (*Operation) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *Operation) GetOperationId() uint64 {
+	if x != nil {
+		return x.OperationId
+	}
+	return 0
+}
+
+func (x *Operation) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Operation) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *Operation) GetFromNodeId() uint64 {
+	if x != nil {
+		return x.FromNodeId
+	}
+	return 0
+}
+
+func (x *Operation) GetToNodeId() uint64 {
+	if x != nil {
+		return x.ToNodeId
+	}
+	return 0
+}
+
+func (x *Operation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Operation) GetNewReplicaId() uint64 {
+	if x != nil {
+		return x.NewReplicaId
+	}
+	return 0
+}
+
+func (x *Operation) GetSteps() []*OperationStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *Operation) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Operation) GetCurrentStep() int32 {
+	if x != nil {
+		return x.CurrentStep
+	}
+	return 0
+}
+
+func (x *Operation) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Operation) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *Operation) GetStartedAtMs() int64 {
+	if x != nil {
+		return x.StartedAtMs
+	}
+	return 0
+}
+
+func (x *Operation) GetFinishedAtMs() int64 {
+	if x != nil {
+		return x.FinishedAtMs
+	}
+	return 0
+}
+
+type OperationStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind: add-learner, wait-catch-up, promote, transfer-leader,
+	// remove-replica or delete-data.
+	Kind      string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	NodeId    uint64 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	TimeoutMs int64  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// rollback: remove-new, retry or none.
+	Rollback      string `protobuf:"bytes,4,opt,name=rollback,proto3" json:"rollback,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationStep) Reset() {
+	*x = OperationStep{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationStep) ProtoMessage() {}
+
+func (x *OperationStep) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationStep.ProtoReflect.Descriptor instead.
+func (*OperationStep) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *OperationStep) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OperationStep) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *OperationStep) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *OperationStep) GetRollback() string {
+	if x != nil {
+		return x.Rollback
+	}
+	return ""
+}
+
 type WatchRoutingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4279,7 +4706,7 @@ type WatchRoutingRequest struct {
 
 func (x *WatchRoutingRequest) Reset() {
 	*x = WatchRoutingRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4291,7 +4718,7 @@ func (x *WatchRoutingRequest) String() string {
 func (*WatchRoutingRequest) ProtoMessage() {}
 
 func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4304,7 +4731,7 @@ func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutingRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{64}
 }
 
 type RoutingTable struct {
@@ -4320,7 +4747,7 @@ type RoutingTable struct {
 
 func (x *RoutingTable) Reset() {
 	*x = RoutingTable{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4332,7 +4759,7 @@ func (x *RoutingTable) String() string {
 func (*RoutingTable) ProtoMessage() {}
 
 func (x *RoutingTable) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4345,7 +4772,7 @@ func (x *RoutingTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingTable.ProtoReflect.Descriptor instead.
 func (*RoutingTable) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RoutingTable) GetVersion() uint64 {
@@ -4386,7 +4813,7 @@ type TopicRoute struct {
 
 func (x *TopicRoute) Reset() {
 	*x = TopicRoute{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4398,7 +4825,7 @@ func (x *TopicRoute) String() string {
 func (*TopicRoute) ProtoMessage() {}
 
 func (x *TopicRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4411,7 +4838,7 @@ func (x *TopicRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRoute.ProtoReflect.Descriptor instead.
 func (*TopicRoute) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *TopicRoute) GetName() string {
@@ -4436,7 +4863,7 @@ type ListShardsRequest struct {
 
 func (x *ListShardsRequest) Reset() {
 	*x = ListShardsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4448,7 +4875,7 @@ func (x *ListShardsRequest) String() string {
 func (*ListShardsRequest) ProtoMessage() {}
 
 func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4461,7 +4888,7 @@ func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsRequest.ProtoReflect.Descriptor instead.
 func (*ListShardsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{67}
 }
 
 type ListShardsResponse struct {
@@ -4473,7 +4900,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4485,7 +4912,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4498,7 +4925,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -4521,7 +4948,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4533,7 +4960,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4546,7 +4973,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{63}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *TransferLeaderRequest) GetShardId() uint64 {
@@ -4577,7 +5004,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4589,7 +5016,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4602,7 +5029,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{64}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *TransferLeaderResponse) GetShardId() uint64 {
@@ -4936,7 +5363,45 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x13JoinClusterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x02 \x01(\tR\tclusterId\"\x15\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\"R\n" +
+	"\x10RebalanceRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12%\n" +
+	"\x0emax_operations\x18\x02 \x01(\rR\rmaxOperations\"d\n" +
+	"\x11RebalanceResponse\x125\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x15.sundial.v1.OperationR\n" +
+	"operations\x12\x18\n" +
+	"\arunning\x18\x02 \x01(\bR\arunning\"@\n" +
+	"\x15ListOperationsRequest\x12'\n" +
+	"\x0funfinished_only\x18\x01 \x01(\bR\x0eunfinishedOnly\"O\n" +
+	"\x16ListOperationsResponse\x125\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x15.sundial.v1.OperationR\n" +
+	"operations\"\xcb\x03\n" +
+	"\tOperation\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\x04R\voperationId\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
+	"\bshard_id\x18\x03 \x01(\x04R\ashardId\x12 \n" +
+	"\ffrom_node_id\x18\x04 \x01(\x04R\n" +
+	"fromNodeId\x12\x1c\n" +
+	"\n" +
+	"to_node_id\x18\x05 \x01(\x04R\btoNodeId\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12$\n" +
+	"\x0enew_replica_id\x18\a \x01(\x04R\fnewReplicaId\x12/\n" +
+	"\x05steps\x18\b \x03(\v2\x19.sundial.v1.OperationStepR\x05steps\x12\x16\n" +
+	"\x06status\x18\t \x01(\tR\x06status\x12!\n" +
+	"\fcurrent_step\x18\n" +
+	" \x01(\x05R\vcurrentStep\x12\x14\n" +
+	"\x05error\x18\v \x01(\tR\x05error\x12\"\n" +
+	"\rcreated_at_ms\x18\f \x01(\x03R\vcreatedAtMs\x12\"\n" +
+	"\rstarted_at_ms\x18\r \x01(\x03R\vstartedAtMs\x12$\n" +
+	"\x0efinished_at_ms\x18\x0e \x01(\x03R\ffinishedAtMs\"w\n" +
+	"\rOperationStep\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
+	"\brollback\x18\x04 \x01(\tR\brollback\"\x15\n" +
 	"\x13WatchRoutingRequest\"\xbb\x01\n" +
 	"\fRoutingTable\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12&\n" +
@@ -5033,12 +5498,14 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\x12Q\n" +
 	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\x12c\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\xcc\x02\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\xef\x03\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12K\n" +
 	"\n" +
 	"ListShards\x12\x1d.sundial.v1.ListShardsRequest\x1a\x1e.sundial.v1.ListShardsResponse\x12W\n" +
-	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponse\x12N\n" +
+	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponse\x12H\n" +
+	"\tRebalance\x12\x1c.sundial.v1.RebalanceRequest\x1a\x1d.sundial.v1.RebalanceResponse\x12W\n" +
+	"\x0eListOperations\x12!.sundial.v1.ListOperationsRequest\x1a\".sundial.v1.ListOperationsResponse\x12N\n" +
 	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponseB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
 
 var (
@@ -5054,7 +5521,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -5123,25 +5590,31 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*Replica)(nil),                    // 64: sundial.v1.Replica
 	(*JoinClusterRequest)(nil),         // 65: sundial.v1.JoinClusterRequest
 	(*JoinClusterResponse)(nil),        // 66: sundial.v1.JoinClusterResponse
-	(*WatchRoutingRequest)(nil),        // 67: sundial.v1.WatchRoutingRequest
-	(*RoutingTable)(nil),               // 68: sundial.v1.RoutingTable
-	(*TopicRoute)(nil),                 // 69: sundial.v1.TopicRoute
-	(*ListShardsRequest)(nil),          // 70: sundial.v1.ListShardsRequest
-	(*ListShardsResponse)(nil),         // 71: sundial.v1.ListShardsResponse
-	(*TransferLeaderRequest)(nil),      // 72: sundial.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),     // 73: sundial.v1.TransferLeaderResponse
-	nil,                                // 74: sundial.v1.Message.HeadersEntry
-	nil,                                // 75: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 76: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 77: sundial.v1.MessageInfo.HeadersEntry
-	(*status.Status)(nil),              // 78: google.rpc.Status
+	(*RebalanceRequest)(nil),           // 67: sundial.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),          // 68: sundial.v1.RebalanceResponse
+	(*ListOperationsRequest)(nil),      // 69: sundial.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),     // 70: sundial.v1.ListOperationsResponse
+	(*Operation)(nil),                  // 71: sundial.v1.Operation
+	(*OperationStep)(nil),              // 72: sundial.v1.OperationStep
+	(*WatchRoutingRequest)(nil),        // 73: sundial.v1.WatchRoutingRequest
+	(*RoutingTable)(nil),               // 74: sundial.v1.RoutingTable
+	(*TopicRoute)(nil),                 // 75: sundial.v1.TopicRoute
+	(*ListShardsRequest)(nil),          // 76: sundial.v1.ListShardsRequest
+	(*ListShardsResponse)(nil),         // 77: sundial.v1.ListShardsResponse
+	(*TransferLeaderRequest)(nil),      // 78: sundial.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),     // 79: sundial.v1.TransferLeaderResponse
+	nil,                                // 80: sundial.v1.Message.HeadersEntry
+	nil,                                // 81: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 82: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 83: sundial.v1.MessageInfo.HeadersEntry
+	(*status.Status)(nil),              // 84: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	74, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	80, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	78, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	84, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -5158,8 +5631,8 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	24, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
 	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
-	75, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	78, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	81, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	84, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -5167,14 +5640,14 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	28, // 27: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
 	4,  // 28: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
 	34, // 29: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	76, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	82, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
 	34, // 31: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
 	33, // 32: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
 	35, // 33: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
 	50, // 34: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
 	13, // 35: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
 	5,  // 36: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	77, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	83, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
 	49, // 38: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
 	6,  // 39: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
 	53, // 40: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
@@ -5184,69 +5657,76 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	63, // 44: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
 	7,  // 45: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
 	64, // 46: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	62, // 47: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	63, // 48: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	69, // 49: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	63, // 50: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	9,  // 51: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 52: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 53: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 54: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 55: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 56: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 57: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 58: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 59: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 60: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 61: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 62: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 63: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 64: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 65: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 66: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 67: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 68: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 69: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 70: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 71: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 72: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 73: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	67, // 74: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	70, // 75: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	72, // 76: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	65, // 77: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	11, // 78: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 79: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 80: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 81: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 82: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 83: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 84: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 85: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 86: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 87: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 88: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 89: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 90: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 91: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 92: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 93: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 94: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 95: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 96: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 97: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 98: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 99: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 100: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	68, // 101: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	71, // 102: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	73, // 103: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	66, // 104: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	78, // [78:105] is the sub-list for method output_type
-	51, // [51:78] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	71, // 47: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
+	71, // 48: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
+	72, // 49: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
+	62, // 50: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	63, // 51: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	75, // 52: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	63, // 53: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	9,  // 54: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 55: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 56: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 57: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 58: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 59: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 60: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 61: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 62: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 63: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 64: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 65: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 66: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 67: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 68: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 69: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 70: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 71: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 72: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 73: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 74: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 75: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 76: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	73, // 77: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	76, // 78: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	78, // 79: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	67, // 80: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	69, // 81: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	65, // 82: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	11, // 83: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 84: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 85: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 86: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 87: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 88: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 89: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 90: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 91: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 92: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 93: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 94: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 95: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 96: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 97: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 98: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 99: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 100: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 101: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 102: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 103: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 104: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 105: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	74, // 106: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	77, // 107: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	79, // 108: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	68, // 109: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	70, // 110: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	66, // 111: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	83, // [83:112] is the sub-list for method output_type
+	54, // [54:83] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -5276,7 +5756,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   69,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

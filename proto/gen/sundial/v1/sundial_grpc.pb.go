@@ -1124,6 +1124,8 @@ const (
 	Cluster_WatchRouting_FullMethodName   = "/sundial.v1.Cluster/WatchRouting"
 	Cluster_ListShards_FullMethodName     = "/sundial.v1.Cluster/ListShards"
 	Cluster_TransferLeader_FullMethodName = "/sundial.v1.Cluster/TransferLeader"
+	Cluster_Rebalance_FullMethodName      = "/sundial.v1.Cluster/Rebalance"
+	Cluster_ListOperations_FullMethodName = "/sundial.v1.Cluster/ListOperations"
 	Cluster_JoinCluster_FullMethodName    = "/sundial.v1.Cluster/JoinCluster"
 )
 
@@ -1143,6 +1145,17 @@ type ClusterClient interface {
 	// NotFound (no such shard), FailedPrecondition (to_node_id holds no
 	// replica of the shard, or the shard has no other replica).
 	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
+	// Rebalance plans the replica moves and leadership transfers that
+	// balance replicas and leaders per node. With dry_run it answers the
+	// plan and changes nothing; else it submits the plan to the meta group
+	// (the executor on the meta leader runs it) and answers the stored
+	// operations with their ids. While operations are unfinished it plans
+	// nothing and answers those, with running set. Errors: InvalidArgument
+	// (max_operations above 1000).
+	Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error)
+	// ListOperations answers the cluster operations in id order, finished
+	// ones included unless unfinished_only.
+	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
 	// JoinCluster registers a new broker with the meta group and adds it as
 	// a non-voting member of the meta group, so its meta replica (started
 	// with join) receives the meta state. Any broker answers: a broker that
@@ -1204,6 +1217,26 @@ func (c *clusterClient) TransferLeader(ctx context.Context, in *TransferLeaderRe
 	return out, nil
 }
 
+func (c *clusterClient) Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RebalanceResponse)
+	err := c.cc.Invoke(ctx, Cluster_Rebalance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOperationsResponse)
+	err := c.cc.Invoke(ctx, Cluster_ListOperations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *clusterClient) JoinCluster(ctx context.Context, in *JoinClusterRequest, opts ...grpc.CallOption) (*JoinClusterResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(JoinClusterResponse)
@@ -1230,6 +1263,17 @@ type ClusterServer interface {
 	// NotFound (no such shard), FailedPrecondition (to_node_id holds no
 	// replica of the shard, or the shard has no other replica).
 	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
+	// Rebalance plans the replica moves and leadership transfers that
+	// balance replicas and leaders per node. With dry_run it answers the
+	// plan and changes nothing; else it submits the plan to the meta group
+	// (the executor on the meta leader runs it) and answers the stored
+	// operations with their ids. While operations are unfinished it plans
+	// nothing and answers those, with running set. Errors: InvalidArgument
+	// (max_operations above 1000).
+	Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error)
+	// ListOperations answers the cluster operations in id order, finished
+	// ones included unless unfinished_only.
+	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
 	// JoinCluster registers a new broker with the meta group and adds it as
 	// a non-voting member of the meta group, so its meta replica (started
 	// with join) receives the meta state. Any broker answers: a broker that
@@ -1260,6 +1304,12 @@ func (UnimplementedClusterServer) ListShards(context.Context, *ListShardsRequest
 }
 func (UnimplementedClusterServer) TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TransferLeader not implemented")
+}
+func (UnimplementedClusterServer) Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rebalance not implemented")
+}
+func (UnimplementedClusterServer) ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOperations not implemented")
 }
 func (UnimplementedClusterServer) JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method JoinCluster not implemented")
@@ -1332,6 +1382,42 @@ func _Cluster_TransferLeader_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Rebalance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebalanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Rebalance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Rebalance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Rebalance(ctx, req.(*RebalanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_ListOperations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOperationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).ListOperations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_ListOperations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).ListOperations(ctx, req.(*ListOperationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Cluster_JoinCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(JoinClusterRequest)
 	if err := dec(in); err != nil {
@@ -1364,6 +1450,14 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TransferLeader",
 			Handler:    _Cluster_TransferLeader_Handler,
+		},
+		{
+			MethodName: "Rebalance",
+			Handler:    _Cluster_Rebalance_Handler,
+		},
+		{
+			MethodName: "ListOperations",
+			Handler:    _Cluster_ListOperations_Handler,
 		},
 		{
 			MethodName: "JoinCluster",

@@ -1,0 +1,257 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/lni/dragonboat/v4"
+	"go.uber.org/zap"
+
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	"github.com/sundialmq/sundial/meta"
+)
+
+// The membership changes of a replica move (DESIGN.md §6). Each is
+// idempotent, so an executor that resumes an operation after a meta-leader
+// change may run a step again: a replica already added (or already gone)
+// is success. Each needs a replica of the shard on this node, through
+// which Dragonboat proposes the change to the shard's leader.
+
+// membership reads shard's membership linearizably, retrying temporary
+// errors (ErrShardNotReady after a config change) until ctx ends.
+func (h *Host) membership(ctx context.Context, shard uint64) (*dragonboat.Membership, error) {
+	for {
+		m, err := h.withRetry(ctx, func(ctx context.Context) (*dragonboat.Membership, error) {
+			return h.nh.SyncGetShardMembership(ctx, shard)
+		})
+		if err == nil {
+			return m, nil
+		}
+		if !dragonboat.IsTempError(err) && !errors.Is(err, dragonboat.ErrShardNotReady) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+	}
+}
+
+// withRetry runs f with a deadline of at most 3s, retrying temporary
+// errors until ctx ends.
+func (h *Host) withRetry(ctx context.Context, f func(context.Context) (*dragonboat.Membership, error)) (*dragonboat.Membership, error) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		m, err := f(cctx)
+		cancel()
+		if err == nil || !dragonboat.IsTempError(err) || ctx.Err() != nil {
+			return m, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// change runs one config change with the current ConfigChangeID, retrying
+// temporary errors and a stale ConfigChangeID (another change committed
+// in between) until ctx ends; done reports from a fresh membership
+// whether the change is already in.
+func (h *Host) change(ctx context.Context, shard uint64, done func(*dragonboat.Membership) bool,
+	req func(ctx context.Context, ccid uint64) error) error {
+	for {
+		m, err := h.membership(ctx, shard)
+		if err != nil {
+			return err
+		}
+		if done(m) {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = req(cctx, m.ConfigChangeID)
+		cancel()
+		if err == nil {
+			continue // re-read: done reports it in
+		}
+		if !dragonboat.IsTempError(err) && !errors.Is(err, dragonboat.ErrRejected) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("shard %d config change: %w (last error %w)", shard, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// AddLearner adds replica on raftAddr to shard as a non-voting member.
+func (h *Host) AddLearner(ctx context.Context, shard, replica uint64, raftAddr string) error {
+	return h.change(ctx, shard, func(m *dragonboat.Membership) bool {
+		_, voter := m.Nodes[replica]
+		_, learner := m.NonVotings[replica]
+		return voter || learner
+	}, func(ctx context.Context, ccid uint64) error {
+		return h.nh.SyncRequestAddNonVoting(ctx, shard, replica, raftAddr, ccid)
+	})
+}
+
+// Promote turns the non-voting replica of shard into a voter.
+func (h *Host) Promote(ctx context.Context, shard, replica uint64, raftAddr string) error {
+	return h.change(ctx, shard, func(m *dragonboat.Membership) bool {
+		_, voter := m.Nodes[replica]
+		return voter
+	}, func(ctx context.Context, ccid uint64) error {
+		return h.nh.SyncRequestAddReplica(ctx, shard, replica, raftAddr, ccid)
+	})
+}
+
+// RemoveReplica deletes replica from shard's membership (voter or not).
+// When replica is this node's own, Dragonboat stops it once the removal
+// applies, so the shard is then not found here: that is the removal done.
+func (h *Host) RemoveReplica(ctx context.Context, shard, replica uint64) error {
+	h.mu.RLock()
+	own := h.shards[shard] != nil && h.shards[shard].replicaID == replica
+	h.mu.RUnlock()
+	err := h.removeReplica(ctx, shard, replica)
+	if own && errors.Is(err, dragonboat.ErrShardNotFound) {
+		return nil
+	}
+	return err
+}
+
+func (h *Host) removeReplica(ctx context.Context, shard, replica uint64) error {
+	return h.change(ctx, shard, func(m *dragonboat.Membership) bool {
+		_, voter := m.Nodes[replica]
+		_, learner := m.NonVotings[replica]
+		return !voter && !learner
+	}, func(ctx context.Context, ccid uint64) error {
+		return h.nh.SyncRequestDeleteReplica(ctx, shard, replica, ccid)
+	})
+}
+
+// ShardLeader is the node leading shard as this node sees it, 0 when not
+// known or not hosted here.
+func (h *Host) ShardLeader(shard uint64) uint64 {
+	_, node, _, ok := h.LeaderInfo(shard)
+	if !ok {
+		return 0
+	}
+	return node
+}
+
+// startJoining starts r, a replica added to a running shard, with
+// join=true and no initial members: it catches up from the leader.
+func (h *Host) startJoining(ctx context.Context, sh *meta.Shard, r meta.Replica) error {
+	join := !h.nh.HasNodeInfo(uint64(sh.ID), uint64(r.ID))
+	return h.startReplica(ctx, sh, r, nil, join)
+}
+
+// dropUnplaced stops the replicas running here that the meta state no
+// longer places on this node, removes their Raft data and deletes their
+// key range from the state DB; then it reports the delete-data step of
+// the operation that removed the replica, if one waits for it.
+func (h *Host) dropUnplaced(ctx context.Context, st *meta.State) {
+	self := meta.NodeID(h.cfg.NodeID)
+	for _, id := range h.HostedShards() {
+		sh, ok := st.Shards[meta.EventShardID(id)]
+		if ok {
+			if _, placed := sh.ReplicaOn(self); placed {
+				continue
+			}
+		}
+		h.mu.Lock()
+		s := h.shards[id]
+		delete(h.shards, id)
+		h.mu.Unlock()
+		if s.dispatcher != nil {
+			s.dispatcher.Stop()
+		}
+		s.proposer.Close()
+		if err := h.removeData(ctx, id, s.replicaID); err != nil {
+			h.log.Error("remove data of a replica no longer placed here", zap.Uint64("shard_id", id), zap.Uint64("replica_id", s.replicaID), zap.Error(err))
+			continue
+		}
+		h.log.Info("shard replica removed from this node", zap.Uint64("shard_id", id), zap.Uint64("replica_id", s.replicaID))
+		h.notifyChanged()
+	}
+	h.reportSteps(ctx, st)
+}
+
+// removeData stops shard's replica and deletes its Raft data and its keys.
+func (h *Host) removeData(ctx context.Context, shard, replica uint64) error {
+	if err := h.nh.StopReplica(shard, replica); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
+		return fmt.Errorf("stop replica: %w", err)
+	}
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := h.nh.SyncRemoveData(cctx, shard, replica)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !dragonboat.IsTempError(err) && !errors.Is(err, dragonboat.ErrShardNotStopped) || ctx.Err() != nil {
+			return fmt.Errorf("remove raft data: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := h.db.DeleteRange(keys.ShardPrefix(shard), keys.ShardEnd(shard), pebble.Sync); err != nil {
+		return fmt.Errorf("delete key range: %w", err)
+	}
+	return nil
+}
+
+// reportSteps completes the steps the executor waits for this node to do:
+// wait-catch-up for a joining replica here that has caught up (a read
+// index served by it), delete-data for a replica removed from here.
+func (h *Host) reportSteps(ctx context.Context, st *meta.State) {
+	self := meta.NodeID(h.cfg.NodeID)
+	for _, op := range st.Unfinished() {
+		if op.Current >= len(op.Steps) || op.Steps[op.Current].Node != self {
+			continue
+		}
+		switch op.Steps[op.Current].Kind {
+		case meta.StepWaitCatchUp:
+			if !h.caughtUp(uint64(op.Shard)) {
+				continue
+			}
+		case meta.StepDeleteData:
+			if h.hosts(uint64(op.Shard)) {
+				continue
+			}
+		default:
+			continue
+		}
+		h.proposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: op.ID, Step: op.Current})
+		h.log.Info("operation step done here", zap.Uint64("shard_id", uint64(op.Shard)), zap.Uint64("operation_id", uint64(op.ID)),
+			zap.String("step", string(op.Steps[op.Current].Kind)))
+	}
+}
+
+// HostsShard reports whether a replica of shard runs on this node.
+func (h *Host) HostsShard(shard uint64) bool { return h.hosts(shard) }
+
+func (h *Host) hosts(shard uint64) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	_, ok := h.shards[shard]
+	return ok
+}
+
+// caughtUp reports whether shard's local replica serves a read index: it
+// has then applied everything the leader had committed when asked.
+func (h *Host) caughtUp(shard uint64) bool {
+	if !h.hosts(shard) {
+		return false
+	}
+	rs, err := h.nh.ReadIndex(shard, 2*time.Second)
+	if err != nil {
+		return false
+	}
+	defer rs.Release()
+	r := <-rs.ResultC()
+	return r.Completed()
+}

@@ -1,0 +1,339 @@
+// Package operator is the executor of cluster operations: on the broker
+// whose meta replica leads the meta group, it runs the operations
+// persisted in the meta state step by step (DESIGN.md §6's move
+// sequence), at most Config.MaxRunning at once. Every step's completion is
+// recorded in the meta state before the next starts, so a new meta leader
+// resumes each operation at its persisted step; the membership changes are
+// idempotent, so a step that ran but was not recorded runs again safely.
+//
+// Two steps are completed by the node they name, not by the executor: a
+// joining replica's host reports wait-catch-up once its replica serves a
+// read index, and the host of a removed replica reports delete-data once
+// the replica is stopped and its data gone (package host). The executor
+// waits for them within the step's timeout.
+//
+// A step that fails or times out follows its rollback rule: remove-new
+// takes the added replica out of the membership and ends the operation
+// rolled back (the shard keeps the replicas it had); retry runs the step
+// again; none ends the operation failed.
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/sundialmq/sundial/meta"
+)
+
+// Host is what the executor needs of the broker's host.
+type Host interface {
+	ReadMeta(ctx context.Context) (*meta.State, error)
+	ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error)
+	// MetaLeader is the node leading the meta group, 0 if unknown.
+	MetaLeader() uint64
+	AddLearner(ctx context.Context, shard, replica uint64, raftAddr string) error
+	Promote(ctx context.Context, shard, replica uint64, raftAddr string) error
+	RemoveReplica(ctx context.Context, shard, replica uint64) error
+	TransferLeadership(shard, toNode uint64) error
+	// ShardLeader is the node leading shard, 0 if not known here.
+	ShardLeader(shard uint64) uint64
+	// HostsShard reports whether a replica of shard runs on this node:
+	// membership changes go through it.
+	HostsShard(shard uint64) bool
+}
+
+// ErrNotHosted fails a membership step of a shard the meta leader holds no
+// replica of: Dragonboat changes a shard's membership through a local
+// replica.
+var ErrNotHosted = errors.New("operator: the meta leader holds no replica of the shard, so it cannot change its membership")
+
+// Config tunes the executor.
+type Config struct {
+	// MaxRunning caps the operations run at once. Default 4.
+	MaxRunning int
+	// Poll is how often the executor looks at the meta state. Default 500ms.
+	Poll time.Duration
+}
+
+// runner is one running operation's goroutine.
+type runner struct{ cancel context.CancelFunc }
+
+// Executor runs the persisted operations while this node leads meta.
+type Executor struct {
+	host Host
+	self uint64
+	cfg  Config
+	log  *zap.Logger
+	m    *metrics
+
+	mu      sync.Mutex
+	running map[meta.OperationID]*runner
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns an executor for node self; Start runs it.
+func New(h Host, self uint64, cfg Config, log *zap.Logger, reg prometheus.Registerer) *Executor {
+	if cfg.MaxRunning <= 0 {
+		cfg.MaxRunning = 4
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 500 * time.Millisecond
+	}
+	return &Executor{host: h, self: self, cfg: cfg, log: log.Named("operator"), m: newMetrics(reg),
+		running: map[meta.OperationID]*runner{}}
+}
+
+// Start runs the executor's loop until Stop.
+func (e *Executor) Start(ctx context.Context) {
+	ctx, e.cancel = context.WithCancel(ctx)
+	e.wg.Add(1)
+	go e.loop(ctx)
+}
+
+// Stop ends the loop and every running operation and waits for them; the
+// operations stay persisted at their step.
+func (e *Executor) Stop() {
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.wg.Wait()
+}
+
+func (e *Executor) loop(ctx context.Context) {
+	defer e.wg.Done()
+	t := time.NewTicker(e.cfg.Poll)
+	defer t.Stop()
+	for {
+		e.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// tick starts unfinished operations while this node leads meta, and
+// cancels the running ones when it no longer does.
+func (e *Executor) tick(ctx context.Context) {
+	if e.host.MetaLeader() != e.self {
+		e.mu.Lock()
+		for id, r := range e.running {
+			r.cancel()
+			delete(e.running, id)
+		}
+		e.mu.Unlock()
+		return
+	}
+	st, err := e.host.ReadMeta(ctx)
+	if err != nil {
+		return
+	}
+	e.m.count(st)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, op := range st.Unfinished() {
+		if len(e.running) >= e.cfg.MaxRunning {
+			return
+		}
+		if _, ok := e.running[op.ID]; ok {
+			continue
+		}
+		octx, cancel := context.WithCancel(ctx)
+		r := &runner{cancel: cancel}
+		e.running[op.ID] = r
+		e.wg.Add(1)
+		go func(id meta.OperationID) {
+			defer e.wg.Done()
+			e.run(octx, id)
+			e.mu.Lock()
+			if e.running[id] == r { // not a runner started after a lost and regained leadership
+				delete(e.running, id)
+			}
+			e.mu.Unlock()
+			cancel()
+		}(op.ID)
+	}
+}
+
+// run drives operation id until it ends or ctx does.
+func (e *Executor) run(ctx context.Context, id meta.OperationID) {
+	log := e.log
+	for ctx.Err() == nil {
+		st, err := e.host.ReadMeta(ctx)
+		if err != nil {
+			sleep(ctx, e.cfg.Poll)
+			continue
+		}
+		op := st.Operations[id]
+		if op == nil || op.Finished() {
+			if op != nil && op.Status == meta.OperationDone && op.StartedAtMs > 0 {
+				e.m.moveSeconds.WithLabelValues(string(op.Kind)).Observe(float64(op.FinishedAtMs-op.StartedAtMs) / 1000)
+			}
+			return
+		}
+		log = e.log.With(zap.Uint64("shard_id", uint64(op.Shard)), zap.Uint64("operation_id", uint64(op.ID)))
+		if op.Status == meta.OperationPending {
+			log.Info("operation started", zap.Stringer("operation", op))
+			e.propose(ctx, &meta.Command{Op: meta.OpStartOperation, OperationID: id})
+			continue
+		}
+		step := op.Steps[op.Current]
+		sctx, cancel := context.WithTimeout(ctx, time.Duration(step.TimeoutMs)*time.Millisecond)
+		err = e.step(sctx, st, op, step)
+		cancel()
+		if ctx.Err() != nil {
+			return // no longer leading meta (or stopping): the next leader resumes
+		}
+		if err == nil {
+			log.Info("operation step done", zap.String("step", string(step.Kind)), zap.Int("index", op.Current))
+			continue
+		}
+		log.Warn("operation step failed", zap.String("step", string(step.Kind)), zap.String("rollback", string(step.Rollback)), zap.Error(err))
+		switch step.Rollback {
+		case meta.RollbackRetry:
+			sleep(ctx, e.cfg.Poll)
+		case meta.RollbackRemoveNew:
+			if err := e.rollBack(ctx, st, op, err); err != nil {
+				log.Warn("operation roll back not done yet", zap.Error(err))
+				sleep(ctx, e.cfg.Poll)
+			}
+		default:
+			e.propose(ctx, &meta.Command{Op: meta.OpFinishOperation, OperationID: id, Status: meta.OperationFailed,
+				Error: fmt.Sprintf("%s: %v", step.Kind, err)})
+		}
+	}
+}
+
+// step runs one step and records it done in the meta state.
+func (e *Executor) step(ctx context.Context, st *meta.State, op *meta.Operation, step meta.Step) error {
+	shard := uint64(op.Shard)
+	switch step.Kind {
+	case meta.StepAddLearner, meta.StepPromote, meta.StepRemoveReplica:
+		if !e.host.HostsShard(shard) {
+			return fmt.Errorf("%w (shard %d, node %d)", ErrNotHosted, shard, e.self)
+		}
+	}
+	switch step.Kind {
+	case meta.StepAddLearner:
+		n := st.Nodes[step.Node]
+		if n == nil {
+			return fmt.Errorf("node %d is not registered", step.Node)
+		}
+		if err := e.host.AddLearner(ctx, shard, uint64(op.NewReplica), n.RaftAddr); err != nil {
+			return err
+		}
+	case meta.StepPromote:
+		n := st.Nodes[step.Node]
+		if n == nil {
+			return fmt.Errorf("node %d is not registered", step.Node)
+		}
+		if err := e.host.Promote(ctx, shard, uint64(op.NewReplica), n.RaftAddr); err != nil {
+			return err
+		}
+	case meta.StepTransferLeader:
+		if err := e.transfer(ctx, op, step); err != nil {
+			return err
+		}
+	case meta.StepRemoveReplica:
+		if r, ok := st.Shards[op.Shard].ReplicaOn(step.Node); ok {
+			if err := e.host.RemoveReplica(ctx, shard, uint64(r.ID)); err != nil {
+				return err
+			}
+		}
+	case meta.StepWaitCatchUp, meta.StepDeleteData:
+		return e.waitPast(ctx, op.ID, op.Current)
+	}
+	return e.advance(ctx, op.ID, op.Current)
+}
+
+// transfer moves the shard's leadership to step.Node when the node the
+// operation removes leads it (or, for a transfer-leader operation, always)
+// and waits until it leads.
+func (e *Executor) transfer(ctx context.Context, op *meta.Operation, step meta.Step) error {
+	shard := uint64(op.Shard)
+	for {
+		leader := e.host.ShardLeader(shard)
+		if leader == uint64(step.Node) || (op.Kind != meta.OpKindTransferLeader && leader != 0 && leader != uint64(op.From)) {
+			return nil
+		}
+		if leader != 0 {
+			if err := e.host.TransferLeadership(shard, uint64(step.Node)); err != nil {
+				return err
+			}
+		}
+		if !sleep(ctx, e.cfg.Poll) {
+			return fmt.Errorf("shard %d still led by node %d: %w", shard, leader, ctx.Err())
+		}
+	}
+}
+
+// waitPast waits until operation id's current step is past index (another
+// node completed it) or ctx ends.
+func (e *Executor) waitPast(ctx context.Context, id meta.OperationID, index int) error {
+	for {
+		st, err := e.host.ReadMeta(ctx)
+		if err == nil {
+			op := st.Operations[id]
+			if op == nil || op.Finished() || op.Current > index {
+				return nil
+			}
+		}
+		if !sleep(ctx, e.cfg.Poll) {
+			return fmt.Errorf("waiting for the node to report: %w", ctx.Err())
+		}
+	}
+}
+
+// rollBack removes the replica the operation added from the membership
+// and ends the operation rolled back.
+func (e *Executor) rollBack(ctx context.Context, st *meta.State, op *meta.Operation, cause error) error {
+	// Nothing to take out when the learner was never added: the first step
+	// failed and the shard is not hosted here, so no proposal went through
+	// this node.
+	if op.NewReplica != 0 && (op.Current > 0 || e.host.HostsShard(uint64(op.Shard))) {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := e.host.RemoveReplica(rctx, uint64(op.Shard), uint64(op.NewReplica))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("remove replica %d: %w", op.NewReplica, err)
+		}
+	}
+	e.log.Warn("operation rolled back", zap.Uint64("shard_id", uint64(op.Shard)), zap.Uint64("operation_id", uint64(op.ID)), zap.Error(cause))
+	return e.finish(ctx, op.ID, meta.OperationRolledBack, fmt.Sprintf("%s: %v", op.Steps[op.Current].Kind, cause))
+}
+
+func (e *Executor) advance(ctx context.Context, id meta.OperationID, index int) error {
+	_, _, err := e.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: id, Step: index})
+	return err
+}
+
+func (e *Executor) finish(ctx context.Context, id meta.OperationID, status meta.OperationStatus, why string) error {
+	_, _, err := e.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpFinishOperation, OperationID: id, Status: status, Error: why})
+	return err
+}
+
+func (e *Executor) propose(ctx context.Context, c *meta.Command) {
+	if _, _, err := e.host.ProposeMeta(ctx, c); err != nil {
+		e.log.Debug("operation proposal not committed yet", zap.String("op", string(c.Op)), zap.Error(err))
+		sleep(ctx, e.cfg.Poll)
+	}
+}
+
+// sleep waits d; false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}

@@ -1,0 +1,72 @@
+// Package rebalance is the entry to the rebalance planner for code outside
+// the meta module (the executor and the Rebalance RPC in the broker): it
+// builds the planner's view from the meta state and the shard leaders and
+// returns the planner's operations. Like the planner it does no I/O.
+package rebalance
+
+import (
+	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/meta/internal/balancer"
+)
+
+// Options tune a plan.
+type Options struct {
+	// ReplicationFactor is the replicas every shard should have; zero keeps
+	// each shard's current count.
+	ReplicationFactor int
+	// MaxOperations caps the operations of one plan; zero is the
+	// planner's default (16).
+	MaxOperations int
+	// Timeouts bound the planned steps; zero is meta.DefaultStepTimeouts.
+	Timeouts meta.StepTimeouts
+	// Dead names nodes declared dead: their replicas are re-created
+	// elsewhere.
+	Dead map[meta.NodeID]bool
+}
+
+// Plan returns the operations that balance st's replicas and leaders
+// (leaders maps a shard to the node of its leader; missing is unknown),
+// planned around st's unfinished operations. Removed nodes are left out.
+func Plan(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) []meta.Operation {
+	cfg := balancer.DefaultConfig()
+	if o.MaxOperations > 0 {
+		cfg.MaxOperations = o.MaxOperations
+	}
+	if o.Timeouts.Step > 0 && o.Timeouts.CatchUp > 0 {
+		cfg.Timeouts = o.Timeouts
+	}
+	return balancer.Plan(View(st, leaders, o), cfg)
+}
+
+// View is the planner's view of st.
+func View(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) balancer.View {
+	var v balancer.View
+	for _, id := range st.NodeIDs() {
+		n := st.Nodes[id]
+		var state balancer.NodeState
+		switch {
+		case n.State == meta.NodeRemoved:
+			continue
+		case o.Dead[id]:
+			state = balancer.NodeDead
+		case n.State == meta.NodeDraining:
+			state = balancer.NodeDraining
+		default:
+			state = balancer.NodeActive
+		}
+		v.Nodes = append(v.Nodes, balancer.Node{ID: id, State: state})
+	}
+	for _, id := range st.ShardIDs() {
+		sh := st.Shards[id]
+		s := balancer.Shard{ID: id, Leader: leaders[id], ReplicationFactor: o.ReplicationFactor}
+		for _, r := range sh.Replicas {
+			s.Replicas = append(s.Replicas, r.Node)
+		}
+		if s.ReplicationFactor == 0 {
+			s.ReplicationFactor = len(s.Replicas)
+		}
+		v.Shards = append(v.Shards, s)
+	}
+	v.InProgress = st.Unfinished()
+	return v
+}

@@ -1,0 +1,64 @@
+package rebalance
+
+import (
+	"testing"
+
+	"github.com/sundialmq/sundial/meta"
+)
+
+// unbalanced is 8 shards of 3 replicas on nodes 1-3 and a 4th node
+// registered after the bootstrap.
+func unbalanced(t *testing.T) *meta.State {
+	t.Helper()
+	s := meta.NewState()
+	for i := meta.NodeID(1); i <= 3; i++ {
+		s.Apply(&meta.Command{Op: meta.OpRegisterNode, Node: &meta.Node{ID: i}})
+	}
+	s.Apply(&meta.Command{Op: meta.OpBootstrapShards, Count: 8, RF: 3})
+	s.Apply(&meta.Command{Op: meta.OpRegisterNode, Node: &meta.Node{ID: 4}})
+	return s
+}
+
+// The plan for a 4th empty node moves replicas onto it until counts differ
+// by at most one, each move fits the state (the meta state stores them
+// all), and a second plan while they are unfinished adds nothing.
+func TestPlanBalancesAnEmptyNode(t *testing.T) {
+	s := unbalanced(t)
+	ops := Plan(s, nil, Options{})
+	if len(ops) == 0 {
+		t.Fatal("Plan() = no operations, want moves to node 4")
+	}
+	for _, op := range ops {
+		if op.Kind != meta.OpKindMoveReplica || op.To != 4 {
+			t.Fatalf("operation %v, want moves to node 4", op)
+		}
+	}
+	if code, _ := s.Apply(&meta.Command{Op: meta.OpSubmitOperations, Operations: ops}); code != meta.ResultOK || len(s.Unfinished()) != len(ops) {
+		t.Fatalf("submit = %d, stored %d of %d", code, len(s.Unfinished()), len(ops))
+	}
+	if again := Plan(s, nil, Options{}); len(again) != 0 {
+		t.Fatalf("Plan() with the moves in progress = %v, want nothing", again)
+	}
+	// Run every operation's steps: the cluster is then balanced.
+	for _, op := range s.Unfinished() {
+		for i := range op.Steps {
+			s.Apply(&meta.Command{Op: meta.OpAdvanceOperation, OperationID: op.ID, Step: i})
+		}
+	}
+	count := map[meta.NodeID]int{}
+	for _, sh := range s.Shards {
+		for _, r := range sh.Replicas {
+			count[r.Node]++
+		}
+	}
+	lo, hi := 1<<30, 0
+	for n := meta.NodeID(1); n <= 4; n++ {
+		lo, hi = min(lo, count[n]), max(hi, count[n])
+	}
+	if hi-lo > 1 {
+		t.Fatalf("replicas per node = %v, want max-min <= 1", count)
+	}
+	if again := Plan(s, nil, Options{}); len(again) != 0 && again[0].Kind != meta.OpKindTransferLeader {
+		t.Fatalf("Plan() on a balanced cluster = %v, want no replica moves", again)
+	}
+}

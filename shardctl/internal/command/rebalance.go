@@ -1,0 +1,245 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sundialmq/sundial/proto/client"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+func rebalanceCommand(act cli.ActionFunc) *cli.Command {
+	return &cli.Command{
+		Name: "rebalance",
+		Usage: "move replicas and leaderships until nodes hold balanced counts; " +
+			"waits until the operations end unless --no-wait",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan and change nothing"},
+			&cli.BoolFlag{Name: "no-wait", Usage: "return once the plan is submitted"},
+			&cli.UintFlag{Name: "max-operations", Usage: "plan at most `N` operations (0: the planner's default, 16)"},
+			&cli.DurationFlag{Name: "wait-timeout", Value: 30 * time.Minute, Usage: "give up waiting after `D`"},
+		},
+		Action: act,
+	}
+}
+
+func operationsCommand(act cli.ActionFunc) *cli.Command {
+	return &cli.Command{
+		Name:  "operations",
+		Usage: "list the cluster operations (replica moves, leadership transfers) and their progress",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "unfinished", Usage: "only pending and running operations"},
+		},
+		Action: act,
+	}
+}
+
+// operationView is one operation as shardctl prints it.
+type operationView struct {
+	ID       uint64   `json:"id" yaml:"id"`
+	Kind     string   `json:"kind" yaml:"kind"`
+	Shard    uint64   `json:"shard_id" yaml:"shard_id"`
+	From     uint64   `json:"from_node_id,omitempty" yaml:"from_node_id,omitempty"`
+	To       uint64   `json:"to_node_id,omitempty" yaml:"to_node_id,omitempty"`
+	Reason   string   `json:"reason" yaml:"reason"`
+	Status   string   `json:"status" yaml:"status"`
+	Step     string   `json:"step,omitempty" yaml:"step,omitempty"`
+	Steps    []string `json:"steps" yaml:"steps"`
+	Error    string   `json:"error,omitempty" yaml:"error,omitempty"`
+	Duration string   `json:"duration,omitempty" yaml:"duration,omitempty"`
+}
+
+// operationsView is the answer of rebalance and operations.
+type operationsView struct {
+	// DryRun: the operations are a plan, not submitted.
+	DryRun bool `json:"dry_run,omitempty" yaml:"dry_run,omitempty"`
+	// Running: a rebalance was already running; these are its operations.
+	Running    bool            `json:"already_running,omitempty" yaml:"already_running,omitempty"`
+	Operations []operationView `json:"operations" yaml:"operations"`
+}
+
+func viewOperations(ops []*sundialv1.Operation) []operationView {
+	out := make([]operationView, 0, len(ops))
+	for _, op := range ops {
+		v := operationView{
+			ID: op.GetOperationId(), Kind: op.GetKind(), Shard: op.GetShardId(), From: op.GetFromNodeId(),
+			To: op.GetToNodeId(), Reason: op.GetReason(), Status: op.GetStatus(), Error: op.GetError(),
+		}
+		if v.Status == "" {
+			v.Status = "planned"
+		}
+		for i, s := range op.GetSteps() {
+			v.Steps = append(v.Steps, fmt.Sprintf("%s %d", s.GetKind(), s.GetNodeId()))
+			if i == int(op.GetCurrentStep()) && (v.Status == "running" || v.Status == "pending") {
+				v.Step = fmt.Sprintf("%d/%d %s", i+1, len(op.GetSteps()), s.GetKind())
+			}
+		}
+		if op.GetStartedAtMs() > 0 && op.GetFinishedAtMs() > 0 {
+			v.Duration = (time.Duration(op.GetFinishedAtMs()-op.GetStartedAtMs()) * time.Millisecond).String()
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func renderOperations(w io.Writer, format string, v operationsView) error {
+	return render(w, format, v, func(w io.Writer) {
+		switch {
+		case len(v.Operations) == 0 && v.DryRun:
+			fmt.Fprintln(w, "balanced: nothing to move")
+			return
+		case len(v.Operations) == 0:
+			fmt.Fprintln(w, "no operations")
+			return
+		case v.Running:
+			fmt.Fprintln(w, "a rebalance is already running; its operations:")
+		}
+		t := newTable(w, "ID", "KIND", "SHARD", "FROM", "TO", "REASON", "STATUS", "STEP")
+		for _, op := range v.Operations {
+			step := op.Step
+			switch {
+			case v.DryRun:
+				step = strings.Join(op.Steps, ", ")
+			case op.Error != "":
+				step = op.Error
+			case op.Duration != "":
+				step = "took " + op.Duration
+			}
+			t.AppendRow([]any{idOrDash(op.ID), op.Kind, op.Shard, nodeOrDash(op.From), nodeOrDash(op.To), op.Reason, op.Status, step})
+		}
+		t.Render()
+	})
+}
+
+func idOrDash(id uint64) any {
+	if id == 0 {
+		return "-"
+	}
+	return id
+}
+
+func runRebalance(ctx context.Context, c *cli.Context, e *env) error {
+	if c.Args().Len() > 0 {
+		return usagef("rebalance takes no arguments, got %q", c.Args().Slice())
+	}
+	if c.Bool("dry-run") && c.Bool("no-wait") {
+		return usagef("--dry-run and --no-wait: a dry run submits nothing to wait for")
+	}
+	if c.Duration("wait-timeout") <= 0 {
+		return usagef("--wait-timeout %v: want a positive duration", c.Duration("wait-timeout"))
+	}
+	req := &sundialv1.RebalanceRequest{DryRun: c.Bool("dry-run"), MaxOperations: uint32(c.Uint("max-operations"))} //nolint:gosec // the server caps it at 1000
+	cl, err := e.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var resp *sundialv1.RebalanceResponse
+	err = withTimeout(ctx, e.timeout, func(ctx context.Context) error {
+		resp, err = cl.Cluster().Rebalance(ctx, req)
+		return err
+	})
+	if err != nil {
+		return &opError{op: "rebalance", err: err}
+	}
+	v := operationsView{DryRun: req.GetDryRun(), Running: resp.GetRunning(), Operations: viewOperations(resp.GetOperations())}
+	if req.GetDryRun() || c.Bool("no-wait") || len(v.Operations) == 0 {
+		return renderOperations(e.stdout, e.output, v)
+	}
+	if e.output == "table" {
+		fmt.Fprintf(e.stdout, "%d operations submitted; waiting for them to end\n", len(v.Operations))
+	}
+	final, err := waitOperations(ctx, cl, e, ids(resp.GetOperations()), c.Duration("wait-timeout"))
+	if err != nil {
+		return &opError{op: "rebalance: waiting for the operations", err: err}
+	}
+	v.Operations = viewOperations(final)
+	if err := renderOperations(e.stdout, e.output, v); err != nil {
+		return err
+	}
+	for _, op := range final {
+		if op.GetStatus() != "done" {
+			return &silentError{msg: fmt.Sprintf("operation %d %s: %s", op.GetOperationId(), op.GetStatus(), op.GetError())}
+		}
+	}
+	return nil
+}
+
+func ids(ops []*sundialv1.Operation) map[uint64]bool {
+	m := map[uint64]bool{}
+	for _, op := range ops {
+		m[op.GetOperationId()] = true
+	}
+	return m
+}
+
+// progressInterval is how often a waiting rebalance polls ListOperations.
+const progressInterval = time.Second
+
+// waitOperations polls until every operation in want has ended, printing
+// a line on stderr when one ends, and answers them.
+func waitOperations(ctx context.Context, cl *client.Client, e *env, want map[uint64]bool, limit time.Duration) ([]*sundialv1.Operation, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	ended := map[uint64]bool{}
+	for {
+		var resp *sundialv1.ListOperationsResponse
+		err := withTimeout(ctx, e.timeout, func(ctx context.Context) error {
+			var err error
+			resp, err = cl.Cluster().ListOperations(ctx, &sundialv1.ListOperationsRequest{})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		var mine []*sundialv1.Operation
+		open := 0
+		for _, op := range resp.GetOperations() {
+			if !want[op.GetOperationId()] {
+				continue
+			}
+			mine = append(mine, op)
+			switch op.GetStatus() {
+			case "pending", "running":
+				open++
+			default:
+				if !ended[op.GetOperationId()] {
+					ended[op.GetOperationId()] = true
+					fmt.Fprintf(e.stderr, "operation %d (%s shard %d) %s\n", op.GetOperationId(), op.GetKind(), op.GetShardId(), op.GetStatus())
+				}
+			}
+		}
+		if open == 0 {
+			return mine, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%d of %d operations still running after %v (see shardctl operations): %w", open, len(want), limit, ctx.Err())
+		case <-time.After(progressInterval):
+		}
+	}
+}
+
+func withTimeout(ctx context.Context, d time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return f(ctx)
+}
+
+func runOperations(ctx context.Context, c *cli.Context, e *env) error {
+	if c.Args().Len() > 0 {
+		return usagef("operations takes no arguments, got %q", c.Args().Slice())
+	}
+	return call(ctx, e, func(ctx context.Context, cl *client.Client) error {
+		resp, err := cl.Cluster().ListOperations(ctx, &sundialv1.ListOperationsRequest{UnfinishedOnly: c.Bool("unfinished")})
+		if err != nil {
+			return &opError{op: "operations", err: err}
+		}
+		return renderOperations(e.stdout, e.output, operationsView{Operations: viewOperations(resp.GetOperations())})
+	})
+}

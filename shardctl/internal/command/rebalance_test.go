@@ -1,0 +1,125 @@
+package command
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/sundialmq/sundial/proto/apierr"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/validate"
+)
+
+// fakeRebalance plans one move; once submitted, each ListOperations moves
+// it one step on until it is done.
+type fakeRebalance struct {
+	sundialv1.UnimplementedClusterServer
+	mu  sync.Mutex
+	op  *sundialv1.Operation
+	ran bool
+}
+
+func plannedMove() *sundialv1.Operation {
+	return &sundialv1.Operation{Kind: "move-replica", ShardId: 100, FromNodeId: 1, ToNodeId: 4, Reason: "replica-balance",
+		Steps: []*sundialv1.OperationStep{{Kind: "add-learner", NodeId: 4}, {Kind: "remove-replica", NodeId: 1}}}
+}
+
+func (f *fakeRebalance) Rebalance(_ context.Context, req *sundialv1.RebalanceRequest) (*sundialv1.RebalanceResponse, error) {
+	if bad := validate.Rebalance(req); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.op != nil && f.op.GetStatus() != "done" {
+		return &sundialv1.RebalanceResponse{Operations: []*sundialv1.Operation{f.op}, Running: true}, nil
+	}
+	if req.GetDryRun() {
+		return &sundialv1.RebalanceResponse{Operations: []*sundialv1.Operation{plannedMove()}}, nil
+	}
+	f.op = plannedMove()
+	f.op.OperationId, f.op.Status = 1, "pending"
+	return &sundialv1.RebalanceResponse{Operations: []*sundialv1.Operation{f.op}}, nil
+}
+
+func (f *fakeRebalance) ListOperations(context.Context, *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.op == nil {
+		return &sundialv1.ListOperationsResponse{}, nil
+	}
+	if f.ran {
+		if f.op.CurrentStep++; int(f.op.CurrentStep) == len(f.op.Steps) {
+			f.op.Status, f.op.StartedAtMs, f.op.FinishedAtMs = "done", 1000, 3500
+		} else {
+			f.op.Status = "running"
+		}
+	}
+	f.ran = true
+	return &sundialv1.ListOperationsResponse{Operations: []*sundialv1.Operation{f.op}}, nil
+}
+
+func serveFakeRebalance(t *testing.T, f *fakeRebalance) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	sundialv1.RegisterClusterServer(s, f)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+func TestRebalanceCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantOut    string
+		wantStderr string
+	}{
+		{"dry run", []string{"rebalance", "--dry-run"}, ExitOK, "add-learner 4, remove-replica 1", ""},
+		{"dry run json", []string{"rebalance", "--dry-run", "-o", "json"}, ExitOK, `"status": "planned"`, ""},
+		{"no wait", []string{"rebalance", "--no-wait"}, ExitOK, "pending", ""},
+		{"wait", []string{"rebalance"}, ExitOK, "took 2.5s", "operation 1 (move-replica shard 100) done"},
+		{"dry run and no wait", []string{"rebalance", "--dry-run", "--no-wait"}, ExitUsage, "", "submits nothing"},
+		{"arguments", []string{"rebalance", "now"}, ExitUsage, "", "takes no arguments"},
+		{"too many operations", []string{"rebalance", "--max-operations", "5000"}, ExitFailure, "", "max_operations"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--proxy", serveFakeRebalance(t, &fakeRebalance{})}, tc.args...)
+			code, out, stderr := run(t, "", args...)
+			if code != tc.wantCode {
+				t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, tc.wantCode, stderr)
+			}
+			if !strings.Contains(out, tc.wantOut) {
+				t.Errorf("Run(%q) stdout = %q, want it to contain %q", tc.args, out, tc.wantOut)
+			}
+			if !strings.Contains(stderr, tc.wantStderr) {
+				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantStderr)
+			}
+		})
+	}
+}
+
+// A rebalance while one runs reports the running operations; operations
+// lists them.
+func TestRebalanceWhileRunning(t *testing.T) {
+	addr := serveFakeRebalance(t, &fakeRebalance{})
+	if code, _, stderr := run(t, "", "--proxy", addr, "rebalance", "--no-wait"); code != ExitOK {
+		t.Fatalf("first rebalance = %d (%s)", code, stderr)
+	}
+	code, out, _ := run(t, "", "--proxy", addr, "rebalance", "--no-wait")
+	if code != ExitOK || !strings.Contains(out, "already running") {
+		t.Fatalf("second rebalance = %d %q, want the running one reported", code, out)
+	}
+	code, out, _ = run(t, "", "--proxy", addr, "operations")
+	if code != ExitOK || !strings.Contains(out, "move-replica") {
+		t.Fatalf("operations = %d %q, want the move listed", code, out)
+	}
+}

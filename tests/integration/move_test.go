@@ -1,0 +1,251 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sundialmq/sundial/broker"
+	"github.com/sundialmq/sundial/meta"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// withTimeouts is 3 brokers and 2 shards of 3 replicas whose moves use
+// the given catch-up timeout.
+func withTimeouts(catchUp time.Duration) Config {
+	return Config{Shards: 2, Tune: func(bc *broker.Config) {
+		bc.Operations.StepTimeout = 20 * time.Second
+		bc.Operations.CatchUpTimeout = catchUp
+	}}
+}
+
+func shards(t *testing.T, cl sundialv1.ClusterClient) map[uint64][]uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.ListShards(ctx, &sundialv1.ListShardsRequest{})
+	if err != nil {
+		t.Fatalf("ListShards() error = %v", err)
+	}
+	out := map[uint64][]uint64{}
+	for _, s := range resp.GetShards() {
+		for _, r := range s.GetReplicas() {
+			out[s.GetShardId()] = append(out[s.GetShardId()], r.GetNodeId())
+		}
+		slices.Sort(out[s.GetShardId()])
+	}
+	return out
+}
+
+// submit proposes ops through the first running broker and answers the
+// stored ids.
+func submit(t *testing.T, c *Cluster, ops ...meta.Operation) []meta.OperationID {
+	t.Helper()
+	var ids []meta.OperationID
+	Eventually(t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, n := range c.Nodes {
+			if n.Server == nil {
+				continue
+			}
+			code, data, err := n.Server.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: ops})
+			if err != nil {
+				return err
+			}
+			if code != meta.ResultOK {
+				return fmt.Errorf("submit = %d", code)
+			}
+			return json.Unmarshal(data, &ids)
+		}
+		return fmt.Errorf("no broker running")
+	})
+	return ids
+}
+
+func timeouts(c *Cluster) meta.StepTimeouts {
+	return meta.StepTimeouts{Step: c.Nodes[0].Config.Operations.StepTimeout, CatchUp: c.Nodes[0].Config.Operations.CatchUpTimeout}
+}
+
+// waitEnded polls ListOperations until every operation has ended and
+// answers them by id.
+func waitEnded(t *testing.T, cl sundialv1.ClusterClient, timeout time.Duration) map[uint64]*sundialv1.Operation {
+	t.Helper()
+	var got map[uint64]*sundialv1.Operation
+	Eventually(t, timeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := cl.ListOperations(ctx, &sundialv1.ListOperationsRequest{})
+		if err != nil {
+			return err
+		}
+		got = map[uint64]*sundialv1.Operation{}
+		for _, op := range resp.GetOperations() {
+			got[op.GetOperationId()] = op
+			if op.GetStatus() == "pending" || op.GetStatus() == "running" {
+				return fmt.Errorf("operation %d %s at step %d", op.GetOperationId(), op.GetStatus(), op.GetCurrentStep())
+			}
+		}
+		return nil
+	})
+	return got
+}
+
+// A replica leaves a shard and a new one joins on the same node, the two
+// halves of a move (all 3 brokers hold every shard, so a move proper needs
+// a 4th broker): the removed replica is stopped and its data deleted; the
+// new one (a new replica id) starts with join=true, catches up from the
+// leader and is promoted. Every message published before is delivered
+// after, none before it is due.
+func TestRebalanceReplicaLeavesAndJoins(t *testing.T) {
+	c := New(t, withTimeouts(60*time.Second))
+	cl := clusterClient(t, c.Proxy.GRPCAddr())
+	const topic = "moves"
+	due := map[string]int64{}
+	dueAt := time.Now().Add(3 * time.Second).UnixMilli()
+	for i := 0; i < 60; i++ {
+		r := publish(t, c, &sundialv1.Message{Topic: topic, Payload: []byte(strconv.Itoa(i)), DeliverAtUnixMs: dueAt + int64(i%3)*1000})
+		due[r[0].MessageId] = dueAt + int64(i%3)*1000
+	}
+	const shard = meta.FirstEventShard
+	before := shards(t, cl)
+	leader := uint64(c.LeaderOf(shard)) + 1
+	// The executor changes membership through the meta leader's own
+	// replica (docs/operations.md, limits): the node that leaves is neither
+	// the meta leader nor the shard's leader.
+	var node uint64
+	Eventually(t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := c.Admin.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
+		if err != nil || info.GetMetaLeaderNodeId() == 0 {
+			return fmt.Errorf("meta leader not known: %v", err)
+		}
+		for n := uint64(1); n <= 3; n++ {
+			if n != leader && n != info.GetMetaLeaderNodeId() {
+				node = n
+				return nil
+			}
+		}
+		return fmt.Errorf("no node left")
+	})
+	ids := submit(t, c, meta.NewRemoveReplica(meta.EventShardID(shard), meta.NodeID(node), 0, false, "test", timeouts(c)))
+	if op := waitEnded(t, cl, 90*time.Second)[uint64(ids[0])]; op.GetStatus() != "done" {
+		t.Fatalf("remove = %v, want done", op)
+	}
+	if on := shards(t, cl)[shard]; slices.Contains(on, node) || len(on) != 2 {
+		t.Fatalf("shard %d replicas after removing node %d = %v", shard, node, on)
+	}
+	ids = submit(t, c, meta.NewAddReplica(meta.EventShardID(shard), meta.NodeID(node), 0, "test", timeouts(c)))
+	if op := waitEnded(t, cl, 120*time.Second)[uint64(ids[0])]; op.GetStatus() != "done" {
+		t.Fatalf("add = %v, want done", op)
+	}
+	if on := shards(t, cl)[shard]; !slices.Equal(on, before[shard]) {
+		t.Fatalf("shard %d replicas after the add = %v, want nodes %v", shard, on, before[shard])
+	}
+	// The rejoined replica can lead: it caught up.
+	Eventually(t, 60*time.Second, func() error {
+		if err := c.Nodes[leader-1].Server.TransferLeadership(shard, node); err != nil {
+			return err
+		}
+		if now := uint64(c.LeaderOf(shard)) + 1; now != node {
+			return fmt.Errorf("shard %d led by node %d, want %d", shard, now, node)
+		}
+		return nil
+	})
+	c.WaitReady()
+
+	sub := c.Subscribe(topic, "", 100, 0)
+	defer sub.Close()
+	want := map[string]bool{}
+	for id := range due {
+		want[id] = true
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(want) > 0 {
+		got, ok := sub.Next(time.Until(deadline))
+		if !ok {
+			t.Fatalf("%d messages published before the change never delivered (stream error %v)", len(want), sub.Err())
+		}
+		if got.At.UnixMilli() < due[got.MessageId] {
+			t.Fatalf("message %s delivered at %d, due at %d: early", got.MessageId, got.At.UnixMilli(), due[got.MessageId])
+		}
+		delete(want, got.MessageId)
+		ack(t, c, got.Receipt)
+		sub.Credit(1)
+	}
+}
+
+// A move to a node no broker runs cannot catch up: after the catch-up
+// timeout the executor takes the learner out and the operation ends
+// rolled back; the shard keeps the replicas it had.
+func TestRebalanceRollsBackMoveToStoppedBroker(t *testing.T) {
+	c := New(t, withTimeouts(3*time.Second))
+	cl := clusterClient(t, c.Proxy.GRPCAddr())
+	four := &meta.Node{ID: 4, RaftAddr: freeAddr(t), GRPCAddr: freeAddr(t)}
+	Eventually(t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _, err := c.Nodes[0].Server.ProposeMeta(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: four})
+		return err
+	})
+	const shard = meta.FirstEventShard
+	before := shards(t, cl)
+	ids := submit(t, c, meta.NewMoveReplica(meta.EventShardID(shard), 1, 4, 0, "test", timeouts(c)))
+	ops := waitEnded(t, cl, 90*time.Second)
+	if op := ops[uint64(ids[0])]; op.GetStatus() != "rolled-back" || !strings.Contains(op.GetError(), "wait-catch-up") {
+		t.Fatalf("move to node 4 = %v, want rolled-back at wait-catch-up", op)
+	}
+	if after := shards(t, cl); !slices.Equal(after[shard], before[shard]) {
+		t.Fatalf("shard %d replicas after the roll back = %v, want %v", shard, after[shard], before[shard])
+	}
+}
+
+// A shard the meta leader holds no replica of cannot change membership
+// (the executor proposes through its own replica): a replica added to it
+// ends rolled back at once with the reason, nothing left to undo.
+func TestRebalanceRollsBackAddToShardNotOnMetaLeader(t *testing.T) {
+	c := New(t, withTimeouts(60*time.Second))
+	cl := clusterClient(t, c.Proxy.GRPCAddr())
+	const shard = meta.FirstEventShard
+	var metaLeader uint64
+	Eventually(t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := c.Admin.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
+		if err != nil || info.GetMetaLeaderNodeId() == 0 {
+			return fmt.Errorf("meta leader not known: %v", err)
+		}
+		metaLeader = info.GetMetaLeaderNodeId()
+		return nil
+	})
+	if leader := uint64(c.LeaderOf(shard)) + 1; leader == metaLeader {
+		other := metaLeader%3 + 1
+		Eventually(t, 60*time.Second, func() error {
+			if err := c.Nodes[leader-1].Server.TransferLeadership(shard, other); err != nil {
+				return err
+			}
+			if now := uint64(c.LeaderOf(shard)) + 1; now == metaLeader {
+				return fmt.Errorf("shard %d still led by the meta leader %d", shard, now)
+			}
+			return nil
+		})
+	}
+	ids := submit(t, c, meta.NewRemoveReplica(meta.EventShardID(shard), meta.NodeID(metaLeader), 0, false, "test", timeouts(c)))
+	if op := waitEnded(t, cl, 90*time.Second)[uint64(ids[0])]; op.GetStatus() != "done" {
+		t.Fatalf("remove = %v, want done", op)
+	}
+	ids = submit(t, c, meta.NewAddReplica(meta.EventShardID(shard), meta.NodeID(metaLeader), 0, "test", timeouts(c)))
+	op := waitEnded(t, cl, 60*time.Second)[uint64(ids[0])]
+	if op.GetStatus() != "rolled-back" || !strings.Contains(op.GetError(), "no replica of the shard") {
+		t.Fatalf("add on the meta leader's node = %v, want rolled-back naming the reason", op)
+	}
+	if on := shards(t, cl)[shard]; len(on) != 2 || slices.Contains(on, metaLeader) {
+		t.Fatalf("shard %d replicas = %v, want the 2 left", shard, on)
+	}
+}
