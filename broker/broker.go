@@ -177,6 +177,8 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go s.watchHealth()
+	s.wg.Add(1)
+	go s.gossipLeaders(context.WithoutCancel(ctx), h)
 	s.log.Info("broker started", zap.String("grpc_addr", lis.Addr().String()), zap.String("raft_addr", s.cfg.RaftAddr))
 	return nil
 }

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/sundialmq/sundial/broker"
 	"github.com/sundialmq/sundial/meta"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -124,7 +127,7 @@ func TestRebalanceReplicaLeavesAndJoins(t *testing.T) {
 		defer cancel()
 		info, err := c.Admin.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
 		if err != nil || info.GetMetaLeaderNodeId() == 0 {
-			return fmt.Errorf("meta leader not known: %v", err)
+			return fmt.Errorf("meta leader not known: %w", err)
 		}
 		for n := uint64(1); n <= 3; n++ {
 			if n != leader && n != info.GetMetaLeaderNodeId() {
@@ -141,6 +144,28 @@ func TestRebalanceReplicaLeavesAndJoins(t *testing.T) {
 	if on := shards(t, cl)[shard]; slices.Contains(on, node) || len(on) != 2 {
 		t.Fatalf("shard %d replicas after removing node %d = %v", shard, node, on)
 	}
+	// The broker that holds no replica any more still names the shard's
+	// leader in the routing table it serves (learned from its peers), so a
+	// proxy watching it routes and reports ready.
+	Eventually(t, 15*time.Second, func() error {
+		conn, err := grpc.NewClient(c.Nodes[node-1].Config.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := sundialv1.NewAdminClient(conn).GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
+		if err != nil {
+			return err
+		}
+		for _, s := range info.GetShards() {
+			if s.GetShardId() == shard && s.GetLeaderNodeId() == 0 {
+				return fmt.Errorf("node %d, which no longer hosts shard %d, serves it without a leader", node, shard)
+			}
+		}
+		return nil
+	})
 	ids = submit(t, c, meta.NewAddReplica(meta.EventShardID(shard), meta.NodeID(node), 0, "test", timeouts(c)))
 	if op := waitEnded(t, cl, 120*time.Second)[uint64(ids[0])]; op.GetStatus() != "done" {
 		t.Fatalf("add = %v, want done", op)
@@ -219,7 +244,7 @@ func TestRebalanceRollsBackAddToShardNotOnMetaLeader(t *testing.T) {
 		defer cancel()
 		info, err := c.Admin.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
 		if err != nil || info.GetMetaLeaderNodeId() == 0 {
-			return fmt.Errorf("meta leader not known: %v", err)
+			return fmt.Errorf("meta leader not known: %w", err)
 		}
 		metaLeader = info.GetMetaLeaderNodeId()
 		return nil

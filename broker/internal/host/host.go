@@ -98,9 +98,12 @@ type Host struct {
 	refusal   atomic.Pointer[error] // set once the meta state refused this node
 	clusterID string                // the data dir's; run goroutine only
 
-	mu      sync.RWMutex // guards shards and changed
-	shards  map[uint64]*shard
-	changed chan struct{} // closed and replaced on every routing change
+	mu     sync.RWMutex // guards shards, peerLeaders and changed
+	shards map[uint64]*shard
+	// peerLeaders: shard → leader node id as peers hosting the shard
+	// reported it (SetPeerLeaders); used for shards not hosted here.
+	peerLeaders map[uint64]uint64
+	changed     chan struct{} // closed and replaced on every routing change
 
 	events chan raftio.LeaderInfo
 	metaCh chan struct{}
@@ -657,8 +660,48 @@ func (h *Host) nodeOfReplica(shardID, replicaID uint64) (uint64, string) {
 	return 0, ""
 }
 
-// ShardLeaders maps each hosted shard to its leader's node id (0 unknown).
+// ShardLeaders maps every event shard to its leader's node id (0 unknown):
+// hosted shards as this node sees them, the others as peers that host them
+// last reported (SetPeerLeaders), so the routing table this broker serves
+// names the leaders of shards it holds no replica of.
 func (h *Host) ShardLeaders() map[uint64]uint64 {
+	out := h.LocalShardLeaders()
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for id, leader := range h.peerLeaders {
+		if _, hosted := out[id]; !hosted {
+			out[id] = leader
+		}
+	}
+	return out
+}
+
+// SetPeerLeaders records the leaders peers reported for shards this node
+// may not host; a change of those the routing table shows notifies
+// WatchRouting.
+func (h *Host) SetPeerLeaders(leaders map[uint64]uint64) {
+	h.mu.Lock()
+	changed := false
+	for id, leader := range leaders {
+		if _, hosted := h.shards[id]; !hosted && h.peerLeaders[id] != leader {
+			changed = true
+		}
+	}
+	for id := range h.peerLeaders {
+		if _, ok := leaders[id]; !ok {
+			changed = true
+		}
+	}
+	h.peerLeaders = leaders
+	h.mu.Unlock()
+	if changed {
+		h.notifyChanged()
+	}
+}
+
+// LocalShardLeaders maps each hosted shard to its leader's node id (0
+// unknown).
+func (h *Host) LocalShardLeaders() map[uint64]uint64 {
 	h.mu.RLock()
 	type pair struct{ id, leader uint64 }
 	var ps []pair

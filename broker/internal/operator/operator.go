@@ -166,7 +166,6 @@ func (e *Executor) tick(ctx context.Context) {
 
 // run drives operation id until it ends or ctx does.
 func (e *Executor) run(ctx context.Context, id meta.OperationID) {
-	log := e.log
 	for ctx.Err() == nil {
 		st, err := e.host.ReadMeta(ctx)
 		if err != nil {
@@ -180,7 +179,7 @@ func (e *Executor) run(ctx context.Context, id meta.OperationID) {
 			}
 			return
 		}
-		log = e.log.With(zap.Uint64("shard_id", uint64(op.Shard)), zap.Uint64("operation_id", uint64(op.ID)))
+		log := e.log.With(zap.Uint64("shard_id", uint64(op.Shard)), zap.Uint64("operation_id", uint64(op.ID)))
 		if op.Status == meta.OperationPending {
 			log.Info("operation started", zap.Stringer("operation", op))
 			e.propose(ctx, &meta.Command{Op: meta.OpStartOperation, OperationID: id})

@@ -27,7 +27,7 @@ func NewPeer(h *host.Host, node uint64) *Peer {
 // quorum read: it must answer while the meta group has no leader.
 func (p *Peer) Identify(context.Context, *brokerv1.IdentifyRequest) (*brokerv1.IdentifyResponse, error) {
 	st := p.host.Meta()
-	resp := &brokerv1.IdentifyResponse{NodeId: p.node, ClusterId: st.ClusterID}
+	resp := &brokerv1.IdentifyResponse{NodeId: p.node, ClusterId: st.ClusterID, ShardLeaders: p.host.LocalShardLeaders()}
 	for _, id := range st.NodeIDs() {
 		n := st.Nodes[id]
 		resp.Nodes = append(resp.Nodes, &brokerv1.KnownNode{NodeId: uint64(n.ID), Incarnation: n.Incarnation, State: string(n.State)})

@@ -164,7 +164,12 @@ type IdentifyResponse struct {
 	// Set by the cluster's first bootstrap; empty before it.
 	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// The nodes registered in the meta state this broker applied.
-	Nodes         []*KnownNode `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []*KnownNode `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// shard_leaders maps each event shard with a replica on the answering
+	// broker to the node id it sees leading it (0: unknown). Brokers ask one
+	// another for it to learn the leaders of shards they do not host, so the
+	// routing table each serves names every shard's leader.
+	ShardLeaders  map[uint64]uint64 `protobuf:"bytes,4,rep,name=shard_leaders,json=shardLeaders,proto3" json:"shard_leaders,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,6 +221,13 @@ func (x *IdentifyResponse) GetClusterId() string {
 func (x *IdentifyResponse) GetNodes() []*KnownNode {
 	if x != nil {
 		return x.Nodes
+	}
+	return nil
+}
+
+func (x *IdentifyResponse) GetShardLeaders() map[uint64]uint64 {
+	if x != nil {
+		return x.ShardLeaders
 	}
 	return nil
 }
@@ -294,12 +306,16 @@ const file_sundial_broker_v1_peer_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\"\x11\n" +
-	"\x0fIdentifyRequest\"~\n" +
+	"\x0fIdentifyRequest\"\x9b\x02\n" +
 	"\x10IdentifyResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x122\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x1c.sundial.broker.v1.KnownNodeR\x05nodes\"\\\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x1c.sundial.broker.v1.KnownNodeR\x05nodes\x12Z\n" +
+	"\rshard_leaders\x18\x04 \x03(\v25.sundial.broker.v1.IdentifyResponse.ShardLeadersEntryR\fshardLeaders\x1a?\n" +
+	"\x11ShardLeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\\\n" +
 	"\tKnownNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x14\n" +
@@ -320,25 +336,27 @@ func file_sundial_broker_v1_peer_proto_rawDescGZIP() []byte {
 	return file_sundial_broker_v1_peer_proto_rawDescData
 }
 
-var file_sundial_broker_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_sundial_broker_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_sundial_broker_v1_peer_proto_goTypes = []any{
 	(*AddToClusterRequest)(nil),  // 0: sundial.broker.v1.AddToClusterRequest
 	(*AddToClusterResponse)(nil), // 1: sundial.broker.v1.AddToClusterResponse
 	(*IdentifyRequest)(nil),      // 2: sundial.broker.v1.IdentifyRequest
 	(*IdentifyResponse)(nil),     // 3: sundial.broker.v1.IdentifyResponse
 	(*KnownNode)(nil),            // 4: sundial.broker.v1.KnownNode
+	nil,                          // 5: sundial.broker.v1.IdentifyResponse.ShardLeadersEntry
 }
 var file_sundial_broker_v1_peer_proto_depIdxs = []int32{
 	4, // 0: sundial.broker.v1.IdentifyResponse.nodes:type_name -> sundial.broker.v1.KnownNode
-	2, // 1: sundial.broker.v1.Peer.Identify:input_type -> sundial.broker.v1.IdentifyRequest
-	0, // 2: sundial.broker.v1.Peer.AddToCluster:input_type -> sundial.broker.v1.AddToClusterRequest
-	3, // 3: sundial.broker.v1.Peer.Identify:output_type -> sundial.broker.v1.IdentifyResponse
-	1, // 4: sundial.broker.v1.Peer.AddToCluster:output_type -> sundial.broker.v1.AddToClusterResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	5, // 1: sundial.broker.v1.IdentifyResponse.shard_leaders:type_name -> sundial.broker.v1.IdentifyResponse.ShardLeadersEntry
+	2, // 2: sundial.broker.v1.Peer.Identify:input_type -> sundial.broker.v1.IdentifyRequest
+	0, // 3: sundial.broker.v1.Peer.AddToCluster:input_type -> sundial.broker.v1.AddToClusterRequest
+	3, // 4: sundial.broker.v1.Peer.Identify:output_type -> sundial.broker.v1.IdentifyResponse
+	1, // 5: sundial.broker.v1.Peer.AddToCluster:output_type -> sundial.broker.v1.AddToClusterResponse
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_sundial_broker_v1_peer_proto_init() }
@@ -352,7 +370,7 @@ func file_sundial_broker_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_broker_v1_peer_proto_rawDesc), len(file_sundial_broker_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
