@@ -3,7 +3,9 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,30 +147,13 @@ func (s *Server) askAddrs(ctx context.Context, addrs []string) []identity.Peer {
 // askPeers asks every other initial member, at once, what its meta replica
 // knows. Peers that do not answer within peerTimeout are left out.
 func (s *Server) askPeers(ctx context.Context) []identity.Peer {
-	var (
-		mu    sync.Mutex
-		peers []identity.Peer
-		wg    sync.WaitGroup
-	)
-	for node, m := range s.cfg.InitialMembers {
-		if node == s.cfg.NodeID || m.GRPCAddr == "" {
-			continue
+	var addrs []string
+	for _, node := range slices.Sorted(maps.Keys(s.cfg.InitialMembers)) {
+		if m := s.cfg.InitialMembers[node]; node != s.cfg.NodeID && m.GRPCAddr != "" {
+			addrs = append(addrs, m.GRPCAddr)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p, err := askPeer(ctx, m.GRPCAddr)
-			if err != nil {
-				s.log.Debug("peer did not identify", zap.Uint64("peer_node_id", node), zap.String("addr", m.GRPCAddr), zap.Error(err))
-				return
-			}
-			mu.Lock()
-			peers = append(peers, p)
-			mu.Unlock()
-		}()
 	}
-	wg.Wait()
-	return peers
+	return s.askAddrs(ctx, addrs)
 }
 
 func askPeer(ctx context.Context, addr string) (identity.Peer, error) {
