@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
@@ -155,7 +156,10 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	admin := service.NewAdmin(h, opts)
 	boundary := service.NewBoundary(s.log, s.reg)
-	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20))...)
+	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20),
+		// Proxies ping every 5s to find a broker that stopped answering;
+		// the default policy (5 min) would answer them GOAWAY.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}))...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
 	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, opts))
@@ -249,6 +253,10 @@ func (s *Server) watchHealth() {
 		}
 	}
 }
+
+// KeepaliveMinTime is the shortest interval between a client's keepalive
+// pings that the broker accepts (proxies ping every 5s).
+const KeepaliveMinTime = 4 * time.Second
 
 // Stop stops serving and closes everything; safe to call twice.
 func (s *Server) Stop() {

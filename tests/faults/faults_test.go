@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sundialmq/sundial/proc"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 	"github.com/sundialmq/sundial/tests/checker"
@@ -137,7 +138,9 @@ func TestKillLeaderWhileMessagesAreDue(t *testing.T) {
 // answered DONE (G3), though the deposed leader's timers fire on resume.
 func TestPausedLeaderPushesNothingAfterCancel(t *testing.T) {
 	c, w, ctx := start(t, "paused-leader", 1)
-	const delay = 8 * time.Second
+	// Long enough for the election and for the proxy to route around the
+	// frozen broker (keepalive: 5s + 2s) before the messages fall due.
+	const delay = 20 * time.Second
 	begin := time.Now()
 	for i := range 12 {
 		msgs := make([]*sundialv1.Message, 5)
@@ -159,6 +162,12 @@ func TestPausedLeaderPushesNothingAfterCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	newLeader(t, c, shard, leader)
+	// The cancels must reach the new leader: wait until the proxy routes to
+	// a reachable leader of every shard (its /readyz), as a client would
+	// retry until then.
+	framework.WaitFor(t, 30*time.Second, func() error {
+		return proc.HTTP200("http://" + c.Proxies[0].HTTPAddr + "/readyz")(ctx)
+	})
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Add(1)

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 )
 
 // ErrPoolClosed is returned by Conn after Close.
@@ -23,9 +25,23 @@ type Pool struct {
 	closed bool
 }
 
-// NewPool returns a pool dialling with plain-text credentials plus opts.
+// Keepalive pings find a broker that stopped answering without closing its
+// connections (SIGSTOP, a frozen VM, a silent partition): the connection
+// fails after KeepaliveTime+KeepaliveTimeout, so a routing watch on it ends
+// and moves to another broker, and forwards stop waiting on it. Brokers
+// permit pings this often (broker.KeepaliveMinTime).
+const (
+	KeepaliveTime    = 5 * time.Second
+	KeepaliveTimeout = 2 * time.Second
+)
+
+// NewPool returns a pool dialling with plain-text credentials and
+// keepalive pings, plus opts.
 func NewPool(opts ...grpc.DialOption) *Pool {
-	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	all := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
+	}, opts...)
 	return &Pool{opts: all, conns: make(map[string]*grpc.ClientConn)}
 }
 
