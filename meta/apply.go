@@ -40,24 +40,32 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.advanceOperation(c.OperationID, c.Step, c.NowMs), nil
 	case OpFinishOperation:
 		return s.finishOperation(c.OperationID, c.Status, c.Error, c.NowMs), nil
+	case OpDeclareDead:
+		return s.declareDead(c.NodeID), nil
+	case OpDeclareAlive:
+		return s.declareAlive(c.NodeID), nil
 	}
 	return ResultInvalid, nil
 }
 
 // registerNode adds or updates a node's record. A record with an
 // incarnation is only updated by the same incarnation: ResultExists refuses
-// a node id that came back on another data dir.
+// a node id that came back on another data dir. A dead node stays dead:
+// only declare_alive brings it back.
 func (s *State) registerNode(n *Node) uint64 {
 	old, ok := s.Nodes[n.ID]
-	if ok && *old == *n {
+	nn := *n
+	if nn.State == "" {
+		nn.State = NodeActive
+	}
+	if ok && old.State == NodeDead {
+		nn.State = NodeDead
+	}
+	if ok && *old == nn {
 		return ResultNoop
 	}
 	if ok && old.Incarnation != "" && old.Incarnation != n.Incarnation {
 		return ResultExists
-	}
-	nn := *n
-	if nn.State == "" {
-		nn.State = NodeActive
 	}
 	s.Nodes[n.ID] = &nn
 	s.Version++
@@ -97,6 +105,41 @@ func (s *State) joinNode(n *Node, clusterID string) (uint64, []byte) {
 	s.Version++
 	b, _ := json.Marshal(&nn)
 	return ResultOK, b
+}
+
+// declareDead marks an active or draining node dead: its replicas are then
+// re-created elsewhere by repair operations. ResultNoop when it is dead
+// already; ResultNotFound for an unknown node; ResultInvalid for a removed
+// one.
+func (s *State) declareDead(id NodeID) uint64 {
+	n, ok := s.Nodes[id]
+	switch {
+	case !ok:
+		return ResultNotFound
+	case n.State == NodeDead:
+		return ResultNoop
+	case n.State == NodeRemoved:
+		return ResultInvalid
+	}
+	n.State = NodeDead
+	s.Version++
+	return ResultOK
+}
+
+// declareAlive brings a dead node back to active. The replicas removed
+// from it while it was dead are no longer placed on it, so its host drops
+// them. ResultNoop when the node is not dead; ResultNotFound when unknown.
+func (s *State) declareAlive(id NodeID) uint64 {
+	n, ok := s.Nodes[id]
+	switch {
+	case !ok:
+		return ResultNotFound
+	case n.State != NodeDead:
+		return ResultNoop
+	}
+	n.State = NodeActive
+	s.Version++
+	return ResultOK
 }
 
 func (s *State) bootstrapShards(count, rf int, clusterID string) uint64 {

@@ -15,7 +15,7 @@ type Op string
 // IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID),
 // submit_operations (Operations), start_operation (OperationID),
 // advance_operation (OperationID, Step), finish_operation (OperationID,
-// Status, Error).
+// Status, Error), declare_dead (NodeID), declare_alive (NodeID).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -30,6 +30,9 @@ const (
 	OpStartOperation   Op = "start_operation"
 	OpAdvanceOperation Op = "advance_operation"
 	OpFinishOperation  Op = "finish_operation"
+
+	OpDeclareDead  Op = "declare_dead"
+	OpDeclareAlive Op = "declare_alive"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -63,6 +66,9 @@ type Command struct {
 	Step        int             `json:"step,omitempty"`
 	Status      OperationStatus `json:"status,omitempty"`
 	Error       string          `json:"error,omitempty"`
+
+	// NodeID names the node declare_dead and declare_alive change.
+	NodeID NodeID `json:"node_id,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -128,6 +134,10 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpFinishOperation:
 		if c.OperationID == 0 || (c.Status != OperationFailed && c.Status != OperationRolledBack) {
 			return nil, fmt.Errorf("%w: finish_operation needs an operation id and status failed or rolled-back", ErrMalformedCommand)
+		}
+	case OpDeclareDead, OpDeclareAlive:
+		if c.NodeID == 0 {
+			return nil, fmt.Errorf("%w: %s without a node id", ErrMalformedCommand, c.Op)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)

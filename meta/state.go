@@ -24,13 +24,17 @@ type ReplicaID uint64
 type NodeState string
 
 // Node states. Only active nodes are given replicas when shards are
-// bootstrapped; register_node stores NodeActive when the node names no state.
-// Nothing in meta moves a node to draining or removed yet: they are carried
-// as registered and reported by the cluster API.
+// bootstrapped or moved; register_node stores NodeActive when the node names
+// no state. NodeDead is set by declare_dead (the meta leader's healer saw
+// no sign of the node for dead_node_timeout) and cleared back to active by
+// declare_alive only: a dead node re-registering keeps its state, so a node
+// the healer cannot reach does not flap. Draining and removed are carried as
+// registered and reported by the cluster API.
 const (
 	NodeActive   NodeState = "active"
 	NodeDraining NodeState = "draining"
 	NodeRemoved  NodeState = "removed"
+	NodeDead     NodeState = "dead"
 )
 
 // Node is one broker.

@@ -19,14 +19,21 @@ type Options struct {
 	MaxOperations int
 	// Timeouts bound the planned steps; zero is meta.DefaultStepTimeouts.
 	Timeouts meta.StepTimeouts
-	// Dead names nodes declared dead: their replicas are re-created
+	// Dead names nodes to treat as dead besides those the meta state
+	// declares dead (meta.NodeDead): their replicas are re-created
 	// elsewhere.
 	Dead map[meta.NodeID]bool
 }
 
+// ReasonRepair is the Reason of the operations that re-create the
+// replicas of dead nodes (or fix a shard's replica count).
+const ReasonRepair = balancer.ReasonRepair
+
 // Plan returns the operations that balance st's replicas and leaders
 // (leaders maps a shard to the node of its leader; missing is unknown),
-// planned around st's unfinished operations. Removed nodes are left out.
+// planned around st's unfinished operations. Removed nodes are left out;
+// dead ones (meta.NodeDead or Options.Dead) keep their replicas in the view
+// and the planner repairs them first.
 func Plan(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) []meta.Operation {
 	cfg := balancer.DefaultConfig()
 	if o.MaxOperations > 0 {
@@ -47,7 +54,7 @@ func View(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) 
 		switch {
 		case n.State == meta.NodeRemoved:
 			continue
-		case o.Dead[id]:
+		case n.State == meta.NodeDead || o.Dead[id]:
 			state = balancer.NodeDead
 		case n.State == meta.NodeDraining:
 			state = balancer.NodeDraining

@@ -62,3 +62,20 @@ func TestPlanBalancesAnEmptyNode(t *testing.T) {
 		t.Fatalf("Plan() on a balanced cluster = %v, want no replica moves", again)
 	}
 }
+
+// A node the meta state declares dead is dead to the planner: each of its
+// replicas is re-created on the live node without one (add-replica from
+// the dead node), and nothing else is planned first.
+func TestPlanRepairsADeadNode(t *testing.T) {
+	s := unbalanced(t)
+	s.Apply(&meta.Command{Op: meta.OpDeclareDead, NodeID: 2})
+	ops := Plan(s, nil, Options{MaxOperations: 100})
+	if len(ops) != 8 {
+		t.Fatalf("Plan() = %d operations, want 8 repairs", len(ops))
+	}
+	for _, op := range ops {
+		if op.Kind != meta.OpKindAddReplica || op.From != 2 || op.To != 4 || op.Reason != ReasonRepair {
+			t.Fatalf("operation %v, want add-replica from dead node 2 to node 4 (repair)", op)
+		}
+	}
+}

@@ -311,6 +311,9 @@ func (h *Host) reconcile(ctx context.Context) {
 	}
 	_, initial := h.cfg.InitialMembers[h.cfg.NodeID]
 	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: initial, Incarnation: h.cfg.Incarnation}
+	if n, ok := st.Nodes[self.ID]; ok && n.State == meta.NodeDead {
+		self.State = meta.NodeDead // only the meta leader's healer declares a node alive again
+	}
 	if n, ok := st.Nodes[self.ID]; !ok || *n != self {
 		h.proposeMeta(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: &self})
 		return
