@@ -119,6 +119,12 @@ type Config struct {
 	// RaftLogShards is the number of Raft log stores (each its own WAL and
 	// fsync). Fixed when the data dir is created. Default 1.
 	RaftLogShards uint64 `yaml:"raft_log_shards"`
+	// DeadNodeTimeout is how long the meta leader waits without a sign of a
+	// registered node (its Peer.Identify unanswered) before it declares the
+	// node dead and re-creates its replicas on live nodes. A new meta leader
+	// starts its clocks fresh, so a node is never declared dead sooner than
+	// this after the leader took over. Default 5m.
+	DeadNodeTimeout time.Duration `yaml:"dead_node_timeout"`
 	// Operations tunes the executor of cluster operations (replica moves,
 	// leadership transfers) and the step timeouts Rebalance plans with.
 	Operations Operations `yaml:"operations"`
@@ -175,6 +181,7 @@ func DefaultConfig() Config {
 		MemTableBytes:     16 << 20,
 		GoMemoryLimit:     128 << 20,
 		JoinTimeout:       time.Minute,
+		DeadNodeTimeout:   5 * time.Minute,
 		Operations:        Operations{MaxRunning: 4, StepTimeout: 30 * time.Second, CatchUpTimeout: 10 * time.Minute},
 	}
 }
@@ -245,6 +252,9 @@ func (c Config) Validate() error {
 	}
 	if c.Operations.MaxRunning < 0 || c.Operations.StepTimeout < 0 || c.Operations.CatchUpTimeout < 0 {
 		bad("operations", "max_running, step_timeout and catch_up_timeout must not be negative (0 takes the default)")
+	}
+	if c.DeadNodeTimeout <= 0 {
+		bad("dead_node_timeout", "must be positive (how long a node may be unreachable before its replicas are re-created elsewhere), got %v", c.DeadNodeTimeout)
 	}
 	if c.RaftWorkers < 1 || c.RaftWorkers > 64 {
 		bad("raft_workers", "must be between 1 and 64")

@@ -26,6 +26,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "data_dir"},
 		{"no shards", func(c *Config) { c.Shards = 0 }, "shards"},
 		{"replication above members", func(c *Config) { c.ReplicationFactor = 3 }, "replication_factor"},
+		{"zero dead node timeout", func(c *Config) { c.DeadNodeTimeout = 0 }, "dead_node_timeout"},
+		{"negative dead node timeout", func(c *Config) { c.DeadNodeTimeout = -time.Minute }, "dead_node_timeout"},
 		{"negative operations timeout", func(c *Config) { c.Operations.CatchUpTimeout = -time.Second }, "operations"},
 		{"election not above heartbeats", func(c *Config) { c.ElectionRTT = 4 }, "rtt"},
 		{"short visibility timeout", func(c *Config) { c.VisibilityTimeout = 0 }, "limits"},

@@ -16,13 +16,14 @@ func TestOverlayEnvSetsYAMLKeys(t *testing.T) {
 		"SUNDIAL_RTT":                "50ms",
 		"SUNDIAL_AUTO_CREATE_TOPICS": "false",
 		"SUNDIAL_LOG_LEVEL":          "warn",
+		"SUNDIAL_DEAD_NODE_TIMEOUT":  "4s",
 	}
 	cfg := broker.DefaultConfig()
 	if err := overlayEnv(&cfg, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
 		t.Fatalf("overlayEnv() error = %v", err)
 	}
-	if cfg.CacheBytes != 16<<20 || cfg.RTT != 50*time.Millisecond || cfg.AutoCreateTopics || cfg.LogLevel != "warn" {
-		t.Fatalf("config after overlay = cache %d, rtt %v, auto-create %v, log %q", cfg.CacheBytes, cfg.RTT, cfg.AutoCreateTopics, cfg.LogLevel)
+	if cfg.CacheBytes != 16<<20 || cfg.RTT != 50*time.Millisecond || cfg.AutoCreateTopics || cfg.LogLevel != "warn" || cfg.DeadNodeTimeout != 4*time.Second {
+		t.Fatalf("config after overlay = cache %d, rtt %v, auto-create %v, log %q, dead node timeout %v", cfg.CacheBytes, cfg.RTT, cfg.AutoCreateTopics, cfg.LogLevel, cfg.DeadNodeTimeout)
 	}
 }
 
