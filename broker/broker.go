@@ -42,6 +42,8 @@ type Server struct {
 
 	host     *host.Host
 	operator *operator.Executor
+	healer   *operator.Healer
+	prober   *operator.PeerProber
 	grpc     *grpc.Server
 	health   *health.Server
 	lis      net.Listener
@@ -165,6 +167,11 @@ func (s *Server) Start(ctx context.Context) error {
 	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, opts))
 	s.operator = operator.New(h, s.cfg.NodeID, operator.Config{MaxRunning: s.cfg.Operations.MaxRunning}, s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
+	s.prober = operator.NewPeerProber()
+	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
+		DeadNodeTimeout: s.cfg.DeadNodeTimeout, MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
+	}, s.log, s.reg)
+	s.healer.Start(context.WithoutCancel(ctx))
 	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID))
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -284,6 +291,10 @@ func (s *Server) Stop() {
 			cancel()
 		}
 		s.wg.Wait()
+		if s.healer != nil {
+			s.healer.Stop()
+			s.prober.Close()
+		}
 		if s.operator != nil {
 			s.operator.Stop()
 		}

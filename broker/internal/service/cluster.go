@@ -97,6 +97,8 @@ func nodeState(s meta.NodeState) sundialv1.NodeState {
 		return sundialv1.NodeState_NODE_STATE_DRAINING
 	case meta.NodeRemoved:
 		return sundialv1.NodeState_NODE_STATE_REMOVED
+	case meta.NodeDead:
+		return sundialv1.NodeState_NODE_STATE_DEAD
 	}
 	return sundialv1.NodeState_NODE_STATE_UNSPECIFIED
 }

@@ -399,6 +399,9 @@ const (
 	NodeState_NODE_STATE_ACTIVE      NodeState = 1
 	NodeState_NODE_STATE_DRAINING    NodeState = 2
 	NodeState_NODE_STATE_REMOVED     NodeState = 3
+	// Declared dead by the meta leader after dead_node_timeout without an
+	// answer; its replicas are re-created on live nodes.
+	NodeState_NODE_STATE_DEAD NodeState = 4
 )
 
 // Enum value maps for NodeState.
@@ -408,12 +411,14 @@ var (
 		1: "NODE_STATE_ACTIVE",
 		2: "NODE_STATE_DRAINING",
 		3: "NODE_STATE_REMOVED",
+		4: "NODE_STATE_DEAD",
 	}
 	NodeState_value = map[string]int32{
 		"NODE_STATE_UNSPECIFIED": 0,
 		"NODE_STATE_ACTIVE":      1,
 		"NODE_STATE_DRAINING":    2,
 		"NODE_STATE_REMOVED":     3,
+		"NODE_STATE_DEAD":        4,
 	}
 )
 
@@ -5462,12 +5467,13 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x0fHistogramBucket\x12 \n" +
 	"\x1cHISTOGRAM_BUCKET_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17HISTOGRAM_BUCKET_MINUTE\x10\x01\x12\x19\n" +
-	"\x15HISTOGRAM_BUCKET_HOUR\x10\x02*o\n" +
+	"\x15HISTOGRAM_BUCKET_HOUR\x10\x02*\x84\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11NODE_STATE_ACTIVE\x10\x01\x12\x17\n" +
 	"\x13NODE_STATE_DRAINING\x10\x02\x12\x16\n" +
-	"\x12NODE_STATE_REMOVED\x10\x032\xaa\x02\n" +
+	"\x12NODE_STATE_REMOVED\x10\x03\x12\x13\n" +
+	"\x0fNODE_STATE_DEAD\x10\x042\xaa\x02\n" +
 	"\bProducer\x12B\n" +
 	"\aPublish\x12\x1a.sundial.v1.PublishRequest\x1a\x1b.sundial.v1.PublishResponse\x12L\n" +
 	"\rPublishStream\x12\x1a.sundial.v1.PublishRequest\x1a\x1b.sundial.v1.PublishResponse(\x010\x01\x12?\n" +

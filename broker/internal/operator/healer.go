@@ -1,0 +1,328 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/meta/rebalance"
+)
+
+// Healing. On the broker leading the meta group the Healer probes every
+// registered, non-removed node each HealerConfig.Interval (package-level
+// Prober: Peer.Identify over gRPC), declares a node dead (meta command
+// declare_dead) once it has not answered for DeadNodeTimeout, and declares
+// it alive again (declare_alive) once it answers; its host then drops the
+// replicas that were re-created elsewhere meanwhile. The clocks start
+// fresh whenever this node begins leading (see liveness), and nothing is
+// declared dead while more than half of the nodes look down.
+//
+// While a dead node holds replicas it plans with the rebalance planner and
+// submits only the repairs (add a replica on a live node, then remove the
+// dead one), at most MaxRunning operations unfinished at once, on shards no
+// operation touches; the Executor runs them. A shard whose repair found no
+// live node to go to is logged and counted, and planned again next round.
+
+// HealerHost is what the healer needs of the broker's host.
+type HealerHost interface {
+	ReadMeta(ctx context.Context) (*meta.State, error)
+	ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error)
+	// MetaLeader is the node leading the meta group, 0 if unknown.
+	MetaLeader() uint64
+	// ShardLeaders maps event shards to the node of their leader (0 or
+	// missing: unknown).
+	ShardLeaders() map[uint64]uint64
+}
+
+// Prober asks node id at its gRPC address whether it is alive; nil error
+// means it answered as that node.
+type Prober interface {
+	Probe(ctx context.Context, id meta.NodeID, grpcAddr string) error
+}
+
+// HealerConfig tunes the healer.
+type HealerConfig struct {
+	// DeadNodeTimeout is how long a node may go unseen before it is
+	// declared dead. Required (> 0).
+	DeadNodeTimeout time.Duration
+	// Interval between probe rounds. Default 1s.
+	Interval time.Duration
+	// ProbeTimeout bounds one probe. Default 1s.
+	ProbeTimeout time.Duration
+	// MaxRunning caps the unfinished operations the healer lets stand
+	// when it submits repairs (the executor's cap). Default 4.
+	MaxRunning int
+	// RetryInterval is how long a shard's repair is not submitted again
+	// after one was (a repair that failed or rolled back is planned again
+	// after it). Default 10s.
+	RetryInterval time.Duration
+	// Timeouts bound the steps of the repairs; zero fields take
+	// meta.DefaultStepTimeouts.
+	Timeouts meta.StepTimeouts
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (c HealerConfig) withDefaults() HealerConfig {
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.ProbeTimeout <= 0 {
+		c.ProbeTimeout = time.Second
+	}
+	if c.MaxRunning <= 0 {
+		c.MaxRunning = 4
+	}
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = 10 * time.Second
+	}
+	if c.Timeouts.Step <= 0 || c.Timeouts.CatchUp <= 0 {
+		c.Timeouts = meta.DefaultStepTimeouts()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Healer declares nodes dead or alive and repairs the replicas of dead
+// ones while this node leads meta.
+type Healer struct {
+	host  HealerHost
+	probe Prober
+	self  meta.NodeID
+	cfg   HealerConfig
+	log   *zap.Logger
+	m     *healerMetrics
+
+	// Owned by the loop goroutine.
+	live     *liveness                       // nil while not leading meta
+	guarded  bool                            // the majority guard held last round
+	repaired map[meta.EventShardID]time.Time // when a repair of the shard was last submitted
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewHealer returns the healer of node self; Start runs it.
+func NewHealer(h HealerHost, p Prober, self uint64, cfg HealerConfig, log *zap.Logger, reg prometheus.Registerer) *Healer {
+	return &Healer{host: h, probe: p, self: meta.NodeID(self), cfg: cfg.withDefaults(), log: log.Named("healer"),
+		m: newHealerMetrics(reg), repaired: map[meta.EventShardID]time.Time{}}
+}
+
+// Start runs the healer's loop until Stop.
+func (h *Healer) Start(ctx context.Context) {
+	ctx, h.cancel = context.WithCancel(ctx)
+	h.wg.Add(1)
+	go h.loop(ctx)
+}
+
+// Stop ends the loop and waits for it.
+func (h *Healer) Stop() {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.wg.Wait()
+}
+
+func (h *Healer) loop(ctx context.Context) {
+	defer h.wg.Done()
+	t := time.NewTicker(h.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.tick(ctx)
+	}
+}
+
+// tick runs one round: probe, declare, repair.
+func (h *Healer) tick(ctx context.Context) {
+	if meta.NodeID(h.host.MetaLeader()) != h.self {
+		if h.live != nil {
+			h.live, h.guarded = nil, false
+			h.repaired = map[meta.EventShardID]time.Time{}
+			h.m.reset()
+		}
+		return
+	}
+	if h.live == nil {
+		h.live = newLiveness(h.cfg.DeadNodeTimeout, h.cfg.Now())
+		h.log.Info("leading meta: node liveness clocks started", zap.Duration("dead_node_timeout", h.cfg.DeadNodeTimeout))
+	}
+	st, err := h.host.ReadMeta(ctx)
+	if err != nil {
+		return
+	}
+	h.probeAll(ctx, st)
+	now := h.cfg.Now()
+	v := h.live.decide(st, h.self, now)
+	h.m.observe(st, h.live, h.self, now)
+	h.declare(ctx, v, now)
+	if len(v.Dead) > 0 || len(v.Alive) > 0 {
+		if st, err = h.host.ReadMeta(ctx); err != nil {
+			return
+		}
+	}
+	h.repair(ctx, st, now)
+}
+
+// probeAll probes every registered, non-removed node but this one at once
+// and records the outcomes.
+func (h *Healer) probeAll(ctx context.Context, st *meta.State) {
+	type outcome struct {
+		id    meta.NodeID
+		alive bool
+	}
+	var wg sync.WaitGroup
+	results := make(chan outcome, len(st.Nodes))
+	for _, id := range st.NodeIDs() {
+		n := st.Nodes[id]
+		if id == h.self || n.State == meta.NodeRemoved {
+			continue
+		}
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, h.cfg.ProbeTimeout)
+			defer cancel()
+			err := h.probe.Probe(pctx, id, n.GRPCAddr)
+			results <- outcome{id, err == nil}
+		})
+	}
+	wg.Wait()
+	close(results)
+	if ctx.Err() != nil {
+		return // stopping: a cancelled probe is no sign of death
+	}
+	now := h.cfg.Now()
+	for r := range results {
+		h.live.observe(r.id, r.alive, now)
+	}
+}
+
+// declare proposes the verdict's declarations and logs them.
+func (h *Healer) declare(ctx context.Context, v verdict, now time.Time) {
+	if v.Guarded && !h.guarded {
+		h.log.Warn("nodes unseen past dead_node_timeout but most of the cluster looks down: declaring none dead (this node may be cut off)",
+			zap.Int("down_nodes", v.Down), zap.Int("nodes", v.Total))
+	}
+	h.guarded = v.Guarded
+	for _, id := range v.Dead {
+		code, _, err := h.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpDeclareDead, NodeID: id})
+		if err != nil {
+			h.log.Warn("declare node dead: proposal not committed", zap.Uint64("node_id", uint64(id)), zap.Error(err))
+			continue
+		}
+		if code == meta.ResultOK {
+			last := h.live.lastSeen(id)
+			h.m.declared.WithLabelValues("dead").Inc()
+			h.log.Warn("node declared dead", zap.Uint64("node_id", uint64(id)), zap.Time("last_seen", last),
+				zap.Duration("unseen_for", now.Sub(last)), zap.Duration("dead_node_timeout", h.cfg.DeadNodeTimeout))
+		}
+	}
+	for _, id := range v.Alive {
+		code, _, err := h.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpDeclareAlive, NodeID: id})
+		if err != nil {
+			h.log.Warn("declare node alive: proposal not committed", zap.Uint64("node_id", uint64(id)), zap.Error(err))
+			continue
+		}
+		if code == meta.ResultOK {
+			h.m.declared.WithLabelValues("alive").Inc()
+			h.log.Info("node back: declared alive", zap.Uint64("node_id", uint64(id)))
+		}
+	}
+}
+
+// repair submits repairs of the replicas on dead nodes.
+func (h *Healer) repair(ctx context.Context, st *meta.State, now time.Time) {
+	// The shards with a replica on a dead node, and whether an operation
+	// touches them already.
+	need := map[meta.EventShardID]bool{}
+	dead := 0
+	for _, sid := range st.ShardIDs() {
+		for _, r := range st.Shards[sid].Replicas {
+			if n := st.Nodes[r.Node]; n != nil && n.State == meta.NodeDead {
+				need[sid] = true
+				dead++
+			}
+		}
+	}
+	h.m.deadReplicas.Set(float64(dead))
+	if len(need) == 0 {
+		return
+	}
+	unfinished := st.Unfinished()
+	for _, op := range unfinished {
+		delete(need, op.Shard)
+	}
+	for sid := range need {
+		if t, ok := h.repaired[sid]; ok && now.Sub(t) < h.cfg.RetryInterval {
+			delete(need, sid)
+		}
+	}
+	room := h.cfg.MaxRunning - len(unfinished)
+	if len(need) == 0 || room <= 0 {
+		return
+	}
+	leaders := map[meta.EventShardID]meta.NodeID{}
+	for id, n := range h.host.ShardLeaders() {
+		if n != 0 {
+			leaders[meta.EventShardID(id)] = meta.NodeID(n)
+		}
+	}
+	// Plan everything the planner would (it puts repairs first), keep the
+	// repairs of dead replicas.
+	var ops []meta.Operation
+	for _, op := range rebalance.Plan(st, leaders, rebalance.Options{MaxOperations: len(st.Shards) + 1, Timeouts: h.cfg.Timeouts}) {
+		if op.Reason != rebalance.ReasonRepair || !need[op.Shard] || op.From == 0 || st.Nodes[op.From] == nil || st.Nodes[op.From].State != meta.NodeDead {
+			continue
+		}
+		if len(ops) < room {
+			ops = append(ops, op)
+		}
+		delete(need, op.Shard)
+	}
+	for _, sid := range sortedShards(need) {
+		// Planned nothing: no live node without a replica of the shard.
+		h.m.noTarget.Inc()
+		h.repaired[sid] = now
+		h.log.Warn("repair: no live node can take a replica of the shard; retried later",
+			zap.Uint64("shard_id", uint64(sid)), zap.Duration("retry_in", h.cfg.RetryInterval))
+	}
+	if len(ops) == 0 {
+		return
+	}
+	code, data, err := h.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: ops})
+	if err != nil {
+		h.log.Warn("repair: submit not committed", zap.Error(err))
+		return
+	}
+	var ids []meta.OperationID
+	if code == meta.ResultOK {
+		_ = json.Unmarshal(data, &ids) // the state machine's own encoding of a list of ids
+	}
+	for _, op := range ops {
+		h.repaired[op.Shard] = now
+		h.log.Info("repair planned", zap.Uint64("shard_id", uint64(op.Shard)), zap.Uint64("dead_node_id", uint64(op.From)),
+			zap.Uint64("to_node_id", uint64(op.To)), zap.Stringer("operation", op))
+	}
+	h.m.repairs.Add(float64(len(ids)))
+	h.log.Info("repairs submitted", zap.Int("planned", len(ops)), zap.Any("operation_ids", ids))
+}
+
+func sortedShards(set map[meta.EventShardID]bool) []meta.EventShardID {
+	out := make([]meta.EventShardID, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,275 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/sundialmq/sundial/meta"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// cluster is 8 shards of 3 replicas on nodes 1-3, and nodes 4..n
+// registered after the bootstrap (so they hold no replica); all active.
+func cluster(n int) *meta.State {
+	s := meta.NewState()
+	for i := meta.NodeID(1); i <= 3; i++ {
+		s.Apply(&meta.Command{Op: meta.OpRegisterNode, Node: &meta.Node{ID: i, GRPCAddr: "g"}})
+	}
+	s.Apply(&meta.Command{Op: meta.OpBootstrapShards, Count: 8, RF: 3, ClusterID: "c"})
+	for i := meta.NodeID(4); i <= meta.NodeID(n); i++ {
+		s.Apply(&meta.Command{Op: meta.OpRegisterNode, Node: &meta.Node{ID: i, GRPCAddr: "g"}})
+	}
+	return s
+}
+
+func TestLivenessDecisions(t *testing.T) {
+	const timeout = 10 * time.Second
+	tests := []struct {
+		name   string
+		nodes  int
+		probes func(l *liveness) // what the leader saw since it began leading at t0
+		at     time.Duration     // when decide runs, after t0
+		dead   []meta.NodeID
+		guard  bool
+	}{
+		{"all answering", 4, func(l *liveness) {
+			for id := meta.NodeID(2); id <= 4; id++ {
+				l.observe(id, true, t0.Add(11*time.Second))
+			}
+		}, 11 * time.Second, nil, false},
+		{"unseen for less than the timeout", 4, func(l *liveness) {
+			l.observe(2, true, t0.Add(2*time.Second))
+			l.observe(2, false, t0.Add(3*time.Second))
+			l.observe(3, true, t0.Add(11*time.Second))
+			l.observe(4, true, t0.Add(11*time.Second))
+		}, 11 * time.Second, nil, false},
+		{"unseen for the timeout", 4, func(l *liveness) {
+			l.observe(2, true, t0.Add(time.Second))
+			l.observe(2, false, t0.Add(2*time.Second))
+			l.observe(3, true, t0.Add(11*time.Second))
+			l.observe(4, true, t0.Add(11*time.Second))
+		}, 11 * time.Second, []meta.NodeID{2}, false},
+		// A new leader counts every node as seen when it began leading, so
+		// even a node that never answered it waits the whole timeout.
+		{"fresh clocks: never answered, before the timeout", 4, func(l *liveness) {
+			l.observe(2, false, t0.Add(time.Second))
+		}, 9 * time.Second, nil, false},
+		{"fresh clocks: never answered, at the timeout", 4, func(l *liveness) {
+			l.observe(2, false, t0.Add(time.Second))
+			l.observe(3, true, t0.Add(10*time.Second))
+			l.observe(4, true, t0.Add(10*time.Second))
+		}, 10 * time.Second, []meta.NodeID{2}, false},
+		// 3 of 5 down: the leader is likely the one cut off.
+		{"most of the cluster down", 5, func(l *liveness) {
+			for id := meta.NodeID(2); id <= 4; id++ {
+				l.observe(id, false, t0.Add(time.Second))
+			}
+			l.observe(5, true, t0.Add(11*time.Second))
+		}, 11 * time.Second, nil, true},
+		// 2 of 4 down is not more than half.
+		{"half the cluster down", 4, func(l *liveness) {
+			l.observe(2, false, t0.Add(time.Second))
+			l.observe(3, false, t0.Add(time.Second))
+			l.observe(4, true, t0.Add(11*time.Second))
+		}, 11 * time.Second, []meta.NodeID{2, 3}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLiveness(timeout, t0)
+			tt.probes(l)
+			v := l.decide(cluster(tt.nodes), 1, t0.Add(tt.at))
+			if !slices.Equal(v.Dead, tt.dead) || v.Guarded != tt.guard {
+				t.Fatalf("decide() = dead %v, guarded %v; want dead %v, guarded %v", v.Dead, v.Guarded, tt.dead, tt.guard)
+			}
+		})
+	}
+}
+
+// A dead node that answers again is to be declared alive; one that does
+// not answer, or that no probe reached yet this term, is not. Removed
+// nodes are neither weighed nor declared.
+func TestLivenessRevivesADeadNodeThatAnswers(t *testing.T) {
+	s := cluster(5)
+	s.Apply(&meta.Command{Op: meta.OpDeclareDead, NodeID: 2})
+	s.Apply(&meta.Command{Op: meta.OpDeclareDead, NodeID: 3})
+	s.Nodes[5].State = meta.NodeRemoved
+	l := newLiveness(time.Minute, t0)
+	l.observe(2, true, t0.Add(time.Second))
+	l.observe(4, true, t0.Add(time.Second))
+	v := l.decide(s, 1, t0.Add(2*time.Second))
+	if !slices.Equal(v.Alive, []meta.NodeID{2}) || len(v.Dead) != 0 || v.Total != 4 {
+		t.Fatalf("decide() = %+v, want node 2 alive of 4 nodes weighed", v)
+	}
+}
+
+// fakeHost is a meta state the healer reads and proposes to.
+type fakeHost struct {
+	mu     sync.Mutex
+	st     *meta.State
+	leader uint64
+}
+
+func (f *fakeHost) ReadMeta(context.Context) (*meta.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st.Clone(), nil
+}
+
+func (f *fakeHost) ProposeMeta(_ context.Context, c *meta.Command) (uint64, []byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := meta.DecodeCommand(c.Encode()) // as the state machine would see it
+	if err != nil {
+		return 0, nil, err
+	}
+	code, data := f.st.Apply(c)
+	return code, data, nil
+}
+
+func (f *fakeHost) MetaLeader() uint64              { return f.leader }
+func (f *fakeHost) ShardLeaders() map[uint64]uint64 { return nil }
+
+// fakeProber answers for the nodes marked up.
+type fakeProber struct {
+	mu sync.Mutex
+	up map[meta.NodeID]bool
+}
+
+func (p *fakeProber) Probe(_ context.Context, id meta.NodeID, _ string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.up[id] {
+		return nil
+	}
+	return errors.New("no answer")
+}
+
+func (p *fakeProber) set(id meta.NodeID, up bool) {
+	p.mu.Lock()
+	p.up[id] = up
+	p.mu.Unlock()
+}
+
+// The healer on the meta leader, driven round by round on an injected
+// clock: node 2 stops answering; it is declared dead once the timeout has
+// passed (not before), and repairs of its replicas onto node 4 are
+// submitted, at most MaxRunning unfinished at once and only on shards no
+// operation touches; when node 2 answers again it is declared alive. A
+// broker that does not lead meta declares nothing.
+func TestHealerDeclaresAndRepairs(t *testing.T) {
+	fh := &fakeHost{st: cluster(4), leader: 1}
+	fp := &fakeProber{up: map[meta.NodeID]bool{2: true, 3: true, 4: true}}
+	now := t0
+	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: 10 * time.Second, MaxRunning: 3, Now: func() time.Time { return now }},
+		zaptest.NewLogger(t), nil)
+	ctx := context.Background()
+	round := func(d time.Duration) *meta.State {
+		now = now.Add(d)
+		h.tick(ctx)
+		st, _ := fh.ReadMeta(ctx)
+		return st
+	}
+
+	round(time.Second)
+	fp.set(2, false)
+	if st := round(9 * time.Second); st.Nodes[2].State != meta.NodeActive || len(st.Operations) != 0 {
+		t.Fatalf("9s after node 2's last answer: state %q, %d operations; want active, none", st.Nodes[2].State, len(st.Operations))
+	}
+	st := round(time.Second)
+	if st.Nodes[2].State != meta.NodeDead {
+		t.Fatalf("10s after node 2's last answer: state %q, want dead", st.Nodes[2].State)
+	}
+	ops := st.Unfinished()
+	if len(ops) != 3 {
+		t.Fatalf("repairs submitted = %d, want MaxRunning (3)", len(ops))
+	}
+	for _, op := range ops {
+		if op.Kind != meta.OpKindAddReplica || op.From != 2 || op.To != 4 {
+			t.Fatalf("repair %v, want add-replica from 2 to 4", op)
+		}
+	}
+	// Nothing more while those are unfinished.
+	if st := round(time.Second); len(st.Operations) != 3 {
+		t.Fatalf("operations with 3 unfinished = %d, want 3", len(st.Operations))
+	}
+	// Finish one: one more repair goes in, on another shard.
+	fh.mu.Lock()
+	done := fh.st.Operations[ops[0].ID]
+	for i := range done.Steps {
+		fh.st.Apply(&meta.Command{Op: meta.OpAdvanceOperation, OperationID: done.ID, Step: i})
+	}
+	fh.mu.Unlock()
+	st = round(time.Second)
+	if len(st.Operations) != 4 || len(st.Unfinished()) != 3 {
+		t.Fatalf("after one repair ended: %d operations, %d unfinished; want 4, 3", len(st.Operations), len(st.Unfinished()))
+	}
+	shards := map[meta.EventShardID]bool{}
+	for _, op := range st.Operations {
+		if shards[op.Shard] {
+			t.Fatalf("two repairs of shard %d", op.Shard)
+		}
+		shards[op.Shard] = true
+	}
+
+	fp.set(2, true)
+	if st := round(time.Second); st.Nodes[2].State != meta.NodeActive {
+		t.Fatalf("node 2 answering again: state %q, want active", st.Nodes[2].State)
+	}
+
+	// Not leading: nothing is declared, however long node 3 is silent.
+	fh.leader = 2
+	fp.set(3, false)
+	if st := round(time.Minute); st.Nodes[3].State != meta.NodeActive {
+		t.Fatalf("node 3 silent under another meta leader: state %q, want active", st.Nodes[3].State)
+	}
+	// Leading again: the clocks start over.
+	fh.leader = 1
+	if st := round(time.Second); st.Nodes[3].State != meta.NodeActive {
+		t.Fatalf("node 3 right after this node leads again: state %q, want active", st.Nodes[3].State)
+	}
+	if st := round(10 * time.Second); st.Nodes[3].State != meta.NodeDead {
+		t.Fatalf("node 3 silent for the timeout of this term: state %q, want dead", st.Nodes[3].State)
+	}
+}
+
+// With most of the cluster silent the healer declares nothing.
+func TestHealerMajorityGuard(t *testing.T) {
+	fh := &fakeHost{st: cluster(4), leader: 1}
+	fp := &fakeProber{up: map[meta.NodeID]bool{2: false, 3: false, 4: false}}
+	now := t0
+	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: 10 * time.Second, Now: func() time.Time { return now }}, zaptest.NewLogger(t), nil)
+	for range 30 {
+		now = now.Add(time.Second)
+		h.tick(context.Background())
+	}
+	st, _ := fh.ReadMeta(context.Background())
+	for id := meta.NodeID(2); id <= 4; id++ {
+		if st.Nodes[id].State != meta.NodeActive {
+			t.Fatalf("node %d state %q with 3 of 4 nodes silent, want active", id, st.Nodes[id].State)
+		}
+	}
+}
+
+// A dead node whose shards have no live node to go to gets no repair; it
+// is counted and tried again later.
+func TestHealerWithoutRepairTarget(t *testing.T) {
+	fh := &fakeHost{st: cluster(3), leader: 1}
+	fp := &fakeProber{up: map[meta.NodeID]bool{2: true, 3: false}}
+	now := t0
+	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: 10 * time.Second, Now: func() time.Time { return now }}, zaptest.NewLogger(t), nil)
+	for range 12 {
+		now = now.Add(time.Second)
+		h.tick(context.Background())
+	}
+	st, _ := fh.ReadMeta(context.Background())
+	if st.Nodes[3].State != meta.NodeDead || len(st.Operations) != 0 {
+		t.Fatalf("node 3: state %q, %d operations; want dead, none (no live node without a replica)", st.Nodes[3].State, len(st.Operations))
+	}
+}
