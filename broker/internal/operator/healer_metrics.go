@@ -26,7 +26,7 @@ func newHealerMetrics(reg prometheus.Registerer) *healerMetrics {
 	m := &healerMetrics{
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "sundial", Subsystem: "operator", Name: "nodes",
-			Help: "Registered nodes by state (active, draining, dead, removed); set by the healer on the meta leader.",
+			Help: "Registered nodes by state (active, draining, dead, removed); set by the healer on the meta leader, 0 on the other brokers.",
 		}, []string{"state"}),
 		lastSeen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "sundial", Subsystem: "operator", Name: "node_last_seen_seconds",
@@ -51,6 +51,9 @@ func newHealerMetrics(reg prometheus.Registerer) *healerMetrics {
 	}
 	for _, v := range []string{"dead", "alive"} {
 		m.declared.WithLabelValues(v)
+	}
+	for _, st := range nodeStates {
+		m.nodes.WithLabelValues(string(st)) // 0 until this broker leads meta
 	}
 	if reg != nil {
 		reg.MustRegister(m.nodes, m.lastSeen, m.deadReplicas, m.declared, m.repairs, m.noTarget)
@@ -79,9 +82,11 @@ func (m *healerMetrics) observe(st *meta.State, l *liveness, self meta.NodeID, n
 	}
 }
 
-// reset clears the gauges only the meta leader sets.
+// reset zeroes the gauges only the meta leader sets.
 func (m *healerMetrics) reset() {
-	m.nodes.Reset()
+	for _, st := range nodeStates {
+		m.nodes.WithLabelValues(string(st)).Set(0)
+	}
 	m.lastSeen.Reset()
 	m.deadReplicas.Set(0)
 }

@@ -1,0 +1,170 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/tests/framework"
+	"github.com/sundialmq/sundial/tests/workload"
+)
+
+// deadNodeTimeout is the brokers' dead_node_timeout in the healing test:
+// long enough that a pause well below it is told apart on a noisy machine,
+// short enough to keep the test quick.
+const deadNodeTimeout = 8 * time.Second
+
+// TestDeadBrokerIsReplaced: 3 brokers and a 4th that joined (so a live
+// node without replicas exists), messages pending with delays spread over
+// the whole scenario. One initial broker that does not lead meta (so the
+// meta leader hosts every shard to repair) is first paused for a quarter
+// of dead_node_timeout: it is not declared dead and nothing is repaired.
+// Then it is killed for good: after the timeout it is dead in
+// GetClusterInfo, its replicas are re-created on the joined broker by
+// add-replica repairs that end done (ListOperations), every shard has 3
+// replicas on live nodes and a leader, the replicas agree, and every
+// message published before the kill is delivered, none early (checker).
+func TestDeadBrokerIsReplaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and injects faults")
+	}
+	t.Setenv("SUNDIAL_DEAD_NODE_TIMEOUT", deadNodeTimeout.String()) // the brokers inherit it
+	c := framework.NewCluster(t, framework.Config{Shards: 2, LogLevel: "warn"})
+	joined, err := c.JoinBroker(2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	const topic = "heal"
+	w, err := workload.New(ctx, workload.Config{Seed: 1, Topic: topic, Partitions: 4}, c.ProxyAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	if err := w.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Start(ctx)
+	for i := range 40 {
+		msgs := make([]*sundialv1.Message, 5)
+		for j := range msgs {
+			msgs[j] = &sundialv1.Message{Topic: topic, Payload: fmt.Appendf(nil, "heal-%d-%d", i, j), DelayMs: int64(1000 + 700*i)}
+		}
+		w.Publish(ctx, "producer", msgs...)
+	}
+	if ids := published(w); len(ids) < 150 {
+		t.Fatalf("%d of 200 publishes answered", len(ids))
+	}
+
+	info, err := c.ClusterInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := 0
+	for id := 1; id <= 3; id++ {
+		if uint64(id) != info.GetMetaLeaderNodeId() && victim == 0 {
+			victim = id
+		}
+	}
+	if info.GetMetaLeaderNodeId() == 0 || victim == 0 {
+		t.Fatalf("meta leader %d: no broker to kill", info.GetMetaLeaderNodeId())
+	}
+	t.Logf("meta leader %d, victim %d, joined %d", info.GetMetaLeaderNodeId(), victim, joined.ID)
+
+	conn, err := grpc.NewClient(c.ProxyAddrs()[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	cl := sundialv1.NewClusterClient(conn)
+	nodeState := func() (sundialv1.NodeState, error) {
+		info, err := c.ClusterInfo()
+		if err != nil {
+			return 0, err
+		}
+		for _, n := range info.GetNodes() {
+			if n.GetNodeId() == uint64(victim) {
+				return n.GetState(), nil
+			}
+		}
+		return 0, fmt.Errorf("node %d not in the cluster info", victim)
+	}
+
+	// A pause below the timeout: never dead, nothing repaired, through a
+	// full timeout (plus slack) after the pause began.
+	paused := time.Now()
+	if err := c.Pause(victim); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(deadNodeTimeout / 4)
+	if err := c.Resume(victim); err != nil {
+		t.Fatal(err)
+	}
+	for time.Since(paused) < deadNodeTimeout+4*time.Second {
+		if st, err := nodeState(); err == nil && st != sundialv1.NodeState_NODE_STATE_ACTIVE {
+			t.Fatalf("node %d paused for %v (dead_node_timeout %v) is %v, want active", victim, deadNodeTimeout/4, deadNodeTimeout, st)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	ops, err := cl.ListOperations(lctx, &sundialv1.ListOperationsRequest{})
+	lcancel()
+	if err != nil || len(ops.GetOperations()) != 0 {
+		t.Fatalf("ListOperations after a short pause = %v, %v; want no operations", ops, err)
+	}
+
+	// Killed for good: declared dead, repaired.
+	killed := time.Now()
+	if err := c.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitFor(t, 90*time.Second, func() error {
+		st, err := nodeState()
+		if err != nil {
+			return err
+		}
+		if st != sundialv1.NodeState_NODE_STATE_DEAD {
+			return fmt.Errorf("node %d is %v", victim, st)
+		}
+		info, err := c.ClusterInfo()
+		if err != nil {
+			return err
+		}
+		for _, s := range info.GetShards() {
+			var nodes []uint64
+			for _, r := range s.GetReplicas() {
+				nodes = append(nodes, r.GetNodeId())
+			}
+			if len(nodes) != 3 || slices.Contains(nodes, uint64(victim)) || s.GetLeaderNodeId() == 0 {
+				return fmt.Errorf("shard %d on nodes %v, leader %d", s.GetShardId(), nodes, s.GetLeaderNodeId())
+			}
+		}
+		return nil
+	})
+	healed := time.Since(killed)
+	if healed < deadNodeTimeout {
+		t.Fatalf("repaired %v after the kill, before dead_node_timeout %v", healed, deadNodeTimeout)
+	}
+	lctx, lcancel = context.WithTimeout(ctx, 10*time.Second)
+	ops, err = cl.ListOperations(lctx, &sundialv1.ListOperationsRequest{})
+	lcancel()
+	if err != nil || len(ops.GetOperations()) != 2 {
+		t.Fatalf("ListOperations after the repair = %v, %v; want 2 repairs", ops, err)
+	}
+	for _, op := range ops.GetOperations() {
+		if op.GetKind() != "add-replica" || op.GetReason() != "repair" || op.GetFromNodeId() != uint64(victim) ||
+			op.GetToNodeId() != uint64(joined.ID) || op.GetStatus() != "done" {
+			t.Fatalf("operation %v, want a done add-replica repair from node %d to node %d", op, victim, joined.ID)
+		}
+	}
+	t.Logf("repaired %v after the kill", healed.Round(100*time.Millisecond))
+	check(t, w)
+	framework.WaitFor(t, 60*time.Second, c.ReplicasAgree)
+}
