@@ -30,6 +30,8 @@ const deadNodeTimeout = 8 * time.Second
 // add-replica repairs that end done (ListOperations), every shard has 3
 // replicas on live nodes and a leader, the replicas agree, and every
 // message published before the kill is delivered, none early (checker).
+// Restarted on its data dir, it is declared alive again and runs none of
+// the replicas re-created elsewhere.
 func TestDeadBrokerIsReplaced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and injects faults")
@@ -167,4 +169,25 @@ func TestDeadBrokerIsReplaced(t *testing.T) {
 	t.Logf("repaired %v after the kill", healed.Round(100*time.Millisecond))
 	check(t, w)
 	framework.WaitFor(t, 60*time.Second, c.ReplicasAgree)
+
+	// Back on its data dir: declared alive, and it runs none of the
+	// replicas re-created elsewhere while it was dead.
+	if err := c.Restart(victim); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitFor(t, 60*time.Second, func() error {
+		st, err := nodeState()
+		if err != nil {
+			return err
+		}
+		if st != sundialv1.NodeState_NODE_STATE_ACTIVE {
+			return fmt.Errorf("restarted node %d is %v", victim, st)
+		}
+		for shard, by := range c.StateHashes() {
+			if _, ok := by[victim]; ok {
+				return fmt.Errorf("restarted node %d still runs a replica of shard %s", victim, shard)
+			}
+		}
+		return nil
+	})
 }

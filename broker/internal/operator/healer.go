@@ -67,6 +67,12 @@ type HealerConfig struct {
 	Timeouts meta.StepTimeouts
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// MetaVoterDead, when set, is called (on the healer's goroutine) once
+	// the healer has declared dead a node that votes in the meta group:
+	// the place to replace the voter with a live non-voting member, so the
+	// meta group survives the next loss. Default nil: the dead voter stays
+	// a member and the meta group runs on the others.
+	MetaVoterDead func(ctx context.Context, id meta.NodeID)
 }
 
 func (c HealerConfig) withDefaults() HealerConfig {
@@ -167,7 +173,7 @@ func (h *Healer) tick(ctx context.Context) {
 	now := h.cfg.Now()
 	v := h.live.decide(st, h.self, now)
 	h.m.observe(st, h.live, h.self, now)
-	h.declare(ctx, v, now)
+	h.declare(ctx, st, v, now)
 	if len(v.Dead) > 0 || len(v.Alive) > 0 {
 		if st, err = h.host.ReadMeta(ctx); err != nil {
 			return
@@ -209,7 +215,7 @@ func (h *Healer) probeAll(ctx context.Context, st *meta.State) {
 }
 
 // declare proposes the verdict's declarations and logs them.
-func (h *Healer) declare(ctx context.Context, v verdict, now time.Time) {
+func (h *Healer) declare(ctx context.Context, st *meta.State, v verdict, now time.Time) {
 	if v.Guarded && !h.guarded {
 		h.log.Warn("nodes unseen past dead_node_timeout but most of the cluster looks down: declaring none dead (this node may be cut off)",
 			zap.Int("down_nodes", v.Down), zap.Int("nodes", v.Total))
@@ -225,7 +231,11 @@ func (h *Healer) declare(ctx context.Context, v verdict, now time.Time) {
 			last := h.live.lastSeen(id)
 			h.m.declared.WithLabelValues("dead").Inc()
 			h.log.Warn("node declared dead", zap.Uint64("node_id", uint64(id)), zap.Time("last_seen", last),
-				zap.Duration("unseen_for", now.Sub(last)), zap.Duration("dead_node_timeout", h.cfg.DeadNodeTimeout))
+				zap.Duration("unseen_for", now.Sub(last)), zap.Duration("dead_node_timeout", h.cfg.DeadNodeTimeout),
+				zap.Bool("meta_voter", st.Nodes[id].MetaVoter))
+			if st.Nodes[id].MetaVoter && h.cfg.MetaVoterDead != nil {
+				h.cfg.MetaVoterDead(ctx, id)
+			}
 		}
 	}
 	for _, id := range v.Alive {

@@ -273,3 +273,24 @@ func TestHealerWithoutRepairTarget(t *testing.T) {
 		t.Fatalf("node 3: state %q, %d operations; want dead, none (no live node without a replica)", st.Nodes[3].State, len(st.Operations))
 	}
 }
+
+// Declaring a meta voter dead calls MetaVoterDead once, with its id; a
+// node that does not vote in meta does not.
+func TestHealerReportsADeadMetaVoter(t *testing.T) {
+	st := cluster(4)
+	st.Nodes[2].MetaVoter = true
+	fh := &fakeHost{st: st, leader: 1}
+	fp := &fakeProber{up: map[meta.NodeID]bool{4: true}}
+	now := t0
+	var called []meta.NodeID
+	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: 10 * time.Second, Now: func() time.Time { return now },
+		MetaVoterDead: func(_ context.Context, id meta.NodeID) { called = append(called, id) }}, zaptest.NewLogger(t), nil)
+	for range 15 {
+		now = now.Add(time.Second)
+		h.tick(context.Background())
+	}
+	got, _ := fh.ReadMeta(context.Background())
+	if got.Nodes[2].State != meta.NodeDead || got.Nodes[3].State != meta.NodeDead || !slices.Equal(called, []meta.NodeID{2}) {
+		t.Fatalf("nodes 2, 3: %q, %q; MetaVoterDead called for %v; want both dead, called for [2]", got.Nodes[2].State, got.Nodes[3].State, called)
+	}
+}
