@@ -1,0 +1,166 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/raftio"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/sundialmq/sundial/broker/internal/keys"
+	"github.com/sundialmq/sundial/meta"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+)
+
+func poll(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A replica removed from a node while the node was stopped (as repairs do
+// to a dead node's replicas) leaves nothing on that node's disk once it
+// restarts and runs nothing: its Raft data and its shard's keys are gone,
+// and its delete-data step is reported. Three hosts in one process, one
+// shard of three replicas; node 3 is stopped, its replica removed
+// (membership and meta state), node 3 restarted on its data dir. (The
+// restarted node first replays a meta state that still places the replica,
+// starts it, then drops it with dropUnplaced once its meta replica catches
+// up.)
+func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NodeHosts")
+	}
+	members := map[uint64]Member{}
+	for id := uint64(1); id <= 3; id++ {
+		members[id] = Member{RaftAddr: loopbackAddr(t), GRPCAddr: loopbackAddr(t)}
+	}
+	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
+	start := func(id uint64) *Host {
+		h, err := New(Config{
+			NodeID: id, RaftAddr: members[id].RaftAddr, GRPCAddr: members[id].GRPCAddr, DataDir: dirs[id],
+			InitialMembers: members, Shards: 1, ReplicationFactor: 3,
+			RTT: 10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
+			RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
+		}, zaptest.NewLogger(t).Named(fmt.Sprint("node-", id)), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(t.Context()); err != nil {
+			h.Stop()
+			t.Fatal(err)
+		}
+		return h
+	}
+	hosts := map[uint64]*Host{}
+	for id := uint64(1); id <= 3; id++ {
+		hosts[id] = start(id)
+	}
+	defer func() {
+		for _, h := range hosts {
+			h.Stop()
+		}
+	}()
+	var shard uint64
+	poll(t, 60*time.Second, func() error {
+		for id, h := range hosts {
+			if len(h.HostedShards()) != 1 {
+				return fmt.Errorf("node %d hosts %v", id, h.HostedShards())
+			}
+			shard = h.HostedShards()[0]
+			if h.ShardLeader(shard) == 0 {
+				return fmt.Errorf("node %d knows no leader of shard %d", id, shard)
+			}
+		}
+		return nil
+	})
+	onDisk := func(h *Host) (raft bool, keyCount int) {
+		info := h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{})
+		raft = slices.ContainsFunc(info.LogInfo, func(ni raftio.NodeInfo) bool { return ni.ShardID == shard })
+		it, err := h.db.NewIter(&pebble.IterOptions{LowerBound: keys.ShardPrefix(shard), UpperBound: keys.ShardEnd(shard)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		for it.First(); it.Valid(); it.Next() {
+			keyCount++
+		}
+		return raft, keyCount
+	}
+	// One command through the leader, so every replica's state DB holds
+	// keys of the shard (its applied index at least).
+	poll(t, 30*time.Second, func() error {
+		for _, h := range hosts {
+			if lead, _, _, _ := h.LeaderInfo(shard); lead != nil {
+				pctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				defer cancel()
+				_, err := lead.Proposer.Propose(pctx, &raftv1.Command{Kind: &raftv1.Command_Sweep{Sweep: &raftv1.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}})
+				return err
+			}
+		}
+		return fmt.Errorf("no leader of shard %d", shard)
+	})
+	poll(t, 30*time.Second, func() error {
+		if raft, n := onDisk(hosts[3]); !raft || n == 0 {
+			return fmt.Errorf("node 3 before the stop: raft data %v, %d keys of shard %d; want both", raft, n, shard)
+		}
+		return nil
+	})
+
+	hosts[3].Stop()
+	delete(hosts, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	st := hosts[1].Meta()
+	r3, _ := st.Shards[meta.EventShardID(shard)].ReplicaOn(3)
+	poll(t, 30*time.Second, func() error { return hosts[1].RemoveReplica(ctx, shard, uint64(r3.ID)) })
+	var opID meta.OperationID
+	poll(t, 30*time.Second, func() error {
+		code, data, err := hosts[1].ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations,
+			Operations: []meta.Operation{meta.NewRemoveReplica(meta.EventShardID(shard), 3, 0, false, "test", meta.DefaultStepTimeouts())}})
+		if err != nil || code != meta.ResultOK {
+			return fmt.Errorf("submit = %d, %v", code, err)
+		}
+		var ids []meta.OperationID
+		if err := json.Unmarshal(data, &ids); err != nil || len(ids) != 1 {
+			return fmt.Errorf("submit answered %q", data)
+		}
+		opID = ids[0]
+		return nil
+	})
+	poll(t, 30*time.Second, func() error {
+		_, _, err := hosts[1].ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: opID, Step: 0})
+		return err
+	})
+
+	hosts[3] = start(3)
+	poll(t, 60*time.Second, func() error {
+		op := hosts[3].Meta().Operations[opID]
+		if op == nil || op.Status != meta.OperationDone {
+			return fmt.Errorf("operation %d on node 3's meta: %+v, want done (delete-data reported)", opID, op)
+		}
+		return nil
+	})
+	if raft, n := onDisk(hosts[3]); raft || n != 0 {
+		t.Fatalf("node 3 restarted after its replica was removed: raft data %v, %d keys of shard %d left; want none", raft, n, shard)
+	}
+	if got := hosts[3].HostedShards(); len(got) != 0 {
+		t.Fatalf("node 3 hosts %v, want nothing", got)
+	}
+}
