@@ -135,7 +135,7 @@ func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
 		code, data, err := hosts[1].ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations,
 			Operations: []meta.Operation{meta.NewRemoveReplica(meta.EventShardID(shard), 3, 0, false, "test", meta.DefaultStepTimeouts())}})
 		if err != nil || code != meta.ResultOK {
-			return fmt.Errorf("submit = %d, %v", code, err)
+			return fmt.Errorf("submit = %d: %w", code, err)
 		}
 		var ids []meta.OperationID
 		if err := json.Unmarshal(data, &ids); err != nil || len(ids) != 1 {
