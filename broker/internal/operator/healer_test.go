@@ -59,13 +59,20 @@ func TestLivenessDecisions(t *testing.T) {
 		// A new leader counts every node as seen when it began leading, so
 		// even a node that never answered it waits the whole timeout.
 		{"fresh clocks: never answered, before the timeout", 4, func(l *liveness) {
-			l.observe(2, false, t0.Add(time.Second))
+			l.observe(2, false, t0)
 		}, 9 * time.Second, nil, false},
 		{"fresh clocks: never answered, at the timeout", 4, func(l *liveness) {
-			l.observe(2, false, t0.Add(time.Second))
+			l.observe(2, false, t0)
 			l.observe(3, true, t0.Add(10*time.Second))
 			l.observe(4, true, t0.Add(10*time.Second))
 		}, 10 * time.Second, []meta.NodeID{2}, false},
+		// A node that joined mid-term and does not answer yet (still
+		// starting) has the whole timeout from its first probe.
+		{"first probed mid-term", 4, func(l *liveness) {
+			l.observe(2, false, t0.Add(5*time.Second))
+			l.observe(3, true, t0.Add(11*time.Second))
+			l.observe(4, true, t0.Add(11*time.Second))
+		}, 11 * time.Second, nil, false},
 		// 3 of 5 down: the leader is likely the one cut off.
 		{"most of the cluster down", 5, func(l *liveness) {
 			for id := meta.NodeID(2); id <= 4; id++ {

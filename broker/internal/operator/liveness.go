@@ -13,32 +13,41 @@ import (
 // one, whose clocks start at the moment it began leading (a node the new
 // leader has not heard from yet counts as seen then), so no node is
 // declared dead sooner than the timeout after a leadership change, however
-// long the previous leader had not heard from it.
+// long the previous leader had not heard from it. Likewise a node that
+// appears during the term (joined, added) counts as seen when it was first
+// probed.
 //
 // Owned by the healer's loop goroutine.
 type liveness struct {
 	timeout time.Duration
 	since   time.Time                 // when this term of leading began
 	seen    map[meta.NodeID]time.Time // last seen alive, this term
+	first   map[meta.NodeID]time.Time // first probed, this term
 	down    map[meta.NodeID]bool      // the latest probe got no answer
 }
 
 func newLiveness(timeout time.Duration, since time.Time) *liveness {
-	return &liveness{timeout: timeout, since: since, seen: map[meta.NodeID]time.Time{}, down: map[meta.NodeID]bool{}}
+	return &liveness{timeout: timeout, since: since, seen: map[meta.NodeID]time.Time{}, first: map[meta.NodeID]time.Time{}, down: map[meta.NodeID]bool{}}
 }
 
 // observe records the outcome of one probe of node id at now.
 func (l *liveness) observe(id meta.NodeID, alive bool, now time.Time) {
+	if _, ok := l.first[id]; !ok {
+		l.first[id] = now
+	}
 	l.down[id] = !alive
 	if alive {
 		l.seen[id] = now
 	}
 }
 
-// lastSeen is when node id was last seen alive, or the start of the term
-// when it was not seen since.
+// lastSeen is when node id was last seen alive; when it was not seen this
+// term, when it was first probed, or else the start of the term.
 func (l *liveness) lastSeen(id meta.NodeID) time.Time {
 	if t, ok := l.seen[id]; ok {
+		return t
+	}
+	if t, ok := l.first[id]; ok {
 		return t
 	}
 	return l.since
