@@ -15,7 +15,8 @@ type Op string
 // IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID),
 // submit_operations (Operations), start_operation (OperationID),
 // advance_operation (OperationID, Step), finish_operation (OperationID,
-// Status, Error).
+// Status, Error), submit_admin (Operations: one admin operation,
+// IfNotExists for create-group).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -30,6 +31,7 @@ const (
 	OpStartOperation   Op = "start_operation"
 	OpAdvanceOperation Op = "advance_operation"
 	OpFinishOperation  Op = "finish_operation"
+	OpSubmitAdmin      Op = "submit_admin"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -72,6 +74,12 @@ const (
 	ResultInvalid
 	ResultNoop
 	ResultNotFound
+	// ResultBusy: another admin operation on the topic is unfinished; the
+	// data is its id (JSON).
+	ResultBusy
+	// ResultDeleting: the topic is being deleted; the data, when set, is
+	// the id of the delete-topic operation (JSON).
+	ResultDeleting
 )
 
 // ErrMalformedCommand is returned for bytes that are not a command.
@@ -120,6 +128,10 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpSubmitOperations:
 		if len(c.Operations) == 0 {
 			return nil, fmt.Errorf("%w: submit_operations without operations", ErrMalformedCommand)
+		}
+	case OpSubmitAdmin:
+		if len(c.Operations) != 1 || !c.Operations[0].Kind.Admin() || c.Operations[0].Topic == "" {
+			return nil, fmt.Errorf("%w: submit_admin needs one admin operation naming a topic", ErrMalformedCommand)
 		}
 	case OpStartOperation, OpAdvanceOperation:
 		if c.OperationID == 0 || c.Step < 0 {
