@@ -15,7 +15,8 @@ import (
 )
 
 // Rebalance plans over the meta state read linearizably and the shard
-// leaders this broker knows. While operations are unfinished it answers
+// leaders this broker knows. While moves are unfinished (admin operations
+// on topics do not count) it answers
 // them (running) and plans nothing; a dry run answers the plan; else the
 // plan is submitted to the meta group and the operations it stored are
 // answered with their ids. Any broker serves it: the proposal goes to the
@@ -28,7 +29,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if running := st.Unfinished(); len(running) > 0 {
+	if running := st.UnfinishedMoves(); len(running) > 0 {
 		return &sundialv1.RebalanceResponse{Operations: operationsProto(running), Running: true}, nil
 	}
 	leaders := map[meta.EventShardID]meta.NodeID{}
@@ -63,7 +64,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	}
 	if len(ids) == 0 {
 		// Another rebalance stored its plan first: answer what runs.
-		resp.Operations, resp.Running = operationsProto(st.Unfinished()), true
+		resp.Operations, resp.Running = operationsProto(st.UnfinishedMoves()), true
 	}
 	return resp, nil
 }
