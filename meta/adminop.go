@@ -90,7 +90,13 @@ func newAdmin(kind OperationKind, step StepKind, topic, group string, shards []E
 	ids := slices.Clone(shards)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	op := Operation{Kind: kind, Topic: topic, Group: group, Reason: "admin request", Status: OperationPending}
+	reason := "topic " + topic
+	if group != "" {
+		reason += " group " + group
+	}
+	// The reason names topic and group for listings that show no such
+	// fields (Cluster.ListOperations, shardctl operations).
+	op := Operation{Kind: kind, Topic: topic, Group: group, Reason: reason, Status: OperationPending}
 	for _, id := range ids {
 		op.Steps = append(op.Steps, Step{Kind: step, Shard: id, TimeoutMs: stepTimeout.Milliseconds(), Rollback: RollbackRetry})
 	}
@@ -99,11 +105,7 @@ func newAdmin(kind OperationKind, step StepKind, topic, group string, shards []E
 
 func (o Operation) adminString() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s topic=%s", o.Kind, o.Topic)
-	if o.Group != "" {
-		fmt.Fprintf(&b, " group=%s", o.Group)
-	}
-	fmt.Fprintf(&b, " (%s):", o.Reason)
+	fmt.Fprintf(&b, "%s (%s):", o.Kind, o.Reason)
 	for i, s := range o.Steps {
 		if i > 0 {
 			b.WriteByte(',')

@@ -194,7 +194,7 @@ func TestAdminOperationEdges(t *testing.T) {
 	if code, _ := s.Apply(bad); code != ResultInvalid {
 		t.Fatalf("submit_admin of a transfer = %d, want ResultInvalid", code)
 	}
-	if got := NewCreateGroup("orders", "g", twoShards, time.Second).String(); got != "create-group topic=orders group=g (admin request): register-group shard 100, register-group shard 101" {
+	if got := NewCreateGroup("orders", "g", twoShards, time.Second).String(); got != "create-group (topic orders group g): register-group shard 100, register-group shard 101" {
 		t.Errorf("String() = %q", got)
 	}
 }
