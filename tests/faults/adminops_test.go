@@ -43,7 +43,7 @@ const adminPartitions = 8
 // frozen broker costs it a call timeout), after moving that shard's
 // leadership off the meta leader. It answers the meta leader and the
 // paused broker.
-func stallFirstStep(t *testing.T, ctx context.Context, c *framework.Cluster, topic string) (metaLeader, paused int) {
+func stallFirstStep(t *testing.T, c *framework.Cluster, topic string) (metaLeader, paused int) {
 	t.Helper()
 	info, err := c.ClusterInfo()
 	if err != nil {
@@ -64,7 +64,7 @@ func stallFirstStep(t *testing.T, ctx context.Context, c *framework.Cluster, top
 	framework.WaitFor(t, 60*time.Second, func() error {
 		leader, err := c.LeaderOf(first)
 		if err != nil || leader == 0 {
-			return fmt.Errorf("shard %d has no leader yet (%v)", first, err)
+			return fmt.Errorf("shard %d has no leader yet (%w)", first, err)
 		}
 		if leader != metaLeader {
 			paused = leader
@@ -76,7 +76,7 @@ func stallFirstStep(t *testing.T, ctx context.Context, c *framework.Cluster, top
 				to = b.ID
 			}
 		}
-		if _, _, err := c.TransferLeader(ctx, first, to); err != nil {
+		if _, _, err := c.TransferLeader(context.Background(), first, to); err != nil {
 			return err
 		}
 		return fmt.Errorf("shard %d still led by the meta leader %d", first, leader)
@@ -175,7 +175,7 @@ func waitDone(t *testing.T, via adminClients, kind string, id uint64) {
 
 // publishEveryPartition publishes keyed messages until each of the
 // topic's partitions has two, and answers their ids.
-func publishEveryPartition(t *testing.T, ctx context.Context, cl adminClients, topic, tag string) []string {
+func publishEveryPartition(t *testing.T, cl adminClients, topic, tag string) []string {
 	t.Helper()
 	perPart := map[uint32]int{}
 	var msgs []*sundialv1.Message
@@ -190,7 +190,7 @@ func publishEveryPartition(t *testing.T, ctx context.Context, cl adminClients, t
 	}
 	var ids []string
 	framework.WaitFor(t, 60*time.Second, func() error {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err := cl.producer.Publish(pctx, &sundialv1.PublishRequest{RequestId: "admin-" + tag, Messages: msgs})
 		if err != nil {
@@ -217,11 +217,11 @@ func countsOf(m map[uint32]int) []int {
 }
 
 // receiveAll pulls group's deliveries until every id in want arrived.
-func receiveAll(t *testing.T, ctx context.Context, cl adminClients, topic, group string, want []string) {
+func receiveAll(t *testing.T, cl adminClients, topic, group string, want []string) {
 	t.Helper()
 	got := map[string]bool{}
 	framework.WaitFor(t, 60*time.Second, func() error {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err := cl.consumer.Receive(rctx, &sundialv1.ReceiveRequest{Topic: topic, Group: group, MaxMessages: 100, WaitMs: 1000})
 		if err != nil {
@@ -254,11 +254,11 @@ func TestAdminOperationsSurviveFaults(t *testing.T) {
 		t.Skip("starts processes and injects faults")
 	}
 	c := framework.NewCluster(t, framework.Config{Shards: 4, LogLevel: "warn"})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	proxy := dial(t, c.Proxies[0].GRPCAddr)
 	create := func(name string) {
 		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		if _, err := proxy.admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: name, Partitions: adminPartitions}}); err != nil {
 			t.Fatalf("CreateTopic(%s) = %v", name, err)
 		}
@@ -269,7 +269,7 @@ func TestAdminOperationsSurviveFaults(t *testing.T) {
 
 	t.Run("create-group", func(t *testing.T) {
 		create("fanout")
-		metaLeader, paused := stallFirstStep(t, ctx, c, "fanout")
+		metaLeader, paused := stallFirstStep(t, c, "fanout")
 		viaMeta := brokerClients(metaLeader)
 		submitStalled(t, "CreateGroup", func(ctx context.Context) error {
 			_, err := viaMeta.admin.CreateGroup(ctx, &sundialv1.CreateGroupRequest{Topic: "fanout", Group: "billing"})
@@ -283,13 +283,15 @@ func TestAdminOperationsSurviveFaults(t *testing.T) {
 		if err := c.WaitReady(2 * time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		ids := publishEveryPartition(t, ctx, proxy, "fanout", "after")
-		receiveAll(t, ctx, proxy, "fanout", "billing", ids)
-		receiveAll(t, ctx, proxy, "fanout", "default", ids)
+		ids := publishEveryPartition(t, proxy, "fanout", "after")
+		receiveAll(t, proxy, "fanout", "billing", ids)
+		receiveAll(t, proxy, "fanout", "default", ids)
 	})
 
 	t.Run("delete-topic", func(t *testing.T) {
 		create("doomed")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 		if _, err := proxy.admin.CreateGroup(ctx, &sundialv1.CreateGroupRequest{Topic: "doomed", Group: "g2"}); err != nil {
 			t.Fatalf("CreateGroup(doomed/g2) = %v", err)
 		}
@@ -300,14 +302,14 @@ func TestAdminOperationsSurviveFaults(t *testing.T) {
 				t.Fatalf("Publish(doomed) = %v", err)
 			}
 		}
-		metaLeader, paused := stallFirstStep(t, ctx, c, "doomed")
+		metaLeader, paused := stallFirstStep(t, c, "doomed")
 		viaMeta := brokerClients(metaLeader)
 		submitStalled(t, "DeleteTopic", func(ctx context.Context) error {
 			_, err := viaMeta.admin.DeleteTopic(ctx, &sundialv1.DeleteTopicRequest{Name: "doomed"})
 			return err
 		})
 		framework.WaitFor(t, 20*time.Second, func() error {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_, err := viaMeta.admin.CreateTopic(cctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "doomed"}, IfNotExists: true})
 			if status.Code(err) == codes.Unavailable {
@@ -328,7 +330,7 @@ func TestAdminOperationsSurviveFaults(t *testing.T) {
 		}
 		create("doomed")
 		framework.WaitFor(t, 60*time.Second, func() error {
-			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			topic, err := proxy.admin.GetTopic(tctx, &sundialv1.GetTopicRequest{Name: "doomed"})
 			if err != nil {
@@ -344,7 +346,7 @@ func TestAdminOperationsSurviveFaults(t *testing.T) {
 			}
 			return nil
 		})
-		ids := publishEveryPartition(t, ctx, proxy, "doomed", "fresh")
-		receiveAll(t, ctx, proxy, "doomed", "default", ids)
+		ids := publishEveryPartition(t, proxy, "doomed", "fresh")
+		receiveAll(t, proxy, "doomed", "default", ids)
 	})
 }
