@@ -152,4 +152,15 @@ func TestGroupChangesRunAsOperations(t *testing.T) {
 	if err != nil || len(groups.GetGroups()) != 1 {
 		t.Fatalf("ListGroups() = %v, %v, want only default", groups, err)
 	}
+	ops, err := NewCluster(s.host, s.opts).ListOperations(ctx, &sundialv1.ListOperationsRequest{})
+	if err != nil || len(ops.GetOperations()) != 2 {
+		t.Fatalf("ListOperations() = %v, %v, want the create-group and the delete-group", ops, err)
+	}
+	for i, kind := range []string{"create-group", "delete-group"} {
+		op := ops.GetOperations()[i]
+		if op.GetKind() != kind || op.GetTopic() != "orders" || op.GetGroup() != "billing" || op.GetStatus() != "done" ||
+			len(op.GetSteps()) != 1 || op.GetSteps()[0].GetShardId() != shard {
+			t.Errorf("operation %d = %v, want %s of orders/billing, done, one step on shard %d", i, op, kind, shard)
+		}
+	}
 }
