@@ -58,7 +58,8 @@ var ErrNotHosted = errors.New("operator: the meta leader holds no replica of the
 
 // Config tunes the executor.
 type Config struct {
-	// MaxRunning caps the operations run at once. Default 4.
+	// MaxRunning caps the replica and leadership operations run at once,
+	// and apart from them the admin operations (admin.go). Default 4.
 	MaxRunning int
 	// Poll is how often the executor looks at the meta state. Default 500ms.
 	Poll time.Duration
