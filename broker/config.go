@@ -134,11 +134,13 @@ type Config struct {
 
 // Operations tunes cluster operations. Zero fields take their defaults.
 type Operations struct {
-	// MaxRunning caps the operations the meta leader runs at once.
-	// Default 4.
+	// MaxRunning caps the replica and leadership operations the meta
+	// leader runs at once, and apart from them the topic and group
+	// operations (DeleteTopic, CreateGroup, DeleteGroup). Default 4.
 	MaxRunning int `yaml:"max_running"`
 	// StepTimeout bounds one attempt of a step (a membership change, a
-	// leadership transfer). Default 30s.
+	// leadership transfer, a topic or group change on one shard). Default
+	// 30s.
 	StepTimeout time.Duration `yaml:"step_timeout"`
 	// CatchUpTimeout bounds the wait for a new replica to catch up; the
 	// move rolls back after it. Default 10m.

@@ -44,6 +44,11 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.declareDead(c.NodeID), nil
 	case OpDeclareAlive:
 		return s.declareAlive(c.NodeID), nil
+	case OpSubmitAdmin:
+		if len(c.Operations) != 1 {
+			return ResultInvalid, nil
+		}
+		return s.submitAdmin(&c.Operations[0], c.IfNotExists, c.NowMs)
 	}
 	return ResultInvalid, nil
 }
@@ -181,6 +186,10 @@ func (s *State) bootstrapShards(count, rf int, clusterID string) uint64 {
 
 func (s *State) createTopic(t *Topic, ifNotExists bool, nowMs int64) (uint64, []byte) {
 	if old, ok := s.Topics[t.Name]; ok {
+		if old.Deleting != 0 {
+			b, _ := json.Marshal(old.Deleting)
+			return ResultDeleting, b
+		}
 		b, _ := json.Marshal(old)
 		if ifNotExists {
 			return ResultNoop, b
@@ -188,6 +197,7 @@ func (s *State) createTopic(t *Topic, ifNotExists bool, nowMs int64) (uint64, []
 		return ResultExists, b
 	}
 	tt := *t
+	tt.Deleting = 0
 	tt.Groups = slices.Clone(t.Groups)
 	if !slices.Contains(tt.Groups, DefaultGroup) {
 		tt.Groups = append(tt.Groups, DefaultGroup)
@@ -204,13 +214,17 @@ func (s *State) createTopic(t *Topic, ifNotExists bool, nowMs int64) (uint64, []
 const DefaultGroup = "default"
 
 // updateTopic replaces a topic's settings, keeping its name, creation time
-// and groups.
+// and groups. A topic being deleted is not changed.
 func (s *State) updateTopic(t *Topic) (uint64, []byte) {
 	old, ok := s.Topics[t.Name]
 	if !ok {
 		return ResultNotFound, nil
 	}
+	if old.Deleting != 0 {
+		return ResultDeleting, nil
+	}
 	nt := t.Clone()
+	nt.Deleting = 0
 	nt.CreatedAtMs, nt.Groups = old.CreatedAtMs, slices.Clone(old.Groups)
 	s.Topics[t.Name] = nt
 	s.Version++
@@ -222,6 +236,9 @@ func (s *State) createGroup(topic, group string, ifNotExists bool) (uint64, []by
 	t, ok := s.Topics[topic]
 	if !ok {
 		return ResultNotFound, nil
+	}
+	if t.Deleting != 0 {
+		return ResultDeleting, nil
 	}
 	if slices.Contains(t.Groups, group) {
 		if ifNotExists {
@@ -239,6 +256,9 @@ func (s *State) deleteGroup(topic, group string) (uint64, []byte) {
 	t, ok := s.Topics[topic]
 	if !ok {
 		return ResultNotFound, nil
+	}
+	if t.Deleting != 0 {
+		return ResultDeleting, nil
 	}
 	i := slices.Index(t.Groups, group)
 	if i < 0 {

@@ -15,7 +15,9 @@ type Op string
 // IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID),
 // submit_operations (Operations), start_operation (OperationID),
 // advance_operation (OperationID, Step), finish_operation (OperationID,
-// Status, Error), declare_dead (NodeID), declare_alive (NodeID).
+// Status, Error), declare_dead (NodeID), declare_alive (NodeID),
+// submit_admin (Operations: one admin operation, IfNotExists for
+// create-group).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -33,6 +35,7 @@ const (
 
 	OpDeclareDead  Op = "declare_dead"
 	OpDeclareAlive Op = "declare_alive"
+	OpSubmitAdmin  Op = "submit_admin"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -78,6 +81,12 @@ const (
 	ResultInvalid
 	ResultNoop
 	ResultNotFound
+	// ResultBusy: another admin operation on the topic is unfinished; the
+	// data is its id (JSON).
+	ResultBusy
+	// ResultDeleting: the topic is being deleted; the data, when set, is
+	// the id of the delete-topic operation (JSON).
+	ResultDeleting
 )
 
 // ErrMalformedCommand is returned for bytes that are not a command.
@@ -126,6 +135,10 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpSubmitOperations:
 		if len(c.Operations) == 0 {
 			return nil, fmt.Errorf("%w: submit_operations without operations", ErrMalformedCommand)
+		}
+	case OpSubmitAdmin:
+		if len(c.Operations) != 1 || !c.Operations[0].Kind.Admin() || c.Operations[0].Topic == "" {
+			return nil, fmt.Errorf("%w: submit_admin needs one admin operation naming a topic", ErrMalformedCommand)
 		}
 	case OpStartOperation, OpAdvanceOperation:
 		if c.OperationID == 0 || c.Step < 0 {

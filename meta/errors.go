@@ -14,7 +14,33 @@ var (
 	ErrNotFound = errors.New("meta: not found")
 	// ErrRefused: the state machine refused a command (ResultInvalid).
 	ErrRefused = errors.New("meta: command refused")
+	// ErrBeingDeleted: a command named a topic an unfinished delete-topic
+	// operation is removing (ResultDeleting).
+	ErrBeingDeleted = errors.New("meta: topic being deleted")
+	// ErrBusy: another admin operation on the topic is unfinished
+	// (ResultBusy).
+	ErrBusy = errors.New("meta: topic busy with another operation")
 )
+
+// BeingDeletedError says which topic is being deleted.
+type BeingDeletedError struct{ Topic string }
+
+func (e *BeingDeletedError) Error() string {
+	return fmt.Sprintf("topic %q is being deleted: try again once the deletion is done", e.Topic)
+}
+
+// Is matches ErrBeingDeleted.
+func (e *BeingDeletedError) Is(target error) bool { return target == ErrBeingDeleted }
+
+// BusyError says which topic another admin operation is changing.
+type BusyError struct{ Topic string }
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("another operation on topic %q is unfinished", e.Topic)
+}
+
+// Is matches ErrBusy.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // ExistsError says which topic, or group of a topic, exists already.
 type ExistsError struct {
@@ -51,19 +77,28 @@ func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 // ResultError is the error the result code of applying c means: nil for
 // ResultOK and ResultNoop (an IfNotExists create of something that
 // exists), an *ExistsError or *NotFoundError naming c's topic and group,
-// or ErrRefused.
+// a *BeingDeletedError or *BusyError naming c's topic, or ErrRefused.
 func ResultError(c *Command, code uint64) error {
 	topic, group := c.Name, c.Group
 	if c.Topic != nil {
 		topic = c.Topic.Name
+	}
+	creates := c.Op == OpCreateGroup
+	if c.Op == OpSubmitAdmin && len(c.Operations) == 1 {
+		topic, group = c.Operations[0].Topic, c.Operations[0].Group
+		creates = c.Operations[0].Kind == OpKindCreateGroup
 	}
 	switch code {
 	case ResultOK, ResultNoop:
 		return nil
 	case ResultExists:
 		return &ExistsError{Topic: topic, Group: group}
+	case ResultDeleting:
+		return &BeingDeletedError{Topic: topic}
+	case ResultBusy:
+		return &BusyError{Topic: topic}
 	case ResultNotFound:
-		if c.Op == OpCreateGroup {
+		if creates {
 			group = "" // a create names a group to add: its topic is missing
 		}
 		return &NotFoundError{Topic: topic, Group: group}

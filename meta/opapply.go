@@ -130,7 +130,8 @@ func (s *State) startOperation(id OperationID, nowMs int64) uint64 {
 // after remove-replica the removed one is gone from it (so its host stops
 // it and deletes its data). A step other than the current one is a no-op:
 // a retried or stale proposal cannot skip or repeat a step. After the last
-// step the operation is done.
+// step the operation is done (and an admin operation makes its meta change:
+// completeAdmin).
 func (s *State) advanceOperation(id OperationID, step int, nowMs int64) uint64 {
 	op := s.unfinished(id)
 	if op == nil {
@@ -160,6 +161,9 @@ func (s *State) advanceOperation(id OperationID, step int, nowMs int64) uint64 {
 	op.Status = OperationRunning
 	if op.Current == len(op.Steps) {
 		op.Status, op.FinishedAtMs = OperationDone, nowMs
+		if op.Kind.Admin() {
+			s.completeAdmin(op, nowMs)
+		}
 	}
 	s.Version++
 	return ResultOK
@@ -184,6 +188,9 @@ func (s *State) finishOperation(id OperationID, status OperationStatus, why stri
 		if sh := s.Shards[op.Shard]; sh != nil && op.NewReplica != 0 {
 			sh.Replicas = slices.DeleteFunc(sh.Replicas, func(r Replica) bool { return r.ID == op.NewReplica })
 		}
+	}
+	if t := s.Topics[op.Topic]; t != nil && op.Kind == OpKindDeleteTopic && t.Deleting == op.ID {
+		t.Deleting = 0 // abandoned: the topic is usable again
 	}
 	op.Status, op.Error, op.FinishedAtMs = status, why, nowMs
 	s.Version++

@@ -77,6 +77,10 @@ const (
 type Step struct {
 	Kind StepKind `json:"kind"`
 	Node NodeID   `json:"node"`
+	// Shard names the shard an admin step changes (adminop.go); zero for
+	// the steps of replica and leadership operations, whose shard is the
+	// operation's.
+	Shard EventShardID `json:"shard,omitempty"`
 	// TimeoutMs bounds one attempt of the step, in milliseconds.
 	TimeoutMs int64    `json:"timeout_ms"`
 	Rollback  Rollback `json:"rollback"`
@@ -112,6 +116,10 @@ type Operation struct {
 	From   NodeID        `json:"from,omitempty"`
 	To     NodeID        `json:"to,omitempty"`
 	Reason string        `json:"reason"`
+	// Topic and Group name what an admin operation (adminop.go) changes;
+	// empty for replica and leadership operations, whose Shard is zero.
+	Topic string `json:"topic,omitempty"`
+	Group string `json:"group,omitempty"`
 	// NewReplica is the id of the replica added on To; zero until the
 	// operation is persisted.
 	NewReplica ReplicaID `json:"new_replica,omitempty"`
@@ -218,6 +226,9 @@ func (StepTimeouts) step(k StepKind, n NodeID, timeout time.Duration, rb Rollbac
 // String is the operation on one line, as `shardctl rebalance --dry-run`
 // prints it: kind, shard, nodes, reason, then the steps.
 func (o Operation) String() string {
+	if o.Kind.Admin() {
+		return o.adminString()
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s shard=%d", o.Kind, o.Shard)
 	if o.From != 0 {

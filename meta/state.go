@@ -99,6 +99,10 @@ type Topic struct {
 	// Backoff of redeliveries after a nack without delay.
 	BackoffBaseMs int64 `json:"backoff_base_ms,omitempty"`
 	BackoffMaxMs  int64 `json:"backoff_max_ms,omitempty"`
+	// Deleting is the id of the unfinished delete-topic operation removing
+	// the topic (adminop.go), zero when none: a deleting topic refuses
+	// publishes, group changes and a create of its name.
+	Deleting OperationID `json:"deleting,omitempty"`
 }
 
 // State is the whole metadata.

@@ -11,9 +11,12 @@ import (
 )
 
 // admin serves the Admin service: topic and group settings are forwarded
-// to any broker (the meta group holds them); what lives in the event
-// shards (stats, purges, group registration, listings, histograms,
-// redrives) is fanned out to every shard holding the topic's partitions.
+// to any broker (the meta group holds them); changes that must reach every
+// shard of a topic (DeleteTopic, CreateGroup, DeleteGroup) are meta
+// operations a broker submits and the executor on the meta leader runs
+// (groups.go, adminOperation); what is read or dropped in the event shards
+// (stats, purges, listings, histograms, redrives) is fanned out to every
+// shard holding the topic's partitions.
 type admin struct {
 	sundialv1.UnimplementedAdminServer
 	s *Server

@@ -2,6 +2,10 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -9,6 +13,7 @@ import (
 	"github.com/sundialmq/sundial/proto/apierr"
 	"github.com/sundialmq/sundial/proto/validate"
 	"github.com/sundialmq/sundial/proxy/internal/fanout"
+	"github.com/sundialmq/sundial/proxy/internal/forward"
 	"github.com/sundialmq/sundial/proxy/internal/routing"
 
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -27,37 +32,15 @@ func (a admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReques
 	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.UpdateTopic))
 }
 
-// DeleteTopic removes the topic and its dead-letter topic from every shard
-// holding their partitions (copies, key records, counters and group
-// registrations, so a topic created again under the name starts afresh),
-// then deletes the topic in the meta group. A failed removal stops before
-// the delete: retrying is safe.
+// DeleteTopic asks a broker to run the delete-topic operation (the
+// executor on the meta leader removes the topic and its dead-letter topic
+// from every shard holding their partitions, then from meta) and waits for
+// it: see adminOperation.
 func (a admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicRequest) (*sundialv1.DeleteTopicResponse, error) {
 	if vs := validate.TopicName("name", req.GetName()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	table, err := a.s.tableFor(ctx, req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	for _, topic := range []string{req.GetName(), req.GetName() + validate.DeadLetterSuffix} {
-		if validate.IsDeadLetter(req.GetName()) && topic != req.GetName() {
-			continue
-		}
-		if err := a.s.forgetTopic(ctx, table, topic); err != nil {
-			return nil, err
-		}
-	}
-	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.DeleteTopic))
-}
-
-// forgetTopic removes everything of topic from the shards holding its
-// partitions: a group removal that names no group (Shard.Group).
-func (s *Server) forgetTopic(ctx context.Context, table *routing.Table, topic string) error {
-	_, err := allOf(onTopicShards(ctx, s, table, topic, func(ctx context.Context, c brokerv1.ShardClient, shard uint64, _ []uint32) (*brokerv1.ShardGroupResponse, error) {
-		return c.Group(ctx, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: topic, Delete: true})
-	}))
-	return err
+	return adminOperation(ctx, a.s, req, adminCall(sundialv1.AdminClient.DeleteTopic))
 }
 
 // PurgeTopic drops the pending copies of a topic (or of one group) on
@@ -95,46 +78,66 @@ func (s *Server) purge(ctx context.Context, table *routing.Table, topic, group s
 	return n, nil
 }
 
-// CreateGroup creates the group in the meta group, then registers it on
-// every shard holding the topic's partitions, so each shard gives it a copy
-// of every message published from then on. With if_not_exists an existing
-// group is registered again (Shard.Group is idempotent), which is how a
-// client repairs a create that failed half-way.
+// CreateGroup asks a broker to run the create-group operation (the group
+// is added in meta and registered on every shard holding the topic's
+// partitions by the executor on the meta leader) and waits for it: see
+// adminOperation. With if_not_exists an existing group is registered
+// again.
 func (a admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupRequest) (*sundialv1.Group, error) {
 	if vs := validate.TopicGroup(req.GetTopic(), req.GetGroup()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	g, err := anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.CreateGroup))
-	if err != nil {
-		return nil, err
-	}
-	if err := a.s.registerGroup(ctx, req.GetTopic(), req.GetGroup(), false); err != nil {
-		return nil, err
-	}
-	return g, nil
+	return adminOperation(ctx, a.s, req, adminCall(sundialv1.AdminClient.CreateGroup))
 }
 
-// DeleteGroup removes the group's copies on every shard, then the group in
-// the meta group.
+// DeleteGroup asks a broker to run the delete-group operation (the
+// group's copies leave every shard, then the group leaves meta) and waits
+// for it: see adminOperation.
 func (a admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupRequest) (*sundialv1.DeleteGroupResponse, error) {
 	if vs := validate.TopicGroup(req.GetTopic(), req.GetGroup()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	if err := a.s.registerGroup(ctx, req.GetTopic(), req.GetGroup(), true); err != nil {
-		return nil, err
-	}
-	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.DeleteGroup))
+	return adminOperation(ctx, a.s, req, adminCall(sundialv1.AdminClient.DeleteGroup))
 }
 
-func (s *Server) registerGroup(ctx context.Context, topic, group string, del bool) error {
-	table, err := s.tableFor(ctx, topic)
-	if err != nil {
-		return err
+// adminWaitTimeout bounds an admin operation's wait for a request that
+// carries no deadline.
+const adminWaitTimeout = time.Minute
+
+// adminAnswerMargin is how long before the caller's deadline an admin
+// operation's wait ends (at most a tenth of the time left).
+const adminAnswerMargin = 200 * time.Millisecond
+
+// adminOperation forwards a request that runs a meta operation (the broker
+// submits it and waits for it to end) until the request's deadline: a
+// broker's answer cut short by the forward timeout (DeadlineExceeded) or a
+// broker lost meanwhile (Unavailable) is sent again, to any broker, which
+// finds the same operation running and waits on it, so no second one
+// starts. When the request's own deadline passes the answer is
+// DeadlineExceeded and the operation still completes.
+func adminOperation[Req, Resp any](ctx context.Context, s *Server, req Req, call func(*grpc.ClientConn, context.Context, Req) (Resp, error)) (Resp, error) {
+	var cancel context.CancelFunc
+	if d, ok := ctx.Deadline(); ok {
+		// Answer a little before the caller's deadline, so the caller reads
+		// that the operation still runs rather than its own timeout.
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-min(adminAnswerMargin, time.Until(d)/10)))
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, adminWaitTimeout)
 	}
-	_, err = allOf(onTopicShards(ctx, s, table, topic, func(ctx context.Context, c brokerv1.ShardClient, shard uint64, _ []uint32) (*brokerv1.ShardGroupResponse, error) {
-		return c.Group(ctx, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: topic, Group: group, Delete: del})
-	}))
-	return err
+	defer cancel()
+	for {
+		resp, err := anyBroker(ctx, s, req, call)
+		code := status.Code(err)
+		if err == nil || (code != codes.DeadlineExceeded && code != codes.Unavailable) {
+			return resp, err
+		}
+		if ctx.Err() != nil || !forward.Sleep(ctx, forward.MinBackoff) {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return resp, status.FromContextError(ctx.Err()).Err()
+			}
+			return resp, status.Errorf(codes.DeadlineExceeded, "the operation still runs and will complete: send the same request again to wait for it (last answer: %s)", status.Convert(err).Message())
+		}
+	}
 }
 
 // GetTopic answers the topic from the meta group with per-group stats

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,7 +165,7 @@ func serve(t *testing.T, b *fakeBroker) string {
 // seeded with the follower.
 func startCluster(t *testing.T) (*Server, *fakeBroker, *grpc.ClientConn) {
 	t.Helper()
-	adm := &fakeAdmin{}
+	adm := &fakeAdmin{deletes: new(atomic.Int32)}
 	leader := &fakeBroker{leader: true, published: map[uint64]int{}, admin: adm, queue: &fakeQueue{}}
 	follower := &fakeBroker{published: map[uint64]int{}, admin: adm}
 	leaderAddr := serve(t, leader)

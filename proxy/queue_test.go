@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,6 +153,7 @@ func (b *fakeBroker) DueHistogram(_ context.Context, req *brokerv1.ShardDueHisto
 // fakeAdmin answers the meta side of the Admin service.
 type fakeAdmin struct {
 	sundialv1.UnimplementedAdminServer
+	deletes *atomic.Int32 // DeleteTopic calls
 }
 
 func (fakeAdmin) GetTopic(_ context.Context, req *sundialv1.GetTopicRequest) (*sundialv1.Topic, error) {
@@ -172,8 +175,34 @@ func (fakeAdmin) ListGroups(_ context.Context, req *sundialv1.ListGroupsRequest)
 	return &sundialv1.ListGroupsResponse{Groups: []*sundialv1.Group{{Topic: req.GetTopic(), Name: "default"}, {Topic: req.GetTopic(), Name: "billing"}}}, nil
 }
 
-func (fakeAdmin) DeleteTopic(context.Context, *sundialv1.DeleteTopicRequest) (*sundialv1.DeleteTopicResponse, error) {
+// DeleteTopic of topic "slow" answers DeadlineExceeded twice, and of
+// topic "never" always, as a broker whose wait for the operation ran out.
+func (a fakeAdmin) DeleteTopic(_ context.Context, req *sundialv1.DeleteTopicRequest) (*sundialv1.DeleteTopicResponse, error) {
+	n := a.deletes.Add(1)
+	if (req.GetName() == "slow" && n <= 2) || req.GetName() == "never" {
+		return nil, status.Error(codes.DeadlineExceeded, "operation 7 still runs")
+	}
 	return &sundialv1.DeleteTopicResponse{}, nil
+}
+
+// A DeleteTopic whose broker answers DeadlineExceeded while the request's
+// own deadline has time left is sent again until the operation is done;
+// once the request's deadline passes the answer is DeadlineExceeded.
+func TestAdminOperationWaitsPastBrokerTimeouts(t *testing.T) {
+	_, leader, conn := startCluster(t)
+	adm := sundialv1.NewAdminClient(conn)
+	if _, err := adm.DeleteTopic(t.Context(), &sundialv1.DeleteTopicRequest{Name: "slow"}); err != nil {
+		t.Fatalf("DeleteTopic(slow) = %v, want done after two broker timeouts", err)
+	}
+	if n := leader.admin.(*fakeAdmin).deletes.Load(); n != 3 {
+		t.Errorf("DeleteTopic(slow) reached the brokers %d times, want 3", n)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, err := adm.DeleteTopic(ctx, &sundialv1.DeleteTopicRequest{Name: "never"})
+	if st := status.Convert(err); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "still runs") {
+		t.Fatalf("DeleteTopic(never, 1s) = %v, want DeadlineExceeded saying the operation still runs", err)
+	}
 }
 
 func TestCancelAndRescheduleRouting(t *testing.T) {
@@ -275,17 +304,18 @@ func TestReceiveSplitsOverShards(t *testing.T) {
 }
 
 func TestGroupsAndStatsFanOut(t *testing.T) {
-	_, leader, conn := startCluster(t)
+	srv, leader, conn := startCluster(t)
 	adm := sundialv1.NewAdminClient(conn)
 	if _, err := adm.CreateGroup(t.Context(), &sundialv1.CreateGroupRequest{Topic: "wide", Group: "billing"}); err != nil {
 		t.Fatalf("CreateGroup() = %v", err)
 	}
 	leader.queue.mu.Lock()
-	registered := len(leader.queue.groups)
+	fannedOut := len(leader.queue.groups)
 	leader.queue.mu.Unlock()
-	if registered < 2 || registered > 4 {
-		t.Errorf("CreateGroup registered on %d shards, want every shard holding wide's 8 partitions (2..4)", registered)
+	if fannedOut != 0 {
+		t.Errorf("CreateGroup sent %d Shard.Group calls from the proxy, want none: the broker runs it as a meta operation", fannedOut)
 	}
+	registered := len(srv.watcher.Table().TopicShards("wide"))
 	topic, err := adm.GetTopic(t.Context(), &sundialv1.GetTopicRequest{Name: "wide"})
 	if err != nil {
 		t.Fatalf("GetTopic() = %v", err)

@@ -74,6 +74,6 @@ func View(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) 
 		}
 		v.Shards = append(v.Shards, s)
 	}
-	v.InProgress = st.Unfinished()
+	v.InProgress = st.UnfinishedMoves()
 	return v
 }

@@ -16,6 +16,9 @@
 // takes the added replica out of the membership and ends the operation
 // rolled back (the shard keeps the replicas it had); retry runs the step
 // again; none ends the operation failed.
+//
+// Admin operations (topic and group changes across shards) run through the
+// same step loop, in a loop of their own: see admin.go.
 package operator
 
 import (
@@ -55,7 +58,8 @@ var ErrNotHosted = errors.New("operator: the meta leader holds no replica of the
 
 // Config tunes the executor.
 type Config struct {
-	// MaxRunning caps the operations run at once. Default 4.
+	// MaxRunning caps the replica and leadership operations run at once,
+	// and apart from them the admin operations (admin.go). Default 4.
 	MaxRunning int
 	// Poll is how often the executor looks at the meta state. Default 500ms.
 	Poll time.Duration
@@ -74,6 +78,8 @@ type Executor struct {
 
 	mu      sync.Mutex
 	running map[meta.OperationID]*runner
+
+	adminOps adminRuns // admin.go
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -94,8 +100,9 @@ func New(h Host, self uint64, cfg Config, log *zap.Logger, reg prometheus.Regist
 // Start runs the executor's loop until Stop.
 func (e *Executor) Start(ctx context.Context) {
 	ctx, e.cancel = context.WithCancel(ctx)
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go e.loop(ctx)
+	go e.adminLoop(ctx)
 }
 
 // Stop ends the loop and every running operation and waits for them; the
@@ -140,7 +147,7 @@ func (e *Executor) tick(ctx context.Context) {
 	e.m.count(st)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, op := range st.Unfinished() {
+	for _, op := range st.UnfinishedMoves() { // admin operations: adminLoop
 		if len(e.running) >= e.cfg.MaxRunning {
 			return
 		}
@@ -250,6 +257,8 @@ func (e *Executor) step(ctx context.Context, st *meta.State, op *meta.Operation,
 		}
 	case meta.StepWaitCatchUp, meta.StepDeleteData:
 		return e.waitPast(ctx, op.ID, op.Current)
+	case meta.StepRegisterGroup, meta.StepForgetGroup, meta.StepForgetTopic:
+		return e.adminStep(ctx, st, op, step)
 	}
 	return e.advance(ctx, op.ID, op.Current)
 }

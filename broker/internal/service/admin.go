@@ -196,20 +196,31 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 	return topicProto(&stored), nil
 }
 
-// DeleteTopic removes the topic from the meta group; the proxy first
-// removes the topic from its shards (Shard.Group without a group).
+// DeleteTopic runs a delete-topic operation (adminops.go): the topic and
+// its dead-letter topic are removed from every shard holding their
+// partitions (copies, key records, counters, group registrations), then
+// from the meta group, so a topic created again under the name starts
+// afresh. Until then the topic refuses publishes and a create of its name
+// (FailedPrecondition "being deleted").
 func (a *Admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicRequest) (*sundialv1.DeleteTopicResponse, error) {
 	if bad := validate.TopicName("name", req.GetName()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if _, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpDeleteTopic, Name: req.GetName()}); err != nil {
+	op, err := a.adminOperation(ctx, meta.OpKindDeleteTopic, req.GetName(), "")
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := a.runAdmin(ctx, op, false); err != nil {
 		return nil, toStatus(err)
 	}
 	return &sundialv1.DeleteTopicResponse{}, nil
 }
 
-// CreateGroup adds a group to a topic in the meta group; the proxy then
-// registers it on the topic's shards.
+// CreateGroup runs a create-group operation (adminops.go): the group is
+// added to the topic in the meta group and registered on every shard
+// holding the topic's partitions, so each gives it a copy of every message
+// published from then on. With if_not_exists an existing group is
+// registered again (registering is idempotent).
 func (a *Admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupRequest) (*sundialv1.Group, error) {
 	if bad := validate.TopicGroup(req.GetTopic(), req.GetGroup()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
@@ -219,7 +230,11 @@ func (a *Admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupReque
 			return nil, toStatus(err)
 		}
 	}
-	if _, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpCreateGroup, Name: req.GetTopic(), Group: req.GetGroup(), IfNotExists: req.GetIfNotExists()}); err != nil {
+	op, err := a.adminOperation(ctx, meta.OpKindCreateGroup, req.GetTopic(), req.GetGroup())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := a.runAdmin(ctx, op, req.GetIfNotExists()); err != nil {
 		return nil, toStatus(err)
 	}
 	return &sundialv1.Group{Topic: req.GetTopic(), Name: req.GetGroup()}, nil
@@ -245,8 +260,9 @@ func (a *Admin) ListGroups(ctx context.Context, req *sundialv1.ListGroupsRequest
 	return resp, nil
 }
 
-// DeleteGroup removes a group from a topic in the meta group (the proxy
-// removes its copies from the shards first). The default group stays.
+// DeleteGroup runs a delete-group operation (adminops.go): the group's
+// copies and registration leave every shard holding the topic's
+// partitions, then the group leaves the topic. The default group stays.
 func (a *Admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupRequest) (*sundialv1.DeleteGroupResponse, error) {
 	if bad := validate.TopicGroup(req.GetTopic(), req.GetGroup()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
@@ -254,7 +270,11 @@ func (a *Admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupReque
 	if req.GetGroup() == meta.DefaultGroup {
 		return nil, apierr.FailedPrecondition(apierr.FieldViolation{Field: "group", Description: "every topic keeps the default group: purge it instead"})
 	}
-	if _, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpDeleteGroup, Name: req.GetTopic(), Group: req.GetGroup()}); err != nil {
+	op, err := a.adminOperation(ctx, meta.OpKindDeleteGroup, req.GetTopic(), req.GetGroup())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := a.runAdmin(ctx, op, false); err != nil {
 		return nil, toStatus(err)
 	}
 	return &sundialv1.DeleteGroupResponse{}, nil

@@ -14,7 +14,9 @@ import (
 )
 
 // toStatus turns any error into a gRPC status error: status errors pass
-// as they are, meta's typed answers become NotFound and AlreadyExists,
+// as they are, meta's typed answers become NotFound, AlreadyExists,
+// FailedPrecondition (a topic being deleted) and Aborted (a topic busy with
+// another operation: retry),
 // a transfer to a node without a replica FailedPrecondition,
 // context and Dragonboat errors their codes, anything else Internal.
 func toStatus(err error) error {
@@ -24,6 +26,8 @@ func toStatus(err error) error {
 	var se interface{ GRPCStatus() *status.Status }
 	var notFound *meta.NotFoundError
 	var exists *meta.ExistsError
+	var deleting *meta.BeingDeletedError
+	var busy *meta.BusyError
 	switch {
 	case errors.As(err, &se):
 		return se.GRPCStatus().Err()
@@ -31,6 +35,10 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, notFound.Error())
 	case errors.As(err, &exists):
 		return status.Error(codes.AlreadyExists, exists.Error())
+	case errors.As(err, &deleting):
+		return status.Error(codes.FailedPrecondition, deleting.Error())
+	case errors.As(err, &busy):
+		return status.Error(codes.Aborted, busy.Error())
 	case errors.Is(err, host.ErrNoReplicaOnNode):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled):

@@ -28,6 +28,8 @@ func TestToStatus(t *testing.T) {
 		{"topic not found", &meta.NotFoundError{Topic: "t"}, codes.NotFound, `topic "t" does not exist`},
 		{"group not found, wrapped", fmt.Errorf("delete: %w", &meta.NotFoundError{Topic: "t", Group: "g"}), codes.NotFound, `group "g" of topic "t" does not exist`},
 		{"topic exists", &meta.ExistsError{Topic: "t"}, codes.AlreadyExists, `topic "t" already exists`},
+		{"being deleted", &meta.BeingDeletedError{Topic: "t"}, codes.FailedPrecondition, `topic "t" is being deleted: try again once the deletion is done`},
+		{"busy", &meta.BusyError{Topic: "t"}, codes.Aborted, ""},
 		{"refused", meta.ResultError(&meta.Command{Op: "x"}, meta.ResultInvalid), codes.Internal, ""},
 		{"canceled", context.Canceled, codes.Canceled, ""},
 		{"deadline", fmt.Errorf("propose: %w", context.DeadlineExceeded), codes.DeadlineExceeded, ""},
@@ -52,7 +54,7 @@ func TestToStatus(t *testing.T) {
 // real meta group: its result codes reach the caller as NotFound and
 // AlreadyExists with the names in the message.
 func TestAdminAnswersMetaResultsWithCodes(t *testing.T) {
-	s, _ := singleNode(t)
+	s, _ := singleNodeWithExecutor(t)
 	a, ctx := s.admin, t.Context()
 	create := func(ifNotExists bool) error {
 		_, err := a.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "orders"}, IfNotExists: ifNotExists})

@@ -247,10 +247,36 @@ func (s *Shard) Group(ctx context.Context, req *brokerv1.ShardGroupRequest) (*br
 		_, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: req.GetTopic(), Group: req.GetGroup()}}})
 		return &brokerv1.ShardGroupResponse{}, toStatus(err)
 	}
+	if req.GetGroup() == "" {
+		if err := s.metaCaughtUp(ctx); err != nil {
+			return nil, toStatus(err)
+		}
+	}
 	n, err := s.repeat(ctx, lead, 0, func(limit uint32) *raftv1.Command {
 		return &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: req.GetTopic(), Group: req.GetGroup(), Delete: true, Limit: limit}}}
 	})
 	return &brokerv1.ShardGroupResponse{Removed: n}, toStatus(err)
+}
+
+// metaCaughtUp waits until the meta state publishes are checked against
+// (the cached one) is at least as new as a linearizable read: before a
+// topic is forgotten here, this leader then refuses publishes to it (the
+// delete-topic operation marked it deleting), so no publish checked
+// against an older state is proposed after the forget. Only a publish
+// already past its check races with it.
+func (s *Shard) metaCaughtUp(ctx context.Context) error {
+	st, err := s.host.ReadMeta(ctx)
+	if err != nil {
+		return err
+	}
+	for s.host.Meta().Version < st.Version {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // Purge drops the pending copies of a topic (or one group) on this shard.

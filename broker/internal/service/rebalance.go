@@ -15,7 +15,8 @@ import (
 )
 
 // Rebalance plans over the meta state read linearizably and the shard
-// leaders this broker knows. While operations are unfinished it answers
+// leaders this broker knows. While moves are unfinished (admin operations
+// on topics do not count) it answers
 // them (running) and plans nothing; a dry run answers the plan; else the
 // plan is submitted to the meta group and the operations it stored are
 // answered with their ids. Any broker serves it: the proposal goes to the
@@ -28,7 +29,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if running := st.Unfinished(); len(running) > 0 {
+	if running := st.UnfinishedMoves(); len(running) > 0 {
 		return &sundialv1.RebalanceResponse{Operations: operationsProto(running), Running: true}, nil
 	}
 	leaders := map[meta.EventShardID]meta.NodeID{}
@@ -63,7 +64,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	}
 	if len(ids) == 0 {
 		// Another rebalance stored its plan first: answer what runs.
-		resp.Operations, resp.Running = operationsProto(st.Unfinished()), true
+		resp.Operations, resp.Running = operationsProto(st.UnfinishedMoves()), true
 	}
 	return resp, nil
 }
@@ -97,10 +98,11 @@ func operationProto(op *meta.Operation) *sundialv1.Operation {
 		FromNodeId: uint64(op.From), ToNodeId: uint64(op.To), Reason: op.Reason,
 		NewReplicaId: uint64(op.NewReplica), Status: string(op.Status), CurrentStep: int32(op.Current), //nolint:gosec // a handful of steps
 		Error: op.Error, CreatedAtMs: op.CreatedAtMs, StartedAtMs: op.StartedAtMs, FinishedAtMs: op.FinishedAtMs,
+		Topic: op.Topic, Group: op.Group,
 	}
 	for _, s := range op.Steps {
 		p.Steps = append(p.Steps, &sundialv1.OperationStep{
-			Kind: string(s.Kind), NodeId: uint64(s.Node), TimeoutMs: s.TimeoutMs, Rollback: string(s.Rollback),
+			Kind: string(s.Kind), NodeId: uint64(s.Node), TimeoutMs: s.TimeoutMs, Rollback: string(s.Rollback), ShardId: uint64(s.Shard),
 		})
 	}
 	return p

@@ -100,6 +100,9 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if err := notDeleting(st, req.Messages); err != nil {
+		return nil, err
+	}
 	// A topic's own max_message_bytes, from the same meta the messages are
 	// stamped from (a topic created a moment ago is in it).
 	for i, pm := range req.Messages {
@@ -331,6 +334,18 @@ func (s *Shard) ring(st *meta.State) *ring.Ring {
 type stateRing struct {
 	state *meta.State
 	ring  *ring.Ring
+}
+
+// notDeleting refuses a publish to a topic (or its dead-letter topic) an
+// unfinished delete-topic operation is removing: stored now, the message
+// could outlive the deletion and surface in a topic created afresh.
+func notDeleting(st *meta.State, msgs []*brokerv1.PartitionedMessage) error {
+	for _, pm := range msgs {
+		if t := st.Topics[validate.DeadLetterBase(pm.GetMessage().GetTopic())]; t != nil && t.Deleting != 0 {
+			return toStatus(&meta.BeingDeletedError{Topic: t.Name})
+		}
+	}
+	return nil
 }
 
 // knowsAll reports whether st has the topic of every message.

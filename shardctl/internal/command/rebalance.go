@@ -74,7 +74,11 @@ func viewOperations(ops []*sundialv1.Operation) []operationView {
 			v.Status = "planned"
 		}
 		for i, s := range op.GetSteps() {
-			v.Steps = append(v.Steps, fmt.Sprintf("%s %d", s.GetKind(), s.GetNodeId()))
+			if s.GetShardId() != 0 { // a topic or group step: done on that shard's leader
+				v.Steps = append(v.Steps, fmt.Sprintf("%s shard %d", s.GetKind(), s.GetShardId()))
+			} else {
+				v.Steps = append(v.Steps, fmt.Sprintf("%s %d", s.GetKind(), s.GetNodeId()))
+			}
 			if i == int(op.GetCurrentStep()) && (v.Status == "running" || v.Status == "pending") {
 				v.Step = fmt.Sprintf("%d/%d %s", i+1, len(op.GetSteps()), s.GetKind())
 			}

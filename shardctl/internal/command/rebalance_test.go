@@ -123,3 +123,15 @@ func TestRebalanceWhileRunning(t *testing.T) {
 		t.Fatalf("operations = %d %q, want the move listed", code, out)
 	}
 }
+
+// A topic or group operation's steps name their shard, not a node.
+func TestViewOperationsNamesAdminStepShards(t *testing.T) {
+	v := viewOperations([]*sundialv1.Operation{{
+		OperationId: 3, Kind: "create-group", Reason: "topic orders group billing", Status: "running", CurrentStep: 1,
+		Topic: "orders", Group: "billing",
+		Steps: []*sundialv1.OperationStep{{Kind: "register-group", ShardId: 100}, {Kind: "register-group", ShardId: 101}},
+	}})
+	if got, want := strings.Join(v[0].Steps, ", "), "register-group shard 100, register-group shard 101"; got != want || v[0].Step != "2/2 register-group" {
+		t.Errorf("viewOperations(create-group).Steps = %q, step %q, want %q, step 2/2 register-group", got, v[0].Step, want)
+	}
+}

@@ -4481,7 +4481,9 @@ type Operation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// operation_id is 0 in a dry-run plan.
 	OperationId uint64 `protobuf:"varint,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	// kind: move-replica, add-replica, remove-replica or transfer-leader.
+	// kind: move-replica, add-replica, remove-replica or transfer-leader;
+	// for topic and group changes across shards delete-topic, create-group
+	// or delete-group (shard_id 0: each step names its shard).
 	Kind       string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	ShardId    uint64 `protobuf:"varint,3,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
 	FromNodeId uint64 `protobuf:"varint,4,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
@@ -4496,10 +4498,14 @@ type Operation struct {
 	// current_step is the index of the step running or next to run.
 	CurrentStep int32 `protobuf:"varint,10,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
 	// error says why a failed or rolled-back operation stopped.
-	Error         string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
-	CreatedAtMs   int64  `protobuf:"varint,12,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
-	StartedAtMs   int64  `protobuf:"varint,13,opt,name=started_at_ms,json=startedAtMs,proto3" json:"started_at_ms,omitempty"`
-	FinishedAtMs  int64  `protobuf:"varint,14,opt,name=finished_at_ms,json=finishedAtMs,proto3" json:"finished_at_ms,omitempty"`
+	Error        string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	CreatedAtMs  int64  `protobuf:"varint,12,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	StartedAtMs  int64  `protobuf:"varint,13,opt,name=started_at_ms,json=startedAtMs,proto3" json:"started_at_ms,omitempty"`
+	FinishedAtMs int64  `protobuf:"varint,14,opt,name=finished_at_ms,json=finishedAtMs,proto3" json:"finished_at_ms,omitempty"`
+	// topic and group name what a delete-topic, create-group or
+	// delete-group operation changes; empty for the others.
+	Topic         string `protobuf:"bytes,15,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group         string `protobuf:"bytes,16,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4632,15 +4638,33 @@ func (x *Operation) GetFinishedAtMs() int64 {
 	return 0
 }
 
+func (x *Operation) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Operation) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 type OperationStep struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind: add-learner, wait-catch-up, promote, transfer-leader,
-	// remove-replica or delete-data.
+	// remove-replica or delete-data; register-group, forget-group or
+	// forget-topic for topic and group changes (done on shard_id's leader).
 	Kind      string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	NodeId    uint64 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	TimeoutMs int64  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// rollback: remove-new, retry or none.
-	Rollback      string `protobuf:"bytes,4,opt,name=rollback,proto3" json:"rollback,omitempty"`
+	Rollback string `protobuf:"bytes,4,opt,name=rollback,proto3" json:"rollback,omitempty"`
+	// shard_id is the shard a topic or group step changes; 0 for the
+	// others (their shard is the operation's).
+	ShardId       uint64 `protobuf:"varint,5,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4701,6 +4725,13 @@ func (x *OperationStep) GetRollback() string {
 		return x.Rollback
 	}
 	return ""
+}
+
+func (x *OperationStep) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
 }
 
 type WatchRoutingRequest struct {
@@ -5382,7 +5413,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x16ListOperationsResponse\x125\n" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x15.sundial.v1.OperationR\n" +
-	"operations\"\xcb\x03\n" +
+	"operations\"\xf7\x03\n" +
 	"\tOperation\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\x04R\voperationId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
@@ -5400,13 +5431,16 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x05error\x18\v \x01(\tR\x05error\x12\"\n" +
 	"\rcreated_at_ms\x18\f \x01(\x03R\vcreatedAtMs\x12\"\n" +
 	"\rstarted_at_ms\x18\r \x01(\x03R\vstartedAtMs\x12$\n" +
-	"\x0efinished_at_ms\x18\x0e \x01(\x03R\ffinishedAtMs\"w\n" +
+	"\x0efinished_at_ms\x18\x0e \x01(\x03R\ffinishedAtMs\x12\x14\n" +
+	"\x05topic\x18\x0f \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x10 \x01(\tR\x05group\"\x92\x01\n" +
 	"\rOperationStep\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
-	"\brollback\x18\x04 \x01(\tR\brollback\"\x15\n" +
+	"\brollback\x18\x04 \x01(\tR\brollback\x12\x19\n" +
+	"\bshard_id\x18\x05 \x01(\x04R\ashardId\"\x15\n" +
 	"\x13WatchRoutingRequest\"\xbb\x01\n" +
 	"\fRoutingTable\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12&\n" +

@@ -1,0 +1,221 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/proto/apierr"
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	"github.com/sundialmq/sundial/proto/validate"
+)
+
+// Admin operations (meta/adminop.go: delete-topic, create-group,
+// delete-group) run like moves, one step per shard, but their steps are
+// done on the shard's leader, wherever it runs: a Shard.Group call over
+// gRPC to the leader's grpc_addr. The leader is looked up where the meta
+// leader knows it (its own replicas, then leader gossip) and else asked of
+// the shard's replicas in turn, following a NotLeader answer's address.
+// Every call is bounded (adminCallTimeout) so a paused broker costs one
+// timeout, not the step. Admin steps are idempotent and roll forward.
+//
+// Admin operations run in their own loop (adminLoop), capped by
+// Config.MaxRunning apart from the moves, so a topic change stuck on an
+// unreachable shard never takes a move's slot, nor a move a topic's.
+
+// adminCallTimeout bounds one Shard.Group call to one broker.
+const adminCallTimeout = 5 * time.Second
+
+// leaderView is the host's view of every shard's leader, gossip included
+// (host.Host.ShardLeaders); the executor uses it when the host has it.
+type leaderView interface {
+	ShardLeaders() map[uint64]uint64
+}
+
+// adminRuns is the admin loop's state.
+type adminRuns struct {
+	mu      sync.Mutex
+	running map[meta.OperationID]*runner // guarded by mu
+	conns   map[string]*grpc.ClientConn  // by gRPC address; guarded by mu
+}
+
+// adminLoop starts the unfinished admin operations while this node leads
+// meta and cancels them when it no longer does; it owns the connections
+// to shard leaders and closes them when ctx ends.
+func (e *Executor) adminLoop(ctx context.Context) {
+	defer e.wg.Done()
+	a := &e.adminOps
+	a.mu.Lock()
+	a.running, a.conns = map[meta.OperationID]*runner{}, map[string]*grpc.ClientConn{}
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		for _, c := range a.conns {
+			c.Close()
+		}
+		a.conns = map[string]*grpc.ClientConn{}
+		a.mu.Unlock()
+	}()
+	t := time.NewTicker(e.cfg.Poll)
+	defer t.Stop()
+	for {
+		e.adminTick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (e *Executor) adminTick(ctx context.Context) {
+	a := &e.adminOps
+	if e.host.MetaLeader() != e.self {
+		a.mu.Lock()
+		for id, r := range a.running {
+			r.cancel()
+			delete(a.running, id)
+		}
+		a.mu.Unlock()
+		return
+	}
+	st, err := e.host.ReadMeta(ctx)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, op := range st.Unfinished() {
+		if !op.Kind.Admin() {
+			continue
+		}
+		if len(a.running) >= e.cfg.MaxRunning {
+			return
+		}
+		if _, ok := a.running[op.ID]; ok {
+			continue
+		}
+		octx, cancel := context.WithCancel(ctx)
+		r := &runner{cancel: cancel}
+		a.running[op.ID] = r
+		e.wg.Add(1)
+		go func(id meta.OperationID) {
+			defer e.wg.Done()
+			defer cancel()
+			e.run(octx, id)
+			a.mu.Lock()
+			if a.running[id] == r { // not a runner started after a lost and regained leadership
+				delete(a.running, id)
+			}
+			a.mu.Unlock()
+		}(op.ID)
+	}
+}
+
+// adminStep does one admin step on its shard's leader and records it done.
+func (e *Executor) adminStep(ctx context.Context, st *meta.State, op *meta.Operation, step meta.Step) error {
+	shard := uint64(step.Shard)
+	var reqs []*brokerv1.ShardGroupRequest
+	switch step.Kind {
+	case meta.StepRegisterGroup:
+		reqs = append(reqs, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: op.Topic, Group: op.Group})
+	case meta.StepForgetGroup:
+		reqs = append(reqs, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: op.Topic, Group: op.Group, Delete: true})
+	case meta.StepForgetTopic:
+		reqs = append(reqs, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: op.Topic, Delete: true})
+		if !validate.IsDeadLetter(op.Topic) {
+			reqs = append(reqs, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: op.Topic + validate.DeadLetterSuffix, Delete: true})
+		}
+	default:
+		return fmt.Errorf("operator: %s is not an admin step", step.Kind)
+	}
+	if _, ok := st.Shards[step.Shard]; !ok {
+		// The shard is gone from the cluster: nothing of the topic is left
+		// on it.
+		return e.advance(ctx, op.ID, op.Current)
+	}
+	for _, req := range reqs {
+		if err := e.onShardLeader(ctx, st, shard, func(ctx context.Context, c brokerv1.ShardClient) error {
+			_, err := c.Group(ctx, req)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return e.advance(ctx, op.ID, op.Current)
+}
+
+// errNoLeaderFound fails an admin step no broker led the shard for.
+var errNoLeaderFound = errors.New("operator: no broker answered as the shard's leader")
+
+// onShardLeader runs call against shard's leader: the one this node knows
+// first, then each node holding a replica, each given adminCallTimeout; a
+// NotLeader answer naming the leader's address is followed at once.
+func (e *Executor) onShardLeader(ctx context.Context, st *meta.State, shard uint64, call func(context.Context, brokerv1.ShardClient) error) error {
+	var addrs []string
+	seen := map[string]bool{}
+	add := func(node uint64) {
+		if n := st.Nodes[meta.NodeID(node)]; n != nil && n.GRPCAddr != "" && !seen[n.GRPCAddr] {
+			seen[n.GRPCAddr] = true
+			addrs = append(addrs, n.GRPCAddr)
+		}
+	}
+	if l := e.host.ShardLeader(shard); l != 0 {
+		add(l)
+	} else if lv, ok := e.host.(leaderView); ok {
+		add(lv.ShardLeaders()[shard])
+	}
+	for _, r := range st.Shards[meta.EventShardID(shard)].Replicas {
+		add(uint64(r.Node))
+	}
+	last := errNoLeaderFound
+	for i := 0; i < len(addrs) && ctx.Err() == nil; i++ {
+		conn, err := e.adminConn(addrs[i])
+		if err != nil {
+			last = err
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, adminCallTimeout)
+		err = call(cctx, brokerv1.NewShardClient(conn))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = fmt.Errorf("shard %d at %s: %w", shard, addrs[i], err)
+		if nl, ok := apierr.AsNotLeader(err); ok && nl.GetLeaderAddr() != "" && !seen[nl.GetLeaderAddr()] {
+			seen[nl.GetLeaderAddr()] = true
+			addrs = append(addrs[:i+1], append([]string{nl.GetLeaderAddr()}, addrs[i+1:]...)...)
+		}
+		e.log.Debug("admin step call failed", zap.Uint64("shard_id", shard), zap.String("addr", addrs[i]), zap.Error(err))
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
+	}
+	return last
+}
+
+// adminConn is the cached connection to a broker's gRPC address.
+func (e *Executor) adminConn(addr string) (*grpc.ClientConn, error) {
+	a := &e.adminOps
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	if a.conns == nil {
+		a.conns = map[string]*grpc.ClientConn{}
+	}
+	a.conns[addr] = c
+	return c, nil
+}
