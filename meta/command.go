@@ -15,7 +15,8 @@ type Op string
 // IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID),
 // submit_operations (Operations), start_operation (OperationID),
 // advance_operation (OperationID, Step), finish_operation (OperationID,
-// Status, Error).
+// Status, Error), set_node_state (NodeID, NodeState, Force),
+// set_meta_voter (NodeID, MetaVoter).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -30,6 +31,9 @@ const (
 	OpStartOperation   Op = "start_operation"
 	OpAdvanceOperation Op = "advance_operation"
 	OpFinishOperation  Op = "finish_operation"
+
+	OpSetNodeState Op = "set_node_state"
+	OpSetMetaVoter Op = "set_meta_voter"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -63,6 +67,15 @@ type Command struct {
 	Step        int             `json:"step,omitempty"`
 	Status      OperationStatus `json:"status,omitempty"`
 	Error       string          `json:"error,omitempty"`
+
+	// NodeID names the node set_node_state and set_meta_voter change;
+	// NodeState is the state it moves to; Force removes a node that still
+	// holds replicas (one that is dead or unreachable); MetaVoter is
+	// whether the node votes in the meta group.
+	NodeID    NodeID    `json:"node_id,omitempty"`
+	NodeState NodeState `json:"node_state,omitempty"`
+	Force     bool      `json:"force,omitempty"`
+	MetaVoter bool      `json:"meta_voter,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -72,6 +85,10 @@ const (
 	ResultInvalid
 	ResultNoop
 	ResultNotFound
+	// ResultHoldsReplicas refuses to remove a node that still holds
+	// replicas, or has operations unfinished, or (even with force) is the
+	// last live holder of a shard.
+	ResultHoldsReplicas
 )
 
 // ErrMalformedCommand is returned for bytes that are not a command.
@@ -128,6 +145,19 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpFinishOperation:
 		if c.OperationID == 0 || (c.Status != OperationFailed && c.Status != OperationRolledBack) {
 			return nil, fmt.Errorf("%w: finish_operation needs an operation id and status failed or rolled-back", ErrMalformedCommand)
+		}
+	case OpSetNodeState:
+		switch c.NodeState {
+		case NodeActive, NodeDraining, NodeRemoved:
+		default: // dead is declared by the meta leader, not set
+			return nil, fmt.Errorf("%w: set_node_state to unknown state %q", ErrMalformedCommand, c.NodeState)
+		}
+		if c.NodeID == 0 {
+			return nil, fmt.Errorf("%w: set_node_state without a node id", ErrMalformedCommand)
+		}
+	case OpSetMetaVoter:
+		if c.NodeID == 0 {
+			return nil, fmt.Errorf("%w: set_meta_voter without a node id", ErrMalformedCommand)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)

@@ -24,13 +24,16 @@ type ReplicaID uint64
 type NodeState string
 
 // Node states. Only active nodes are given replicas when shards are
-// bootstrapped; register_node stores NodeActive when the node names no state.
-// Nothing in meta moves a node to draining or removed yet: they are carried
-// as registered and reported by the cluster API.
+// bootstrapped; register_node stores NodeActive for a new node and keeps
+// the state of a registered one. set_node_state moves a node between
+// them (see setNodeState): active → draining → removed, draining → active,
+// dead → removed. A removed node's record stays, so its id and
+// incarnation are never reused.
 const (
 	NodeActive   NodeState = "active"
 	NodeDraining NodeState = "draining"
 	NodeRemoved  NodeState = "removed"
+	NodeDead     NodeState = "dead"
 )
 
 // Node is one broker.

@@ -26,7 +26,9 @@ type Options struct {
 
 // Plan returns the operations that balance st's replicas and leaders
 // (leaders maps a shard to the node of its leader; missing is unknown),
-// planned around st's unfinished operations. Removed nodes are left out.
+// planned around st's unfinished operations. Removed nodes are left out,
+// but for one force-removed while it still held replicas: it is planned
+// as dead, so its replicas are re-created on live nodes.
 func Plan(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) []meta.Operation {
 	cfg := balancer.DefaultConfig()
 	if o.MaxOperations > 0 {
@@ -45,9 +47,9 @@ func View(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) 
 		n := st.Nodes[id]
 		var state balancer.NodeState
 		switch {
-		case n.State == meta.NodeRemoved:
+		case n.State == meta.NodeRemoved && len(st.HoldingsOf(id).Shards) == 0:
 			continue
-		case o.Dead[id]:
+		case o.Dead[id] || n.State == meta.NodeRemoved || n.State == meta.NodeDead:
 			state = balancer.NodeDead
 		case n.State == meta.NodeDraining:
 			state = balancer.NodeDraining
