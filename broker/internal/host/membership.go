@@ -90,3 +90,6 @@ func (h *Host) MetaMembers(ctx context.Context) (voters, nonVoting map[uint64]st
 func (h *Host) TransferMetaLeader(to uint64) error {
 	return h.nh.RequestLeaderTransfer(meta.ShardID, to)
 }
+
+// NodeID is this broker's node id.
+func (h *Host) NodeID() uint64 { return h.cfg.NodeID }
