@@ -192,3 +192,70 @@ func TestDrainAndRemoveNodeUnderTraffic(t *testing.T) {
 		return err
 	})
 }
+
+// TestForceRemoveDeadNode: a stopped broker (a meta voter holding a
+// replica of every shard) cannot be removed without --force, since it is
+// not drained; with --force it is removed, the joined broker is promoted
+// to meta voter in its place, and a rebalance re-creates every replica
+// the dead node held, so each shard is back to 3 replicas, none on it.
+// The meta group then survives losing another voter.
+func TestForceRemoveDeadNode(t *testing.T) {
+	c := New(t, Config{Shards: 2, Tune: func(bc *broker.Config) {
+		bc.Operations.StepTimeout = 20 * time.Second
+		bc.Operations.CatchUpTimeout = 60 * time.Second
+	}})
+	cfg := joinConfig(t, c, 0, seedsFollowerFirst(t, c)...)
+	c.Nodes = append(c.Nodes, &Node{Config: cfg})
+	c.StartBroker(3)
+	cl := clusterClient(t, c.Proxy.GRPCAddr())
+	publish(t, c, &sundialv1.Message{Topic: "dead", Payload: []byte("before the death")})
+	metaLeader := clusterInfo(t, c).MetaLeaderNodeId
+	var dead uint64
+	for n := uint64(1); n <= 3 && dead == 0; n++ {
+		if n != metaLeader {
+			dead = n
+		}
+	}
+	c.StopBroker(int(dead - 1))
+	c.WaitReady()
+
+	rctx, rcancel := callCtx()
+	defer rcancel()
+	_, err := cl.RemoveNode(rctx, &sundialv1.RemoveNodeRequest{NodeId: dead})
+	wantCode(t, "RemoveNode(dead node)", err, codes.FailedPrecondition, fmt.Sprintf("run shardctl drain-node %d first", dead))
+	rm, err := cl.RemoveNode(rctx, &sundialv1.RemoveNodeRequest{NodeId: dead, Force: true})
+	if err != nil {
+		t.Fatalf("RemoveNode(%d, force) of a stopped broker error = %v", dead, err)
+	}
+	if rm.GetNode().GetState() != sundialv1.NodeState_NODE_STATE_REMOVED || rm.GetPromotedMetaVoter() != 4 {
+		t.Fatalf("RemoveNode(%d, force) = %v, want it removed and node 4 promoted", dead, rm)
+	}
+
+	Eventually(t, 120*time.Second, func() error {
+		ctx, cancel := callCtx()
+		defer cancel()
+		if _, err := cl.Rebalance(ctx, &sundialv1.RebalanceRequest{}); err != nil {
+			return err
+		}
+		for shard, on := range shards(t, cl) {
+			if slices.Contains(on, dead) || len(on) != 3 {
+				return fmt.Errorf("shard %d on nodes %v, want 3 replicas, none on removed node %d", shard, on, dead)
+			}
+		}
+		return nil
+	})
+	c.WaitReady()
+
+	// Voters now: the two initial members left and node 4. Stop the
+	// leader: the other two still answer.
+	c.StopBroker(int(metaLeader - 1))
+	Eventually(t, 60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := c.Admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "after-force"}})
+		if err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("meta group does not answer after stopping voter %d: %w", metaLeader, err)
+		}
+		return nil
+	})
+}
