@@ -259,3 +259,60 @@ func TestForceRemoveDeadNode(t *testing.T) {
 		return nil
 	})
 }
+
+// TestDrainAndRemoveMetaLeader: the broker leading the meta group (and
+// running the executor) drains itself and is removed: it hands the meta
+// leadership to another voter first, the new leader completes the
+// removal and promotes the joined broker, and the cluster keeps 3 meta
+// voters and 3 replicas of every shard, none on the removed node.
+func TestDrainAndRemoveMetaLeader(t *testing.T) {
+	c := New(t, Config{Shards: 2, Tune: func(bc *broker.Config) {
+		bc.Operations.StepTimeout = 20 * time.Second
+		bc.Operations.CatchUpTimeout = 60 * time.Second
+	}})
+	cfg := joinConfig(t, c, 0, seedsFollowerFirst(t, c)...)
+	c.Nodes = append(c.Nodes, &Node{Config: cfg})
+	c.StartBroker(3)
+	cl := clusterClient(t, c.Proxy.GRPCAddr())
+	leader := clusterInfo(t, c).MetaLeaderNodeId
+	Eventually(t, 150*time.Second, func() error {
+		ctx, cancel := callCtx()
+		defer cancel()
+		resp, err := cl.DrainNode(ctx, &sundialv1.DrainNodeRequest{NodeId: leader})
+		if err != nil {
+			return err
+		}
+		if resp.RemainingReplicas+resp.RemainingLeaders+resp.PendingOperations > 0 {
+			return fmt.Errorf("node %d still holds %d replicas, leads %d, %d operations pending", leader,
+				resp.RemainingReplicas, resp.RemainingLeaders, resp.PendingOperations)
+		}
+		return nil
+	})
+	rctx, rcancel := callCtx()
+	defer rcancel()
+	rm, err := cl.RemoveNode(rctx, &sundialv1.RemoveNodeRequest{NodeId: leader})
+	if err != nil {
+		t.Fatalf("RemoveNode(%d) of the drained meta leader error = %v", leader, err)
+	}
+	if rm.GetNode().GetState() != sundialv1.NodeState_NODE_STATE_REMOVED || rm.GetPromotedMetaVoter() != 4 || !rm.GetLeftMetaGroup() {
+		t.Fatalf("RemoveNode(%d) = %v, want it removed, out of the meta group, node 4 promoted", leader, rm)
+	}
+	info := clusterInfo(t, c)
+	if info.MetaLeaderNodeId == leader {
+		t.Fatalf("removed node %d still leads the meta group", leader)
+	}
+	voters := 0
+	for _, n := range info.Nodes {
+		if n.MetaVoter {
+			voters++
+		}
+	}
+	if voters != 3 {
+		t.Fatalf("nodes after the removal = %v, want 3 meta voters", info.Nodes)
+	}
+	for shard, on := range shards(t, cl) {
+		if slices.Contains(on, leader) || len(on) != 3 {
+			t.Fatalf("shard %d on nodes %v, want 3 replicas, none on removed node %d", shard, on, leader)
+		}
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"go.uber.org/zap"
+
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/meta/rebalance"
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -57,6 +59,9 @@ func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest
 		return nil, apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id",
 			Description: fmt.Sprintf("node %d is %s and cannot be drained", id, st.Nodes[id].State)})
 	}
+	if code == meta.ResultOK {
+		c.log.Info("node draining", zap.Uint64("node_id", uint64(id)))
+	}
 	resp := &sundialv1.DrainNodeResponse{}
 	if h := st.HoldingsOf(id); len(h.Shards) > 0 {
 		plan := rebalance.Plan(st, c.leaders(), rebalance.Options{Timeouts: c.opts.StepTimeouts})
@@ -68,7 +73,11 @@ func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest
 			if st, err = c.host.ReadMeta(ctx); err != nil {
 				return nil, toStatus(err)
 			}
-			for _, opID := range storedIDs(code, data) {
+			stored := storedIDs(code, data)
+			if len(stored) > 0 {
+				c.log.Info("drain operations submitted", zap.Uint64("node_id", uint64(id)), zap.Int("operations", len(stored)))
+			}
+			for _, opID := range stored {
 				if op := st.Operations[opID]; op != nil {
 					resp.Operations = append(resp.Operations, operationProto(op))
 				}
@@ -156,6 +165,10 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 		default:
 			return nil, notDrainedError(id, st.Nodes[id].State)
 		}
+		if code == meta.ResultOK {
+			c.log.Info("node removed", zap.Uint64("node_id", uint64(id)), zap.Bool("force", force),
+				zap.Uint64("promoted_meta_voter", resp.PromotedMetaVoter))
+		}
 	}
 	voters, nonVoting, err := c.host.MetaMembers(ctx)
 	if err != nil {
@@ -175,6 +188,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 			return nil, toStatus(fmt.Errorf("delete node %d's meta replica: %w", id, err))
 		}
 		resp.LeftMetaGroup = true
+		c.log.Info("node left the meta group", zap.Uint64("node_id", uint64(id)), zap.Bool("was_voter", voter))
 	}
 	if st, err = c.host.ReadMeta(ctx); err != nil {
 		return nil, toStatus(err)
@@ -225,6 +239,7 @@ func (c *Cluster) replaceVoter(ctx context.Context, st *meta.State, id meta.Node
 		if _, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetMetaVoter, NodeID: n.ID, MetaVoter: true}); err != nil {
 			return 0, toStatus(err)
 		}
+		c.log.Info("meta voter promoted", zap.Uint64("node_id", cand), zap.Uint64("replaces_node_id", uint64(id)))
 		return cand, nil
 	}
 	left, live := 0, 0
@@ -256,7 +271,7 @@ func (c *Cluster) replaceVoter(ctx context.Context, st *meta.State, id meta.Node
 func (c *Cluster) handOffMeta(ctx context.Context, st *meta.State, voters map[uint64]string, id meta.NodeID) (string, error) {
 	var to uint64
 	for _, v := range sortedKeys(voters) {
-		if n := st.Nodes[meta.NodeID(v)]; v != uint64(id) && n != nil && n.State == meta.NodeActive {
+		if n := st.Nodes[meta.NodeID(v)]; v != uint64(id) && n != nil && n.State == meta.NodeActive && c.live(ctx, n) {
 			to = v
 			break
 		}
@@ -266,13 +281,16 @@ func (c *Cluster) handOffMeta(ctx context.Context, st *meta.State, voters map[ui
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
+	var asked time.Time
 	for {
 		if leader := c.host.MetaLeader(); leader != 0 && leader != uint64(id) {
 			if n := st.Nodes[meta.NodeID(leader)]; n != nil {
 				return n.GRPCAddr, nil
 			}
 		}
-		if c.host.MetaLeader() == uint64(id) {
+		if c.host.MetaLeader() == uint64(id) && time.Since(asked) > 5*time.Second {
+			asked = time.Now()
+			c.log.Info("meta leadership handed off before removal", zap.Uint64("node_id", uint64(id)), zap.Uint64("to_node_id", to))
 			if err := c.host.TransferMetaLeader(to); err != nil {
 				return "", toStatus(fmt.Errorf("hand the meta group's leadership to node %d: %w", to, err))
 			}
