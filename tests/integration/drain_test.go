@@ -156,7 +156,7 @@ func TestDrainAndRemoveNodeUnderTraffic(t *testing.T) {
 	// The removed broker stops its meta replica and says why.
 	Eventually(t, 30*time.Second, func() error {
 		if err := c.Nodes[victim-1].Server.Refusal(); !errors.Is(err, broker.ErrNodeRemoved) {
-			return fmt.Errorf("removed broker's Refusal() = %v, want %w", err, broker.ErrNodeRemoved)
+			return fmt.Errorf("removed broker's Refusal() = %w, want %w", err, broker.ErrNodeRemoved)
 		}
 		return nil
 	})
