@@ -221,35 +221,46 @@ func (c *Cluster) removable(ctx context.Context, st *meta.State, n *meta.Node, f
 	return nil
 }
 
-// replaceVoter keeps the meta group safe when voter id leaves it: it
-// promotes a non-voting member that is active and answers (lowest id
-// first) and records it as a meta voter, answering its id. With nobody to
-// promote it refuses a removal that leaves fewer than 3 voters, unless
-// force, and always one that leaves fewer live voters than a quorum of
-// the voters left (0: nobody promoted).
+// replaceVoter keeps the meta group safe when voter id leaves it, as
+// voterReplacement decides: it promotes the non-voting member chosen and
+// records it as a meta voter, answering its id (0: nobody promoted).
 func (c *Cluster) replaceVoter(ctx context.Context, st *meta.State, id meta.NodeID, voters, nonVoting map[uint64]string, force bool) (uint64, error) {
-	for _, cand := range sortedKeys(nonVoting) {
-		n := st.Nodes[meta.NodeID(cand)]
-		if n == nil || n.State != meta.NodeActive || !c.live(ctx, n) {
-			continue
-		}
-		if err := c.host.Promote(ctx, meta.ShardID, cand, nonVoting[cand]); err != nil {
-			return 0, toStatus(fmt.Errorf("promote node %d to meta voter: %w", cand, err))
-		}
-		if _, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetMetaVoter, NodeID: n.ID, MetaVoter: true}); err != nil {
-			return 0, toStatus(err)
-		}
-		c.log.Info("meta voter promoted", zap.Uint64("node_id", cand), zap.Uint64("replaces_node_id", uint64(id)))
-		return cand, nil
+	live := func(n *meta.Node) bool { return c.live(ctx, n) }
+	cand, err := voterReplacement(st, id, voters, nonVoting, live, force)
+	if err != nil || cand == 0 {
+		return 0, err
 	}
-	left, live := 0, 0
+	if err := c.host.Promote(ctx, meta.ShardID, cand, nonVoting[cand]); err != nil {
+		return 0, toStatus(fmt.Errorf("promote node %d to meta voter: %w", cand, err))
+	}
+	if _, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetMetaVoter, NodeID: meta.NodeID(cand), MetaVoter: true}); err != nil {
+		return 0, toStatus(err)
+	}
+	c.log.Info("meta voter promoted", zap.Uint64("node_id", cand), zap.Uint64("replaces_node_id", uint64(id)))
+	return cand, nil
+}
+
+// voterReplacement decides how voter id leaves the meta group (voters
+// and nonVoting are its membership, node id → Raft address): it answers
+// the non-voting member to promote in its place, the lowest id that is
+// active and live. With nobody to promote it answers 0, or refuses a
+// removal that leaves fewer than 3 voters unless force, and always one
+// that leaves fewer live voters than a quorum of the voters left. It is
+// pure but for live.
+func voterReplacement(st *meta.State, id meta.NodeID, voters, nonVoting map[uint64]string, live func(*meta.Node) bool, force bool) (uint64, error) {
+	for _, cand := range sortedKeys(nonVoting) {
+		if n := st.Nodes[meta.NodeID(cand)]; n != nil && n.State == meta.NodeActive && live(n) {
+			return cand, nil
+		}
+	}
+	left, alive := 0, 0
 	for _, v := range sortedKeys(voters) {
 		if v == uint64(id) {
 			continue
 		}
 		left++
-		if n := st.Nodes[meta.NodeID(v)]; n != nil && n.State != meta.NodeDead && c.live(ctx, n) {
-			live++
+		if n := st.Nodes[meta.NodeID(v)]; n != nil && n.State != meta.NodeDead && live(n) {
+			alive++
 		}
 	}
 	if left < 3 && !force {
@@ -257,10 +268,10 @@ func (c *Cluster) replaceVoter(ctx context.Context, st *meta.State, id meta.Node
 			"node %d is a meta voter: removing it would leave %d meta voters and no active non-voting member answers to replace it; "+
 				"join another broker first (shardctl add-node, or sundial-broker --join), then remove node %d", id, left, id)})
 	}
-	if live < left/2+1 {
+	if alive < left/2+1 {
 		return 0, apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf(
 			"removing meta voter %d would leave %d meta voters of which only %d answer, fewer than a quorum (%d): bring a voter back first",
-			id, left, live, left/2+1)})
+			id, left, alive, left/2+1)})
 	}
 	return 0, nil
 }
