@@ -164,12 +164,14 @@ func (s *Server) Start(ctx context.Context) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}))...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
-	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, opts))
+	cluster := service.NewCluster(h, opts, s.log)
+	sundialv1.RegisterClusterServer(s.grpc, cluster)
 	s.operator = operator.New(h, s.cfg.NodeID, operator.Config{MaxRunning: s.cfg.Operations.MaxRunning}, s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
 	s.prober = operator.NewPeerProber()
 	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
 		DeadNodeTimeout: s.cfg.DeadNodeTimeout, MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
+		MetaVoterDead: cluster.ReplaceDeadVoter,
 	}, s.log, s.reg)
 	s.healer.Start(context.WithoutCancel(ctx))
 	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID))

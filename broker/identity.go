@@ -15,6 +15,7 @@ import (
 
 	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/join"
+	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
@@ -28,6 +29,9 @@ var (
 	// dir is empty or not the one the node ran on. Starting would rejoin
 	// its Raft groups with an empty log, which can lose committed entries.
 	ErrUnsafeRejoin = identity.ErrUnsafeRejoin
+	// ErrNodeRemoved: the node id was removed from the cluster
+	// (shardctl remove-node); a removed id is never reused.
+	ErrNodeRemoved = identity.ErrRemoved
 )
 
 // peerTimeout bounds one peer's answer about the cluster at start.
@@ -168,9 +172,12 @@ func askPeer(ctx context.Context, addr string) (identity.Peer, error) {
 	if err != nil {
 		return identity.Peer{}, err
 	}
-	p := identity.Peer{NodeID: resp.GetNodeId(), Addr: addr, ClusterID: resp.GetClusterId(), Known: map[uint64]string{}}
+	p := identity.Peer{NodeID: resp.GetNodeId(), Addr: addr, ClusterID: resp.GetClusterId(), Known: map[uint64]string{}, Removed: map[uint64]bool{}}
 	for _, n := range resp.GetNodes() {
 		p.Known[n.GetNodeId()] = n.GetIncarnation()
+		if n.GetState() == string(meta.NodeRemoved) {
+			p.Removed[n.GetNodeId()] = true
+		}
 	}
 	return p, nil
 }

@@ -49,28 +49,37 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 			return ResultInvalid, nil
 		}
 		return s.submitAdmin(&c.Operations[0], c.IfNotExists, c.NowMs)
+	case OpSetNodeState:
+		return s.setNodeState(c.NodeID, c.NodeState, c.Force), nil
+	case OpSetMetaVoter:
+		return s.setMetaVoter(c.NodeID, c.MetaVoter), nil
 	}
 	return ResultInvalid, nil
 }
 
 // registerNode adds or updates a node's record. A record with an
 // incarnation is only updated by the same incarnation: ResultExists refuses
-// a node id that came back on another data dir. A dead node stays dead:
-// only declare_alive brings it back.
+// a node id that came back on another data dir. A registered node keeps
+// its state and meta vote (set_node_state and set_meta_voter change
+// them, not the node's own registration); a removed node cannot register
+// again (ResultInvalid).
 func (s *State) registerNode(n *Node) uint64 {
 	old, ok := s.Nodes[n.ID]
 	nn := *n
+	if ok {
+		if old.Incarnation != "" && old.Incarnation != n.Incarnation {
+			return ResultExists
+		}
+		if old.State == NodeRemoved {
+			return ResultInvalid
+		}
+		nn.State, nn.MetaVoter = old.State, old.MetaVoter
+		if *old == nn {
+			return ResultNoop
+		}
+	}
 	if nn.State == "" {
 		nn.State = NodeActive
-	}
-	if ok && old.State == NodeDead {
-		nn.State = NodeDead
-	}
-	if ok && *old == nn {
-		return ResultNoop
-	}
-	if ok && old.Incarnation != "" && old.Incarnation != n.Incarnation {
-		return ResultExists
 	}
 	s.Nodes[n.ID] = &nn
 	s.Version++

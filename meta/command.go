@@ -17,7 +17,8 @@ type Op string
 // advance_operation (OperationID, Step), finish_operation (OperationID,
 // Status, Error), declare_dead (NodeID), declare_alive (NodeID),
 // submit_admin (Operations: one admin operation, IfNotExists for
-// create-group).
+// create-group), set_node_state (NodeID, NodeState, Force),
+// set_meta_voter (NodeID, MetaVoter).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -36,6 +37,8 @@ const (
 	OpDeclareDead  Op = "declare_dead"
 	OpDeclareAlive Op = "declare_alive"
 	OpSubmitAdmin  Op = "submit_admin"
+	OpSetNodeState Op = "set_node_state"
+	OpSetMetaVoter Op = "set_meta_voter"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -70,8 +73,15 @@ type Command struct {
 	Status      OperationStatus `json:"status,omitempty"`
 	Error       string          `json:"error,omitempty"`
 
-	// NodeID names the node declare_dead and declare_alive change.
-	NodeID NodeID `json:"node_id,omitempty"`
+	// NodeID names the node declare_dead, declare_alive, set_node_state and
+	// set_meta_voter change;
+	// NodeState is the state it moves to; Force removes a node that still
+	// holds replicas (one that is dead or unreachable); MetaVoter is
+	// whether the node votes in the meta group.
+	NodeID    NodeID    `json:"node_id,omitempty"`
+	NodeState NodeState `json:"node_state,omitempty"`
+	Force     bool      `json:"force,omitempty"`
+	MetaVoter bool      `json:"meta_voter,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -87,6 +97,10 @@ const (
 	// ResultDeleting: the topic is being deleted; the data, when set, is
 	// the id of the delete-topic operation (JSON).
 	ResultDeleting
+	// ResultHoldsReplicas refuses to remove a node that still holds
+	// replicas, or has operations unfinished, or (even with force) is the
+	// last live holder of a shard.
+	ResultHoldsReplicas
 )
 
 // ErrMalformedCommand is returned for bytes that are not a command.
@@ -151,6 +165,19 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpDeclareDead, OpDeclareAlive:
 		if c.NodeID == 0 {
 			return nil, fmt.Errorf("%w: %s without a node id", ErrMalformedCommand, c.Op)
+		}
+	case OpSetNodeState:
+		switch c.NodeState {
+		case NodeActive, NodeDraining, NodeRemoved:
+		default: // dead is declared by the meta leader, not set
+			return nil, fmt.Errorf("%w: set_node_state to unknown state %q", ErrMalformedCommand, c.NodeState)
+		}
+		if c.NodeID == 0 {
+			return nil, fmt.Errorf("%w: set_node_state without a node id", ErrMalformedCommand)
+		}
+	case OpSetMetaVoter:
+		if c.NodeID == 0 {
+			return nil, fmt.Errorf("%w: set_meta_voter without a node id", ErrMalformedCommand)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)

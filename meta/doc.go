@@ -11,7 +11,12 @@
 // Invariants held by Apply:
 //   - the replicas of a shard sit on distinct nodes;
 //   - replica ids are allocated from one counter and never reused;
-//   - Version grows by one with every change a proxy could route on.
+//   - Version grows by one with every change a proxy could route on;
+//   - a node record is never deleted: a removed node keeps its id and
+//     incarnation, so neither is reused, and it is removed only while it
+//     holds no replica and no unfinished operation names it (unless
+//     forced, for a dead node), never as a shard's last live holder
+//     (nodes.go).
 //
 // Changes of a shard's replicas or leadership are Operations (operation.go):
 // planned by the pure planner in internal/balancer from a cluster view, run

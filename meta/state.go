@@ -24,12 +24,14 @@ type ReplicaID uint64
 type NodeState string
 
 // Node states. Only active nodes are given replicas when shards are
-// bootstrapped or moved; register_node stores NodeActive when the node names
-// no state. NodeDead is set by declare_dead (the meta leader's healer saw
-// no sign of the node for dead_node_timeout) and cleared back to active by
-// declare_alive only: a dead node re-registering keeps its state, so a node
-// the healer cannot reach does not flap. Draining and removed are carried as
-// registered and reported by the cluster API.
+// bootstrapped or moved; register_node stores NodeActive for a new node and
+// keeps the state of a registered one, so a dead node re-registering stays
+// dead and a drain is not undone. set_node_state moves a node between them
+// (see setNodeState): active → draining → removed, draining → active,
+// dead → removed. NodeDead is set by declare_dead (the meta leader's healer
+// saw no sign of the node for dead_node_timeout) and cleared back to active
+// by declare_alive only. A removed node's record stays, so its id and
+// incarnation are never reused.
 const (
 	NodeActive   NodeState = "active"
 	NodeDraining NodeState = "draining"

@@ -31,9 +31,11 @@ const ReasonRepair = balancer.ReasonRepair
 
 // Plan returns the operations that balance st's replicas and leaders
 // (leaders maps a shard to the node of its leader; missing is unknown),
-// planned around st's unfinished operations. Removed nodes are left out;
-// dead ones (meta.NodeDead or Options.Dead) keep their replicas in the view
-// and the planner repairs them first.
+// planned around st's unfinished operations. Removed nodes are left out,
+// but for one force-removed while it still held replicas: it is planned
+// as dead, so its replicas are re-created on live nodes. Dead ones
+// (meta.NodeDead or Options.Dead) keep their replicas in the view and the
+// planner repairs them first.
 func Plan(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) []meta.Operation {
 	cfg := balancer.DefaultConfig()
 	if o.MaxOperations > 0 {
@@ -52,9 +54,9 @@ func View(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) 
 		n := st.Nodes[id]
 		var state balancer.NodeState
 		switch {
-		case n.State == meta.NodeRemoved:
+		case n.State == meta.NodeRemoved && len(st.HoldingsOf(id).Shards) == 0:
 			continue
-		case n.State == meta.NodeDead || o.Dead[id]:
+		case o.Dead[id] || n.State == meta.NodeRemoved || n.State == meta.NodeDead:
 			state = balancer.NodeDead
 		case n.State == meta.NodeDraining:
 			state = balancer.NodeDraining

@@ -79,3 +79,23 @@ func TestPlanRepairsADeadNode(t *testing.T) {
 		}
 	}
 }
+
+// A node force-removed while it held replicas is planned as dead: every
+// replica it held is re-created on a live node.
+func TestPlanRecreatesReplicasOfAForceRemovedNode(t *testing.T) {
+	s := unbalanced(t)
+	if code, _ := s.Apply(&meta.Command{Op: meta.OpSetNodeState, NodeID: 1, NodeState: meta.NodeRemoved, Force: true}); code != meta.ResultOK {
+		t.Fatalf("force-remove node 1 = %d, want ResultOK", code)
+	}
+	held := len(s.HoldingsOf(1).Shards)
+	ops := Plan(s, nil, Options{})
+	repairs := 0
+	for _, op := range ops {
+		if op.Kind == meta.OpKindAddReplica && op.From == 1 && op.To == 4 {
+			repairs++
+		}
+	}
+	if repairs != held {
+		t.Fatalf("Plan() = %v, want %d add-replica operations from node 1 to node 4", ops, held)
+	}
+}

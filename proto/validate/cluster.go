@@ -57,3 +57,19 @@ func Rebalance(req *sundialv1.RebalanceRequest) []apierr.FieldViolation {
 	}
 	return nil
 }
+
+// DrainNode checks a DrainNode request: node_id is required.
+func DrainNode(req *sundialv1.DrainNodeRequest) []apierr.FieldViolation {
+	if req.GetNodeId() == 0 {
+		return violation("node_id", "required: the id of the node to drain")
+	}
+	return nil
+}
+
+// RemoveNode checks a RemoveNode request: node_id is required.
+func RemoveNode(req *sundialv1.RemoveNodeRequest) []apierr.FieldViolation {
+	if req.GetNodeId() == 0 {
+		return violation("node_id", "required: the id of the node to remove")
+	}
+	return nil
+}

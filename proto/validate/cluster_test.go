@@ -65,3 +65,18 @@ func TestRebalance(t *testing.T) {
 		t.Errorf("Rebalance(1000 operations) = %v, want none", got)
 	}
 }
+
+func TestDrainAndRemoveNode(t *testing.T) {
+	if got := DrainNode(&sundialv1.DrainNodeRequest{}); len(got) != 1 || got[0].Field != "node_id" {
+		t.Errorf("DrainNode(node_id 0) = %v, want one on node_id", got)
+	}
+	if got := DrainNode(&sundialv1.DrainNodeRequest{NodeId: 4}); len(got) != 0 {
+		t.Errorf("DrainNode(node_id 4) = %v, want none", got)
+	}
+	if got := RemoveNode(&sundialv1.RemoveNodeRequest{Force: true}); len(got) != 1 || got[0].Field != "node_id" {
+		t.Errorf("RemoveNode(node_id 0) = %v, want one on node_id", got)
+	}
+	if got := RemoveNode(&sundialv1.RemoveNodeRequest{NodeId: 4}); len(got) != 0 {
+		t.Errorf("RemoveNode(node_id 4) = %v, want none", got)
+	}
+}

@@ -311,10 +311,10 @@ func (h *Host) reconcile(ctx context.Context) {
 	}
 	_, initial := h.cfg.InitialMembers[h.cfg.NodeID]
 	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: initial, Incarnation: h.cfg.Incarnation}
-	if n, ok := st.Nodes[self.ID]; ok && n.State == meta.NodeDead {
-		self.State = meta.NodeDead // only the meta leader's healer declares a node alive again
-	}
-	if n, ok := st.Nodes[self.ID]; !ok || *n != self {
+	// A registered node's state and meta vote are the meta group's to
+	// change (drain, remove, voter replacement): only its addresses and
+	// incarnation are its own.
+	if n, ok := st.Nodes[self.ID]; !ok || n.RaftAddr != self.RaftAddr || n.GRPCAddr != self.GRPCAddr || n.Incarnation != self.Incarnation {
 		h.proposeMeta(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: &self})
 		return
 	}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -10,7 +11,8 @@ import (
 )
 
 // admitted reports whether the meta state lets this node run replicas: its
-// node record, if any, has this data dir's incarnation, and the cluster id
+// node record, if any, is not removed and has this data dir's
+// incarnation, and the cluster id
 // is the data dir's. It records the cluster id in the data dir when the
 // data dir has none yet. The broker checked both with its peers before
 // starting; this catches what no peer could answer then. A refused node
@@ -21,6 +23,12 @@ func (h *Host) admitted(st *meta.State) bool {
 		return false
 	}
 	self := st.Nodes[meta.NodeID(h.cfg.NodeID)]
+	if self != nil && self.State == meta.NodeRemoved {
+		h.refuse(fmt.Errorf("%w: node %d was removed from the cluster (shardctl remove-node): a removed node id is never reused; "+
+			"stop this broker, and start the machine on an empty data dir with --join to join as a new node",
+			identity.ErrRemoved, h.cfg.NodeID))
+		return false
+	}
 	if self != nil && self.Incarnation != "" && self.Incarnation != h.cfg.Incarnation {
 		h.refuse(fmt.Errorf("%w: node %d is registered with incarnation %s, but data dir %s holds incarnation %s: "+
 			"this data dir is not the one node %d ran on; restore that data dir, or remove node %d from the cluster and use a new node id",
@@ -66,3 +74,22 @@ func (h *Host) Refusal() error {
 	}
 	return nil
 }
+
+// MetaMembers answers the meta group's membership read linearizably:
+// voters and non-voting members, each node id with its Raft address.
+func (h *Host) MetaMembers(ctx context.Context) (voters, nonVoting map[uint64]string, err error) {
+	m, err := h.membership(ctx, meta.ShardID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("host: meta group membership: %w", err)
+	}
+	return m.Nodes, m.NonVotings, nil
+}
+
+// TransferMetaLeader asks the meta group's leader, this node, to hand its
+// leadership to node to; it answers once the request is queued.
+func (h *Host) TransferMetaLeader(to uint64) error {
+	return h.nh.RequestLeaderTransfer(meta.ShardID, to)
+}
+
+// NodeID is this broker's node id.
+func (h *Host) NodeID() uint64 { return h.cfg.NodeID }

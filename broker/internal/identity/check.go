@@ -10,6 +10,8 @@ type Peer struct {
 	// Known maps each registered node to its incarnation (empty for
 	// records made before incarnations).
 	Known map[uint64]string
+	// Removed holds the registered nodes whose state is removed.
+	Removed map[uint64]bool
 }
 
 // Local is what a starting broker knows about itself.
@@ -28,7 +30,8 @@ type Local struct {
 //   - a data dir whose identity names another cluster than a peer's
 //     (ErrMismatch);
 //   - an empty data dir for a node id a peer knows, and a data dir of
-//     another incarnation than the one a peer knows (ErrUnsafeRejoin).
+//     another incarnation than the one a peer knows (ErrUnsafeRejoin);
+//   - a node id a peer knows as removed (ErrRemoved).
 //
 // A data dir with data and no identity predates identity files and is
 // accepted. Peers that did not answer cannot refuse anything: the meta
@@ -43,6 +46,10 @@ func Check(l Local, peers []Peer) error {
 	for _, p := range peers {
 		inc, known := p.Known[l.NodeID]
 		switch {
+		case known && p.Removed[l.NodeID]:
+			return fmt.Errorf("%w: node %d was removed from the cluster (peer node %d at %s knows it as removed); "+
+				"a removed node id is never reused: start this machine on an empty data dir with --join to join as a new node",
+				ErrRemoved, l.NodeID, p.NodeID, p.Addr)
 		case id != nil && id.ClusterID != "" && p.ClusterID != "" && id.ClusterID != p.ClusterID:
 			return fmt.Errorf("%w: data dir %s belongs to cluster %s, but peer node %d at %s is in cluster %s: "+
 				"point data_dir at this node's data for cluster %s, or initial_members at the cluster of this data dir",

@@ -34,6 +34,9 @@ var (
 	// ErrUnsafeRejoin: the node is a known member, but this data dir is not
 	// the one it ran on (empty, or another incarnation).
 	ErrUnsafeRejoin = errors.New("identity: unsafe rejoin")
+	// ErrRemoved: the node id was removed from the cluster; a removed id
+	// never comes back.
+	ErrRemoved = errors.New("identity: node removed from the cluster")
 )
 
 // Identity is what a data dir says about the node it belongs to.

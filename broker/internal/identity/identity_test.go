@@ -91,6 +91,11 @@ func TestCheck(t *testing.T) {
 			name: "an old copy of the data dir", local: Local{NodeID: 3, DataDir: "/d/3", Identity: mine, HasData: true}, peers: []Peer{peerKnows("bbbb", "c1")},
 			want: ErrUnsafeRejoin, mention: []string{"incarnation bbbb", "holds incarnation aaaa"},
 		},
+		{
+			name: "a removed node comes back", local: Local{NodeID: 3, DataDir: "/d/3", Identity: mine, HasData: true},
+			peers: []Peer{{NodeID: 1, Addr: "127.0.0.1:1", ClusterID: "c1", Known: map[uint64]string{3: "aaaa"}, Removed: map[uint64]bool{3: true}}},
+			want:  ErrRemoved, mention: []string{"node 3 was removed", "never reused", "--join"},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -152,7 +153,7 @@ func TestGroupChangesRunAsOperations(t *testing.T) {
 	if err != nil || len(groups.GetGroups()) != 1 {
 		t.Fatalf("ListGroups() = %v, %v, want only default", groups, err)
 	}
-	ops, err := NewCluster(s.host, s.opts).ListOperations(ctx, &sundialv1.ListOperationsRequest{})
+	ops, err := NewCluster(s.host, s.opts, zap.NewNop()).ListOperations(ctx, &sundialv1.ListOperationsRequest{})
 	if err != nil || len(ops.GetOperations()) != 2 {
 		t.Fatalf("ListOperations() = %v, %v, want the create-group and the delete-group", ops, err)
 	}

@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 
+	"go.uber.org/zap"
+
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/meta"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -14,11 +16,12 @@ type Cluster struct {
 	sundialv1.UnimplementedClusterServer
 	host *host.Host
 	opts Options
+	log  *zap.Logger
 }
 
 // NewCluster returns the Cluster service.
-func NewCluster(h *host.Host, opts Options) *Cluster {
-	return &Cluster{host: h, opts: opts}
+func NewCluster(h *host.Host, opts Options, log *zap.Logger) *Cluster {
+	return &Cluster{host: h, opts: opts, log: log.Named("cluster")}
 }
 
 // WatchRouting sends the routing table now and after every change.

@@ -18,9 +18,10 @@ import (
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
-// forwardedKey marks a JoinCluster call forwarded by a broker to the meta
-// leader it knows; the receiver answers NotLeader instead of forwarding
-// again, so a stale view never makes a loop.
+// forwardedKey marks a JoinCluster, DrainNode or RemoveNode call
+// forwarded by a broker to the meta leader it knows; the receiver answers
+// NotLeader instead of forwarding again, so a stale view never makes a
+// loop.
 const forwardedKey = "sundial-join-forwarded"
 
 // JoinCluster registers a new broker (host.Join). A broker that does not

@@ -269,6 +269,8 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			leaf(addNodeCommand(plain(runAddNode))),
 			leaf(rebalanceCommand(plain(runRebalance))),
 			leaf(operationsCommand(plain(runOperations))),
+			leaf(drainNodeCommand(plain(runDrainNode))),
+			leaf(removeNodeCommand(plain(runRemoveNode))),
 		},
 	}
 }

@@ -5089,6 +5089,257 @@ func (x *TransferLeaderResponse) GetToNodeId() uint64 {
 	return 0
 }
 
+type DrainNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the node to drain; required.
+	NodeId        uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *DrainNodeRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+type DrainNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the node's record after the call (state draining).
+	Node *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// operations are the operations this call submitted (none when every
+	// shard the node holds is busy with another operation, or nothing is
+	// left to move).
+	Operations []*Operation `protobuf:"bytes,2,rep,name=operations,proto3" json:"operations,omitempty"`
+	// remaining_replicas and remaining_leaders are what the node still
+	// holds and leads; the drain is done when both are 0 and no operation
+	// names the node.
+	RemainingReplicas uint32 `protobuf:"varint,3,opt,name=remaining_replicas,json=remainingReplicas,proto3" json:"remaining_replicas,omitempty"`
+	RemainingLeaders  uint32 `protobuf:"varint,4,opt,name=remaining_leaders,json=remainingLeaders,proto3" json:"remaining_leaders,omitempty"`
+	// pending_operations counts the unfinished operations that name the
+	// node (this call's included).
+	PendingOperations uint32 `protobuf:"varint,5,opt,name=pending_operations,json=pendingOperations,proto3" json:"pending_operations,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse) Reset() {
+	*x = DrainNodeResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse) ProtoMessage() {}
+
+func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *DrainNodeResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *DrainNodeResponse) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *DrainNodeResponse) GetRemainingReplicas() uint32 {
+	if x != nil {
+		return x.RemainingReplicas
+	}
+	return 0
+}
+
+func (x *DrainNodeResponse) GetRemainingLeaders() uint32 {
+	if x != nil {
+		return x.RemainingLeaders
+	}
+	return 0
+}
+
+func (x *DrainNodeResponse) GetPendingOperations() uint32 {
+	if x != nil {
+		return x.PendingOperations
+	}
+	return 0
+}
+
+type RemoveNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the node to remove; required.
+	NodeId uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// force removes a node that is not drained, only when it is dead or
+	// does not answer.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *RemoveNodeRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *RemoveNodeRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type RemoveNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the node's record after the call (state removed).
+	Node *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// promoted_meta_voter is the node promoted to meta voter in place of
+	// the removed one, 0 when none was (the removed node was no voter, or
+	// no non-voting member could replace it).
+	PromotedMetaVoter uint64 `protobuf:"varint,2,opt,name=promoted_meta_voter,json=promotedMetaVoter,proto3" json:"promoted_meta_voter,omitempty"`
+	// left_meta_group is set when the node's meta replica was deleted from
+	// the meta group's membership.
+	LeftMetaGroup bool `protobuf:"varint,3,opt,name=left_meta_group,json=leftMetaGroup,proto3" json:"left_meta_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *RemoveNodeResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *RemoveNodeResponse) GetPromotedMetaVoter() uint64 {
+	if x != nil {
+		return x.PromotedMetaVoter
+	}
+	return 0
+}
+
+func (x *RemoveNodeResponse) GetLeftMetaGroup() bool {
+	if x != nil {
+		return x.LeftMetaGroup
+	}
+	return false
+}
+
 var File_sundial_v1_sundial_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_sundial_proto_rawDesc = "" +
@@ -5465,7 +5716,24 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
 	"fromNodeId\x12\x1c\n" +
 	"\n" +
-	"to_node_id\x18\x03 \x01(\x04R\btoNodeId*\x92\x01\n" +
+	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\"+\n" +
+	"\x10DrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\"\xfb\x01\n" +
+	"\x11DrainNodeResponse\x12$\n" +
+	"\x04node\x18\x01 \x01(\v2\x10.sundial.v1.NodeR\x04node\x125\n" +
+	"\n" +
+	"operations\x18\x02 \x03(\v2\x15.sundial.v1.OperationR\n" +
+	"operations\x12-\n" +
+	"\x12remaining_replicas\x18\x03 \x01(\rR\x11remainingReplicas\x12+\n" +
+	"\x11remaining_leaders\x18\x04 \x01(\rR\x10remainingLeaders\x12-\n" +
+	"\x12pending_operations\x18\x05 \x01(\rR\x11pendingOperations\"B\n" +
+	"\x11RemoveNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x92\x01\n" +
+	"\x12RemoveNodeResponse\x12$\n" +
+	"\x04node\x18\x01 \x01(\v2\x10.sundial.v1.NodeR\x04node\x12.\n" +
+	"\x13promoted_meta_voter\x18\x02 \x01(\x04R\x11promotedMetaVoter\x12&\n" +
+	"\x0fleft_meta_group\x18\x03 \x01(\bR\rleftMetaGroup*\x92\x01\n" +
 	"\vKeyConflict\x12\x1c\n" +
 	"\x18KEY_CONFLICT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13KEY_CONFLICT_IGNORE\x10\x01\x12\x18\n" +
@@ -5538,7 +5806,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\x12Q\n" +
 	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\x12c\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\xef\x03\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\x86\x05\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12K\n" +
 	"\n" +
@@ -5546,7 +5814,10 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponse\x12H\n" +
 	"\tRebalance\x12\x1c.sundial.v1.RebalanceRequest\x1a\x1d.sundial.v1.RebalanceResponse\x12W\n" +
 	"\x0eListOperations\x12!.sundial.v1.ListOperationsRequest\x1a\".sundial.v1.ListOperationsResponse\x12N\n" +
-	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponseB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
+	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponse\x12H\n" +
+	"\tDrainNode\x12\x1c.sundial.v1.DrainNodeRequest\x1a\x1d.sundial.v1.DrainNodeResponse\x12K\n" +
+	"\n" +
+	"RemoveNode\x12\x1d.sundial.v1.RemoveNodeRequest\x1a\x1e.sundial.v1.RemoveNodeResponseB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_sundial_proto_rawDescOnce sync.Once
@@ -5561,7 +5832,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -5643,18 +5914,22 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*ListShardsResponse)(nil),         // 77: sundial.v1.ListShardsResponse
 	(*TransferLeaderRequest)(nil),      // 78: sundial.v1.TransferLeaderRequest
 	(*TransferLeaderResponse)(nil),     // 79: sundial.v1.TransferLeaderResponse
-	nil,                                // 80: sundial.v1.Message.HeadersEntry
-	nil,                                // 81: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 82: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 83: sundial.v1.MessageInfo.HeadersEntry
-	(*status.Status)(nil),              // 84: google.rpc.Status
+	(*DrainNodeRequest)(nil),           // 80: sundial.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),          // 81: sundial.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),          // 82: sundial.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 83: sundial.v1.RemoveNodeResponse
+	nil,                                // 84: sundial.v1.Message.HeadersEntry
+	nil,                                // 85: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 86: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 87: sundial.v1.MessageInfo.HeadersEntry
+	(*status.Status)(nil),              // 88: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	80, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	84, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	84, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	88, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -5671,8 +5946,8 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	24, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
 	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
-	81, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	84, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	85, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	88, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -5680,14 +5955,14 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	28, // 27: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
 	4,  // 28: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
 	34, // 29: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	82, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	86, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
 	34, // 31: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
 	33, // 32: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
 	35, // 33: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
 	50, // 34: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
 	13, // 35: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
 	5,  // 36: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	83, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	87, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
 	49, // 38: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
 	6,  // 39: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
 	53, // 40: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
@@ -5704,69 +5979,76 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	63, // 51: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
 	75, // 52: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
 	63, // 53: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	9,  // 54: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 55: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 56: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 57: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 58: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 59: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 60: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 61: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 62: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 63: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 64: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 65: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 66: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 67: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 68: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 69: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 70: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 71: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 72: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 73: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 74: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 75: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 76: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	73, // 77: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	76, // 78: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	78, // 79: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	67, // 80: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	69, // 81: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	65, // 82: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	11, // 83: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 84: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 85: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 86: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 87: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 88: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 89: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 90: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 91: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 92: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 93: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 94: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 95: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 96: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 97: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 98: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 99: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 100: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 101: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 102: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 103: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 104: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 105: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	74, // 106: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	77, // 107: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	79, // 108: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	68, // 109: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	70, // 110: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	66, // 111: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	83, // [83:112] is the sub-list for method output_type
-	54, // [54:83] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	62, // 54: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
+	71, // 55: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
+	62, // 56: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
+	9,  // 57: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 58: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 59: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 60: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 61: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 62: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 63: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 64: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 65: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 66: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 67: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 68: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 69: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 70: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 71: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 72: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 73: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 74: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 75: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 76: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 77: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 78: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 79: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	73, // 80: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	76, // 81: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	78, // 82: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	67, // 83: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	69, // 84: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	65, // 85: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	80, // 86: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
+	82, // 87: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
+	11, // 88: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 89: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 90: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 91: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 92: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 93: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 94: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 95: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 96: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 97: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 98: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 99: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 100: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 101: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 102: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 103: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 104: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 105: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 106: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 107: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 108: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 109: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 110: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	74, // 111: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	77, // 112: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	79, // 113: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	68, // 114: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	70, // 115: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	66, // 116: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	81, // 117: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
+	83, // 118: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
+	88, // [88:119] is the sub-list for method output_type
+	57, // [57:88] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -5796,7 +6078,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   75,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -1127,6 +1127,8 @@ const (
 	Cluster_Rebalance_FullMethodName      = "/sundial.v1.Cluster/Rebalance"
 	Cluster_ListOperations_FullMethodName = "/sundial.v1.Cluster/ListOperations"
 	Cluster_JoinCluster_FullMethodName    = "/sundial.v1.Cluster/JoinCluster"
+	Cluster_DrainNode_FullMethodName      = "/sundial.v1.Cluster/DrainNode"
+	Cluster_RemoveNode_FullMethodName     = "/sundial.v1.Cluster/RemoveNode"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -1168,6 +1170,29 @@ type ClusterClient interface {
 	// (cluster_id is another cluster's), Unavailable (the cluster is not
 	// bootstrapped yet).
 	JoinCluster(ctx context.Context, in *JoinClusterRequest, opts ...grpc.CallOption) (*JoinClusterResponse, error)
+	// DrainNode marks a node draining (it receives no replicas) and submits
+	// the plan that moves every replica and leadership off it, answering
+	// the operations submitted. While other operations run it still marks
+	// the node draining and submits moves for the shards they leave free;
+	// the rest are planned by the next DrainNode or Rebalance, so calling
+	// it again until remaining_replicas is 0 finishes the drain (shardctl
+	// drain-node does). Any broker answers (forwarded to the meta leader).
+	// Errors: InvalidArgument (node_id 0), NotFound (unknown node),
+	// FailedPrecondition (the node is removed).
+	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*DrainNodeResponse, error)
+	// RemoveNode removes a drained node for good: its record stays (state
+	// removed) so its id and incarnation are never reused, and it leaves the
+	// meta group. A meta voter is first replaced by a non-voting member
+	// (promoted to voter), so the group keeps its voters. force removes a
+	// node that still holds replicas, for a dead or unreachable node only;
+	// its replicas are re-created by the next rebalance. Any broker answers
+	// (forwarded to the meta leader). Errors: InvalidArgument (node_id 0),
+	// NotFound (unknown node), FailedPrecondition (the node still holds
+	// replicas or operations, is not draining, is a shard's last live
+	// holder, answers while force is set, or its removal would leave the
+	// meta group fewer than 3 voters with nobody to promote, or fewer live
+	// voters than a quorum).
+	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
 }
 
 type clusterClient struct {
@@ -1247,6 +1272,26 @@ func (c *clusterClient) JoinCluster(ctx context.Context, in *JoinClusterRequest,
 	return out, nil
 }
 
+func (c *clusterClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*DrainNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainNodeResponse)
+	err := c.cc.Invoke(ctx, Cluster_DrainNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveNodeResponse)
+	err := c.cc.Invoke(ctx, Cluster_RemoveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1286,6 +1331,29 @@ type ClusterServer interface {
 	// (cluster_id is another cluster's), Unavailable (the cluster is not
 	// bootstrapped yet).
 	JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error)
+	// DrainNode marks a node draining (it receives no replicas) and submits
+	// the plan that moves every replica and leadership off it, answering
+	// the operations submitted. While other operations run it still marks
+	// the node draining and submits moves for the shards they leave free;
+	// the rest are planned by the next DrainNode or Rebalance, so calling
+	// it again until remaining_replicas is 0 finishes the drain (shardctl
+	// drain-node does). Any broker answers (forwarded to the meta leader).
+	// Errors: InvalidArgument (node_id 0), NotFound (unknown node),
+	// FailedPrecondition (the node is removed).
+	DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error)
+	// RemoveNode removes a drained node for good: its record stays (state
+	// removed) so its id and incarnation are never reused, and it leaves the
+	// meta group. A meta voter is first replaced by a non-voting member
+	// (promoted to voter), so the group keeps its voters. force removes a
+	// node that still holds replicas, for a dead or unreachable node only;
+	// its replicas are re-created by the next rebalance. Any broker answers
+	// (forwarded to the meta leader). Errors: InvalidArgument (node_id 0),
+	// NotFound (unknown node), FailedPrecondition (the node still holds
+	// replicas or operations, is not draining, is a shard's last live
+	// holder, answers while force is set, or its removal would leave the
+	// meta group fewer than 3 voters with nobody to promote, or fewer live
+	// voters than a quorum).
+	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1313,6 +1381,12 @@ func (UnimplementedClusterServer) ListOperations(context.Context, *ListOperation
 }
 func (UnimplementedClusterServer) JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method JoinCluster not implemented")
+}
+func (UnimplementedClusterServer) DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
+}
+func (UnimplementedClusterServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1436,6 +1510,42 @@ func _Cluster_JoinCluster_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).DrainNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_DrainNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).DrainNode(ctx, req.(*DrainNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).RemoveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_RemoveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).RemoveNode(ctx, req.(*RemoveNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1462,6 +1572,14 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "JoinCluster",
 			Handler:    _Cluster_JoinCluster_Handler,
+		},
+		{
+			MethodName: "DrainNode",
+			Handler:    _Cluster_DrainNode_Handler,
+		},
+		{
+			MethodName: "RemoveNode",
+			Handler:    _Cluster_RemoveNode_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,503 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"go.uber.org/zap"
+
+	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/meta/rebalance"
+	"github.com/sundialmq/sundial/proto/apierr"
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/validate"
+)
+
+// DrainNode marks a node draining and submits the plan that moves its
+// replicas and leaderships off (rebalance.Plan plans drain moves off
+// draining nodes, around the operations already unfinished: a shard busy
+// with another operation is planned by a later call). It is idempotent:
+// calling it again until nothing remains carries the drain on. Served on
+// the meta leader; any other broker forwards it (see forwardMeta).
+func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest) (*sundialv1.DrainNodeResponse, error) {
+	if bad := validate.DrainNode(req); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	if addr, err := c.metaLeaderElsewhere(ctx); err != nil || addr != "" {
+		if err != nil {
+			return nil, err
+		}
+		return forwardMeta(ctx, addr, func(ctx context.Context, cl sundialv1.ClusterClient) (*sundialv1.DrainNodeResponse, error) {
+			return cl.DrainNode(ctx, req)
+		})
+	}
+	id := meta.NodeID(req.GetNodeId())
+	code, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetNodeState, NodeID: id, NodeState: meta.NodeDraining})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	st, err := c.host.ReadMeta(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	switch code {
+	case meta.ResultOK, meta.ResultNoop:
+	case meta.ResultNotFound:
+		return nil, unknownNode(id)
+	default:
+		return nil, apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id",
+			Description: fmt.Sprintf("node %d is %s and cannot be drained", id, st.Nodes[id].State)})
+	}
+	if code == meta.ResultOK {
+		c.log.Info("node draining", zap.Uint64("node_id", uint64(id)))
+	}
+	resp := &sundialv1.DrainNodeResponse{}
+	if h := st.HoldingsOf(id); len(h.Shards) > 0 {
+		plan := rebalance.Plan(st, c.leaders(), rebalance.Options{Timeouts: c.opts.StepTimeouts})
+		if len(plan) > 0 {
+			code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: plan})
+			if err != nil {
+				return nil, toStatus(err)
+			}
+			if st, err = c.host.ReadMeta(ctx); err != nil {
+				return nil, toStatus(err)
+			}
+			stored := storedIDs(code, data)
+			if len(stored) > 0 {
+				c.log.Info("drain operations submitted", zap.Uint64("node_id", uint64(id)), zap.Int("operations", len(stored)))
+			}
+			for _, opID := range stored {
+				if op := st.Operations[opID]; op != nil {
+					resp.Operations = append(resp.Operations, operationProto(op))
+				}
+			}
+		}
+	}
+	h := st.HoldingsOf(id)
+	resp.Node = nodeProto(st.Nodes[id])
+	resp.RemainingReplicas = uint32(len(h.Shards))     //nolint:gosec // shard counts are small
+	resp.PendingOperations = uint32(len(h.Operations)) //nolint:gosec // operation counts are small
+	resp.RemainingLeaders = uint32(c.leadsCount(id))   //nolint:gosec // shard counts are small
+	return resp, nil
+}
+
+// RemoveNode removes a node for good (see the RPC's contract in
+// sundial.proto). On the meta leader it checks, in order: the node is
+// known; with force, that it is dead or does not answer; without force,
+// that it is drained (the meta state machine checks holdings again when
+// it applies the removal, so no move can land in between); that removing
+// its meta vote keeps the group safe, promoting a non-voting member to
+// voter first when one can replace it. It then records the removal and
+// deletes the node's meta replica. A retried call on a removed node only
+// finishes the meta membership change.
+func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeRequest) (*sundialv1.RemoveNodeResponse, error) {
+	if bad := validate.RemoveNode(req); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	forward := func(addr string) (*sundialv1.RemoveNodeResponse, error) {
+		return forwardMeta(ctx, addr, func(ctx context.Context, cl sundialv1.ClusterClient) (*sundialv1.RemoveNodeResponse, error) {
+			return cl.RemoveNode(ctx, req)
+		})
+	}
+	if addr, err := c.metaLeaderElsewhere(ctx); err != nil || addr != "" {
+		if err != nil {
+			return nil, err
+		}
+		return forward(addr)
+	}
+	id, force := meta.NodeID(req.GetNodeId()), req.GetForce()
+	st, err := c.host.ReadMeta(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	n := st.Nodes[id]
+	if n == nil {
+		return nil, unknownNode(id)
+	}
+	resp := &sundialv1.RemoveNodeResponse{}
+	if n.State != meta.NodeRemoved {
+		if err := c.removable(ctx, st, n, force); err != nil {
+			return nil, err
+		}
+		voters, nonVoting, err := c.host.MetaMembers(ctx)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if uint64(id) == c.host.NodeID() {
+			// This broker leads the meta group and is to leave it: it
+			// would stop its meta replica once it applies its removal.
+			// Hand the lead to another voter, which removes this node.
+			addr, err := c.handOffMeta(ctx, st, voters, id)
+			if err != nil {
+				return nil, err
+			}
+			return forward(addr)
+		}
+		if _, voter := voters[uint64(id)]; voter {
+			promoted, err := c.replaceVoter(ctx, st, id, voters, nonVoting, force)
+			if err != nil {
+				return nil, err
+			}
+			resp.PromotedMetaVoter = promoted
+		}
+		code, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetNodeState, NodeID: id, NodeState: meta.NodeRemoved, Force: force})
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if st, err = c.host.ReadMeta(ctx); err != nil {
+			return nil, toStatus(err)
+		}
+		switch code {
+		case meta.ResultOK, meta.ResultNoop:
+		case meta.ResultHoldsReplicas:
+			return nil, holdsError(st, id, c.leadsCount(id), force)
+		default:
+			return nil, notDrainedError(id, st.Nodes[id].State)
+		}
+		if code == meta.ResultOK {
+			c.log.Info("node removed", zap.Uint64("node_id", uint64(id)), zap.Bool("force", force),
+				zap.Uint64("promoted_meta_voter", resp.PromotedMetaVoter))
+		}
+	}
+	voters, nonVoting, err := c.host.MetaMembers(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	_, voter := voters[uint64(id)]
+	_, other := nonVoting[uint64(id)]
+	if uint64(id) == c.host.NodeID() {
+		addr, err := c.handOffMeta(ctx, st, voters, id)
+		if err != nil {
+			return nil, err
+		}
+		return forward(addr)
+	}
+	if voter || other {
+		if err := c.host.RemoveReplica(ctx, meta.ShardID, uint64(id)); err != nil {
+			return nil, toStatus(fmt.Errorf("delete node %d's meta replica: %w", id, err))
+		}
+		resp.LeftMetaGroup = true
+		c.log.Info("node left the meta group", zap.Uint64("node_id", uint64(id)), zap.Bool("was_voter", voter))
+	}
+	if st, err = c.host.ReadMeta(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	resp.Node = nodeProto(st.Nodes[id])
+	return resp, nil
+}
+
+// removable checks that n may be removed now: a forced removal is for a
+// node that is dead or does not answer; else the node must be drained
+// (draining or dead, holding nothing).
+func (c *Cluster) removable(ctx context.Context, st *meta.State, n *meta.Node, force bool) error {
+	if force {
+		if n.State != meta.NodeDead && c.live(ctx, n) {
+			return apierr.FailedPrecondition(apierr.FieldViolation{Field: "force", Description: fmt.Sprintf(
+				"node %d at %s answers: --force is only for a dead or unreachable node; run shardctl drain-node %d, then shardctl remove-node %d",
+				n.ID, n.GRPCAddr, n.ID, n.ID)})
+		}
+		if h := st.HoldingsOf(n.ID); len(h.LastHolder) > 0 {
+			return holdsError(st, n.ID, 0, true)
+		}
+		return nil
+	}
+	if n.State != meta.NodeDraining && n.State != meta.NodeDead {
+		return notDrainedError(n.ID, n.State)
+	}
+	if h := st.HoldingsOf(n.ID); !h.Empty() {
+		return holdsError(st, n.ID, c.leadsCount(n.ID), false)
+	}
+	return nil
+}
+
+// replaceVoter keeps the meta group safe when voter id leaves it, as
+// voterReplacement decides: it promotes the non-voting member chosen and
+// records it as a meta voter, answering its id (0: nobody promoted).
+func (c *Cluster) replaceVoter(ctx context.Context, st *meta.State, id meta.NodeID, voters, nonVoting map[uint64]string, force bool) (uint64, error) {
+	live := func(n *meta.Node) bool { return c.live(ctx, n) }
+	cand, err := voterReplacement(st, id, voters, nonVoting, live, force)
+	if err != nil || cand == 0 {
+		return 0, err
+	}
+	if err := c.host.Promote(ctx, meta.ShardID, cand, nonVoting[cand]); err != nil {
+		return 0, toStatus(fmt.Errorf("promote node %d to meta voter: %w", cand, err))
+	}
+	if _, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetMetaVoter, NodeID: meta.NodeID(cand), MetaVoter: true}); err != nil {
+		return 0, toStatus(err)
+	}
+	c.log.Info("meta voter promoted", zap.Uint64("node_id", cand), zap.Uint64("replaces_node_id", uint64(id)))
+	return cand, nil
+}
+
+// ReplaceDeadVoter promotes an active, answering non-voting member of the
+// meta group to voter in place of id, a meta voter the healer declared
+// dead, so the meta group keeps three live voters. The dead voter stays a
+// member until it is removed (shardctl remove-node --force), which takes
+// it out of the meta group. With nobody to promote it logs and does
+// nothing: the group runs on its live voters. The healer calls it on the
+// meta leader.
+func (c *Cluster) ReplaceDeadVoter(ctx context.Context, id meta.NodeID) {
+	log := c.log.With(zap.Uint64("dead_node_id", uint64(id)))
+	st, err := c.host.ReadMeta(ctx)
+	if err != nil {
+		log.Warn("replace dead meta voter: read meta", zap.Error(err))
+		return
+	}
+	voters, nonVoting, err := c.host.MetaMembers(ctx)
+	if err != nil {
+		log.Warn("replace dead meta voter: read meta membership", zap.Error(err))
+		return
+	}
+	promoted, err := c.replaceVoter(ctx, st, id, voters, nonVoting, true)
+	switch {
+	case err != nil:
+		log.Warn("replace dead meta voter", zap.Error(err))
+	case promoted == 0:
+		log.Warn("dead meta voter not replaced: no active non-voting member answers; join a broker, then remove the dead one")
+	}
+}
+
+// voterReplacement decides how voter id leaves the meta group (voters
+// and nonVoting are its membership, node id → Raft address): it answers
+// the non-voting member to promote in its place, the lowest id that is
+// active and live. With nobody to promote it answers 0, or refuses a
+// removal that leaves fewer than 3 voters unless force, and always one
+// that leaves fewer live voters than a quorum of the voters left. It is
+// pure but for live.
+func voterReplacement(st *meta.State, id meta.NodeID, voters, nonVoting map[uint64]string, live func(*meta.Node) bool, force bool) (uint64, error) {
+	for _, cand := range sortedKeys(nonVoting) {
+		if n := st.Nodes[meta.NodeID(cand)]; n != nil && n.State == meta.NodeActive && live(n) {
+			return cand, nil
+		}
+	}
+	left, alive := 0, 0
+	for _, v := range sortedKeys(voters) {
+		if v == uint64(id) {
+			continue
+		}
+		left++
+		if n := st.Nodes[meta.NodeID(v)]; n != nil && n.State != meta.NodeDead && live(n) {
+			alive++
+		}
+	}
+	if left < 3 && !force {
+		return 0, apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf(
+			"node %d is a meta voter: removing it would leave %d meta voters and no active non-voting member answers to replace it; "+
+				"join another broker first (shardctl add-node, or sundial-broker --join), then remove node %d", id, left, id)})
+	}
+	if alive < left/2+1 {
+		return 0, apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf(
+			"removing meta voter %d would leave %d meta voters of which only %d answer, fewer than a quorum (%d): bring a voter back first",
+			id, left, alive, left/2+1)})
+	}
+	return 0, nil
+}
+
+// handOffMeta moves the meta group's leadership from this node (id,
+// leaving the group) to another voter and answers the new leader's gRPC
+// address once it leads.
+func (c *Cluster) handOffMeta(ctx context.Context, st *meta.State, voters map[uint64]string, id meta.NodeID) (string, error) {
+	var to uint64
+	for _, v := range sortedKeys(voters) {
+		if n := st.Nodes[meta.NodeID(v)]; v != uint64(id) && n != nil && n.State == meta.NodeActive && c.live(ctx, n) {
+			to = v
+			break
+		}
+	}
+	if to == 0 {
+		return "", status.Errorf(codes.FailedPrecondition, "node %d leads the meta group and no other active voter can take over", id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var asked time.Time
+	for {
+		if leader := c.host.MetaLeader(); leader != 0 && leader != uint64(id) {
+			if n := st.Nodes[meta.NodeID(leader)]; n != nil {
+				return n.GRPCAddr, nil
+			}
+		}
+		if c.host.MetaLeader() == uint64(id) && time.Since(asked) > 5*time.Second {
+			asked = time.Now()
+			c.log.Info("meta leadership handed off before removal", zap.Uint64("node_id", uint64(id)), zap.Uint64("to_node_id", to))
+			if err := c.host.TransferMetaLeader(to); err != nil {
+				return "", toStatus(fmt.Errorf("hand the meta group's leadership to node %d: %w", to, err))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", status.Errorf(codes.Unavailable, "node %d leads the meta group and did not hand its leadership to node %d in time; retry", id, to)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// live says n is this broker or answers.
+func (c *Cluster) live(ctx context.Context, n *meta.Node) bool {
+	return uint64(n.ID) == c.host.NodeID() || answers(ctx, n.GRPCAddr, n.ID)
+}
+
+// answersTimeout bounds the Identify call that tells a live node from an
+// unreachable one.
+const answersTimeout = 2 * time.Second
+
+// answers says the broker at addr answers Identify as node id.
+func answers(ctx context.Context, addr string, id meta.NodeID) bool {
+	if addr == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, answersTimeout)
+	defer cancel()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	resp, err := brokerv1.NewPeerClient(conn).Identify(ctx, &brokerv1.IdentifyRequest{})
+	return err == nil && resp.GetNodeId() == uint64(id)
+}
+
+// leaders maps each shard to its leader's node as this broker knows it.
+func (c *Cluster) leaders() map[meta.EventShardID]meta.NodeID {
+	out := map[meta.EventShardID]meta.NodeID{}
+	for id, n := range c.host.ShardLeaders() {
+		if n != 0 {
+			out[meta.EventShardID(id)] = meta.NodeID(n)
+		}
+	}
+	return out
+}
+
+// leadsCount is the number of shards node id leads, as this broker knows.
+func (c *Cluster) leadsCount(id meta.NodeID) int {
+	n := 0
+	for _, l := range c.host.ShardLeaders() {
+		if l == uint64(id) {
+			n++
+		}
+	}
+	return n
+}
+
+// metaLeaderElsewhere answers the gRPC address of the meta leader when it
+// is another broker and the call was not forwarded already; empty when
+// this broker leads. A forwarded call that does not land on the leader,
+// or no leader known, answers NotLeader for the meta group, so the caller
+// retries (a stale view never makes a loop).
+func (c *Cluster) metaLeaderElsewhere(ctx context.Context) (string, error) {
+	leader := c.host.MetaLeader()
+	if leader != 0 && leader == c.host.NodeID() {
+		return "", nil
+	}
+	var addr string
+	if n, ok := c.host.Meta().Nodes[meta.NodeID(leader)]; ok && leader != 0 {
+		addr = n.GRPCAddr
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if addr == "" || len(md.Get(forwardedKey)) > 0 {
+		return "", apierr.NotLeader(meta.ShardID, leader, addr)
+	}
+	return addr, nil
+}
+
+// forwardMeta makes call once on the meta leader at addr, marked
+// forwarded.
+func forwardMeta[T any](ctx context.Context, addr string, call func(context.Context, sundialv1.ClusterClient) (T, error)) (T, error) {
+	var zero T
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return zero, toStatus(fmt.Errorf("forward to the meta leader at %s: %w", addr, err))
+	}
+	defer conn.Close()
+	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+	return call(ctx, sundialv1.NewClusterClient(conn))
+}
+
+func unknownNode(id meta.NodeID) error {
+	return status.Errorf(codes.NotFound, "node %d is not a member of the cluster", id)
+}
+
+func notDrainedError(id meta.NodeID, state meta.NodeState) error {
+	if state == meta.NodeRemoved {
+		return apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf("node %d is removed", id)})
+	}
+	return apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf(
+		"node %d is %s, not drained: run shardctl drain-node %d first", id, state, id)})
+}
+
+// holdsError says what still lives on node id: the replicas (with their
+// shards), the leaderships, the unfinished operations, and with force the
+// shards it is the last live holder of.
+func holdsError(st *meta.State, id meta.NodeID, leads int, force bool) error {
+	h := st.HoldingsOf(id)
+	var desc string
+	switch {
+	case force || len(h.LastHolder) > 0 && len(h.LastHolder) == len(h.Shards):
+		desc = fmt.Sprintf("node %d holds the last live replica of %s (shards %s): removing it would lose them; "+
+			"bring back a node holding them or restore them first", id, plural(len(h.LastHolder), "shard"), shardList(h.LastHolder))
+	case len(h.Shards) > 0:
+		desc = fmt.Sprintf("node %d still holds %s (shards %s)", id, plural(len(h.Shards), "replica"), shardList(h.Shards))
+		if leads > 0 {
+			desc += fmt.Sprintf(" and leads %s", plural(leads, "shard"))
+		}
+		desc += fmt.Sprintf(": run shardctl drain-node %d first", id)
+	default:
+		ids := make([]string, len(h.Operations))
+		for i, op := range h.Operations {
+			ids[i] = fmt.Sprint(op)
+		}
+		desc = fmt.Sprintf("node %d is named by %s still unfinished (%s): wait for them (shardctl operations), then remove it",
+			id, plural(len(h.Operations), "operation"), strings.Join(ids, ", "))
+	}
+	return apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: desc})
+}
+
+func shardList(ids []meta.EventShardID) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ", ")
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func sortedKeys(m map[uint64]string) []uint64 {
+	ids := make([]uint64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func nodeProto(n *meta.Node) *sundialv1.Node {
+	if n == nil {
+		return nil
+	}
+	return &sundialv1.Node{NodeId: uint64(n.ID), GrpcAddr: n.GRPCAddr, RaftAddr: n.RaftAddr, State: nodeState(n.State), MetaVoter: n.MetaVoter}
+}
+
+// storedIDs decodes submit_operations' answer: the ids it stored.
+func storedIDs(code uint64, data []byte) []meta.OperationID {
+	var ids []meta.OperationID
+	if code == meta.ResultOK {
+		_ = json.Unmarshal(data, &ids) // the state machine's own encoding
+	}
+	return ids
+}
