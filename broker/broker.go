@@ -42,6 +42,7 @@ type Server struct {
 
 	host     *host.Host
 	operator *operator.Executor
+	moves    *moveHost // the executor's host; its peer connections close after it
 	grpc     *grpc.Server
 	health   *health.Server
 	lis      net.Listener
@@ -163,7 +164,8 @@ func (s *Server) Start(ctx context.Context) error {
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
 	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, opts))
-	s.operator = operator.New(h, s.cfg.NodeID, operator.Config{MaxRunning: s.cfg.Operations.MaxRunning}, s.log, s.reg)
+	s.moves = newMoveHost(h, s.cfg.NodeID, s.log, s.reg)
+	s.operator = operator.New(s.moves, s.cfg.NodeID, operator.Config{MaxRunning: s.cfg.Operations.MaxRunning}, s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
 	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID))
 	s.health = health.NewServer()
@@ -286,6 +288,7 @@ func (s *Server) Stop() {
 		s.wg.Wait()
 		if s.operator != nil {
 			s.operator.Stop()
+			s.moves.close()
 		}
 		if s.host != nil {
 			s.host.Stop()
