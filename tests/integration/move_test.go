@@ -11,10 +11,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/broker"
 	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/proto/apierr"
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -260,6 +264,27 @@ func TestOperationsOnShardNotOnMetaLeader(t *testing.T) {
 		t.Fatalf("shard %d replicas = %v, want the 2 not on the meta leader %d", shard, on, metaLeader)
 	}
 
+	// The Peer RPCs the executor uses: a broker without a replica of the
+	// shard answers FailedPrecondition naming the shard (the executor asks
+	// the next host), a request missing fields InvalidArgument naming them.
+	peer := peerClient(t, c.Nodes[metaLeader-1].Config.GRPCAddr)
+	pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := peer.ChangeShardMembership(pctx, &brokerv1.ChangeShardMembershipRequest{ShardId: shard,
+		Change: brokerv1.MembershipChange_MEMBERSHIP_CHANGE_DELETE, ReplicaId: 99})
+	if v := apierr.Violations(err); status.Code(err) != codes.FailedPrecondition || len(v) != 1 || v[0].Field != "shard_id" {
+		t.Fatalf("ChangeShardMembership on node %d without a replica of shard %d = %v, want FailedPrecondition on shard_id", metaLeader, shard, err)
+	}
+	_, err = peer.TransferShardLeader(pctx, &brokerv1.TransferShardLeaderRequest{ShardId: shard, ToNodeId: 2})
+	if v := apierr.Violations(err); status.Code(err) != codes.FailedPrecondition || len(v) != 1 || v[0].Field != "shard_id" {
+		t.Fatalf("TransferShardLeader on node %d without a replica of shard %d = %v, want FailedPrecondition on shard_id", metaLeader, shard, err)
+	}
+	_, err = peer.ChangeShardMembership(pctx, &brokerv1.ChangeShardMembershipRequest{ShardId: shard,
+		Change: brokerv1.MembershipChange_MEMBERSHIP_CHANGE_ADD_VOTER, ReplicaId: 99})
+	if v := apierr.Violations(err); status.Code(err) != codes.InvalidArgument || len(v) != 1 || v[0].Field != "raft_addr" {
+		t.Fatalf("ChangeShardMembership(add voter, no raft_addr) = %v, want InvalidArgument on raft_addr", err)
+	}
+
 	// The routing table names the leader among the replicas left once the
 	// brokers' views settle.
 	left := shards(t, cl)[shard]
@@ -295,4 +320,14 @@ func TestOperationsOnShardNotOnMetaLeader(t *testing.T) {
 	if on := shards(t, cl)[shard]; len(on) != 3 || !slices.Contains(on, metaLeader) {
 		t.Fatalf("shard %d replicas = %v, want 3 with node %d", shard, on, metaLeader)
 	}
+}
+
+func peerClient(t *testing.T, addr string) brokerv1.PeerClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return brokerv1.NewPeerClient(conn)
 }
