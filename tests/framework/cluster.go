@@ -66,6 +66,7 @@ type Broker struct {
 	MetricsAddr        string
 	DataDir            string
 	raftFwd, grpcFwd   *Forwarder
+	join               string // --join of a broker added by Join; empty for the initial members
 	proc               *proc.Process
 }
 
@@ -161,11 +162,7 @@ func (c *Cluster) forwarder(b *Broker, kind, listen, target string) (*Forwarder,
 }
 
 func (c *Cluster) startBroker(b *Broker) error {
-	args := []string{"--node-id", strconv.Itoa(b.ID), "--raft-addr", b.RaftAddr, "--raft-listen-addr", b.raftListen,
-		"--grpc-addr", b.grpcListen, "--advertise-addr", b.GRPCAddr, "--metrics-addr", b.MetricsAddr,
-		"--data-dir", b.DataDir, "--initial-members", c.members, "--shards", strconv.Itoa(c.cfg.Shards),
-		"--log-level", c.cfg.LogLevel}
-	p, err := proc.Start(b.Name, c.bin.Broker, c.logPath(b.Name), append(args, c.cfg.BrokerArgs...)...)
+	p, err := proc.Start(b.Name, c.bin.Broker, c.logPath(b.Name), c.brokerArgs(b)...)
 	if err != nil {
 		return err
 	}
