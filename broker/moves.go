@@ -102,8 +102,12 @@ func (m *moveHost) Promote(ctx context.Context, shard, replica uint64, raftAddr 
 		ShardId: shard, Change: brokerv1.MembershipChange_MEMBERSHIP_CHANGE_ADD_VOTER, ReplicaId: replica, RaftAddr: raftAddr})
 }
 
+// RemoveReplica removes this node's own replica through a peer: once the
+// removal applies, the replica here is no longer a member and cannot read
+// the membership to see the change in (Dragonboat drops its reads as
+// not ready until it stops), so a local removal could never confirm.
 func (m *moveHost) RemoveReplica(ctx context.Context, shard, replica uint64) error {
-	if m.h.HostsShard(shard) {
+	if m.h.HostsShard(shard) && !m.own(shard, replica) {
 		return m.h.RemoveReplica(ctx, shard, replica)
 	}
 	return m.change(ctx, "remove-replica", &brokerv1.ChangeShardMembershipRequest{
@@ -122,6 +126,16 @@ func (m *moveHost) TransferLeadership(ctx context.Context, shard, toNode uint64)
 		_, err := c.TransferShardLeader(ctx, &brokerv1.TransferShardLeaderRequest{ShardId: shard, ToNodeId: toNode})
 		return err
 	})
+}
+
+// own reports whether meta places replica of shard on this node.
+func (m *moveHost) own(shard, replica uint64) bool {
+	sh, ok := m.h.Meta().Shards[meta.EventShardID(shard)]
+	if !ok {
+		return false
+	}
+	r, ok := sh.ReplicaOn(meta.NodeID(m.self))
+	return ok && uint64(r.ID) == replica
 }
 
 func (m *moveHost) change(ctx context.Context, call string, req *brokerv1.ChangeShardMembershipRequest) error {
