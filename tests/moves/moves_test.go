@@ -8,11 +8,14 @@ package moves
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -256,7 +259,37 @@ func TestGrowThreeToFiveAndRebalance(t *testing.T) {
 		return err
 	})
 	t.Logf("replicas per node %v, leaders per node %v", replicas, leaders)
+	// Leadership transfers go to each shard's leader, and changes of the
+	// shards the meta leader lost go to their hosts: over the Peer service.
+	if n := peerCalls(c); n == 0 {
+		t.Errorf("no change was made through a peer (sundial_operator_peer_calls_total{result=\"ok\"} = 0)")
+	} else {
+		t.Logf("%d changes made through peers", n)
+	}
 	check(t, w, 2*time.Minute)
+}
+
+// peerCalls sums sundial_operator_peer_calls_total{result="ok"} over the
+// running brokers' /metrics.
+func peerCalls(c *framework.Cluster) int {
+	var n int
+	for _, b := range c.Brokers {
+		resp, err := http.Get("http://" + b.MetricsAddr + "/metrics")
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			if !strings.HasPrefix(line, "sundial_operator_peer_calls_total{") || !strings.Contains(line, `result="ok"`) {
+				continue
+			}
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			n += int(v)
+		}
+	}
+	return n
 }
 
 // metaLeader is the node leading the meta group as the proxy reports it.
@@ -350,7 +383,7 @@ func TestKillMetaLeaderMidRebalance(t *testing.T) {
 	if err := c.Kill(old); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("killed meta leader %d with operations at %v", old, at)
+	t.Logf("killed meta leader %d with operations at %s", old, steps(at))
 	now := metaLeader(t, c, old)
 	t.Logf("node %d leads meta", now)
 	if err := c.Restart(old); err != nil {
@@ -362,7 +395,7 @@ func TestKillMetaLeaderMidRebalance(t *testing.T) {
 	}
 	for id := range ids {
 		if op := byID[id]; op.GetStatus() != "done" {
-			t.Errorf("operation %d after the meta leader's kill = %v, want done (at the kill: %v)", id, op, at[id])
+			t.Errorf("operation %d after the meta leader's kill = %v, want done (at the kill: %s)", id, op, steps(map[uint64]*sundialv1.Operation{id: at[id]}))
 		}
 	}
 	framework.WaitFor(t, 30*time.Second, func() error {
@@ -406,6 +439,7 @@ func TestMoveTargetDiesMidway(t *testing.T) {
 		return nil
 	})
 	for id, op := range ended {
+		t.Logf("operation %d %s of shard %d to node %d: %s: %s", id, op.GetKind(), op.GetShardId(), op.GetToNodeId(), op.GetStatus(), op.GetError())
 		if op.GetStatus() != "rolled-back" || !strings.Contains(op.GetError(), "wait-catch-up") {
 			t.Errorf("operation %d with its target killed = %v, want rolled-back at wait-catch-up", id, op)
 		}
@@ -457,4 +491,19 @@ func placement(t *testing.T, cl sundialv1.ClusterClient) map[uint64][]uint64 {
 		return nil
 	})
 	return out
+}
+
+// steps says where each operation is: id, kind, shard, status, step.
+func steps(ops map[uint64]*sundialv1.Operation) string {
+	ids := slices.Sorted(maps.Keys(ops))
+	var sb strings.Builder
+	for _, id := range ids {
+		op := ops[id]
+		step := "-"
+		if i := int(op.GetCurrentStep()); i < len(op.GetSteps()) {
+			step = op.GetSteps()[i].GetKind()
+		}
+		fmt.Fprintf(&sb, "[%d %s shard %d %s at %d %s] ", id, op.GetKind(), op.GetShardId(), op.GetStatus(), op.GetCurrentStep(), step)
+	}
+	return sb.String()
 }
