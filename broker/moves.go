@@ -164,7 +164,9 @@ func (m *moveHost) viaPeers(ctx context.Context, shard uint64, call string, do f
 				m.calls.WithLabelValues(call, "ok").Inc()
 				m.log.Debug("shard change made by a peer", zap.String("call", call), zap.Uint64("shard_id", shard), zap.Uint64("node_id", uint64(n.ID)))
 				return nil
-			case ctx.Err() == nil && passes(err):
+			case ctx.Err() != nil:
+				return fmt.Errorf("shard %d %s on node %d: %w (%w)", shard, call, n.ID, ctx.Err(), err)
+			case passes(err):
 				m.calls.WithLabelValues(call, "passed").Inc()
 				last = fmt.Errorf("node %d: %w", n.ID, err)
 			default:
