@@ -44,6 +44,7 @@ type Server struct {
 	operator *operator.Executor
 	healer   *operator.Healer
 	prober   *operator.PeerProber
+	moves    *moveHost // the executor's host; its peer connections close after it
 	grpc     *grpc.Server
 	health   *health.Server
 	lis      net.Listener
@@ -166,7 +167,8 @@ func (s *Server) Start(ctx context.Context) error {
 	sundialv1.RegisterAdminServer(s.grpc, admin)
 	cluster := service.NewCluster(h, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
-	s.operator = operator.New(h, s.cfg.NodeID, operator.Config{MaxRunning: s.cfg.Operations.MaxRunning}, s.log, s.reg)
+	s.moves = newMoveHost(h, s.cfg.NodeID, s.log, s.reg)
+	s.operator = operator.New(s.moves, s.cfg.NodeID, operator.Config{MaxRunning: s.cfg.Operations.MaxRunning}, s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
 	s.prober = operator.NewPeerProber()
 	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
@@ -299,6 +301,7 @@ func (s *Server) Stop() {
 		}
 		if s.operator != nil {
 			s.operator.Stop()
+			s.moves.close()
 		}
 		if s.host != nil {
 			s.host.Stop()

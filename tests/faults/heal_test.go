@@ -38,7 +38,7 @@ func TestDeadBrokerIsReplaced(t *testing.T) {
 	}
 	t.Setenv("SUNDIAL_DEAD_NODE_TIMEOUT", deadNodeTimeout.String()) // the brokers inherit it
 	c := framework.NewCluster(t, framework.Config{Shards: 2, LogLevel: "warn"})
-	joined, err := c.JoinBroker(2 * time.Minute)
+	joined, err := c.Join(2 * time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestDeadBrokerIsReplaced(t *testing.T) {
 	if info.GetMetaLeaderNodeId() == 0 || victim == 0 {
 		t.Fatalf("meta leader %d: no broker to kill", info.GetMetaLeaderNodeId())
 	}
-	t.Logf("meta leader %d, victim %d, joined %d", info.GetMetaLeaderNodeId(), victim, joined.ID)
+	t.Logf("meta leader %d, victim %d, joined %d", info.GetMetaLeaderNodeId(), victim, joined)
 
 	conn, err := grpc.NewClient(c.ProxyAddrs()[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -162,8 +162,8 @@ func TestDeadBrokerIsReplaced(t *testing.T) {
 	}
 	for _, op := range ops.GetOperations() {
 		if op.GetKind() != "add-replica" || op.GetReason() != "repair" || op.GetFromNodeId() != uint64(victim) ||
-			op.GetToNodeId() != uint64(joined.ID) || op.GetStatus() != "done" {
-			t.Fatalf("operation %v, want a done add-replica repair from node %d to node %d", op, victim, joined.ID)
+			op.GetToNodeId() != uint64(joined) || op.GetStatus() != "done" {
+			t.Fatalf("operation %v, want a done add-replica repair from node %d to node %d", op, victim, joined)
 		}
 	}
 	t.Logf("repaired %v after the kill", healed.Round(100*time.Millisecond))

@@ -66,8 +66,8 @@ type Broker struct {
 	MetricsAddr        string
 	DataDir            string
 	raftFwd, grpcFwd   *Forwarder
+	join               string // --join of a broker added by Join; empty for the initial members
 	proc               *proc.Process
-	joined             bool // started with --join (JoinBroker), not in the initial members
 }
 
 // Proxy is one proxy's addresses and process.
@@ -162,15 +162,7 @@ func (c *Cluster) forwarder(b *Broker, kind, listen, target string) (*Forwarder,
 }
 
 func (c *Cluster) startBroker(b *Broker) error {
-	members := []string{"--initial-members", c.members}
-	if b.joined {
-		members = []string{"--join", c.seeds}
-	}
-	args := append([]string{"--node-id", strconv.Itoa(b.ID), "--raft-addr", b.RaftAddr, "--raft-listen-addr", b.raftListen,
-		"--grpc-addr", b.grpcListen, "--advertise-addr", b.GRPCAddr, "--metrics-addr", b.MetricsAddr,
-		"--data-dir", b.DataDir, "--shards", strconv.Itoa(c.cfg.Shards),
-		"--log-level", c.cfg.LogLevel}, members...)
-	p, err := proc.Start(b.Name, c.bin.Broker, c.logPath(b.Name), append(args, c.cfg.BrokerArgs...)...)
+	p, err := proc.Start(b.Name, c.bin.Broker, c.logPath(b.Name), c.brokerArgs(b)...)
 	if err != nil {
 		return err
 	}

@@ -3,38 +3,62 @@ package framework
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
-// JoinBroker starts one more broker, with the next node id, that joins the
-// running cluster (--join with the initial brokers' gRPC addresses) behind
-// its own forwarders like the others, and waits until it is ready. It
-// holds no replicas until operations place some on it; Kill, Restart,
-// Pause and the partitions work on it by its id (a restart finds its
-// identity in its data dir and skips the join).
-func (c *Cluster) JoinBroker(timeout time.Duration) (*Broker, error) {
+// Join starts one more broker (the next node id) that joins the running
+// cluster with --join through the brokers' gRPC forwarders, and waits
+// until it serves (readiness). Like every broker it is reached through
+// forwarders, so the faults apply to it; Kill and Restart work on it (a
+// restart finds its data and skips the join). It returns the node id.
+func (c *Cluster) Join(timeout time.Duration) (int, error) {
 	c.mu.Lock()
 	id := len(c.Brokers) + 1
+	var seeds []string
+	for _, b := range c.Brokers {
+		seeds = append(seeds, b.GRPCAddr)
+	}
 	c.mu.Unlock()
-	b := &Broker{ID: id, Name: fmt.Sprintf("broker-%d", id), DataDir: filepath.Join(c.dir, fmt.Sprintf("broker-%d", id)), joined: true}
+	b := &Broker{ID: id, Name: fmt.Sprintf("broker-%d", id), DataDir: filepath.Join(c.dir, fmt.Sprintf("broker-%d", id)),
+		join: strings.Join(seeds, ",")}
 	for _, a := range []*string{&b.RaftAddr, &b.GRPCAddr, &b.raftListen, &b.grpcListen, &b.MetricsAddr} {
 		*a = MustFreeAddr(c.t)
 	}
 	var err error
 	if b.raftFwd, err = c.forwarder(b, "raft", b.RaftAddr, b.raftListen); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if b.grpcFwd, err = c.forwarder(b, "grpc", b.GRPCAddr, b.grpcListen); err != nil {
-		return nil, err
+		b.raftFwd.Close()
+		return 0, err
 	}
 	c.mu.Lock()
 	c.Brokers = append(c.Brokers, b)
 	c.mu.Unlock()
 	if err := c.startBroker(b); err != nil {
-		return nil, err
+		return 0, err
 	}
-	if err := c.pollProc(time.Now().Add(timeout), b.proc, "http://"+b.MetricsAddr); err != nil {
-		return nil, fmt.Errorf("%s: %w", b.Name, err)
+	c.mu.Lock()
+	p := b.proc
+	c.mu.Unlock()
+	if err := c.pollProc(time.Now().Add(timeout), p, "http://"+b.MetricsAddr); err != nil {
+		return 0, fmt.Errorf("%s: %w", b.Name, err)
 	}
-	return b, nil
+	return id, nil
+}
+
+// brokerArgs are the flags broker b starts with: --join for a broker
+// added by Join, the initial members for the others.
+func (c *Cluster) brokerArgs(b *Broker) []string {
+	args := []string{"--node-id", strconv.Itoa(b.ID), "--raft-addr", b.RaftAddr, "--raft-listen-addr", b.raftListen,
+		"--grpc-addr", b.grpcListen, "--advertise-addr", b.GRPCAddr, "--metrics-addr", b.MetricsAddr,
+		"--data-dir", b.DataDir, "--log-level", c.cfg.LogLevel}
+	if b.join != "" {
+		args = append(args, "--join", b.join)
+	} else {
+		args = append(args, "--initial-members", c.members, "--shards", strconv.Itoa(c.cfg.Shards))
+	}
+	return append(args, c.cfg.BrokerArgs...)
 }

@@ -11,10 +11,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/broker"
 	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/proto/apierr"
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -118,9 +122,8 @@ func TestRebalanceReplicaLeavesAndJoins(t *testing.T) {
 	const shard = meta.FirstEventShard
 	before := shards(t, cl)
 	leader := uint64(c.LeaderOf(shard)) + 1
-	// The executor changes membership through the meta leader's own
-	// replica (docs/operations.md, limits): the node that leaves is neither
-	// the meta leader nor the shard's leader.
+	// The node that leaves is neither the meta leader nor the shard's
+	// leader, so the replica removed is a plain follower.
 	var node uint64
 	Eventually(t, 20*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -231,24 +234,16 @@ func TestRebalanceRollsBackMoveToStoppedBroker(t *testing.T) {
 	}
 }
 
-// A shard the meta leader holds no replica of cannot change membership
-// (the executor proposes through its own replica): a replica added to it
-// ends rolled back at once with the reason, nothing left to undo.
-func TestRebalanceRollsBackAddToShardNotOnMetaLeader(t *testing.T) {
+// The executor changes the membership and leadership of a shard the meta
+// leader holds no replica of through a broker that hosts one (Peer RPCs):
+// with the meta leader's replica removed, a leadership transfer between
+// the two replicas left and an add of a replica back on the meta leader's
+// node are both done, and the shard has its 3 replicas again.
+func TestOperationsOnShardNotOnMetaLeader(t *testing.T) {
 	c := New(t, withTimeouts(60*time.Second))
 	cl := clusterClient(t, c.Proxy.GRPCAddr())
 	const shard = meta.FirstEventShard
-	var metaLeader uint64
-	Eventually(t, 20*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		info, err := c.Admin.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
-		if err != nil || info.GetMetaLeaderNodeId() == 0 {
-			return fmt.Errorf("meta leader not known: %w", err)
-		}
-		metaLeader = info.GetMetaLeaderNodeId()
-		return nil
-	})
+	metaLeader := clusterInfo(t, c).GetMetaLeaderNodeId()
 	if leader := uint64(c.LeaderOf(shard)) + 1; leader == metaLeader {
 		other := metaLeader%3 + 1
 		Eventually(t, 60*time.Second, func() error {
@@ -265,12 +260,74 @@ func TestRebalanceRollsBackAddToShardNotOnMetaLeader(t *testing.T) {
 	if op := waitEnded(t, cl, 90*time.Second)[uint64(ids[0])]; op.GetStatus() != "done" {
 		t.Fatalf("remove = %v, want done", op)
 	}
-	ids = submit(t, c, meta.NewAddReplica(meta.EventShardID(shard), meta.NodeID(metaLeader), 0, "test", timeouts(c)))
-	op := waitEnded(t, cl, 60*time.Second)[uint64(ids[0])]
-	if op.GetStatus() != "rolled-back" || !strings.Contains(op.GetError(), "no replica of the shard") {
-		t.Fatalf("add on the meta leader's node = %v, want rolled-back naming the reason", op)
-	}
 	if on := shards(t, cl)[shard]; len(on) != 2 || slices.Contains(on, metaLeader) {
-		t.Fatalf("shard %d replicas = %v, want the 2 left", shard, on)
+		t.Fatalf("shard %d replicas = %v, want the 2 not on the meta leader %d", shard, on, metaLeader)
 	}
+
+	// The Peer RPCs the executor uses: a broker without a replica of the
+	// shard answers FailedPrecondition naming the shard (the executor asks
+	// the next host), a request missing fields InvalidArgument naming them.
+	peer := peerClient(t, c.Nodes[metaLeader-1].Config.GRPCAddr)
+	pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := peer.ChangeShardMembership(pctx, &brokerv1.ChangeShardMembershipRequest{ShardId: shard,
+		Change: brokerv1.MembershipChange_MEMBERSHIP_CHANGE_DELETE, ReplicaId: 99})
+	if v := apierr.Violations(err); status.Code(err) != codes.FailedPrecondition || len(v) != 1 || v[0].Field != "shard_id" {
+		t.Fatalf("ChangeShardMembership on node %d without a replica of shard %d = %v, want FailedPrecondition on shard_id", metaLeader, shard, err)
+	}
+	_, err = peer.TransferShardLeader(pctx, &brokerv1.TransferShardLeaderRequest{ShardId: shard, ToNodeId: 2})
+	if v := apierr.Violations(err); status.Code(err) != codes.FailedPrecondition || len(v) != 1 || v[0].Field != "shard_id" {
+		t.Fatalf("TransferShardLeader on node %d without a replica of shard %d = %v, want FailedPrecondition on shard_id", metaLeader, shard, err)
+	}
+	_, err = peer.ChangeShardMembership(pctx, &brokerv1.ChangeShardMembershipRequest{ShardId: shard,
+		Change: brokerv1.MembershipChange_MEMBERSHIP_CHANGE_ADD_VOTER, ReplicaId: 99})
+	if v := apierr.Violations(err); status.Code(err) != codes.InvalidArgument || len(v) != 1 || v[0].Field != "raft_addr" {
+		t.Fatalf("ChangeShardMembership(add voter, no raft_addr) = %v, want InvalidArgument on raft_addr", err)
+	}
+
+	// The routing table names the leader among the replicas left once the
+	// brokers' views settle.
+	left := shards(t, cl)[shard]
+	var from, to uint64
+	Eventually(t, 20*time.Second, func() error {
+		from = uint64(c.LeaderOf(shard)) + 1
+		if !slices.Contains(left, from) {
+			return fmt.Errorf("shard %d led by node %d, not one of its replicas %v", shard, from, left)
+		}
+		return nil
+	})
+	for _, n := range left {
+		if n != from {
+			to = n
+		}
+	}
+	ids = submit(t, c, meta.NewTransferLeader(meta.EventShardID(shard), meta.NodeID(from), meta.NodeID(to), "test", timeouts(c)))
+	if op := waitEnded(t, cl, 60*time.Second)[uint64(ids[0])]; op.GetStatus() != "done" {
+		t.Fatalf("transfer of shard %d from node %d to %d, run by the meta leader %d which holds no replica = %v, want done",
+			shard, from, to, metaLeader, op)
+	}
+	Eventually(t, 20*time.Second, func() error {
+		if now := uint64(c.LeaderOf(shard)) + 1; now != to {
+			return fmt.Errorf("shard %d led by node %d after the transfer, want %d", shard, now, to)
+		}
+		return nil
+	})
+
+	ids = submit(t, c, meta.NewAddReplica(meta.EventShardID(shard), meta.NodeID(metaLeader), 0, "test", timeouts(c)))
+	if op := waitEnded(t, cl, 90*time.Second)[uint64(ids[0])]; op.GetStatus() != "done" {
+		t.Fatalf("add of shard %d on the meta leader's node %d, which holds no replica = %v, want done", shard, metaLeader, op)
+	}
+	if on := shards(t, cl)[shard]; len(on) != 3 || !slices.Contains(on, metaLeader) {
+		t.Fatalf("shard %d replicas = %v, want 3 with node %d", shard, on, metaLeader)
+	}
+}
+
+func peerClient(t *testing.T, addr string) brokerv1.PeerClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return brokerv1.NewPeerClient(conn)
 }

@@ -110,8 +110,11 @@ func (h *Host) Promote(ctx context.Context, shard, replica uint64, raftAddr stri
 }
 
 // RemoveReplica deletes replica from shard's membership (voter or not).
-// When replica is this node's own, Dragonboat stops it once the removal
-// applies, so the shard is then not found here: that is the removal done.
+// When replica is this node's own and Dragonboat has stopped it once the
+// removal applied, the shard is not found here: that is the removal done.
+// Until it stops, the removed replica's membership reads are dropped as
+// not ready, so the removal may not confirm here at all: the executor
+// removes its own node's replica through a peer (broker/moves.go).
 func (h *Host) RemoveReplica(ctx context.Context, shard, replica uint64) error {
 	h.mu.RLock()
 	own := h.shards[shard] != nil && h.shards[shard].replicaID == replica

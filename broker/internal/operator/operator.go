@@ -6,6 +6,11 @@
 // resumes each operation at its persisted step; the membership changes are
 // idempotent, so a step that ran but was not recorded runs again safely.
 //
+// The executor asks its Host for the membership and leadership changes;
+// the broker's Host makes them through this node's replica of the shard
+// when it holds one, else through a broker that hosts the shard (its
+// leader first), so the meta leader moves shards it holds no replica of.
+//
 // Two steps are completed by the node they name, not by the executor: a
 // joining replica's host reports wait-catch-up once its replica serves a
 // read index, and the host of a removed replica reports delete-data once
@@ -23,7 +28,6 @@ package operator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -40,21 +44,18 @@ type Host interface {
 	ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error)
 	// MetaLeader is the node leading the meta group, 0 if unknown.
 	MetaLeader() uint64
+	// AddLearner, Promote and RemoveReplica change shard's membership and
+	// are idempotent (a change already in is success). They keep retrying
+	// temporary errors until ctx ends; any other error is a refusal.
 	AddLearner(ctx context.Context, shard, replica uint64, raftAddr string) error
 	Promote(ctx context.Context, shard, replica uint64, raftAddr string) error
 	RemoveReplica(ctx context.Context, shard, replica uint64) error
-	TransferLeadership(shard, toNode uint64) error
+	// TransferLeadership queues a move of shard's leadership to the
+	// replica on toNode; it does not wait for the election.
+	TransferLeadership(ctx context.Context, shard, toNode uint64) error
 	// ShardLeader is the node leading shard, 0 if not known here.
 	ShardLeader(shard uint64) uint64
-	// HostsShard reports whether a replica of shard runs on this node:
-	// membership changes go through it.
-	HostsShard(shard uint64) bool
 }
-
-// ErrNotHosted fails a membership step of a shard the meta leader holds no
-// replica of: Dragonboat changes a shard's membership through a local
-// replica.
-var ErrNotHosted = errors.New("operator: the meta leader holds no replica of the shard, so it cannot change its membership")
 
 // Config tunes the executor.
 type Config struct {
@@ -223,12 +224,6 @@ func (e *Executor) run(ctx context.Context, id meta.OperationID) {
 func (e *Executor) step(ctx context.Context, st *meta.State, op *meta.Operation, step meta.Step) error {
 	shard := uint64(op.Shard)
 	switch step.Kind {
-	case meta.StepAddLearner, meta.StepPromote, meta.StepRemoveReplica:
-		if !e.host.HostsShard(shard) {
-			return fmt.Errorf("%w (shard %d, node %d)", ErrNotHosted, shard, e.self)
-		}
-	}
-	switch step.Kind {
 	case meta.StepAddLearner:
 		n := st.Nodes[step.Node]
 		if n == nil {
@@ -274,7 +269,7 @@ func (e *Executor) transfer(ctx context.Context, op *meta.Operation, step meta.S
 			return nil
 		}
 		if leader != 0 {
-			if err := e.host.TransferLeadership(shard, uint64(step.Node)); err != nil {
+			if err := e.host.TransferLeadership(ctx, shard, uint64(step.Node)); err != nil {
 				return err
 			}
 		}
@@ -304,10 +299,9 @@ func (e *Executor) waitPast(ctx context.Context, id meta.OperationID, index int)
 // rollBack removes the replica the operation added from the membership
 // and ends the operation rolled back.
 func (e *Executor) rollBack(ctx context.Context, st *meta.State, op *meta.Operation, cause error) error {
-	// Nothing to take out when the learner was never added: the first step
-	// failed and the shard is not hosted here, so no proposal went through
-	// this node.
-	if op.NewReplica != 0 && (op.Current > 0 || e.host.HostsShard(uint64(op.Shard))) {
+	// Removing a replica that was never added (the add-learner step failed
+	// before its change committed) is success: RemoveReplica is idempotent.
+	if op.NewReplica != 0 {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := e.host.RemoveReplica(rctx, uint64(op.Shard), uint64(op.NewReplica))
 		cancel()

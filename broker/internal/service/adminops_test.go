@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/operator"
 	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
@@ -38,9 +39,17 @@ func serveShard(t *testing.T, s *Shard) {
 // startExecutor runs the operations executor of the single node.
 func startExecutor(t *testing.T, s *Shard) {
 	t.Helper()
-	e := operator.New(s.host, 1, operator.Config{Poll: 50 * time.Millisecond}, zaptest.NewLogger(t), prometheus.NewRegistry())
+	e := operator.New(localHost{s.host}, 1, operator.Config{Poll: 50 * time.Millisecond}, zaptest.NewLogger(t), prometheus.NewRegistry())
 	e.Start(context.Background())
 	t.Cleanup(e.Stop)
+}
+
+// localHost is the executor's host on a single node, whose shards are all
+// local (the broker's own adapter also reaches other brokers).
+type localHost struct{ *host.Host }
+
+func (h localHost) TransferLeadership(_ context.Context, shard, toNode uint64) error {
+	return h.Host.TransferLeadership(shard, toNode)
 }
 
 // singleNodeWithExecutor is singleNode serving its Shard service over

@@ -2,16 +2,22 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	"github.com/sundialmq/sundial/proto/validate"
 )
 
 // Peer serves brokerv1.Peer: what this broker knows about the cluster, for
-// brokers that start (see package identity).
+// brokers that start (see package identity), and the membership and
+// leadership changes of the shards it hosts, for the executor on the meta
+// leader when that holds no replica of a shard (package operator).
 type Peer struct {
 	brokerv1.UnimplementedPeerServer
 	host *host.Host
@@ -39,4 +45,61 @@ func (p *Peer) Identify(context.Context, *brokerv1.IdentifyRequest) (*brokerv1.I
 // broker serves AddToCluster from the broker package until it is added).
 func (p *Peer) AddToCluster(context.Context, *brokerv1.AddToClusterRequest) (*brokerv1.AddToClusterResponse, error) {
 	return nil, status.Errorf(codes.FailedPrecondition, "broker is node %d of cluster %s already", p.node, p.host.Meta().ClusterID)
+}
+
+// ChangeShardMembership runs one membership change of a hosted shard
+// through its local replica, with the host's idempotent functions (a
+// change already in is success), until it is in or ctx ends.
+func (p *Peer) ChangeShardMembership(ctx context.Context, req *brokerv1.ChangeShardMembershipRequest) (*brokerv1.ChangeShardMembershipResponse, error) {
+	if bad := validate.ChangeShardMembership(req); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	shard := req.GetShardId()
+	if err := p.hosting(shard); err != nil {
+		return nil, err
+	}
+	var err error
+	switch req.GetChange() {
+	case brokerv1.MembershipChange_MEMBERSHIP_CHANGE_ADD_NON_VOTING:
+		err = p.host.AddLearner(ctx, shard, req.GetReplicaId(), req.GetRaftAddr())
+	case brokerv1.MembershipChange_MEMBERSHIP_CHANGE_ADD_VOTER:
+		err = p.host.Promote(ctx, shard, req.GetReplicaId(), req.GetRaftAddr())
+	case brokerv1.MembershipChange_MEMBERSHIP_CHANGE_DELETE:
+		err = p.host.RemoveReplica(ctx, shard, req.GetReplicaId())
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &brokerv1.ChangeShardMembershipResponse{NodeId: p.node}, nil
+}
+
+// TransferShardLeader queues a leadership transfer of a hosted shard
+// (host.TransferLeadership: a leader here first ends its lease).
+func (p *Peer) TransferShardLeader(_ context.Context, req *brokerv1.TransferShardLeaderRequest) (*brokerv1.TransferShardLeaderResponse, error) {
+	if bad := validate.TransferShardLeader(req); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	shard := req.GetShardId()
+	if err := p.hosting(shard); err != nil {
+		return nil, err
+	}
+	leader := p.host.ShardLeader(shard)
+	if err := p.host.TransferLeadership(shard, req.GetToNodeId()); err != nil {
+		if errors.Is(err, host.ErrNoReplicaOnNode) {
+			return nil, apierr.FailedPrecondition(apierr.FieldViolation{Field: "to_node_id", Description: err.Error()})
+		}
+		return nil, toStatus(err)
+	}
+	return &brokerv1.TransferShardLeaderResponse{LeaderNodeId: leader}, nil
+}
+
+// hosting is nil when a replica of shard runs here, else
+// FailedPrecondition naming the shard.
+func (p *Peer) hosting(shard uint64) error {
+	if p.host.HostsShard(shard) {
+		return nil
+	}
+	return apierr.FailedPrecondition(apierr.FieldViolation{
+		Field: "shard_id", Description: fmt.Sprintf("node %d holds no replica of shard %d", p.node, shard),
+	})
 }

@@ -23,6 +23,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// MembershipChange is one Dragonboat config change of a shard.
+type MembershipChange int32
+
+const (
+	MembershipChange_MEMBERSHIP_CHANGE_UNSPECIFIED MembershipChange = 0
+	// Add the replica as a non-voting member (a learner).
+	MembershipChange_MEMBERSHIP_CHANGE_ADD_NON_VOTING MembershipChange = 1
+	// Add the replica as a voter, or promote the learner it is.
+	MembershipChange_MEMBERSHIP_CHANGE_ADD_VOTER MembershipChange = 2
+	// Delete the replica, voter or not.
+	MembershipChange_MEMBERSHIP_CHANGE_DELETE MembershipChange = 3
+)
+
+// Enum value maps for MembershipChange.
+var (
+	MembershipChange_name = map[int32]string{
+		0: "MEMBERSHIP_CHANGE_UNSPECIFIED",
+		1: "MEMBERSHIP_CHANGE_ADD_NON_VOTING",
+		2: "MEMBERSHIP_CHANGE_ADD_VOTER",
+		3: "MEMBERSHIP_CHANGE_DELETE",
+	}
+	MembershipChange_value = map[string]int32{
+		"MEMBERSHIP_CHANGE_UNSPECIFIED":    0,
+		"MEMBERSHIP_CHANGE_ADD_NON_VOTING": 1,
+		"MEMBERSHIP_CHANGE_ADD_VOTER":      2,
+		"MEMBERSHIP_CHANGE_DELETE":         3,
+	}
+)
+
+func (x MembershipChange) Enum() *MembershipChange {
+	p := new(MembershipChange)
+	*p = x
+	return p
+}
+
+func (x MembershipChange) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MembershipChange) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_broker_v1_peer_proto_enumTypes[0].Descriptor()
+}
+
+func (MembershipChange) Type() protoreflect.EnumType {
+	return &file_sundial_broker_v1_peer_proto_enumTypes[0]
+}
+
+func (x MembershipChange) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MembershipChange.Descriptor instead.
+func (MembershipChange) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
 type AddToClusterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// gRPC addresses of brokers of the cluster to join; at least one.
@@ -295,6 +351,218 @@ func (x *KnownNode) GetState() string {
 	return ""
 }
 
+type ChangeShardMembershipRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ShardId   uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Change    MembershipChange       `protobuf:"varint,2,opt,name=change,proto3,enum=sundial.broker.v1.MembershipChange" json:"change,omitempty"`
+	ReplicaId uint64                 `protobuf:"varint,3,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	// The Raft address of the replica's node; required to add.
+	RaftAddr      string `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeShardMembershipRequest) Reset() {
+	*x = ChangeShardMembershipRequest{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeShardMembershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeShardMembershipRequest) ProtoMessage() {}
+
+func (x *ChangeShardMembershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeShardMembershipRequest.ProtoReflect.Descriptor instead.
+func (*ChangeShardMembershipRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ChangeShardMembershipRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ChangeShardMembershipRequest) GetChange() MembershipChange {
+	if x != nil {
+		return x.Change
+	}
+	return MembershipChange_MEMBERSHIP_CHANGE_UNSPECIFIED
+}
+
+func (x *ChangeShardMembershipRequest) GetReplicaId() uint64 {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return 0
+}
+
+func (x *ChangeShardMembershipRequest) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+type ChangeShardMembershipResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node id of the broker that made the change.
+	NodeId        uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeShardMembershipResponse) Reset() {
+	*x = ChangeShardMembershipResponse{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeShardMembershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeShardMembershipResponse) ProtoMessage() {}
+
+func (x *ChangeShardMembershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeShardMembershipResponse.ProtoReflect.Descriptor instead.
+func (*ChangeShardMembershipResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ChangeShardMembershipResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+type TransferShardLeaderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardId       uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	ToNodeId      uint64                 `protobuf:"varint,2,opt,name=to_node_id,json=toNodeId,proto3" json:"to_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferShardLeaderRequest) Reset() {
+	*x = TransferShardLeaderRequest{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferShardLeaderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferShardLeaderRequest) ProtoMessage() {}
+
+func (x *TransferShardLeaderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferShardLeaderRequest.ProtoReflect.Descriptor instead.
+func (*TransferShardLeaderRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TransferShardLeaderRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *TransferShardLeaderRequest) GetToNodeId() uint64 {
+	if x != nil {
+		return x.ToNodeId
+	}
+	return 0
+}
+
+type TransferShardLeaderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node the answering broker saw leading the shard when asked (0:
+	// unknown).
+	LeaderNodeId  uint64 `protobuf:"varint,1,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferShardLeaderResponse) Reset() {
+	*x = TransferShardLeaderResponse{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferShardLeaderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferShardLeaderResponse) ProtoMessage() {}
+
+func (x *TransferShardLeaderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferShardLeaderResponse.ProtoReflect.Descriptor instead.
+func (*TransferShardLeaderResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TransferShardLeaderResponse) GetLeaderNodeId() uint64 {
+	if x != nil {
+		return x.LeaderNodeId
+	}
+	return 0
+}
+
 var File_sundial_broker_v1_peer_proto protoreflect.FileDescriptor
 
 const file_sundial_broker_v1_peer_proto_rawDesc = "" +
@@ -319,10 +587,31 @@ const file_sundial_broker_v1_peer_proto_rawDesc = "" +
 	"\tKnownNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state2\xbc\x01\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\"\xb2\x01\n" +
+	"\x1cChangeShardMembershipRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12;\n" +
+	"\x06change\x18\x02 \x01(\x0e2#.sundial.broker.v1.MembershipChangeR\x06change\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x03 \x01(\x04R\treplicaId\x12\x1b\n" +
+	"\traft_addr\x18\x04 \x01(\tR\braftAddr\"8\n" +
+	"\x1dChangeShardMembershipResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\"U\n" +
+	"\x1aTransferShardLeaderRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1c\n" +
+	"\n" +
+	"to_node_id\x18\x02 \x01(\x04R\btoNodeId\"C\n" +
+	"\x1bTransferShardLeaderResponse\x12$\n" +
+	"\x0eleader_node_id\x18\x01 \x01(\x04R\fleaderNodeId*\x9a\x01\n" +
+	"\x10MembershipChange\x12!\n" +
+	"\x1dMEMBERSHIP_CHANGE_UNSPECIFIED\x10\x00\x12$\n" +
+	" MEMBERSHIP_CHANGE_ADD_NON_VOTING\x10\x01\x12\x1f\n" +
+	"\x1bMEMBERSHIP_CHANGE_ADD_VOTER\x10\x02\x12\x1c\n" +
+	"\x18MEMBERSHIP_CHANGE_DELETE\x10\x032\xae\x03\n" +
 	"\x04Peer\x12S\n" +
 	"\bIdentify\x12\".sundial.broker.v1.IdentifyRequest\x1a#.sundial.broker.v1.IdentifyResponse\x12_\n" +
-	"\fAddToCluster\x12&.sundial.broker.v1.AddToClusterRequest\x1a'.sundial.broker.v1.AddToClusterResponseBCZAgithub.com/sundialmq/sundial/proto/gen/sundial/broker/v1;brokerv1b\x06proto3"
+	"\fAddToCluster\x12&.sundial.broker.v1.AddToClusterRequest\x1a'.sundial.broker.v1.AddToClusterResponse\x12z\n" +
+	"\x15ChangeShardMembership\x12/.sundial.broker.v1.ChangeShardMembershipRequest\x1a0.sundial.broker.v1.ChangeShardMembershipResponse\x12t\n" +
+	"\x13TransferShardLeader\x12-.sundial.broker.v1.TransferShardLeaderRequest\x1a..sundial.broker.v1.TransferShardLeaderResponseBCZAgithub.com/sundialmq/sundial/proto/gen/sundial/broker/v1;brokerv1b\x06proto3"
 
 var (
 	file_sundial_broker_v1_peer_proto_rawDescOnce sync.Once
@@ -336,27 +625,38 @@ func file_sundial_broker_v1_peer_proto_rawDescGZIP() []byte {
 	return file_sundial_broker_v1_peer_proto_rawDescData
 }
 
-var file_sundial_broker_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_sundial_broker_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sundial_broker_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_sundial_broker_v1_peer_proto_goTypes = []any{
-	(*AddToClusterRequest)(nil),  // 0: sundial.broker.v1.AddToClusterRequest
-	(*AddToClusterResponse)(nil), // 1: sundial.broker.v1.AddToClusterResponse
-	(*IdentifyRequest)(nil),      // 2: sundial.broker.v1.IdentifyRequest
-	(*IdentifyResponse)(nil),     // 3: sundial.broker.v1.IdentifyResponse
-	(*KnownNode)(nil),            // 4: sundial.broker.v1.KnownNode
-	nil,                          // 5: sundial.broker.v1.IdentifyResponse.ShardLeadersEntry
+	(MembershipChange)(0),                 // 0: sundial.broker.v1.MembershipChange
+	(*AddToClusterRequest)(nil),           // 1: sundial.broker.v1.AddToClusterRequest
+	(*AddToClusterResponse)(nil),          // 2: sundial.broker.v1.AddToClusterResponse
+	(*IdentifyRequest)(nil),               // 3: sundial.broker.v1.IdentifyRequest
+	(*IdentifyResponse)(nil),              // 4: sundial.broker.v1.IdentifyResponse
+	(*KnownNode)(nil),                     // 5: sundial.broker.v1.KnownNode
+	(*ChangeShardMembershipRequest)(nil),  // 6: sundial.broker.v1.ChangeShardMembershipRequest
+	(*ChangeShardMembershipResponse)(nil), // 7: sundial.broker.v1.ChangeShardMembershipResponse
+	(*TransferShardLeaderRequest)(nil),    // 8: sundial.broker.v1.TransferShardLeaderRequest
+	(*TransferShardLeaderResponse)(nil),   // 9: sundial.broker.v1.TransferShardLeaderResponse
+	nil,                                   // 10: sundial.broker.v1.IdentifyResponse.ShardLeadersEntry
 }
 var file_sundial_broker_v1_peer_proto_depIdxs = []int32{
-	4, // 0: sundial.broker.v1.IdentifyResponse.nodes:type_name -> sundial.broker.v1.KnownNode
-	5, // 1: sundial.broker.v1.IdentifyResponse.shard_leaders:type_name -> sundial.broker.v1.IdentifyResponse.ShardLeadersEntry
-	2, // 2: sundial.broker.v1.Peer.Identify:input_type -> sundial.broker.v1.IdentifyRequest
-	0, // 3: sundial.broker.v1.Peer.AddToCluster:input_type -> sundial.broker.v1.AddToClusterRequest
-	3, // 4: sundial.broker.v1.Peer.Identify:output_type -> sundial.broker.v1.IdentifyResponse
-	1, // 5: sundial.broker.v1.Peer.AddToCluster:output_type -> sundial.broker.v1.AddToClusterResponse
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	5,  // 0: sundial.broker.v1.IdentifyResponse.nodes:type_name -> sundial.broker.v1.KnownNode
+	10, // 1: sundial.broker.v1.IdentifyResponse.shard_leaders:type_name -> sundial.broker.v1.IdentifyResponse.ShardLeadersEntry
+	0,  // 2: sundial.broker.v1.ChangeShardMembershipRequest.change:type_name -> sundial.broker.v1.MembershipChange
+	3,  // 3: sundial.broker.v1.Peer.Identify:input_type -> sundial.broker.v1.IdentifyRequest
+	1,  // 4: sundial.broker.v1.Peer.AddToCluster:input_type -> sundial.broker.v1.AddToClusterRequest
+	6,  // 5: sundial.broker.v1.Peer.ChangeShardMembership:input_type -> sundial.broker.v1.ChangeShardMembershipRequest
+	8,  // 6: sundial.broker.v1.Peer.TransferShardLeader:input_type -> sundial.broker.v1.TransferShardLeaderRequest
+	4,  // 7: sundial.broker.v1.Peer.Identify:output_type -> sundial.broker.v1.IdentifyResponse
+	2,  // 8: sundial.broker.v1.Peer.AddToCluster:output_type -> sundial.broker.v1.AddToClusterResponse
+	7,  // 9: sundial.broker.v1.Peer.ChangeShardMembership:output_type -> sundial.broker.v1.ChangeShardMembershipResponse
+	9,  // 10: sundial.broker.v1.Peer.TransferShardLeader:output_type -> sundial.broker.v1.TransferShardLeaderResponse
+	7,  // [7:11] is the sub-list for method output_type
+	3,  // [3:7] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_sundial_broker_v1_peer_proto_init() }
@@ -369,13 +669,14 @@ func file_sundial_broker_v1_peer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_broker_v1_peer_proto_rawDesc), len(file_sundial_broker_v1_peer_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   6,
+			NumEnums:      1,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sundial_broker_v1_peer_proto_goTypes,
 		DependencyIndexes: file_sundial_broker_v1_peer_proto_depIdxs,
+		EnumInfos:         file_sundial_broker_v1_peer_proto_enumTypes,
 		MessageInfos:      file_sundial_broker_v1_peer_proto_msgTypes,
 	}.Build()
 	File_sundial_broker_v1_peer_proto = out.File

@@ -21,8 +21,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Peer_Identify_FullMethodName     = "/sundial.broker.v1.Peer/Identify"
-	Peer_AddToCluster_FullMethodName = "/sundial.broker.v1.Peer/AddToCluster"
+	Peer_Identify_FullMethodName              = "/sundial.broker.v1.Peer/Identify"
+	Peer_AddToCluster_FullMethodName          = "/sundial.broker.v1.Peer/AddToCluster"
+	Peer_ChangeShardMembership_FullMethodName = "/sundial.broker.v1.Peer/ChangeShardMembership"
+	Peer_TransferShardLeader_FullMethodName   = "/sundial.broker.v1.Peer/TransferShardLeader"
 )
 
 // PeerClient is the client API for Peer service.
@@ -43,6 +45,23 @@ type PeerClient interface {
 	// FailedPrecondition; the join's refusals pass through (AlreadyExists,
 	// FailedPrecondition), and InvalidArgument names a bad join address.
 	AddToCluster(ctx context.Context, in *AddToClusterRequest, opts ...grpc.CallOption) (*AddToClusterResponse, error)
+	// ChangeShardMembership changes the membership of an event shard through
+	// the answering broker's replica of it: the executor on the meta leader
+	// asks a host of the shard when it holds no replica itself (Dragonboat
+	// proposes a config change through a local replica). Idempotent: a
+	// replica already added (or already gone) is success. It answers once
+	// the change is in the membership or the call's deadline passes
+	// (DeadlineExceeded). FailedPrecondition (field shard_id) when the broker
+	// holds no replica of the shard; InvalidArgument names a missing field;
+	// Unavailable for Dragonboat's temporary errors.
+	ChangeShardMembership(ctx context.Context, in *ChangeShardMembershipRequest, opts ...grpc.CallOption) (*ChangeShardMembershipResponse, error)
+	// TransferShardLeader asks the answering broker's replica of an event
+	// shard to move the shard's leadership to the replica on to_node_id (a
+	// follower passes the request to the leader); it answers once the
+	// request is queued, not after the election. FailedPrecondition names
+	// shard_id when the broker holds no replica, to_node_id when that node
+	// holds none.
+	TransferShardLeader(ctx context.Context, in *TransferShardLeaderRequest, opts ...grpc.CallOption) (*TransferShardLeaderResponse, error)
 }
 
 type peerClient struct {
@@ -73,6 +92,26 @@ func (c *peerClient) AddToCluster(ctx context.Context, in *AddToClusterRequest, 
 	return out, nil
 }
 
+func (c *peerClient) ChangeShardMembership(ctx context.Context, in *ChangeShardMembershipRequest, opts ...grpc.CallOption) (*ChangeShardMembershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeShardMembershipResponse)
+	err := c.cc.Invoke(ctx, Peer_ChangeShardMembership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerClient) TransferShardLeader(ctx context.Context, in *TransferShardLeaderRequest, opts ...grpc.CallOption) (*TransferShardLeaderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferShardLeaderResponse)
+	err := c.cc.Invoke(ctx, Peer_TransferShardLeader_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -91,6 +130,23 @@ type PeerServer interface {
 	// FailedPrecondition; the join's refusals pass through (AlreadyExists,
 	// FailedPrecondition), and InvalidArgument names a bad join address.
 	AddToCluster(context.Context, *AddToClusterRequest) (*AddToClusterResponse, error)
+	// ChangeShardMembership changes the membership of an event shard through
+	// the answering broker's replica of it: the executor on the meta leader
+	// asks a host of the shard when it holds no replica itself (Dragonboat
+	// proposes a config change through a local replica). Idempotent: a
+	// replica already added (or already gone) is success. It answers once
+	// the change is in the membership or the call's deadline passes
+	// (DeadlineExceeded). FailedPrecondition (field shard_id) when the broker
+	// holds no replica of the shard; InvalidArgument names a missing field;
+	// Unavailable for Dragonboat's temporary errors.
+	ChangeShardMembership(context.Context, *ChangeShardMembershipRequest) (*ChangeShardMembershipResponse, error)
+	// TransferShardLeader asks the answering broker's replica of an event
+	// shard to move the shard's leadership to the replica on to_node_id (a
+	// follower passes the request to the leader); it answers once the
+	// request is queued, not after the election. FailedPrecondition names
+	// shard_id when the broker holds no replica, to_node_id when that node
+	// holds none.
+	TransferShardLeader(context.Context, *TransferShardLeaderRequest) (*TransferShardLeaderResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -106,6 +162,12 @@ func (UnimplementedPeerServer) Identify(context.Context, *IdentifyRequest) (*Ide
 }
 func (UnimplementedPeerServer) AddToCluster(context.Context, *AddToClusterRequest) (*AddToClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AddToCluster not implemented")
+}
+func (UnimplementedPeerServer) ChangeShardMembership(context.Context, *ChangeShardMembershipRequest) (*ChangeShardMembershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeShardMembership not implemented")
+}
+func (UnimplementedPeerServer) TransferShardLeader(context.Context, *TransferShardLeaderRequest) (*TransferShardLeaderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferShardLeader not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -164,6 +226,42 @@ func _Peer_AddToCluster_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_ChangeShardMembership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeShardMembershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).ChangeShardMembership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_ChangeShardMembership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).ChangeShardMembership(ctx, req.(*ChangeShardMembershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Peer_TransferShardLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferShardLeaderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).TransferShardLeader(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_TransferShardLeader_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).TransferShardLeader(ctx, req.(*TransferShardLeaderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -178,6 +276,14 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AddToCluster",
 			Handler:    _Peer_AddToCluster_Handler,
+		},
+		{
+			MethodName: "ChangeShardMembership",
+			Handler:    _Peer_ChangeShardMembership_Handler,
+		},
+		{
+			MethodName: "TransferShardLeader",
+			Handler:    _Peer_TransferShardLeader_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
