@@ -234,12 +234,16 @@ func TestHTTPAPI(t *testing.T) {
 		}
 	})
 
-	t.Run("NotFound", func(t *testing.T) {
+	t.Run("NotFoundAndTooLarge", func(t *testing.T) {
 		h.t = t
 		for _, path := range []string{"/v1/topics/no-such-topic", "/v1/topics/no-such-topic/groups"} {
 			if code, out := h.do("GET", path, nil); code != http.StatusNotFound || out["code"] != float64(5) {
 				t.Errorf("GET %s = %d %v, want 404 with code 5 (NotFound)", path, code, out)
 			}
+		}
+		big := `{"messages":[{"text":"` + strings.Repeat("x", 9<<20) + `"}]}`
+		if code, out := h.do("POST", "/v1/topics/http-big/messages", big); code != http.StatusTooManyRequests || out["code"] != float64(8) {
+			t.Errorf("POST of a 9 MiB body = %d %v, want 429 with code 8 (ResourceExhausted)", code, out)
 		}
 		if code, out := h.do("GET", "/v1/no-such-route", nil); code != http.StatusNotFound {
 			t.Errorf("GET /v1/no-such-route = %d %v, want 404", code, out)

@@ -43,6 +43,11 @@ var OpenAPI []byte
 //go:embed swaggerui
 var swaggerUI embed.FS
 
+// MaxBodyBytes caps a request body the transcoder buffers: the gRPC server
+// takes messages of at most 4 MiB, which base64 and JSON inflate by about a
+// third. A larger body answers 429 ResourceExhausted.
+const MaxBodyBytes = 8 << 20
+
 // Handler serves the HTTP/JSON API, /openapi.json and /docs.
 type Handler struct {
 	api http.Handler
@@ -57,6 +62,7 @@ func New(srv *grpc.Server) (*Handler, error) {
 			c.UnmarshalOptions.DiscardUnknown = false // a misspelt field is an error, not a silent default
 			return c
 		}),
+		vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(MaxBodyBytes)),
 		vanguard.WithUnknownHandler(http.HandlerFunc(notFound)),
 	)
 	if err != nil {
