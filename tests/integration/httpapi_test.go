@@ -250,6 +250,29 @@ func TestHTTPAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("CurlDefaults", func(t *testing.T) {
+		h.t = t
+		// curl -d sends application/x-www-form-urlencoded: read as JSON.
+		req, err := http.NewRequest("POST", h.base+"/v1/topics/http-curl/messages", strings.NewReader(`{"messages":[{"text":"x"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := h.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(raw, []byte(`"messageId"`)) {
+			t.Fatalf("publish with curl's form content type = %d %s, want 200 with a message id", resp.StatusCode, raw)
+		}
+		// The transcoder's own refusals answer the JSON error shape too.
+		if code, out := h.do("PUT", "/v1/topics", nil); code != http.StatusMethodNotAllowed || out["code"] != float64(12) {
+			t.Fatalf("PUT /v1/topics = %d %v, want 405 with code 12 (Unimplemented)", code, out)
+		}
+	})
+
 	t.Run("TopicsAndCluster", func(t *testing.T) {
 		h.t = t
 		created := h.ok("POST", "/v1/topics", map[string]any{"name": "http-admin", "partitions": 2})

@@ -68,7 +68,7 @@ func New(srv *grpc.Server) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: transcoder: %w", err)
 	}
-	return &Handler{api: keyAlias(undecodable(tc))}, nil
+	return &Handler{api: jsonByDefault(keyAlias(undecodable(tc)))}, nil
 }
 
 // Mount registers the API (/v1/), /openapi.json and /docs on mux.
