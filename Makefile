@@ -142,12 +142,13 @@ $(TOOLS)/protoc-gen-openapiv2:
 	GOBIN=$(TOOLS) $(GO) install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(PROTOC_GEN_OPENAPIV2_VERSION)
 
 # openapi_gen writes the OpenAPI (Swagger 2.0) document of the public API, generated
-# from the google.api.http annotations of $(OPENAPI_PROTO), to $(1)/openapi.json.
+# from the google.api.http annotations of $(OPENAPI_PROTO), to $(1)/openapi.json;
+# proto/openapi.yaml sets the document's title, version and description.
 OPENAPI_PROTO := sundial/v1/sundial.proto
 OPENAPI_OUT   := proxy/internal/httpapi/openapi.json
 openapi_gen = PATH="$(TOOLS):$$PATH" protoc -I proto -I proto/third_party -I /usr/include \
 	  --openapiv2_out=$(1) \
-	  --openapiv2_opt=allow_merge=true,merge_file_name=openapi,output_format=json \
+	  --openapiv2_opt=allow_merge=true,merge_file_name=openapi,output_format=json,openapi_configuration=proto/openapi.yaml \
 	  $(OPENAPI_PROTO) && mv $(1)/openapi.swagger.json $(1)/openapi.json
 
 gen: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-openapiv2 ## Regenerate the protobuf Go code in proto/gen and the OpenAPI document (needs protoc)
