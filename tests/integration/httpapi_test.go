@@ -144,6 +144,42 @@ func TestHTTPAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("ExtendNackRedeliver", func(t *testing.T) {
+		h.t = t
+		h.ok("POST", "/v1/topics/http-nack/messages", map[string]any{"messages": []any{map[string]any{"text": "again"}}})
+		receive := func() map[string]any {
+			var got map[string]any
+			Eventually(t, 20*time.Second, func() error {
+				ds := list(h.ok("POST", "/v1/topics/http-nack/groups/default/messages:receive", map[string]any{"waitMs": 1000})["deliveries"])
+				if len(ds) == 0 {
+					return fmt.Errorf("nothing delivered yet")
+				}
+				got = obj(ds[0])
+				return nil
+			})
+			return got
+		}
+		first := receive()
+		ext := obj(list(h.ok("POST", "/v1/extends", map[string]any{"receipts": []any{first["receipt"]}, "extendMs": 60000})["results"])[0])
+		if ext["error"] != nil || int64Field(t, ext, "leaseDeadlineUnixMs") <= int64Field(t, first, "leaseDeadlineUnixMs") {
+			t.Fatalf("extend = %v, want a later lease deadline than %v", ext, first["leaseDeadlineUnixMs"])
+		}
+		nack := obj(list(h.ok("POST", "/v1/nacks", map[string]any{"receipts": []any{first["receipt"]}, "delayMs": 100})["results"])[0])
+		if nack["error"] != nil {
+			t.Fatalf("nack = %v, want no error", nack)
+		}
+		second := receive()
+		if second["messageId"] != first["messageId"] || second["attempt"] != float64(2) {
+			t.Fatalf("redelivery = %v, want %v attempt 2", second, first["messageId"])
+		}
+		// The first attempt's receipt no longer settles anything.
+		stale := obj(list(h.ok("POST", "/v1/acks", map[string]any{"receipts": []any{first["receipt"]}})["results"])[0])
+		if stale["error"] == nil {
+			t.Fatalf("ack with the first attempt's receipt = %v, want an error", stale)
+		}
+		h.ok("POST", "/v1/acks", map[string]any{"receipts": []any{second["receipt"]}})
+	})
+
 	t.Run("CancelAndReschedule", func(t *testing.T) {
 		h.t = t
 		pub := h.ok("POST", "/v1/topics/http-change/messages", map[string]any{"messages": []any{
@@ -253,7 +289,7 @@ func TestHTTPAPI(t *testing.T) {
 	t.Run("CurlDefaults", func(t *testing.T) {
 		h.t = t
 		// curl -d sends application/x-www-form-urlencoded: read as JSON.
-		req, err := http.NewRequest("POST", h.base+"/v1/topics/http-curl/messages", strings.NewReader(`{"messages":[{"text":"x"}]}`))
+		req, err := http.NewRequest(http.MethodPost, h.base+"/v1/topics/http-curl/messages", strings.NewReader(`{"messages":[{"text":"x"}]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
