@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +25,9 @@ type httpClient struct {
 	t    *testing.T
 	base string
 	hc   *http.Client
+	// hits are the "METHOD path" of the requests do sent that reached an
+	// RPC (answers other than 404, 405 and 415).
+	hits []string
 }
 
 func newHTTPClient(t *testing.T, c *Cluster) *httpClient {
@@ -56,6 +60,11 @@ func (h *httpClient) do(method, path string, body any) (int, map[string]any) {
 	resp, err := h.hc.Do(req)
 	if err != nil {
 		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType: // maybe no route
+	default:
+		h.hits = append(h.hits, method+" "+req.URL.Path)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -345,6 +354,44 @@ func TestHTTPAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("MoreAdminAndCluster", func(t *testing.T) {
+		h.t = t
+		h.ok("POST", "/v1/topics", map[string]any{"name": "http-gone"})
+		if got := list(h.ok("GET", "/v1/topics?prefix=http-gone", nil)["topics"]); len(got) != 1 {
+			t.Fatalf("list topics with prefix http-gone = %v, want 1", got)
+		}
+		if got := h.ok("POST", "/v1/topics/http-gone/dlq:redrive", map[string]any{}); got["moved"] != "0" {
+			t.Fatalf("redrive of an empty dead-letter topic = %v, want 0 moved", got)
+		}
+		h.ok("DELETE", "/v1/topics/http-gone", nil)
+		if code, _ := h.do("GET", "/v1/topics/http-gone", nil); code != http.StatusNotFound {
+			t.Fatalf("GET a deleted topic = %d, want 404", code)
+		}
+		shards := list(h.ok("GET", "/v1/cluster/shards", nil)["shards"])
+		if len(shards) != 2 {
+			t.Fatalf("shards = %v, want 2", shards)
+		}
+		h.ok("GET", "/v1/cluster/operations", nil)
+		h.ok("POST", "/v1/cluster:rebalance", map[string]any{"dryRun": true})
+		// One broker: the shard has no other replica to lead.
+		code, out := h.do("POST", "/v1/cluster/shards/"+obj(shards[0])["shardId"].(string)+":transferLeader", map[string]any{})
+		if code != http.StatusBadRequest || out["code"] != float64(9) {
+			t.Fatalf("transfer leader on one broker = %d %v, want 400 with code 9 (FailedPrecondition)", code, out)
+		}
+	})
+
+	t.Run("EveryRouteExercised", func(t *testing.T) {
+		for _, m := range publicUnaryMethods() {
+			rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
+			for _, r := range append([]*annotations.HttpRule{rule}, rule.GetAdditionalBindings()...) {
+				method, template := ruleRoute(r)
+				if !routeHit(h.hits, method, template) {
+					t.Errorf("no request of this test reached %s %s (%s)", method, template, m.FullName())
+				}
+			}
+		}
+	})
+
 	t.Run("OpenAPI", func(t *testing.T) {
 		resp, err := http.Get(h.base + "/openapi.json")
 		if err != nil {
@@ -420,6 +467,37 @@ func publicUnaryMethods() []protoreflect.MethodDescriptor {
 		}
 	}
 	return out
+}
+
+// ruleRoute answers the HTTP method and path template of an HttpRule.
+func ruleRoute(r *annotations.HttpRule) (string, string) {
+	switch p := r.GetPattern().(type) {
+	case *annotations.HttpRule_Get:
+		return http.MethodGet, p.Get
+	case *annotations.HttpRule_Post:
+		return http.MethodPost, p.Post
+	case *annotations.HttpRule_Put:
+		return http.MethodPut, p.Put
+	case *annotations.HttpRule_Patch:
+		return http.MethodPatch, p.Patch
+	case *annotations.HttpRule_Delete:
+		return http.MethodDelete, p.Delete
+	}
+	return "", ""
+}
+
+// routeHit reports whether a hit ("METHOD path") matches the template, whose
+// {variables} each match one path segment without ':'.
+func routeHit(hits []string, method, template string) bool {
+	re := regexp.MustCompile(`\\\{.*?\\\}`)
+	pattern := "^" + method + " " + re.ReplaceAllString(regexp.QuoteMeta(template), `[^/:]+`) + "$"
+	match := regexp.MustCompile(pattern)
+	for _, hit := range hits {
+		if match.MatchString(hit) {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {
