@@ -112,11 +112,12 @@ vet-%:
 	@echo "go vet ($*)"
 	@cd $* && $(GO) vet ./...
 
-tools: ## Install staticcheck, protoc-gen-go and protoc-gen-go-grpc into bin/tools
+tools: ## Install staticcheck, protoc-gen-go, protoc-gen-go-grpc and protoc-gen-openapiv2 into bin/tools
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	GOBIN=$(TOOLS) $(GO) install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(PROTOC_GEN_OPENAPIV2_VERSION)
 
 # tools-lint skips the (slow) build when bin/tools already holds the pinned version.
 tools-lint: ## Install the pinned golangci-lint into bin/tools (takes a few minutes; skipped when current)
