@@ -43,6 +43,7 @@ LOADTEST_ARGS ?= --help
 # generated code, or `make verify` reports a diff.
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+PROTOC_GEN_OPENAPIV2_VERSION := v2.33.0
 STATICCHECK_VERSION        := latest
 GOLANGCI_LINT_VERSION      := v2.15.0
 
@@ -111,11 +112,12 @@ vet-%:
 	@echo "go vet ($*)"
 	@cd $* && $(GO) vet ./...
 
-tools: ## Install staticcheck, protoc-gen-go and protoc-gen-go-grpc into bin/tools
+tools: ## Install staticcheck, protoc-gen-go, protoc-gen-go-grpc and protoc-gen-openapiv2 into bin/tools
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	GOBIN=$(TOOLS) $(GO) install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(PROTOC_GEN_OPENAPIV2_VERSION)
 
 # tools-lint skips the (slow) build when bin/tools already holds the pinned version.
 tools-lint: ## Install the pinned golangci-lint into bin/tools (takes a few minutes; skipped when current)
@@ -136,7 +138,21 @@ $(TOOLS)/protoc-gen-go-grpc:
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
-gen: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Regenerate the protobuf Go code in proto/gen (needs protoc)
+$(TOOLS)/protoc-gen-openapiv2:
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(PROTOC_GEN_OPENAPIV2_VERSION)
+
+# openapi_gen writes the OpenAPI (Swagger 2.0) document of the public API, generated
+# from the google.api.http annotations of $(OPENAPI_PROTO), to $(1)/openapi.json;
+# proto/openapi.yaml sets the document's title, version and description.
+OPENAPI_PROTO := sundial/v1/sundial.proto
+OPENAPI_OUT   := proxy/internal/httpapi/openapi.json
+openapi_gen = PATH="$(TOOLS):$$PATH" protoc -I proto -I proto/third_party -I /usr/include \
+	  --openapiv2_out=$(1) \
+	  --openapiv2_opt=allow_merge=true,merge_file_name=openapi,output_format=json,openapi_configuration=proto/openapi.yaml \
+	  $(OPENAPI_PROTO) && mv $(1)/openapi.swagger.json $(1)/openapi.json
+
+gen: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-openapiv2 ## Regenerate the protobuf Go code in proto/gen and the OpenAPI document (needs protoc)
 	@if ! command -v protoc >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "protoc not found: installing Debian's protobuf-compiler"; \
@@ -152,6 +168,9 @@ gen: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Regenerate the protob
 	  --go_out=proto/gen --go_opt=paths=source_relative \
 	  --go-grpc_out=proto/gen --go-grpc_opt=paths=source_relative \
 	  $(PROTO_FILES)
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(call openapi_gen,$$tmp); \
+	cp $$tmp/openapi.json $(OPENAPI_OUT)
 
 tidy-%:
 	@echo "go mod tidy ($*)"
@@ -159,7 +178,7 @@ tidy-%:
 
 # verify writes nothing: generated code is regenerated into a temporary directory and
 # compared, go.mod/go.sum are checked with `go mod tidy -diff`, formatting with gofmt -l.
-verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Fail if generated code, go.mod/go.sum or formatting are not current, or the tree holds binaries (writes nothing)
+verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-openapiv2 ## Fail if generated code, go.mod/go.sum or formatting are not current, or the tree holds binaries (writes nothing)
 	@bash scripts/check-tree.sh
 	@bad=$$(gofmt -l $(MODULES)); \
 	if [ -n "$$bad" ]; then echo "verify: gofmt would reformat:"; echo "$$bad"; echo "run: gofmt -w $(MODULES)"; exit 1; fi
@@ -172,6 +191,9 @@ verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Fail if generated 
 	  --go_out=$$tmp --go_opt=paths=source_relative \
 	  --go-grpc_out=$$tmp --go-grpc_opt=paths=source_relative $(PROTO_FILES); \
 	if ! diff -r $$tmp proto/gen >/dev/null; then echo "verify: proto/gen is stale: run make gen and commit"; diff -r $$tmp proto/gen | head -20; exit 1; fi
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(call openapi_gen,$$tmp); \
+	if ! diff $$tmp/openapi.json $(OPENAPI_OUT) >/dev/null; then echo "verify: $(OPENAPI_OUT) is stale: run make gen and commit"; diff $$tmp/openapi.json $(OPENAPI_OUT) | head -20; exit 1; fi
 	@echo "verify: OK (generated code, go.mod/go.sum and formatting are current; no binaries)"
 
 # sundial-local (proc/cmd/sundial-local) starts the servers from bin/, waits for the

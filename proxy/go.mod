@@ -3,6 +3,7 @@ module github.com/sundialmq/sundial/proxy
 go 1.26.0
 
 require (
+	connectrpc.com/vanguard v0.4.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sundialmq/sundial/proto v0.0.0-00010101000000-000000000000
@@ -15,6 +16,7 @@ require (
 )
 
 require (
+	connectrpc.com/connect v1.19.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/buraksezer/consistent v0.10.0 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
@@ -28,6 +30,7 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
 )
 
 replace github.com/sundialmq/sundial/proto => ../proto

@@ -98,9 +98,11 @@ func (p producer) PublishStream(stream grpc.BidiStreamingServer[sundialv1.Publis
 // routing table does not list yet), forwards the parts concurrently and
 // merges the answers in request order (route).
 func (s *Server) publish(ctx context.Context, req *sundialv1.PublishRequest) (*sundialv1.PublishResponse, error) {
+	fillTopics(req)
 	if vs := validate.Publish(req, s.cfg.Limits, time.Now().UnixMilli()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
+	textToPayload(req)
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.ForwardTimeout)
 	table, err := s.watcher.Wait(wctx)
 	cancel()
@@ -132,6 +134,30 @@ func (s *Server) publish(ctx context.Context, req *sundialv1.PublishRequest) (*s
 	}
 	s.metrics.published.Add(float64(stored))
 	return &sundialv1.PublishResponse{RequestId: req.GetRequestId(), Results: results}, nil
+}
+
+// fillTopics gives the request's topic (the {topic} of the HTTP route) to
+// its messages that name none; validate.Publish refuses the ones that name
+// another.
+func fillTopics(req *sundialv1.PublishRequest) {
+	if req.GetTopic() == "" {
+		return
+	}
+	for _, m := range req.GetMessages() {
+		if m != nil && m.GetTopic() == "" {
+			m.Topic = req.GetTopic()
+		}
+	}
+}
+
+// textToPayload stores each valid message's plain-text payload as its
+// payload bytes: brokers and consumers see payload only.
+func textToPayload(req *sundialv1.PublishRequest) {
+	for _, m := range req.GetMessages() {
+		if m.GetText() != "" {
+			m.Payload, m.Text = []byte(m.GetText()), ""
+		}
+	}
 }
 
 func newRequestID() string {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sundialmq/sundial/proxy/internal/forward"
+	"github.com/sundialmq/sundial/proxy/internal/httpapi"
 	"github.com/sundialmq/sundial/proxy/internal/routing"
 	"github.com/sundialmq/sundial/proxy/internal/subscribe"
 
@@ -121,8 +122,22 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if err := s.mountHTTPAPI(mux); err != nil {
+		return nil, err
+	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
+}
+
+// mountHTTPAPI serves the HTTP/JSON API transcoded onto s.grpc (every service
+// is registered by now), /openapi.json and /docs.
+func (s *Server) mountHTTPAPI(mux *http.ServeMux) error {
+	api, err := httpapi.New(s.grpc)
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	api.Mount(mux)
+	return nil
 }
 
 // onTable runs on the watcher goroutine after each new table: readiness

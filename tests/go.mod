@@ -10,7 +10,9 @@ require (
 	github.com/sundialmq/sundial/proto v0.0.0-00010101000000-000000000000
 	github.com/sundialmq/sundial/proxy v0.0.0-00010101000000-000000000000
 	go.uber.org/zap v1.28.0
+	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -67,11 +69,12 @@ require (
 )
 
 require (
+	connectrpc.com/connect v1.19.1 // indirect
+	connectrpc.com/vanguard v0.4.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (

@@ -126,6 +126,12 @@ func Message(field string, m *sundialv1.Message, lim Limits, nowMs int64) []apie
 	if n := int64(len(m.GetPayload())); n > lim.MaxMessageBytes {
 		add("payload", fmt.Sprintf("must be at most %d bytes, got %d", lim.MaxMessageBytes, n))
 	}
+	if n := int64(len(m.GetText())); n > lim.MaxMessageBytes {
+		add("text", fmt.Sprintf("must be at most %d bytes, got %d", lim.MaxMessageBytes, n))
+	}
+	if m.GetText() != "" && len(m.GetPayload()) > 0 {
+		add("text", "must not be set together with payload")
+	}
 	hb := 0
 	for k, v := range m.GetHeaders() {
 		hb += len(k) + len(v)
@@ -191,6 +197,9 @@ func Publish(req *sundialv1.PublishRequest, lim Limits, nowMs int64) []apierr.Fi
 		f := "messages[" + strconv.Itoa(i) + "]"
 		out = append(out, Message(f, m, lim, nowMs)...)
 		out = append(out, PublishTopic(f+".topic", m.GetTopic())...)
+		if t := req.GetTopic(); t != "" && m.GetTopic() != t {
+			out = append(out, apierr.FieldViolation{Field: f + ".topic", Description: fmt.Sprintf("must be empty or the request's topic %q, got %q", t, m.GetTopic())})
+		}
 	}
 	return out
 }

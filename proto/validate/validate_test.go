@@ -140,6 +140,10 @@ func TestPublish(t *testing.T) {
 		{"batch too big", &sundialv1.PublishRequest{Messages: []*sundialv1.Message{ok, ok, ok, ok}}, []string{"messages"}},
 		{"indexed violations", &sundialv1.PublishRequest{Messages: []*sundialv1.Message{ok, {Topic: "bad/"}, {Topic: "t", DelayMs: -1}}}, []string{"messages[1].topic", "messages[2].delay_ms"}},
 		{"nil message", &sundialv1.PublishRequest{Messages: []*sundialv1.Message{nil}}, []string{"messages[0]"}},
+		{"request topic", &sundialv1.PublishRequest{Topic: "t", Messages: []*sundialv1.Message{ok}}, nil},
+		{"message names another topic", &sundialv1.PublishRequest{Topic: "u", Messages: []*sundialv1.Message{ok}}, []string{"messages[0].topic"}},
+		{"text", &sundialv1.PublishRequest{Messages: []*sundialv1.Message{{Topic: "t", Text: "hi"}}}, nil},
+		{"text and payload", &sundialv1.PublishRequest{Messages: []*sundialv1.Message{{Topic: "t", Text: "hi", Payload: []byte("hi")}}}, []string{"messages[0].text"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

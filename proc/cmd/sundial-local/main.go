@@ -393,6 +393,7 @@ func printEndpoints(out io.Writer, cfg Config, took time.Duration) {
 	fmt.Fprintf(out, "\nSundial is up after %ds (%d broker(s), data in %s, logs in %s).\n\n",
 		int(took.Seconds()), cfg.Brokers, cfg.DataDir, filepath.Join(cfg.DataDir, "logs"))
 	fmt.Fprintf(out, "  proxy     gRPC %s   HTTP http://%s  (/livez, /readyz, /metrics)\n", l.ProxyGRPC, l.ProxyHTTP)
+	fmt.Fprintf(out, "  HTTP API  http://%s/v1/   docs http://%s/docs   OpenAPI http://%s/openapi.json\n", l.ProxyHTTP, l.ProxyHTTP, l.ProxyHTTP)
 	for i, b := range l.Brokers {
 		fmt.Fprintf(out, "  broker-%d  gRPC %s   metrics http://%s/metrics   raft %s\n", i+1, b.GRPC, b.Metrics, b.Raft)
 	}
@@ -402,9 +403,10 @@ Try it from another shell:
   bin/shardctl consume --topic demo
   bin/shardctl status
   grpcurl -plaintext %s list
+  curl -s -X POST http://%s/v1/topics/demo/messages -d '{"messages":[{"text":"hello","delayMs":5000}]}'
 
 Ctrl-C stops the cluster; the data stays in %s for the next 'make run' ('make clean' removes it).
-`, l.ProxyGRPC, cfg.DataDir)
+`, l.ProxyGRPC, l.ProxyHTTP, cfg.DataDir)
 }
 
 func appendLine(path, line string) error {

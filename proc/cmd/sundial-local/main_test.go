@@ -164,6 +164,9 @@ func TestRunStartsWaitsPrintsAndStops(t *testing.T) {
 	if !strings.Contains(out.String(), "proxy     gRPC "+cfg.Layout.ProxyGRPC) {
 		t.Errorf("output lacks the proxy's endpoints:\n%s", out.String())
 	}
+	if want := "docs http://" + cfg.Layout.ProxyHTTP + "/docs"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks the API docs URL %q:\n%s", want, out.String())
+	}
 
 	cancel() // what Ctrl-C does
 	if err := <-done; err != nil {

@@ -82,7 +82,7 @@ func main() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "YAML config file"},
 			&cli.StringFlag{Name: "grpc-addr", Usage: "gRPC listen address (default 127.0.0.1:7400)"},
-			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for /metrics, /livez and /readyz (default 127.0.0.1:7480)"},
+			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for the HTTP/JSON API (/v1/, /openapi.json, /docs), /metrics, /livez and /readyz (default 127.0.0.1:7480)"},
 			&cli.StringFlag{Name: "brokers", Usage: "comma-separated seed broker gRPC addresses"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (default info)"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7480/readyz) and exit 0 on 200, 1 otherwise: a container health check"},

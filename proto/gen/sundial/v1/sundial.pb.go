@@ -11,6 +11,7 @@
 package sundialv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -504,8 +505,12 @@ func (AckResult_Op) EnumDescriptor() ([]byte, []int) {
 type PublishRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// request_id makes a retried request idempotent; the client SDK fills it.
-	RequestId     string     `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Messages      []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	RequestId string     `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Messages  []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// topic, when set, applies to every message: a message with an empty
+	// topic takes it, one naming another topic is InvalidArgument. It is the
+	// {topic} of POST /v1/topics/{topic}/messages.
+	Topic         string `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,6 +559,13 @@ func (x *PublishRequest) GetMessages() []*Message {
 	return nil
 }
 
+func (x *PublishRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
 type Message struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Topic   string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -571,6 +583,10 @@ type Message struct {
 	Priority      int32       `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
 	OnKeyConflict KeyConflict `protobuf:"varint,10,opt,name=on_key_conflict,json=onKeyConflict,proto3,enum=sundial.v1.KeyConflict" json:"on_key_conflict,omitempty"`
 	MaxWaitMs     int64       `protobuf:"varint,11,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	// text is a plain-text payload for clients that cannot base64-encode
+	// (JSON over HTTP): its UTF-8 bytes are stored as the payload. At most
+	// one of payload and text; deliveries carry it in payload.
+	Text          string `protobuf:"bytes,12,opt,name=text,proto3" json:"text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -680,6 +696,13 @@ func (x *Message) GetMaxWaitMs() int64 {
 		return x.MaxWaitMs
 	}
 	return 0
+}
+
+func (x *Message) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
 }
 
 type PublishResponse struct {
@@ -5345,11 +5368,12 @@ var File_sundial_v1_sundial_proto protoreflect.FileDescriptor
 const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"\x18sundial/v1/sundial.proto\x12\n" +
-	"sundial.v1\x1a\x17google/rpc/status.proto\"`\n" +
+	"sundial.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x17google/rpc/status.proto\"v\n" +
 	"\x0ePublishRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12/\n" +
-	"\bmessages\x18\x02 \x03(\v2\x13.sundial.v1.MessageR\bmessages\"\xc2\x03\n" +
+	"\bmessages\x18\x02 \x03(\v2\x13.sundial.v1.MessageR\bmessages\x12\x14\n" +
+	"\x05topic\x18\x03 \x01(\tR\x05topic\"\xd6\x03\n" +
 	"\aMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12:\n" +
@@ -5362,7 +5386,8 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\bpriority\x18\t \x01(\x05R\bpriority\x12?\n" +
 	"\x0fon_key_conflict\x18\n" +
 	" \x01(\x0e2\x17.sundial.v1.KeyConflictR\ronKeyConflict\x12\x1e\n" +
-	"\vmax_wait_ms\x18\v \x01(\x03R\tmaxWaitMs\x1a:\n" +
+	"\vmax_wait_ms\x18\v \x01(\x03R\tmaxWaitMs\x12\x12\n" +
+	"\x04text\x18\f \x01(\tR\x04text\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
@@ -5775,49 +5800,51 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x11NODE_STATE_ACTIVE\x10\x01\x12\x17\n" +
 	"\x13NODE_STATE_DRAINING\x10\x02\x12\x16\n" +
 	"\x12NODE_STATE_REMOVED\x10\x03\x12\x13\n" +
-	"\x0fNODE_STATE_DEAD\x10\x042\xaa\x02\n" +
-	"\bProducer\x12B\n" +
-	"\aPublish\x12\x1a.sundial.v1.PublishRequest\x1a\x1b.sundial.v1.PublishResponse\x12L\n" +
-	"\rPublishStream\x12\x1a.sundial.v1.PublishRequest\x1a\x1b.sundial.v1.PublishResponse(\x010\x01\x12?\n" +
-	"\x06Cancel\x12\x19.sundial.v1.CancelRequest\x1a\x1a.sundial.v1.CancelResponse\x12K\n" +
+	"\x0fNODE_STATE_DEAD\x10\x042\xc3\x04\n" +
+	"\bProducer\x12j\n" +
+	"\aPublish\x12\x1a.sundial.v1.PublishRequest\x1a\x1b.sundial.v1.PublishResponse\"&\x82\xd3\xe4\x93\x02 :\x01*\"\x1b/v1/topics/{topic}/messages\x12L\n" +
+	"\rPublishStream\x12\x1a.sundial.v1.PublishRequest\x1a\x1b.sundial.v1.PublishResponse(\x010\x01\x12\xa8\x01\n" +
+	"\x06Cancel\x12\x19.sundial.v1.CancelRequest\x1a\x1a.sundial.v1.CancelResponse\"g\x82\xd3\xe4\x93\x02aZ%*#/v1/topics/{message.topic}/messages*8/v1/topics/{message.topic}/messages/{message.message_id}\x12\xd1\x01\n" +
 	"\n" +
-	"Reschedule\x12\x1d.sundial.v1.RescheduleRequest\x1a\x1e.sundial.v1.RescheduleResponse2\xd0\x02\n" +
+	"Reschedule\x12\x1d.sundial.v1.RescheduleRequest\x1a\x1e.sundial.v1.RescheduleResponse\"\x83\x01\x82\xd3\xe4\x93\x02}:\x01*Z3:\x01*\"./v1/topics/{message.topic}/messages:reschedule\"C/v1/topics/{message.topic}/messages/{message.message_id}:reschedule2\xd3\x03\n" +
 	"\bConsumer\x12L\n" +
-	"\tSubscribe\x12\x1c.sundial.v1.SubscribeRequest\x1a\x1d.sundial.v1.SubscribeResponse(\x010\x01\x126\n" +
-	"\x03Ack\x12\x16.sundial.v1.AckRequest\x1a\x17.sundial.v1.AckResponse\x129\n" +
-	"\x04Nack\x12\x17.sundial.v1.NackRequest\x1a\x18.sundial.v1.NackResponse\x12?\n" +
-	"\x06Extend\x12\x19.sundial.v1.ExtendRequest\x1a\x1a.sundial.v1.ExtendResponse\x12B\n" +
-	"\aReceive\x12\x1a.sundial.v1.ReceiveRequest\x1a\x1b.sundial.v1.ReceiveResponse2\xaf\b\n" +
-	"\x05Admin\x12@\n" +
-	"\vCreateTopic\x12\x1e.sundial.v1.CreateTopicRequest\x1a\x11.sundial.v1.Topic\x12:\n" +
-	"\bGetTopic\x12\x1b.sundial.v1.GetTopicRequest\x1a\x11.sundial.v1.Topic\x12K\n" +
+	"\tSubscribe\x12\x1c.sundial.v1.SubscribeRequest\x1a\x1d.sundial.v1.SubscribeResponse(\x010\x01\x12K\n" +
+	"\x03Ack\x12\x16.sundial.v1.AckRequest\x1a\x17.sundial.v1.AckResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/acks\x12O\n" +
+	"\x04Nack\x12\x17.sundial.v1.NackRequest\x1a\x18.sundial.v1.NackResponse\"\x14\x82\xd3\xe4\x93\x02\x0e:\x01*\"\t/v1/nacks\x12W\n" +
+	"\x06Extend\x12\x19.sundial.v1.ExtendRequest\x1a\x1a.sundial.v1.ExtendResponse\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/extends\x12\x81\x01\n" +
+	"\aReceive\x12\x1a.sundial.v1.ReceiveRequest\x1a\x1b.sundial.v1.ReceiveResponse\"=\x82\xd3\xe4\x93\x027:\x01*\"2/v1/topics/{topic}/groups/{group}/messages:receive2\xa3\f\n" +
+	"\x05Admin\x12[\n" +
+	"\vCreateTopic\x12\x1e.sundial.v1.CreateTopicRequest\x1a\x11.sundial.v1.Topic\"\x19\x82\xd3\xe4\x93\x02\x13:\x05topic\"\n" +
+	"/v1/topics\x12U\n" +
+	"\bGetTopic\x12\x1b.sundial.v1.GetTopicRequest\x1a\x11.sundial.v1.Topic\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/topics/{name}\x12_\n" +
 	"\n" +
-	"ListTopics\x12\x1d.sundial.v1.ListTopicsRequest\x1a\x1e.sundial.v1.ListTopicsResponse\x12L\n" +
-	"\x0eGetClusterInfo\x12!.sundial.v1.GetClusterInfoRequest\x1a\x17.sundial.v1.ClusterInfo\x12@\n" +
-	"\vUpdateTopic\x12\x1e.sundial.v1.UpdateTopicRequest\x1a\x11.sundial.v1.Topic\x12N\n" +
-	"\vDeleteTopic\x12\x1e.sundial.v1.DeleteTopicRequest\x1a\x1f.sundial.v1.DeleteTopicResponse\x12K\n" +
+	"ListTopics\x12\x1d.sundial.v1.ListTopicsRequest\x1a\x1e.sundial.v1.ListTopicsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/topics\x12a\n" +
+	"\x0eGetClusterInfo\x12!.sundial.v1.GetClusterInfoRequest\x1a\x17.sundial.v1.ClusterInfo\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/cluster\x12h\n" +
+	"\vUpdateTopic\x12\x1e.sundial.v1.UpdateTopicRequest\x1a\x11.sundial.v1.Topic\"&\x82\xd3\xe4\x93\x02 :\x05topic2\x17/v1/topics/{topic.name}\x12i\n" +
+	"\vDeleteTopic\x12\x1e.sundial.v1.DeleteTopicRequest\x1a\x1f.sundial.v1.DeleteTopicResponse\"\x19\x82\xd3\xe4\x93\x02\x13*\x11/v1/topics/{name}\x12o\n" +
 	"\n" +
-	"PurgeTopic\x12\x1d.sundial.v1.PurgeTopicRequest\x1a\x1e.sundial.v1.PurgeTopicResponse\x12@\n" +
-	"\vCreateGroup\x12\x1e.sundial.v1.CreateGroupRequest\x1a\x11.sundial.v1.Group\x12K\n" +
+	"PurgeTopic\x12\x1d.sundial.v1.PurgeTopicRequest\x1a\x1e.sundial.v1.PurgeTopicResponse\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*\"\x17/v1/topics/{name}:purge\x12f\n" +
+	"\vCreateGroup\x12\x1e.sundial.v1.CreateGroupRequest\x1a\x11.sundial.v1.Group\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/topics/{topic}/groups\x12n\n" +
 	"\n" +
-	"ListGroups\x12\x1d.sundial.v1.ListGroupsRequest\x1a\x1e.sundial.v1.ListGroupsResponse\x12N\n" +
-	"\vDeleteGroup\x12\x1e.sundial.v1.DeleteGroupRequest\x1a\x1f.sundial.v1.DeleteGroupResponse\x12Q\n" +
-	"\fListMessages\x12\x1f.sundial.v1.ListMessagesRequest\x1a .sundial.v1.ListMessagesResponse\x12D\n" +
+	"ListGroups\x12\x1d.sundial.v1.ListGroupsRequest\x1a\x1e.sundial.v1.ListGroupsResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/topics/{topic}/groups\x12y\n" +
+	"\vDeleteGroup\x12\x1e.sundial.v1.DeleteGroupRequest\x1a\x1f.sundial.v1.DeleteGroupResponse\")\x82\xd3\xe4\x93\x02#*!/v1/topics/{topic}/groups/{group}\x12v\n" +
+	"\fListMessages\x12\x1f.sundial.v1.ListMessagesRequest\x1a .sundial.v1.ListMessagesResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/topics/{topic}/messages\x12\x86\x01\n" +
 	"\n" +
-	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\x12Q\n" +
-	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\x12c\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse2\x86\x05\n" +
+	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\"@\x82\xd3\xe4\x93\x02:\x128/v1/topics/{message.topic}/messages/{message.message_id}\x12w\n" +
+	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/topics/{topic}/histogram\x12\x8e\x01\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\xf1\x06\n" +
 	"\aCluster\x12K\n" +
-	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12K\n" +
+	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12g\n" +
 	"\n" +
-	"ListShards\x12\x1d.sundial.v1.ListShardsRequest\x1a\x1e.sundial.v1.ListShardsResponse\x12W\n" +
-	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponse\x12H\n" +
-	"\tRebalance\x12\x1c.sundial.v1.RebalanceRequest\x1a\x1d.sundial.v1.RebalanceResponse\x12W\n" +
-	"\x0eListOperations\x12!.sundial.v1.ListOperationsRequest\x1a\".sundial.v1.ListOperationsResponse\x12N\n" +
-	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponse\x12H\n" +
-	"\tDrainNode\x12\x1c.sundial.v1.DrainNodeRequest\x1a\x1d.sundial.v1.DrainNodeResponse\x12K\n" +
+	"ListShards\x12\x1d.sundial.v1.ListShardsRequest\x1a\x1e.sundial.v1.ListShardsResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/cluster/shards\x12\x90\x01\n" +
+	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponse\"7\x82\xd3\xe4\x93\x021:\x01*\",/v1/cluster/shards/{shard_id}:transferLeader\x12j\n" +
+	"\tRebalance\x12\x1c.sundial.v1.RebalanceRequest\x1a\x1d.sundial.v1.RebalanceResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/cluster:rebalance\x12w\n" +
+	"\x0eListOperations\x12!.sundial.v1.ListOperationsRequest\x1a\".sundial.v1.ListOperationsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/cluster/operations\x12N\n" +
+	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponse\x12v\n" +
+	"\tDrainNode\x12\x1c.sundial.v1.DrainNodeRequest\x1a\x1d.sundial.v1.DrainNodeResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/cluster/nodes/{node_id}:drain\x12p\n" +
 	"\n" +
-	"RemoveNode\x12\x1d.sundial.v1.RemoveNodeRequest\x1a\x1e.sundial.v1.RemoveNodeResponseB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
+	"RemoveNode\x12\x1d.sundial.v1.RemoveNodeRequest\x1a\x1e.sundial.v1.RemoveNodeResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/cluster/nodes/{node_id}B=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_sundial_proto_rawDescOnce sync.Once

@@ -266,8 +266,13 @@ type ConsumerClient interface {
 	// Subscribe opens a delivery stream. The first frame must be Start; then
 	// the client grants credits and acks, nacks or extends deliveries.
 	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse], error)
+	// Ack settles deliveries by receipt: the message is done for that group.
+	// Each receipt gets its own result; a receipt of an older attempt is refused.
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
+	// Nack hands deliveries back for redelivery after delay_ms (or the
+	// topic's backoff); past max_attempts the message moves to <topic>.dlq.
 	Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error)
+	// Extend moves the lease deadline of deliveries to now + extend_ms.
 	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
 	// Receive is the pull form for clients that cannot hold a stream: it
 	// waits up to wait_ms for at least one delivery and answers at most
@@ -343,8 +348,13 @@ type ConsumerServer interface {
 	// Subscribe opens a delivery stream. The first frame must be Start; then
 	// the client grants credits and acks, nacks or extends deliveries.
 	Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error
+	// Ack settles deliveries by receipt: the message is done for that group.
+	// Each receipt gets its own result; a receipt of an older attempt is refused.
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
+	// Nack hands deliveries back for redelivery after delay_ms (or the
+	// topic's backoff); past max_attempts the message moves to <topic>.dlq.
 	Nack(context.Context, *NackRequest) (*NackResponse, error)
+	// Extend moves the lease deadline of deliveries to now + extend_ms.
 	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
 	// Receive is the pull form for clients that cannot hold a stream: it
 	// waits up to wait_ms for at least one delivery and answers at most
@@ -531,9 +541,16 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type AdminClient interface {
+	// CreateTopic creates a topic; zero settings take the cluster defaults.
+	// AlreadyExists unless if_not_exists.
 	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*Topic, error)
+	// GetTopic answers a topic's settings and per-group stats; NotFound if
+	// there is no such topic.
 	GetTopic(ctx context.Context, in *GetTopicRequest, opts ...grpc.CallOption) (*Topic, error)
+	// ListTopics pages through the topics, optionally those with a name prefix.
 	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
+	// GetClusterInfo answers the nodes, the shards with their replicas and
+	// leaders, and the routing version.
 	GetClusterInfo(ctx context.Context, in *GetClusterInfoRequest, opts ...grpc.CallOption) (*ClusterInfo, error)
 	// UpdateTopic changes the settings named in update_mask.
 	UpdateTopic(ctx context.Context, in *UpdateTopicRequest, opts ...grpc.CallOption) (*Topic, error)
@@ -547,6 +564,8 @@ type AdminClient interface {
 	// ListMessages pages through scheduled messages by due time, key prefix
 	// or header value, without loading them all.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
+	// GetMessage answers one message by key or id, with the state of its
+	// copy in each group.
 	GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*MessageInfo, error)
 	// DueHistogram counts upcoming due times per minute or hour.
 	DueHistogram(ctx context.Context, in *DueHistogramRequest, opts ...grpc.CallOption) (*DueHistogramResponse, error)
@@ -706,9 +725,16 @@ func (c *adminClient) RedriveDeadLetters(ctx context.Context, in *RedriveDeadLet
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
 type AdminServer interface {
+	// CreateTopic creates a topic; zero settings take the cluster defaults.
+	// AlreadyExists unless if_not_exists.
 	CreateTopic(context.Context, *CreateTopicRequest) (*Topic, error)
+	// GetTopic answers a topic's settings and per-group stats; NotFound if
+	// there is no such topic.
 	GetTopic(context.Context, *GetTopicRequest) (*Topic, error)
+	// ListTopics pages through the topics, optionally those with a name prefix.
 	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
+	// GetClusterInfo answers the nodes, the shards with their replicas and
+	// leaders, and the routing version.
 	GetClusterInfo(context.Context, *GetClusterInfoRequest) (*ClusterInfo, error)
 	// UpdateTopic changes the settings named in update_mask.
 	UpdateTopic(context.Context, *UpdateTopicRequest) (*Topic, error)
@@ -722,6 +748,8 @@ type AdminServer interface {
 	// ListMessages pages through scheduled messages by due time, key prefix
 	// or header value, without loading them all.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
+	// GetMessage answers one message by key or id, with the state of its
+	// copy in each group.
 	GetMessage(context.Context, *GetMessageRequest) (*MessageInfo, error)
 	// DueHistogram counts upcoming due times per minute or hour.
 	DueHistogram(context.Context, *DueHistogramRequest) (*DueHistogramResponse, error)
