@@ -15,8 +15,8 @@ type Config struct {
 	// GRPCAddr is the host:port the public gRPC API listens on; port 0
 	// picks a free port (see Server.GRPCAddr). Default 127.0.0.1:7400.
 	GRPCAddr string
-	// HTTPAddr is the host:port serving /metrics, /livez, /readyz and
-	// /healthz (an alias of /readyz); port 0 picks a free port; empty
+	// HTTPAddr is the host:port serving /metrics, /livez, /readyz,
+	// /healthz (an alias of /readyz) and the admin UI at /ui/; port 0 picks a free port; empty
 	// disables HTTP. Default 127.0.0.1:7480.
 	HTTPAddr string
 	// Brokers are seed broker gRPC addresses. The proxy watches the routing

@@ -1,8 +1,9 @@
 // Package proxy is the public face of sundial-proxy, the stateless tier
 // clients talk to. It serves the public gRPC API (Producer, Consumer,
 // Admin, Cluster), gRPC reflection and health on Config.GRPCAddr, and
-// /metrics, /livez, /readyz and /healthz (an alias of /readyz) on
-// Config.HTTPAddr. Readiness (health.go) is probed every
+// /metrics, /livez, /readyz, /healthz (an alias of /readyz) and the admin
+// UI under /ui/ (internal/ui, a client of the proxy's own gRPC listener)
+// on Config.HTTPAddr. Readiness (health.go) is probed every
 // Config.ReadyProbeInterval: a routing table, and the leader of every event
 // shard reached; the gRPC health service answers the same.
 //

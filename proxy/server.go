@@ -48,6 +48,7 @@ type Server struct {
 	http      *http.Server
 	readiness *readiness
 	probing   context.CancelFunc // stops the readiness prober
+	uiConn    *grpc.ClientConn   // the admin UI's client of s.grpc
 
 	mu       sync.Mutex // guards grpcLis, httpLis, started, stopped
 	grpcLis  net.Listener
@@ -121,6 +122,12 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	adminUI, uiConn, err := s.newUI()
+	if err != nil {
+		return nil, err
+	}
+	s.uiConn = uiConn
+	mux.Handle("/ui/", adminUI)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
@@ -216,6 +223,7 @@ func (s *Server) Stop() {
 		s.watcher.Stop()
 	}
 	s.pool.Close()
+	_ = s.uiConn.Close()
 	s.log.Info("proxy stopped")
 }
 
