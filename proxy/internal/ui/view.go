@@ -108,4 +108,7 @@ var funcs = template.FuncMap{
 	// withRange is the page query of the filter f with chart range r:
 	// the tabs link to it and actions return to it.
 	"withRange": pageQuery,
+	// href joins a path and an encoded query into a link; html/template
+	// would otherwise escape the query's = and & as data.
+	"href": func(path, query string) template.URL { return template.URL(path + "?" + query) },
 }
