@@ -84,8 +84,15 @@ func (f *fixture) get(t *testing.T, path string) (int, string) {
 	return f.read(t, resp)
 }
 
-// post posts form to path as a page of the UI does (same origin).
-func (f *fixture) post(t *testing.T, path string, form url.Values, header ...string) (*http.Response, string) {
+// answer is an HTTP answer to a POST, its body read and closed.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
+// post posts form to path as a page of the UI does (same origin); header
+// holds extra name, value pairs.
+func (f *fixture) post(t *testing.T, path string, form url.Values, header ...string) (answer, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, f.base+path, strings.NewReader(form.Encode()))
 	if err != nil {
@@ -100,8 +107,8 @@ func (f *fixture) post(t *testing.T, path string, form url.Values, header ...str
 	if err != nil {
 		t.Fatalf("POST %s error = %v", path, err)
 	}
-	_, body := f.read(t, resp)
-	return resp, body
+	code, body := f.read(t, resp)
+	return answer{StatusCode: code, Header: resp.Header}, body
 }
 
 func (f *fixture) read(t *testing.T, resp *http.Response) (int, string) {

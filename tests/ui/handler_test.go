@@ -121,7 +121,7 @@ func TestActions(t *testing.T) {
 	msg := func(id string) (*sundialv1.MessageInfo, error) {
 		return f.c.Admin.GetMessage(ctxT(t), &sundialv1.GetMessageRequest{Message: &sundialv1.MessageSelector{Topic: "jobs", By: &sundialv1.MessageSelector_MessageId{MessageId: id}}})
 	}
-	redirected := func(t *testing.T, resp *http.Response, body, notice string) {
+	redirected := func(t *testing.T, resp answer, body, notice string) {
 		t.Helper()
 		loc := resp.Header.Get("Location")
 		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/topics/jobs?") {

@@ -46,7 +46,7 @@ func TestScreenshots(t *testing.T) {
 	integration.Eventually(t, 30*time.Second, func() error {
 		resp, err := c.Consumer.Receive(ctxT(t), &sundialv1.ReceiveRequest{Topic: "emails", MaxMessages: 2, WaitMs: 1000, VisibilityTimeoutMs: 600_000})
 		if err != nil || len(resp.GetDeliveries()) == 0 {
-			return fmt.Errorf("receive emails: %v", err)
+			return fmt.Errorf("receive emails: %w (%d deliveries)", err, len(resp.GetDeliveries()))
 		}
 		return nil
 	})
@@ -67,12 +67,12 @@ func TestScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range shots {
-		do(t, ctx, "open "+s.path, chromedp.Navigate(f.base+s.path), chromedp.WaitVisible(chromedp.CSS(s.wait)))
+		do(ctx, t, "open "+s.path, chromedp.Navigate(f.base+s.path), chromedp.WaitVisible(chromedp.CSS(s.wait)))
 		if s.click != "" {
-			do(t, ctx, "click "+s.click, chromedp.Click(chromedp.CSS(s.click)), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+			do(ctx, t, "click "+s.click, chromedp.Click(chromedp.CSS(s.click)), chromedp.WaitVisible(chromedp.CSS("#confirm")))
 		}
 		if s.scroll != "" {
-			do(t, ctx, "scroll to "+s.scroll, chromedp.ScrollIntoView(chromedp.CSS(s.scroll)))
+			do(ctx, t, "scroll to "+s.scroll, chromedp.ScrollIntoView(chromedp.CSS(s.scroll)))
 		}
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 		if err != nil {

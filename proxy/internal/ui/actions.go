@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -54,6 +56,12 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request, question string
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	notice, err := do(ctx, topic, r.PostForm)
+	action := path.Base(r.URL.Path)
+	if err != nil {
+		h.log.Info("ui action failed", zap.String("action", action), zap.String("topic", topic), zap.String("remote_addr", r.RemoteAddr), zap.Error(err))
+	} else {
+		h.log.Info("ui action", zap.String("action", action), zap.String("topic", topic), zap.String("remote_addr", r.RemoteAddr), zap.String("outcome", notice))
+	}
 	back := backQuery(r.PostForm.Get("back"))
 	if err != nil {
 		h.showTopic(w, r, back, "", toAPIError(err))

@@ -21,5 +21,7 @@
 //   - Everything the user or the API supplies is escaped by html/template.
 //
 // Handler is safe for concurrent use: it holds no mutable state; each
-// request runs on its net/http goroutine.
+// request runs on its net/http goroutine, and the topics page's GetTopic
+// calls on at most statsConcurrency goroutines it joins before rendering.
+// Each action is logged (action, topic, remote_addr, outcome or error).
 package ui

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -14,6 +15,9 @@ import (
 
 // maxTopicsListed caps the topics page; a prefix narrows it.
 const maxTopicsListed = 200
+
+// statsConcurrency bounds the GetTopic calls the topics page runs at once.
+const statsConcurrency = 8
 
 // clusterView is the Cluster page.
 type clusterView struct {
@@ -103,20 +107,33 @@ func (h *Handler) topicsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Truncated = list.GetNextPageToken() != ""
-	for _, t := range list.GetTopics() {
-		// ListTopics carries no stats; GetTopic fans out for them.
-		full, err := h.api.Admin.GetTopic(ctx, &sundialv1.GetTopicRequest{Name: t.GetName()})
-		if err != nil {
-			v.Rows = append(v.Rows, topicRow{Topic: t, Err: toAPIError(err), FirstOfIt: true, GroupRows: 1})
+	// ListTopics carries no stats; GetTopic fans out for them, a few
+	// topics at a time.
+	topics := list.GetTopics()
+	full := make([]*sundialv1.Topic, len(topics))
+	errs := make([]error, len(topics))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, statsConcurrency)
+	for i, t := range topics {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			full[i], errs[i] = h.api.Admin.GetTopic(ctx, &sundialv1.GetTopicRequest{Name: t.GetName()})
+		})
+	}
+	wg.Wait()
+	for i, t := range topics {
+		if errs[i] != nil {
+			v.Rows = append(v.Rows, topicRow{Topic: t, Err: toAPIError(errs[i]), FirstOfIt: true, GroupRows: 1})
 			continue
 		}
-		stats := full.GetStats()
+		stats := full[i].GetStats()
 		if len(stats) == 0 {
-			v.Rows = append(v.Rows, topicRow{Topic: full, FirstOfIt: true, GroupRows: 1})
+			v.Rows = append(v.Rows, topicRow{Topic: full[i], FirstOfIt: true, GroupRows: 1})
 			continue
 		}
-		for i, s := range stats {
-			v.Rows = append(v.Rows, topicRow{Topic: full, Group: s.GetGroup(), Stats: s, FirstOfIt: i == 0, GroupRows: len(stats)})
+		for j, s := range stats {
+			v.Rows = append(v.Rows, topicRow{Topic: full[i], Group: s.GetGroup(), Stats: s, FirstOfIt: j == 0, GroupRows: len(stats)})
 		}
 	}
 	h.render(w, r, http.StatusOK, "topics", p)
