@@ -194,6 +194,21 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("the topics page refreshes itself", func(t *testing.T) {
+		do(ctx, t, "open topics", chromedp.Navigate(f.base+"/ui/topics"), chromedp.WaitVisible(chromedp.CSS(`#topics`)))
+		eval[bool](ctx, t, `window.sundialTestMark = true`)
+		f.createTopic(t, "later")
+		f.publish(t, "later", time.Hour, "x")
+		// htmx reloads the table every 5s; no navigation happens.
+		do(ctx, t, "wait for the new topic's row", chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="later"][data-group="default"] td.scheduled`)))
+		if got := text(ctx, t, `tr[data-topic="later"][data-group="default"] td.scheduled`); got != "1" {
+			t.Fatalf("refreshed row: later/default scheduled = %q, want 1", got)
+		}
+		if !eval[bool](ctx, t, `window.sundialTestMark === true`) {
+			t.Fatal("the page was reloaded, not refreshed in place")
+		}
+	})
+
 	t.Run("without JavaScript", func(t *testing.T) {
 		do(ctx, t, "disable scripts", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
