@@ -2,8 +2,10 @@ package ui
 
 import (
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +76,44 @@ func TestPages(t *testing.T) {
 		_, body = f.get(t, "/ui/topics/orders?to=5m")
 		if strings.Contains(body, `data-id="`) {
 			t.Errorf("due range to=5m lists messages due in 10m")
+		}
+	})
+	t.Run("message browser pages", func(t *testing.T) {
+		f.createTopic(t, "many")
+		payloads := make([]string, 60)
+		for i := range payloads {
+			payloads[i] = fmt.Sprint("m", i)
+		}
+		want := map[string]bool{}
+		for _, id := range f.publish(t, "many", time.Hour, payloads...) {
+			want[id] = true
+		}
+		seen := map[string]bool{}
+		next := "/ui/topics/many?group=billing"
+		for page := 0; next != ""; page++ {
+			if page > 3 {
+				t.Fatalf("more than 3 pages for 60 messages")
+			}
+			code, body := f.get(t, next)
+			if code != http.StatusOK {
+				t.Fatalf("GET %s = %d", next, code)
+			}
+			for _, m := range regexp.MustCompile(`<tr data-id="([0-9a-f]+)">`).FindAllStringSubmatch(body, -1) {
+				if seen[m[1]] {
+					t.Fatalf("message %s listed twice", m[1])
+				}
+				seen[m[1]] = true
+			}
+			next = ""
+			if m := regexp.MustCompile(`<a href="([^"]+)" id="next-page">`).FindStringSubmatch(body); m != nil {
+				next = html.UnescapeString(m[1])
+				if !strings.Contains(next, "group=billing") {
+					t.Fatalf("next page %s drops the group", next)
+				}
+			}
+		}
+		if len(seen) != len(want) {
+			t.Fatalf("pages listed %d messages, want %d", len(seen), len(want))
 		}
 	})
 	t.Run("cluster", func(t *testing.T) {
