@@ -112,8 +112,8 @@ func TestBrowser(t *testing.T) {
 	path := chromiumPath(t)
 	t.Logf("chromium: %s", path)
 	f := newFixture(t)
-	f.createTopic(t, "shop")
-	ids := f.publish(t, "shop", 20*time.Minute, `{"sku":"a-1"}`, "second", "third")
+	f.createTopic(t.Context(), t, "shop")
+	ids := f.publish(t.Context(), t, "shop", 20*time.Minute, `{"sku":"a-1"}`, "second", "third")
 	ctx := newBrowser(t)
 
 	t.Run("topics page lists the topic with its counts", func(t *testing.T) {
@@ -197,8 +197,8 @@ func TestBrowser(t *testing.T) {
 	t.Run("the topics page refreshes itself", func(t *testing.T) {
 		do(ctx, t, "open topics", chromedp.Navigate(f.base+"/ui/topics"), chromedp.WaitVisible(chromedp.CSS(`#topics`)))
 		eval[bool](ctx, t, `window.sundialTestMark = true`)
-		f.createTopic(t, "later")
-		f.publish(t, "later", time.Hour, "x")
+		f.createTopic(ctx, t, "later")
+		f.publish(ctx, t, "later", time.Hour, "x")
 		// htmx reloads the table every 5s; no navigation happens.
 		do(ctx, t, "wait for the new topic's row", chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="later"][data-group="default"] td.scheduled`)))
 		if got := text(ctx, t, `tr[data-topic="later"][data-group="default"] td.scheduled`); got != "1" {
@@ -236,13 +236,6 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("GetMessage(cancelled without JS) error = %v, want NotFound", err)
 		}
 	})
-}
-
-// rpcCtx bounds a gRPC call of a browser test.
-func rpcCtx(ctx context.Context, t *testing.T) context.Context {
-	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	t.Cleanup(cancel)
-	return rctx
 }
 
 func getByID(topic, id string) *sundialv1.GetMessageRequest {

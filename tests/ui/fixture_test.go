@@ -36,31 +36,34 @@ func newFixture(t *testing.T) *fixture {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+func ctxT(t *testing.T) context.Context { return rpcCtx(t.Context(), t) }
+
+// rpcCtx bounds one gRPC call of a test.
+func rpcCtx(ctx context.Context, t *testing.T) context.Context {
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	t.Cleanup(cancel)
-	return ctx
+	return rctx
 }
 
 // createTopic creates topic through gRPC with a second group "billing".
-func (f *fixture) createTopic(t *testing.T, topic string) {
+func (f *fixture) createTopic(ctx context.Context, t *testing.T, topic string) {
 	t.Helper()
-	if _, err := f.c.Admin.CreateTopic(ctxT(t), &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: topic}}); err != nil {
+	if _, err := f.c.Admin.CreateTopic(rpcCtx(ctx, t), &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: topic}}); err != nil {
 		t.Fatalf("CreateTopic(%s) error = %v", topic, err)
 	}
-	if _, err := f.c.Admin.CreateGroup(ctxT(t), &sundialv1.CreateGroupRequest{Topic: topic, Group: "billing"}); err != nil {
+	if _, err := f.c.Admin.CreateGroup(rpcCtx(ctx, t), &sundialv1.CreateGroupRequest{Topic: topic, Group: "billing"}); err != nil {
 		t.Fatalf("CreateGroup(%s, billing) error = %v", topic, err)
 	}
 }
 
 // publish publishes payloads to topic due in delay, answering their ids.
-func (f *fixture) publish(t *testing.T, topic string, delay time.Duration, payloads ...string) []string {
+func (f *fixture) publish(ctx context.Context, t *testing.T, topic string, delay time.Duration, payloads ...string) []string {
 	t.Helper()
 	req := &sundialv1.PublishRequest{RequestId: fmt.Sprintf("ui-test-%s-%d", topic, time.Now().UnixNano())}
 	for i, p := range payloads {
 		req.Messages = append(req.Messages, &sundialv1.Message{Topic: topic, Payload: []byte(p), DelayMs: delay.Milliseconds(), Headers: map[string]string{"n": fmt.Sprint(i)}})
 	}
-	resp, err := f.c.Producer.Publish(ctxT(t), req)
+	resp, err := f.c.Producer.Publish(rpcCtx(ctx, t), req)
 	if err != nil {
 		t.Fatalf("Publish() error = %v", err)
 	}

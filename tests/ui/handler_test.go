@@ -21,8 +21,8 @@ import (
 // what gRPC created and published is what the pages show, escaped.
 func TestPages(t *testing.T) {
 	f := newFixture(t)
-	f.createTopic(t, "orders")
-	ids := f.publish(t, "orders", 10*time.Minute, `{"order":1}`, "<script>alert(1)</script>", "plain")
+	f.createTopic(t.Context(), t, "orders")
+	ids := f.publish(t.Context(), t, "orders", 10*time.Minute, `{"order":1}`, "<script>alert(1)</script>", "plain")
 
 	t.Run("topics", func(t *testing.T) {
 		integration.Eventually(t, 20*time.Second, func() error {
@@ -79,13 +79,13 @@ func TestPages(t *testing.T) {
 		}
 	})
 	t.Run("message browser pages", func(t *testing.T) {
-		f.createTopic(t, "many")
+		f.createTopic(t.Context(), t, "many")
 		payloads := make([]string, 60)
 		for i := range payloads {
 			payloads[i] = fmt.Sprint("m", i)
 		}
 		want := map[string]bool{}
-		for _, id := range f.publish(t, "many", time.Hour, payloads...) {
+		for _, id := range f.publish(t.Context(), t, "many", time.Hour, payloads...) {
 			want[id] = true
 		}
 		seen := map[string]bool{}
@@ -156,8 +156,8 @@ func TestPages(t *testing.T) {
 // gRPC.
 func TestActions(t *testing.T) {
 	f := newFixture(t)
-	f.createTopic(t, "jobs")
-	ids := f.publish(t, "jobs", 10*time.Minute, "a", "b", "c")
+	f.createTopic(t.Context(), t, "jobs")
+	ids := f.publish(t.Context(), t, "jobs", 10*time.Minute, "a", "b", "c")
 	msg := func(id string) (*sundialv1.MessageInfo, error) {
 		return f.c.Admin.GetMessage(ctxT(t), &sundialv1.GetMessageRequest{Message: &sundialv1.MessageSelector{Topic: "jobs", By: &sundialv1.MessageSelector_MessageId{MessageId: id}}})
 	}

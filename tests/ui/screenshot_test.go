@@ -28,7 +28,7 @@ func TestScreenshots(t *testing.T) {
 	c := integration.New(t, integration.Config{Brokers: 3, Shards: 4})
 	f := &fixture{c: c, base: "http://" + c.Proxy.HTTPAddr()}
 	for _, topic := range []string{"orders", "emails", "reports"} {
-		f.createTopic(t, topic)
+		f.createTopic(t.Context(), t, topic)
 	}
 	// orders: a wave over the next hour; emails: some due now (then
 	// received, so in flight with a lateness), some in the next minutes;
@@ -38,11 +38,11 @@ func TestScreenshots(t *testing.T) {
 		for j := range 4 + (i*7)%11 {
 			payloads = append(payloads, fmt.Sprintf(`{"order":%d,"line":%d,"sku":"SKU-%03d"}`, i, j, (i*13+j)%200))
 		}
-		f.publish(t, "orders", time.Duration(i)*150*time.Second+30*time.Second, payloads...)
+		f.publish(t.Context(), t, "orders", time.Duration(i)*150*time.Second+30*time.Second, payloads...)
 	}
-	f.publish(t, "emails", 0, "welcome alice", "welcome bob", "reset password carol", "digest dave", "digest erin", "digest frank")
-	f.publish(t, "emails", 4*time.Minute, "reminder 1", "reminder 2", "reminder 3")
-	f.publish(t, "reports", 3*time.Hour, "daily revenue", "daily signups")
+	f.publish(t.Context(), t, "emails", 0, "welcome alice", "welcome bob", "reset password carol", "digest dave", "digest erin", "digest frank")
+	f.publish(t.Context(), t, "emails", 4*time.Minute, "reminder 1", "reminder 2", "reminder 3")
+	f.publish(t.Context(), t, "reports", 3*time.Hour, "daily revenue", "daily signups")
 	integration.Eventually(t, 30*time.Second, func() error {
 		resp, err := c.Consumer.Receive(ctxT(t), &sundialv1.ReceiveRequest{Topic: "emails", MaxMessages: 2, WaitMs: 1000, VisibilityTimeoutMs: 600_000})
 		if err != nil || len(resp.GetDeliveries()) == 0 {
