@@ -236,6 +236,19 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("GetMessage(cancelled without JS) error = %v, want NotFound", err)
 		}
 	})
+
+	// Last: it stops the proxy.
+	t.Run("a proxy that stops answering is said so", func(t *testing.T) {
+		do(ctx, t, "open topics", chromedp.Navigate(f.base+"/ui/topics"), chromedp.WaitVisible(chromedp.CSS(`#topics`)))
+		f.c.Proxy.Stop()
+		do(ctx, t, "wait for the offline notice", chromedp.WaitVisible(chromedp.CSS(`#offline`)))
+		if got := text(ctx, t, "#offline"); !strings.Contains(got, "did not answer") {
+			t.Fatalf("offline notice = %q", got)
+		}
+		if n := eval[int](ctx, t, `document.querySelectorAll('#topics tr[data-topic]').length`); n == 0 {
+			t.Fatal("the last table is gone: the page went blank")
+		}
+	})
 }
 
 func getByID(topic, id string) *sundialv1.GetMessageRequest {

@@ -150,6 +150,17 @@ func TestPages(t *testing.T) {
 			t.Errorf("GET htmx.min.js = %d", code)
 		}
 	})
+	t.Run("no broker answers", func(t *testing.T) {
+		f.c.StopBroker(0)
+		for _, path := range []string{"/ui/cluster", "/ui/topics"} {
+			code, body := f.get(t, path)
+			// The error is inside the live part, so a refresh shows it too.
+			live := body[max(0, strings.Index(body, `id="live"`)):]
+			if code < 500 || !strings.Contains(live, `id="error"`) {
+				t.Errorf("GET %s with the broker stopped = %d, want 5xx with the error in the live part: %s", path, code, body)
+			}
+		}
+	})
 }
 
 // TestActions runs every action over HTTP and checks its effect through

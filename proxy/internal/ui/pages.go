@@ -102,7 +102,7 @@ func (h *Handler) topicsPage(w http.ResponseWriter, r *http.Request) {
 	p.Data = v
 	list, err := h.api.Admin.ListTopics(ctx, &sundialv1.ListTopicsRequest{Prefix: prefix, PageSize: maxTopicsListed})
 	if err != nil {
-		p.Err = toAPIError(err)
+		p.Err, p.Data = toAPIError(err), nil
 		h.render(w, r, p.Err.HTTPStatus, "topics", p)
 		return
 	}
