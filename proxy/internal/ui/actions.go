@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -97,6 +98,9 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 		resp, err := h.api.Producer.Publish(ctx, &sundialv1.PublishRequest{Messages: []*sundialv1.Message{m}})
 		if err != nil {
 			return "", err
+		}
+		if len(resp.GetResults()) != 1 {
+			return "", statusError(int32(codes.Internal), fmt.Sprintf("publish answered %d results for 1 message", len(resp.GetResults())))
 		}
 		res := resp.GetResults()[0]
 		if e := res.GetError(); e != nil {
