@@ -72,6 +72,17 @@ func TestPages(t *testing.T) {
 		if !strings.Contains(body, `data-id="`+ids[2]+`"`) || strings.Contains(body, `data-id="`+ids[0]+`"`) || !strings.Contains(body, "70 6c 61 69 6e") {
 			t.Errorf("header filter n=2 in hex does not show exactly %s as hex", ids[2])
 		}
+		// htmx's refresh of the live part skips the message browser.
+		req, _ := http.NewRequest(http.MethodGet, f.base+"/ui/topics/orders", nil)
+		req.Header.Set("HX-Request", "true")
+		req.Header.Set("HX-Target", "live")
+		resp, err := f.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, body := f.read(t, resp); code != http.StatusOK || !strings.Contains(body, `<span id="histogram-total">3</span>`) || strings.Contains(body, `data-id="`) {
+			t.Errorf("live refresh = %d, want the chart without the message rows", code)
+		}
 		// A due range that ends before the messages are due lists none.
 		_, body = f.get(t, "/ui/topics/orders?to=5m")
 		if strings.Contains(body, `data-id="`) {

@@ -238,6 +238,11 @@ func (h *Handler) showTopic(w http.ResponseWriter, r *http.Request, q url.Values
 		v.Chart = buildChart(req, hist.GetCounts())
 	}
 
+	if liveRefresh(r) {
+		// htmx keeps only #live (counts and chart): skip the message scan.
+		h.render(w, r, code, "topic", p)
+		return
+	}
 	lreq := &sundialv1.ListMessagesRequest{
 		Topic: name, Group: v.Filter.Group, KeyPrefix: v.Filter.KeyPrefix,
 		HeaderKey: v.Filter.HeaderKey, HeaderValue: v.Filter.HeaderValue, PageSize: 50, PageToken: v.Filter.PageToken,
@@ -261,6 +266,12 @@ func (h *Handler) showTopic(w http.ResponseWriter, r *http.Request, q url.Values
 		}
 	}
 	h.render(w, r, code, "topic", p)
+}
+
+// liveRefresh reports whether r is htmx's periodic reload of a page's
+// live part, which renders only what that part shows.
+func liveRefresh(r *http.Request) bool {
+	return r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-Target") == "live"
 }
 
 func sortedHeaders(m map[string]string) []header {
