@@ -51,7 +51,7 @@ PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/b
 
 # The per-module pattern targets (test-%, vet-%, bench-%, tidy-%) are deliberately not
 # listed: make skips pattern-rule search for .PHONY targets.
-.PHONY: help build test test-short lint gen verify run join bench loadtest clean tools tools-lint bench-peers chaos
+.PHONY: help build test test-short lint gen verify run screenshots join bench loadtest clean tools tools-lint bench-peers chaos
 
 help: ## Show this list of targets
 	@echo "Sundial make targets:"
@@ -200,6 +200,9 @@ verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-o
 # proxy's /readyz, prints the endpoints; Ctrl-C stops every process by pid.
 run: build ## Build, then run a local cluster: 3 brokers + proxy (SUNDIAL_BROKERS=1 for one broker)
 	$(BIN)/sundial-local
+
+screenshots: ## Write PNGs of the admin UI's pages into docs/images (a test cluster and headless chromium)
+	cd tests && SUNDIAL_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -timeout 5m -run '^TestScreenshots$$' ./ui/
 
 # `make join` (from another shell, while `make run` runs) starts one more broker that
 # joins that cluster, on the next free ports of the local scheme (gRPC 7500+i, Raft

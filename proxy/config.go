@@ -16,9 +16,9 @@ type Config struct {
 	// picks a free port (see Server.GRPCAddr). Default 127.0.0.1:7400.
 	GRPCAddr string
 	// HTTPAddr is the host:port serving the HTTP/JSON API (/v1/...,
-	// /openapi.json, /docs), /metrics, /livez, /readyz and /healthz (an
-	// alias of /readyz); port 0 picks a free port; empty disables HTTP.
-	// Default 127.0.0.1:7480.
+	// /openapi.json, /docs), the admin UI at /ui/, /metrics, /livez, /readyz
+	// and /healthz (an alias of /readyz); port 0 picks a free port; empty
+	// disables HTTP. Default 127.0.0.1:7480.
 	HTTPAddr string
 	// Brokers are seed broker gRPC addresses. The proxy watches the routing
 	// table from one of them and learns the rest of the cluster from it.

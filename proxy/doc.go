@@ -2,8 +2,9 @@
 // clients talk to. It serves the public gRPC API (Producer, Consumer,
 // Admin, Cluster), gRPC reflection and health on Config.GRPCAddr, and
 // the same API as HTTP/JSON (internal/httpapi: /v1/..., /openapi.json,
-// /docs), /metrics, /livez, /readyz and /healthz (an alias of /readyz) on
-// Config.HTTPAddr. Readiness (health.go) is probed every
+// /docs), the admin UI under /ui/ (internal/ui, a client of the proxy's
+// own gRPC listener), /metrics, /livez, /readyz and /healthz (an alias of
+// /readyz) on Config.HTTPAddr. Readiness (health.go) is probed every
 // Config.ReadyProbeInterval: a routing table, and the leader of every event
 // shard reached; the gRPC health service answers the same.
 //

@@ -49,6 +49,7 @@ type Server struct {
 	http      *http.Server
 	readiness *readiness
 	probing   context.CancelFunc // stops the readiness prober
+	uiConn    *grpc.ClientConn   // the admin UI's client of s.grpc
 
 	mu       sync.Mutex // guards grpcLis, httpLis, started, stopped
 	grpcLis  net.Listener
@@ -125,6 +126,12 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	if err := s.mountHTTPAPI(mux); err != nil {
 		return nil, err
 	}
+	adminUI, uiConn, err := s.newUI()
+	if err != nil {
+		return nil, err
+	}
+	s.uiConn = uiConn
+	mux.Handle("/ui/", adminUI)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
@@ -231,6 +238,7 @@ func (s *Server) Stop() {
 		s.watcher.Stop()
 	}
 	s.pool.Close()
+	_ = s.uiConn.Close()
 	s.log.Info("proxy stopped")
 }
 

@@ -3,6 +3,8 @@ module github.com/sundialmq/sundial/tests
 go 1.26.0
 
 require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sundialmq/sundial/broker v0.0.0-00010101000000-000000000000
 	github.com/sundialmq/sundial/meta v0.0.0-00010101000000-000000000000
@@ -71,6 +73,7 @@ require (
 require (
 	connectrpc.com/connect v1.19.1 // indirect
 	connectrpc.com/vanguard v0.4.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -53,7 +54,8 @@ func (r *Reader) Message(id []byte) (*Message, error) {
 		return nil, err
 	}
 	out := &Message{
-		ID: id, Topic: m.Topic, Key: m.Key, Payload: m.Payload, Headers: m.Headers,
+		// id may alias an iterator's key buffer (List): keep a copy.
+		ID: slices.Clone(id), Topic: m.Topic, Key: m.Key, Payload: m.Payload, Headers: m.Headers,
 		PublishedAtMs: m.PublishedAtMs, DueAtMs: m.DueAtMs, ExpiresAtMs: m.ExpiresAtMs,
 		FairnessKey: m.FairnessKey, Priority: m.Priority,
 	}

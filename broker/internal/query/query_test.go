@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"testing"
@@ -257,6 +258,26 @@ func TestListByDue(t *testing.T) {
 	}
 	if want := []string{"p2-500", "p1-2000", "p0-2500-h", "p0-3000", "p1-4000"}; !slices.Equal(all, want) {
 		t.Errorf("List() paged = %v, want %v", all, want)
+	}
+}
+
+// TestListByDueMessageIDs checks each listed message carries its own id:
+// the id parsed from an iterator key must not alias the iterator's buffer.
+func TestListByDueMessageIDs(t *testing.T) {
+	r := newRig(t)
+	r.group("t", fsm.DefaultGroup)
+	ids := r.publish(msg("a", 0, 1000), msg("b", 0, 2000), msg("c", 0, 3000))
+	page, err := New(r.db, shard, 0).List(ListArgs{Topic: "t", Group: "default", PageSize: 10})
+	if err != nil {
+		t.Fatalf("List() error = %v", err)
+	}
+	if len(page) != len(ids) {
+		t.Fatalf("List() = %d messages, want %d", len(page), len(ids))
+	}
+	for i, l := range page {
+		if !bytes.Equal(l.Message.ID, ids[i]) {
+			t.Errorf("List()[%d] (payload %s) id = %x, want %x", i, l.Message.Payload, l.Message.ID, ids[i])
+		}
 	}
 }
 

@@ -394,6 +394,7 @@ func printEndpoints(out io.Writer, cfg Config, took time.Duration) {
 		int(took.Seconds()), cfg.Brokers, cfg.DataDir, filepath.Join(cfg.DataDir, "logs"))
 	fmt.Fprintf(out, "  proxy     gRPC %s   HTTP http://%s  (/livez, /readyz, /metrics)\n", l.ProxyGRPC, l.ProxyHTTP)
 	fmt.Fprintf(out, "  HTTP API  http://%s/v1/   docs http://%s/docs   OpenAPI http://%s/openapi.json\n", l.ProxyHTTP, l.ProxyHTTP, l.ProxyHTTP)
+	fmt.Fprintf(out, "  admin UI  http://%s/ui/\n", l.ProxyHTTP)
 	for i, b := range l.Brokers {
 		fmt.Fprintf(out, "  broker-%d  gRPC %s   metrics http://%s/metrics   raft %s\n", i+1, b.GRPC, b.Metrics, b.Raft)
 	}

@@ -161,6 +161,9 @@ func TestRunStartsWaitsPrintsAndStops(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	if want := "admin UI  http://" + cfg.Layout.ProxyHTTP + "/ui/"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
 	if !strings.Contains(out.String(), "proxy     gRPC "+cfg.Layout.ProxyGRPC) {
 		t.Errorf("output lacks the proxy's endpoints:\n%s", out.String())
 	}
