@@ -26,6 +26,7 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 			return ResultNotFound, nil
 		}
 		delete(s.Topics, c.Name)
+		s.dropHandovers(c.Name)
 		s.Version++
 		return ResultOK, nil
 	case OpCreateGroup:
@@ -40,6 +41,12 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.advanceOperation(c.OperationID, c.Step, c.NowMs), nil
 	case OpFinishOperation:
 		return s.finishOperation(c.OperationID, c.Status, c.Error, c.NowMs), nil
+	case OpAddShards:
+		return s.addShards(c.Count)
+	case OpServeShards:
+		return s.serveShards(c.Shards, c.NowMs), nil
+	case OpCloseHandover:
+		return s.closeHandover(c.Name, c.Partition), nil
 	}
 	return ResultInvalid, nil
 }

@@ -15,7 +15,8 @@ type Op string
 // IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID),
 // submit_operations (Operations), start_operation (OperationID),
 // advance_operation (OperationID, Step), finish_operation (OperationID,
-// Status, Error).
+// Status, Error), add_shards (Count), serve_shards (Shards),
+// close_handover (Name, Partition).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -30,6 +31,10 @@ const (
 	OpStartOperation   Op = "start_operation"
 	OpAdvanceOperation Op = "advance_operation"
 	OpFinishOperation  Op = "finish_operation"
+
+	OpAddShards     Op = "add_shards"
+	OpServeShards   Op = "serve_shards"
+	OpCloseHandover Op = "close_handover"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -63,6 +68,12 @@ type Command struct {
 	Step        int             `json:"step,omitempty"`
 	Status      OperationStatus `json:"status,omitempty"`
 	Error       string          `json:"error,omitempty"`
+
+	// Shards are the starting shards serve_shards puts on the ring;
+	// Partition (with Name, the topic) is the hand-over close_handover
+	// ends.
+	Shards    []EventShardID `json:"shards,omitempty"`
+	Partition uint32         `json:"partition,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -128,6 +139,18 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpFinishOperation:
 		if c.OperationID == 0 || (c.Status != OperationFailed && c.Status != OperationRolledBack) {
 			return nil, fmt.Errorf("%w: finish_operation needs an operation id and status failed or rolled-back", ErrMalformedCommand)
+		}
+	case OpAddShards:
+		if c.Count < 1 || c.Count > MaxAddShards {
+			return nil, fmt.Errorf("%w: add_shards needs a count in 1..%d", ErrMalformedCommand, MaxAddShards)
+		}
+	case OpServeShards:
+		if len(c.Shards) == 0 {
+			return nil, fmt.Errorf("%w: serve_shards without shards", ErrMalformedCommand)
+		}
+	case OpCloseHandover:
+		if c.Name == "" {
+			return nil, fmt.Errorf("%w: close_handover without a topic", ErrMalformedCommand)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)
