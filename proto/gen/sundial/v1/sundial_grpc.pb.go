@@ -1127,6 +1127,7 @@ const (
 	Cluster_Rebalance_FullMethodName      = "/sundial.v1.Cluster/Rebalance"
 	Cluster_ListOperations_FullMethodName = "/sundial.v1.Cluster/ListOperations"
 	Cluster_JoinCluster_FullMethodName    = "/sundial.v1.Cluster/JoinCluster"
+	Cluster_AddShards_FullMethodName      = "/sundial.v1.Cluster/AddShards"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -1168,6 +1169,17 @@ type ClusterClient interface {
 	// (cluster_id is another cluster's), Unavailable (the cluster is not
 	// bootstrapped yet).
 	JoinCluster(ctx context.Context, in *JoinClusterRequest, opts ...grpc.CallOption) (*JoinClusterResponse, error)
+	// AddShards creates count event shards (1..256) with the cluster's
+	// replication factor on the least-loaded active nodes. The new shards
+	// start off the ring and join it together once each has a leader; then
+	// every topic partition whose ring owner changed hands over from its old
+	// shard to its new one without copying (see RoutingTable.handovers). It
+	// answers once the shards serve or the call's deadline (at most 30 s)
+	// passes, with the new shards (starting set if they do not serve yet)
+	// and the open hand-overs. Errors: InvalidArgument (count out of range),
+	// FailedPrecondition (shards are starting or hand-overs are open from an
+	// earlier growth, or fewer active nodes than the replication factor).
+	AddShards(ctx context.Context, in *AddShardsRequest, opts ...grpc.CallOption) (*AddShardsResponse, error)
 }
 
 type clusterClient struct {
@@ -1247,6 +1259,16 @@ func (c *clusterClient) JoinCluster(ctx context.Context, in *JoinClusterRequest,
 	return out, nil
 }
 
+func (c *clusterClient) AddShards(ctx context.Context, in *AddShardsRequest, opts ...grpc.CallOption) (*AddShardsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddShardsResponse)
+	err := c.cc.Invoke(ctx, Cluster_AddShards_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1286,6 +1308,17 @@ type ClusterServer interface {
 	// (cluster_id is another cluster's), Unavailable (the cluster is not
 	// bootstrapped yet).
 	JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error)
+	// AddShards creates count event shards (1..256) with the cluster's
+	// replication factor on the least-loaded active nodes. The new shards
+	// start off the ring and join it together once each has a leader; then
+	// every topic partition whose ring owner changed hands over from its old
+	// shard to its new one without copying (see RoutingTable.handovers). It
+	// answers once the shards serve or the call's deadline (at most 30 s)
+	// passes, with the new shards (starting set if they do not serve yet)
+	// and the open hand-overs. Errors: InvalidArgument (count out of range),
+	// FailedPrecondition (shards are starting or hand-overs are open from an
+	// earlier growth, or fewer active nodes than the replication factor).
+	AddShards(context.Context, *AddShardsRequest) (*AddShardsResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1313,6 +1346,9 @@ func (UnimplementedClusterServer) ListOperations(context.Context, *ListOperation
 }
 func (UnimplementedClusterServer) JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method JoinCluster not implemented")
+}
+func (UnimplementedClusterServer) AddShards(context.Context, *AddShardsRequest) (*AddShardsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddShards not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1436,6 +1472,24 @@ func _Cluster_JoinCluster_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_AddShards_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddShardsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).AddShards(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_AddShards_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).AddShards(ctx, req.(*AddShardsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1462,6 +1516,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "JoinCluster",
 			Handler:    _Cluster_JoinCluster_Handler,
+		},
+		{
+			MethodName: "AddShards",
+			Handler:    _Cluster_AddShards_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
