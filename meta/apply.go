@@ -45,6 +45,8 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.addShards(c.Count)
 	case OpServeShards:
 		return s.serveShards(c.Shards, c.NowMs), nil
+	case OpSealHandover:
+		return s.sealHandover(c.Name, c.Partition, c.NowMs), nil
 	case OpCloseHandover:
 		return s.closeHandover(c.Name, c.Partition), nil
 	}

@@ -16,7 +16,7 @@ type Op string
 // submit_operations (Operations), start_operation (OperationID),
 // advance_operation (OperationID, Step), finish_operation (OperationID,
 // Status, Error), add_shards (Count), serve_shards (Shards),
-// close_handover (Name, Partition).
+// seal_handover and close_handover (Name, Partition).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -34,6 +34,7 @@ const (
 
 	OpAddShards     Op = "add_shards"
 	OpServeShards   Op = "serve_shards"
+	OpSealHandover  Op = "seal_handover"
 	OpCloseHandover Op = "close_handover"
 )
 
@@ -70,8 +71,8 @@ type Command struct {
 	Error       string          `json:"error,omitempty"`
 
 	// Shards are the starting shards serve_shards puts on the ring;
-	// Partition (with Name, the topic) is the hand-over close_handover
-	// ends.
+	// Partition (with Name, the topic) is the hand-over seal_handover
+	// and close_handover change.
 	Shards    []EventShardID `json:"shards,omitempty"`
 	Partition uint32         `json:"partition,omitempty"`
 }
@@ -148,9 +149,9 @@ func DecodeCommand(b []byte) (*Command, error) {
 		if len(c.Shards) == 0 {
 			return nil, fmt.Errorf("%w: serve_shards without shards", ErrMalformedCommand)
 		}
-	case OpCloseHandover:
+	case OpSealHandover, OpCloseHandover:
 		if c.Name == "" {
-			return nil, fmt.Errorf("%w: close_handover without a topic", ErrMalformedCommand)
+			return nil, fmt.Errorf("%w: %s without a topic", ErrMalformedCommand, c.Op)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)

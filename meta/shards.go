@@ -29,20 +29,37 @@ func (s *Shard) Serving() bool { return s.State != ShardStarting }
 
 // Handover is a topic partition whose ring owner changed when shards were
 // added: its messages stay on From, which keeps delivering them, while new
-// publishes go to To. Keyed publishes, and cancel, reschedule and get by
-// key, stay on From while the hand-over is open, so a key lives in exactly
-// one shard: From until the hand-over closes, To after. Subscriptions read
-// both shards. close_handover ends it once From holds nothing of the
-// partition (see the broker's hand-over check) and the topic's dedup
-// window has passed since it opened, so a publish retried with the same
-// request id is answered from From's dedup record rather than stored
-// again on To.
+// unkeyed publishes go to To. Subscriptions and receives read both shards
+// until the hand-over closes. It has two phases:
+//
+//   - open: keyed publishes, and cancel, reschedule and get by key, stay
+//     on From, so a key lives in exactly one shard;
+//   - sealed (SealedAtMs set by seal_handover, once From holds no key
+//     record of the partition, pending or remembered, and the topic's
+//     dedup window has passed since the hand-over opened): keyed work
+//     goes to To as well, and From takes no publish of the partition.
+//
+// close_handover ends a sealed hand-over once From holds no copy of the
+// partition, waiting or in flight. The broker leading From proposes both
+// (its host's hand-over check).
 type Handover struct {
 	Topic      string       `json:"topic"`
 	Partition  uint32       `json:"partition"`
 	From       EventShardID `json:"from"`
 	To         EventShardID `json:"to"`
 	OpenedAtMs int64        `json:"opened_at_ms"`
+	SealedAtMs int64        `json:"sealed_at_ms,omitempty"`
+}
+
+// KeyedOn is the shard that holds the keys of partition of topic (a base
+// topic name) under s while it hands over: From until the hand-over is
+// sealed. ok is false when the ring's owner holds them.
+func (s *State) KeyedOn(topic string, partition uint32) (EventShardID, bool) {
+	h, ok := s.HandoverOf(topic, partition)
+	if !ok || h.SealedAtMs != 0 {
+		return 0, false
+	}
+	return h.From, true
 }
 
 // RingShards returns the ids of the serving shards, ascending: the shard
@@ -179,13 +196,33 @@ func Moves(st *State, before, after *ring.Ring, nowMs int64) []Handover {
 	return out
 }
 
-// closeHandover ends the hand-over of topic's partition; ResultNotFound
-// when none is open. The proposer checked that From holds nothing of the
+// sealHandover moves keyed work of topic's partition to the hand-over's
+// To shard; ResultNotFound when none is open, ResultNoop when sealed
+// already. The proposer checked that From holds no key record of the
 // partition and that the dedup window has passed.
+func (s *State) sealHandover(topic string, partition uint32, nowMs int64) uint64 {
+	i, ok := slices.BinarySearchFunc(s.Handovers, Handover{Topic: topic, Partition: partition}, compareHandover)
+	if !ok {
+		return ResultNotFound
+	}
+	if s.Handovers[i].SealedAtMs != 0 {
+		return ResultNoop
+	}
+	s.Handovers[i].SealedAtMs = max(nowMs, 1)
+	s.Version++
+	return ResultOK
+}
+
+// closeHandover ends the sealed hand-over of topic's partition;
+// ResultNotFound when none is open, ResultInvalid when it is not sealed.
+// The proposer checked that From holds no copy of the partition.
 func (s *State) closeHandover(topic string, partition uint32) uint64 {
 	i, ok := slices.BinarySearchFunc(s.Handovers, Handover{Topic: topic, Partition: partition}, compareHandover)
 	if !ok {
 		return ResultNotFound
+	}
+	if s.Handovers[i].SealedAtMs == 0 {
+		return ResultInvalid
 	}
 	s.Handovers = slices.Delete(s.Handovers, i, i+1)
 	s.Version++

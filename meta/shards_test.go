@@ -149,8 +149,26 @@ func TestServeShardsOpensHandoversOfMovedPartitions(t *testing.T) {
 		t.Fatalf("add_shards while hand-overs are open = %d, want ResultExists", code)
 	}
 
-	// Closing ends one hand-over; the snapshot form keeps the rest.
+	// Keys stay on the old shard until the hand-over is sealed; only a
+	// sealed one closes; closing ends one hand-over; the snapshot form
+	// keeps the rest.
 	h := s.Handovers[0]
+	if on, ok := s.KeyedOn(h.Topic, h.Partition); !ok || on != h.From {
+		t.Fatalf("KeyedOn(%s, %d) = %d, %v, want %d, true", h.Topic, h.Partition, on, ok, h.From)
+	}
+	if code, _ := s.Apply(&Command{Op: OpCloseHandover, Name: h.Topic, Partition: h.Partition}); code != ResultInvalid {
+		t.Fatalf("close_handover before seal = %d, want ResultInvalid", code)
+	}
+	v = s.Version
+	if code, _ := s.Apply(&Command{Op: OpSealHandover, Name: h.Topic, Partition: h.Partition, NowMs: 900}); code != ResultOK || s.Version != v+1 {
+		t.Fatalf("seal_handover = %d (version %d), want ResultOK, version %d", code, s.Version, v+1)
+	}
+	if on, ok := s.KeyedOn(h.Topic, h.Partition); ok {
+		t.Fatalf("KeyedOn(%s, %d) after seal = %d, true, want the ring's owner", h.Topic, h.Partition, on)
+	}
+	if code, _ := s.Apply(&Command{Op: OpSealHandover, Name: h.Topic, Partition: h.Partition, NowMs: 900}); code != ResultNoop {
+		t.Fatalf("seal_handover again = %d, want ResultNoop", code)
+	}
 	v = s.Version
 	if code, _ := s.Apply(&Command{Op: OpCloseHandover, Name: h.Topic, Partition: h.Partition}); code != ResultOK || s.Version != v+1 {
 		t.Fatalf("close_handover = %d (version %d), want ResultOK, version %d", code, s.Version, v+1)

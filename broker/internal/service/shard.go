@@ -282,9 +282,10 @@ func (s *Shard) readMeta(ctx context.Context, reason string) (*meta.State, error
 
 // placed refuses a publish carrying a message that does not belong on
 // shard under st: its partition is past the topic's partition count, is
-// not its key's partition, or the ring over st's shards puts the partition
-// elsewhere. Stored anyway, such a message would be read by no
-// subscription and found by no keyed publish, cancel or reschedule.
+// not its key's partition, or owner puts it elsewhere (the ring over st's
+// serving shards, or for a keyed message the shard an open hand-over of
+// its partition comes from). Stored anyway, such a message would be read
+// by no subscription and found by no keyed publish, cancel or reschedule.
 func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.PartitionedMessage) error {
 	r := s.ring(st)
 	for _, pm := range msgs {
@@ -298,7 +299,7 @@ func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.Partitione
 				return apierr.Misplaced(shard, st.Version, topic, part)
 			}
 		}
-		if owner := r.Locate(base, part); owner != shard {
+		if owner(st, r, base, part, pm.GetMessage().GetKey() != "") != shard {
 			s.metrics.misplaced.Inc()
 			return apierr.Misplaced(shard, st.Version, topic, part)
 		}
@@ -306,17 +307,27 @@ func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.Partitione
 	return nil
 }
 
-// ring is the hash ring over st's event shards, rebuilt only when the
-// shard set changes (building one takes milliseconds).
+// owner is the shard a message of base's partition belongs on under st:
+// the ring's owner, except that until the partition's hand-over is sealed
+// (see meta.Handover) keyed messages stay on the shard it hands over from,
+// so a key lives in one shard only.
+func owner(st *meta.State, r *ring.Ring, base string, part uint32, keyed bool) uint64 {
+	if keyed {
+		if from, ok := st.KeyedOn(base, part); ok {
+			return uint64(from)
+		}
+	}
+	return r.Locate(base, part)
+}
+
+// ring is the hash ring over st's serving event shards, rebuilt only when
+// that set changes (building one takes milliseconds).
 func (s *Shard) ring(st *meta.State) *ring.Ring {
 	cached := s.rings.Load()
 	if cached != nil && cached.state == st {
 		return cached.ring
 	}
-	ids := make([]uint64, 0, len(st.Shards))
-	for _, id := range st.ShardIDs() {
-		ids = append(ids, uint64(id))
-	}
+	ids := st.RingShards()
 	var r *ring.Ring
 	if cached != nil && slices.Equal(cached.ring.Shards(), ids) {
 		r = cached.ring

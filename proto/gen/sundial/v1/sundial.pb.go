@@ -3883,8 +3883,10 @@ type ClusterInfo struct {
 	Nodes            []*Node                `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Shards           []*Shard               `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
 	MetaLeaderNodeId uint64                 `protobuf:"varint,4,opt,name=meta_leader_node_id,json=metaLeaderNodeId,proto3" json:"meta_leader_node_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// handovers are the open partition hand-overs (RoutingTable.handovers).
+	Handovers     []*Handover `protobuf:"bytes,5,rep,name=handovers,proto3" json:"handovers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterInfo) Reset() {
@@ -3943,6 +3945,13 @@ func (x *ClusterInfo) GetMetaLeaderNodeId() uint64 {
 		return x.MetaLeaderNodeId
 	}
 	return 0
+}
+
+func (x *ClusterInfo) GetHandovers() []*Handover {
+	if x != nil {
+		return x.Handovers
+	}
+	return nil
 }
 
 type Node struct {
@@ -5533,12 +5542,13 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x12ListTopicsResponse\x12)\n" +
 	"\x06topics\x18\x01 \x03(\v2\x11.sundial.v1.TopicR\x06topics\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x17\n" +
-	"\x15GetClusterInfoRequest\"\xb8\x01\n" +
+	"\x15GetClusterInfoRequest\"\xec\x01\n" +
 	"\vClusterInfo\x12'\n" +
 	"\x0frouting_version\x18\x01 \x01(\x04R\x0eroutingVersion\x12&\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x10.sundial.v1.NodeR\x05nodes\x12)\n" +
 	"\x06shards\x18\x03 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x12-\n" +
-	"\x13meta_leader_node_id\x18\x04 \x01(\x04R\x10metaLeaderNodeId\"\xa5\x01\n" +
+	"\x13meta_leader_node_id\x18\x04 \x01(\x04R\x10metaLeaderNodeId\x122\n" +
+	"\thandovers\x18\x05 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\"\xa5\x01\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -5874,83 +5884,84 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	33, // 42: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
 	62, // 43: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
 	63, // 44: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
-	7,  // 45: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	64, // 46: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	71, // 47: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
-	71, // 48: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
-	72, // 49: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
-	62, // 50: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	63, // 51: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	76, // 52: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	75, // 53: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
-	63, // 54: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	63, // 55: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
-	75, // 56: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
-	9,  // 57: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 58: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 59: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 60: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 61: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 62: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 63: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 64: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 65: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 66: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 67: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 68: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 69: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 70: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 71: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 72: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 73: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 74: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 75: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 76: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 77: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 78: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 79: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	73, // 80: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	77, // 81: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	79, // 82: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	67, // 83: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	69, // 84: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	65, // 85: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	81, // 86: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
-	11, // 87: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 88: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 89: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 90: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 91: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 92: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 93: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 94: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 95: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 96: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 97: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 98: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 99: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 100: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 101: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 102: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 103: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 104: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 105: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 106: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 107: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 108: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 109: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	74, // 110: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	78, // 111: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	80, // 112: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	68, // 113: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	70, // 114: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	66, // 115: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	82, // 116: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
-	87, // [87:117] is the sub-list for method output_type
-	57, // [57:87] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	75, // 45: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
+	7,  // 46: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
+	64, // 47: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
+	71, // 48: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
+	71, // 49: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
+	72, // 50: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
+	62, // 51: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	63, // 52: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	76, // 53: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	75, // 54: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
+	63, // 55: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	63, // 56: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
+	75, // 57: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
+	9,  // 58: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 59: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 60: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 61: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 62: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 63: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 64: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 65: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 66: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 67: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 68: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 69: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 70: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 71: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 72: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 73: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 74: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 75: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 76: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 77: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 78: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 79: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 80: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	73, // 81: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	77, // 82: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	79, // 83: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	67, // 84: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	69, // 85: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	65, // 86: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	81, // 87: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
+	11, // 88: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 89: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 90: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 91: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 92: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 93: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 94: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 95: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 96: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 97: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 98: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 99: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 100: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 101: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 102: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 103: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 104: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 105: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 106: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 107: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 108: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 109: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 110: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	74, // 111: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	78, // 112: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	80, // 113: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	68, // 114: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	70, // 115: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	66, // 116: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	82, // 117: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
+	88, // [88:118] is the sub-list for method output_type
+	58, // [58:88] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
