@@ -88,6 +88,7 @@ func handoversProto(hs []meta.Handover) []*sundialv1.Handover {
 	for _, h := range hs {
 		out = append(out, &sundialv1.Handover{
 			Topic: h.Topic, Partition: h.Partition, FromShard: uint64(h.From), ToShard: uint64(h.To), OpenedAtUnixMs: h.OpenedAtMs,
+			SealedAtUnixMs: h.SealedAtMs,
 		})
 	}
 	return out

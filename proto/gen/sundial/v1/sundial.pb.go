@@ -4764,7 +4764,8 @@ type RoutingTable struct {
 	// ring, in topic and partition order. While one is open, unkeyed
 	// publishes of the partition go to to_shard; keyed publishes and
 	// cancel, reschedule and get by key go to from_shard (a key lives in one
-	// shard); subscriptions and receives read both shards.
+	// shard) until the hand-over is sealed, to to_shard after; subscriptions
+	// and receives read both shards.
 	Handovers     []*Handover `protobuf:"bytes,6,rep,name=handovers,proto3" json:"handovers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4845,6 +4846,10 @@ type Handover struct {
 	ToShard   uint64                 `protobuf:"varint,4,opt,name=to_shard,json=toShard,proto3" json:"to_shard,omitempty"`
 	// opened_at_unix_ms is when the new shards joined the ring.
 	OpenedAtUnixMs int64 `protobuf:"varint,5,opt,name=opened_at_unix_ms,json=openedAtUnixMs,proto3" json:"opened_at_unix_ms,omitempty"`
+	// sealed_at_unix_ms, once set, is when keyed work of the partition moved
+	// to to_shard too (from_shard held no key of it any more); from_shard
+	// still delivers the copies it holds until the hand-over closes.
+	SealedAtUnixMs int64 `protobuf:"varint,6,opt,name=sealed_at_unix_ms,json=sealedAtUnixMs,proto3" json:"sealed_at_unix_ms,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -4910,6 +4915,13 @@ func (x *Handover) GetToShard() uint64 {
 func (x *Handover) GetOpenedAtUnixMs() int64 {
 	if x != nil {
 		return x.OpenedAtUnixMs
+	}
+	return 0
+}
+
+func (x *Handover) GetSealedAtUnixMs() int64 {
+	if x != nil {
+		return x.SealedAtUnixMs
 	}
 	return 0
 }
@@ -5620,14 +5632,15 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x05nodes\x18\x02 \x03(\v2\x10.sundial.v1.NodeR\x05nodes\x12)\n" +
 	"\x06shards\x18\x03 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x12.\n" +
 	"\x06topics\x18\x04 \x03(\v2\x16.sundial.v1.TopicRouteR\x06topics\x122\n" +
-	"\thandovers\x18\x06 \x03(\v2\x14.sundial.v1.HandoverR\thandoversJ\x04\b\x05\x10\x06R\bdefaults\"\xa3\x01\n" +
+	"\thandovers\x18\x06 \x03(\v2\x14.sundial.v1.HandoverR\thandoversJ\x04\b\x05\x10\x06R\bdefaults\"\xce\x01\n" +
 	"\bHandover\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x1d\n" +
 	"\n" +
 	"from_shard\x18\x03 \x01(\x04R\tfromShard\x12\x19\n" +
 	"\bto_shard\x18\x04 \x01(\x04R\atoShard\x12)\n" +
-	"\x11opened_at_unix_ms\x18\x05 \x01(\x03R\x0eopenedAtUnixMs\"@\n" +
+	"\x11opened_at_unix_ms\x18\x05 \x01(\x03R\x0eopenedAtUnixMs\x12)\n" +
+	"\x11sealed_at_unix_ms\x18\x06 \x01(\x03R\x0esealedAtUnixMs\"@\n" +
 	"\n" +
 	"TopicRoute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
