@@ -269,6 +269,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			leaf(addNodeCommand(plain(runAddNode))),
 			leaf(rebalanceCommand(plain(runRebalance))),
 			leaf(operationsCommand(plain(runOperations))),
+			group("shards", "add and list event shards", shardsCommands(plain, leaf)...),
 		},
 	}
 }
