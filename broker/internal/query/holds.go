@@ -2,6 +2,7 @@ package query
 
 import (
 	"github.com/sundialmq/sundial/broker/internal/keys"
+	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	"github.com/sundialmq/sundial/proto/ring"
 )
 
@@ -37,4 +38,15 @@ func (r *Reader) HoldsCopies(topic string, partition uint32) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// DedupDigest is the digest of the publish recorded under requestID, and
+// whether one is recorded (within the dedup window).
+func (r *Reader) DedupDigest(requestID string) ([]byte, bool, error) {
+	var rec raftv1.DedupRecord
+	found, err := r.get(keys.Dedup(r.shard, requestID), &rec)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	return rec.GetDigest(), true, nil
 }

@@ -45,3 +45,17 @@ func TestHolds(t *testing.T) {
 	r.ack(ids[1], 1)
 	check("keyed acked, key remembered", kp, false, true)
 }
+
+func TestDedupDigest(t *testing.T) {
+	r := newRig(t)
+	r.apply(&raftv1.Command{Kind: &raftv1.Command_Publish{Publish: &raftv1.Publish{
+		RequestId: "req-1", Digest: []byte("d1"), NowMs: 1000, Messages: []*raftv1.StoredMessage{msg("a", 0, 1000)},
+	}}})
+	q := New(r.db, shard, 1000)
+	if d, ok, err := q.DedupDigest("req-1"); err != nil || !ok || string(d) != "d1" {
+		t.Fatalf("DedupDigest(req-1) = %q, %v, %v, want d1, true", d, ok, err)
+	}
+	if _, ok, err := q.DedupDigest("req-2"); err != nil || ok {
+		t.Fatalf("DedupDigest(req-2) = _, %v, %v, want not found", ok, err)
+	}
+}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -112,12 +114,12 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if err := s.placed(req.GetShardId(), st, req.Messages); err != nil {
-		return nil, err
-	}
 	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
 	if cmd.RequestId != "" {
 		cmd.Digest = publishDigest(req.Messages)
+	}
+	if err := s.placed(req.GetShardId(), st, req.Messages); err != nil && !s.recorded(req.GetShardId(), cmd, nowMs) {
+		return nil, err
 	}
 	for i, pm := range req.Messages {
 		m := pm.GetMessage()
@@ -305,6 +307,20 @@ func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.Partitione
 		}
 	}
 	return nil
+}
+
+// recorded reports whether shard holds a dedup record of cmd's request id
+// with cmd's digest: a retry of a publish this shard stored, answered from
+// the record even if the ring has moved its partitions elsewhere since (a
+// proxy splits a request by the ring from before a hand-over while the
+// hand-over is open, so a retry of a request sent before the change
+// reaches the shards that stored it: G6).
+func (s *Shard) recorded(shard uint64, cmd *raftv1.Publish, nowMs int64) bool {
+	if cmd.RequestId == "" {
+		return false
+	}
+	digest, found, err := query.New(s.host.DB(), shard, nowMs).DedupDigest(cmd.RequestId)
+	return err == nil && found && bytes.Equal(digest, cmd.Digest)
 }
 
 // owner is the shard a message of base's partition belongs on under st:

@@ -147,6 +147,48 @@ func (t *Table) LocateKey(topic string, partition uint32) ShardID {
 	return t.Locate(topic, partition)
 }
 
+// Settling reports whether a hand-over is open and not sealed: within the
+// dedup window after the ring changed (a hand-over seals only after it).
+func (t *Table) Settling() bool {
+	if t == nil {
+		return false
+	}
+	for _, h := range t.handovers {
+		if h.GetSealedAtUnixMs() == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Prior is t as routed before its open hand-overs: every partition whose
+// hand-over is not sealed is located on the shard it comes from. A publish with a
+// request id is split by it while t is Settling, so a retry of a request
+// first sent before the ring changed reaches the shards that stored it
+// and is answered from their dedup records (a shard that holds no record
+// refuses the moved messages, which are then routed by t).
+func (t *Table) Prior() Prior { return Prior{t} }
+
+// Prior locates partitions as before the open hand-overs (Table.Prior).
+type Prior struct{ t *Table }
+
+// Partitions is the table's partition count of topic.
+func (p Prior) Partitions(topic string) uint32 { return p.t.Partitions(topic) }
+
+// Locate is the shard partition of topic lived on before its hand-over,
+// if that is not sealed yet.
+func (p Prior) Locate(topic string, partition uint32) ShardID {
+	if h := p.t.Handover(topic, partition); h != nil && h.GetSealedAtUnixMs() == 0 {
+		return h.GetFromShard()
+	}
+	return p.t.Locate(topic, partition)
+}
+
+// LocateKey is the table's: keys stay on the old shard until the seal.
+func (p Prior) LocateKey(topic string, partition uint32) ShardID {
+	return p.t.LocateKey(topic, partition)
+}
+
 // Handover is the open hand-over of partition of topic (of its base, for a
 // dead-letter topic), nil if none.
 func (t *Table) Handover(topic string, partition uint32) *sundialv1.Handover {

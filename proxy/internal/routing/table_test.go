@@ -132,8 +132,15 @@ func TestHandoverRouting(t *testing.T) {
 	if tab.Fingerprint("wide") == base.Fingerprint("wide") {
 		t.Error("Fingerprint(wide) unchanged by a hand-over, want changed (pages read another shard set)")
 	}
+	if !tab.Settling() || tab.Prior().Locate("wide", p) != from || tab.Prior().Locate("wide", (p+1)%16) != tab.Locate("wide", (p+1)%16) {
+		t.Errorf("Settling() = %v, Prior().Locate(wide, %d) = %d; want true, %d (and the ring elsewhere)", tab.Settling(), p, tab.Prior().Locate("wide", p), from)
+	}
 	rt.Handovers[0].SealedAtUnixMs = 1
-	if got := NewTable(rt, nil).LocateKey("wide", p); got != to {
+	sealed := NewTable(rt, nil)
+	if got := sealed.LocateKey("wide", p); got != to {
 		t.Errorf("LocateKey(wide, %d) after seal = %d, want %d", p, got, to)
+	}
+	if sealed.Settling() || sealed.Prior().Locate("wide", p) != to {
+		t.Errorf("after seal: Settling() = %v, Prior().Locate(wide, %d) = %d; want false, %d", sealed.Settling(), p, sealed.Prior().Locate("wide", p), to)
 	}
 }
