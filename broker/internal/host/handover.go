@@ -11,7 +11,9 @@ import (
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
-// Hand-over checks (see meta.Handover). They run on the run goroutine.
+// Hand-over checks (see meta.Handover). serveStarting runs on the run
+// goroutine; checkHandovers on its own (runHandovers), so its barriers and
+// scans never delay the reaction to meta and leadership changes.
 const (
 	// handoverCheckInterval is how often the leader of a shard that hands
 	// partitions over checks whether one can be sealed or closed.
@@ -48,12 +50,7 @@ func (h *Host) serveStarting(ctx context.Context, st *meta.State) {
 // closed once handoverGrace has passed since the seal and From holds no
 // copy of the partition (nor of its dead-letter partition).
 func (h *Host) checkHandovers(ctx context.Context, st *meta.State) {
-	now := h.cfg.Now()
-	if len(st.Handovers) == 0 || now.Sub(h.handoverChecked) < handoverCheckInterval {
-		return
-	}
-	h.handoverChecked = now
-	nowMs := now.UnixMilli()
+	nowMs := h.cfg.Now().UnixMilli()
 	barrier := map[meta.EventShardID]bool{} // From shard → barrier passed
 	for _, ho := range st.Handovers {
 		t, ok := st.Topics[ho.Topic]
@@ -87,6 +84,23 @@ func (h *Host) checkHandovers(ctx context.Context, st *meta.State) {
 		}
 		h.log.Info(msg, zap.String("topic", ho.Topic), zap.Uint32("partition", ho.Partition), zap.Uint64("from_shard", uint64(ho.From)), zap.Uint64("to_shard", uint64(ho.To)))
 		h.proposeMeta(ctx, &meta.Command{Op: op, Name: ho.Topic, Partition: ho.Partition})
+	}
+}
+
+// runHandovers runs checkHandovers every handoverCheckInterval until Stop.
+func (h *Host) runHandovers(ctx context.Context) {
+	defer h.wg.Done()
+	tick := time.NewTicker(handoverCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.stopc:
+			return
+		case <-tick.C:
+			if st := h.Meta(); len(st.Handovers) > 0 {
+				h.checkHandovers(ctx, st)
+			}
+		}
 	}
 }
 

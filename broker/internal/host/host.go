@@ -95,8 +95,6 @@ type Host struct {
 	routingG prometheus.Gauge
 	shardsG  *prometheus.GaugeVec // by state: starting, serving
 	handG    prometheus.Gauge     // open partition hand-overs
-	// handoverChecked is when checkHandovers last ran; run goroutine only.
-	handoverChecked time.Time
 
 	metaState atomic.Pointer[meta.State]
 	refusal   atomic.Pointer[error] // set once the meta state refused this node
@@ -228,8 +226,9 @@ func (h *Host) Start(ctx context.Context) error {
 		return fmt.Errorf("host: start meta replica: %w", err)
 	}
 	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.run(ctx)
+	go h.runHandovers(ctx)
 	return nil
 }
 
@@ -367,7 +366,6 @@ func (h *Host) reconcile(ctx context.Context) {
 	}
 	h.dropUnplaced(ctx, st)
 	h.serveStarting(ctx, st)
-	h.checkHandovers(ctx, st)
 }
 
 func (h *Host) proposeMeta(ctx context.Context, c *meta.Command) {
