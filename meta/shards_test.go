@@ -198,3 +198,26 @@ func TestServeShardsOpensHandoversOfMovedPartitions(t *testing.T) {
 	}
 	addShards(t, s, 1)
 }
+
+func TestDecodeShardCommands(t *testing.T) {
+	tests := []struct {
+		name string
+		c    Command
+		ok   bool
+	}{
+		{"serve_shards", Command{Op: OpServeShards, Shards: []EventShardID{108}}, true},
+		{"serve_shards without shards", Command{Op: OpServeShards}, false},
+		{"seal_handover", Command{Op: OpSealHandover, Name: "a", Partition: 3}, true},
+		{"seal_handover without topic", Command{Op: OpSealHandover, Partition: 3}, false},
+		{"close_handover", Command{Op: OpCloseHandover, Name: "a"}, true},
+		{"close_handover without topic", Command{Op: OpCloseHandover}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeCommand(tc.c.Encode())
+			if (err == nil) != tc.ok {
+				t.Fatalf("DecodeCommand(%+v) error = %v, want ok %v", tc.c, err, tc.ok)
+			}
+		})
+	}
+}
