@@ -213,7 +213,7 @@ func hostConfig(cfg Config, advertise string) host.Config {
 		CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes,
 		// The dispatcher's sweep forgets publish request ids older than
 		// the window: a retry within it is answered, not stored again.
-		Dispatch: dispatch.Config{DedupWindow: cfg.DedupWindow},
+		Dispatch: dispatch.Config{DedupWindow: cfg.DedupWindow, SweepInterval: cfg.Testing.SweepInterval},
 		HoldMeta: cfg.Testing.HoldMeta,
 	}
 }

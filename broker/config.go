@@ -154,6 +154,10 @@ type Testing struct {
 	// table it streams to proxies) at its current version while it answers
 	// true, as if its meta replica lagged. nil never holds.
 	HoldMeta func() bool
+	// SweepInterval, if set, replaces the dispatchers' one-minute interval
+	// between sweeps of expired dedup, key and end records, so a test sees
+	// a shard forget a key (and a hand-over seal) sooner.
+	SweepInterval time.Duration
 }
 
 // DefaultConfig is a single-node broker on the local ports.

@@ -26,6 +26,7 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 			return ResultNotFound, nil
 		}
 		delete(s.Topics, c.Name)
+		s.dropHandovers(c.Name)
 		s.Version++
 		return ResultOK, nil
 	case OpCreateGroup:
@@ -53,6 +54,14 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.setNodeState(c.NodeID, c.NodeState, c.Force), nil
 	case OpSetMetaVoter:
 		return s.setMetaVoter(c.NodeID, c.MetaVoter), nil
+	case OpAddShards:
+		return s.addShards(c.Count)
+	case OpServeShards:
+		return s.serveShards(c.Shards, c.NowMs), nil
+	case OpSealHandover:
+		return s.sealHandover(c.Name, c.Partition, c.NowMs), nil
+	case OpCloseHandover:
+		return s.closeHandover(c.Name, c.Partition), nil
 	}
 	return ResultInvalid, nil
 }

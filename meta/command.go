@@ -18,7 +18,8 @@ type Op string
 // Status, Error), declare_dead (NodeID), declare_alive (NodeID),
 // submit_admin (Operations: one admin operation, IfNotExists for
 // create-group), set_node_state (NodeID, NodeState, Force),
-// set_meta_voter (NodeID, MetaVoter).
+// set_meta_voter (NodeID, MetaVoter), add_shards (Count), serve_shards
+// (Shards), seal_handover and close_handover (Name, Partition).
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -34,11 +35,15 @@ const (
 	OpAdvanceOperation Op = "advance_operation"
 	OpFinishOperation  Op = "finish_operation"
 
-	OpDeclareDead  Op = "declare_dead"
-	OpDeclareAlive Op = "declare_alive"
-	OpSubmitAdmin  Op = "submit_admin"
-	OpSetNodeState Op = "set_node_state"
-	OpSetMetaVoter Op = "set_meta_voter"
+	OpDeclareDead   Op = "declare_dead"
+	OpDeclareAlive  Op = "declare_alive"
+	OpSubmitAdmin   Op = "submit_admin"
+	OpSetNodeState  Op = "set_node_state"
+	OpSetMetaVoter  Op = "set_meta_voter"
+	OpAddShards     Op = "add_shards"
+	OpServeShards   Op = "serve_shards"
+	OpSealHandover  Op = "seal_handover"
+	OpCloseHandover Op = "close_handover"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -82,6 +87,11 @@ type Command struct {
 	NodeState NodeState `json:"node_state,omitempty"`
 	Force     bool      `json:"force,omitempty"`
 	MetaVoter bool      `json:"meta_voter,omitempty"`
+	// Shards are the starting shards serve_shards puts on the ring;
+	// Partition (with Name, the topic) is the hand-over seal_handover
+	// and close_handover change.
+	Shards    []EventShardID `json:"shards,omitempty"`
+	Partition uint32         `json:"partition,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -178,6 +188,18 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpSetMetaVoter:
 		if c.NodeID == 0 {
 			return nil, fmt.Errorf("%w: set_meta_voter without a node id", ErrMalformedCommand)
+		}
+	case OpAddShards:
+		if c.Count < 1 || c.Count > MaxAddShards {
+			return nil, fmt.Errorf("%w: add_shards needs a count in 1..%d", ErrMalformedCommand, MaxAddShards)
+		}
+	case OpServeShards:
+		if len(c.Shards) == 0 {
+			return nil, fmt.Errorf("%w: serve_shards without shards", ErrMalformedCommand)
+		}
+	case OpSealHandover, OpCloseHandover:
+		if c.Name == "" {
+			return nil, fmt.Errorf("%w: %s without a topic", ErrMalformedCommand, c.Op)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)

@@ -24,6 +24,11 @@
 // internal/ and imports this package, so its caller is a package of this
 // module other than meta itself.
 //
+// Shards added to a running cluster (add_shards, shards.go) start off the
+// ring and join it together once each has a leader (serve_shards); every
+// topic partition whose owner changes then has an open Handover until its
+// old shard holds nothing of it (close_handover).
+//
 // The state machine is touched by Dragonboat's apply goroutine (Update,
 // snapshots) and by readers through Lookup, which answers a deep copy.
 package meta

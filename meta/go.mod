@@ -2,7 +2,15 @@ module github.com/sundialmq/sundial/meta
 
 go 1.26.0
 
-require github.com/lni/dragonboat/v4 v4.0.0-20250723143628-076c7f6497dc
+require (
+	github.com/lni/dragonboat/v4 v4.0.0-20250723143628-076c7f6497dc
+	github.com/sundialmq/sundial/proto v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/buraksezer/consistent v0.10.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+)
 
 require (
 	github.com/cockroachdb/errors v1.9.0 // indirect

@@ -67,6 +67,9 @@ type Replica struct {
 type Shard struct {
 	ID       EventShardID `json:"id"`
 	Replicas []Replica    `json:"replicas"`
+	// State is ShardStarting for a shard add_shards made that is not on
+	// the ring yet; empty (serving) otherwise.
+	State ShardState `json:"state,omitempty"`
 }
 
 // ReplicaOn returns the replica of s on node n.
@@ -126,6 +129,9 @@ type State struct {
 	// NextOperationID is the id the next submitted operation gets; zero
 	// in states made before operations, read as 1.
 	NextOperationID OperationID `json:"next_operation_id,omitempty"`
+	// Handovers are the open partition hand-overs (shards.go), sorted by
+	// topic and partition.
+	Handovers []Handover `json:"handovers,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -151,6 +157,7 @@ func (s *State) Clone() *State {
 		NextShardID:   s.NextShardID,
 
 		NextOperationID: s.NextOperationID,
+		Handovers:       slices.Clone(s.Handovers),
 	}
 	if s.Operations != nil {
 		c.Operations = make(map[OperationID]*Operation, len(s.Operations))
@@ -163,7 +170,7 @@ func (s *State) Clone() *State {
 		c.Nodes[id] = &nn
 	}
 	for id, sh := range s.Shards {
-		c.Shards[id] = &Shard{ID: sh.ID, Replicas: slices.Clone(sh.Replicas)}
+		c.Shards[id] = &Shard{ID: sh.ID, Replicas: slices.Clone(sh.Replicas), State: sh.State}
 	}
 	for name, t := range s.Topics {
 		c.Topics[name] = t.Clone()

@@ -51,10 +51,9 @@ func (a admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfo
 	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetClusterInfo))
 }
 
-// cluster forwards ListShards, Rebalance and ListOperations to any broker
-// and TransferLeader to the
-// shard's leader, and serves WatchRouting from the proxy's own
-// table.
+// cluster forwards ListShards, Rebalance, ListOperations and AddShards to
+// any broker and TransferLeader to the shard's leader, and serves
+// WatchRouting from the proxy's own table.
 type cluster struct {
 	sundialv1.UnimplementedClusterServer
 	s *Server
@@ -81,6 +80,17 @@ func (c cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest)
 func (c cluster) ListOperations(ctx context.Context, req *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
 	return anyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
 		return sundialv1.NewClusterClient(conn).ListOperations(ctx, req)
+	})
+}
+
+// AddShards checks the request and forwards it to any broker (it proposes
+// to the meta leader and waits for the new shards to serve).
+func (c cluster) AddShards(ctx context.Context, req *sundialv1.AddShardsRequest) (*sundialv1.AddShardsResponse, error) {
+	if bad := validate.AddShards(req); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	return anyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.AddShardsRequest) (*sundialv1.AddShardsResponse, error) {
+		return sundialv1.NewClusterClient(conn).AddShards(ctx, req)
 	})
 }
 

@@ -75,7 +75,12 @@ func (s *Server) route(ctx context.Context, rid, splitBy string, table *routing.
 		for j, i := range pending {
 			sub[j] = msgs[i]
 		}
-		parts := batch.Split(partRequestID(splitBy, round), sub, table)
+		var loc batch.Locator = table
+		if round == 0 && rid != "" && table.Settling() {
+			// Split as before the ring changed: see routing.Table.Prior.
+			loc = table.Prior()
+		}
+		parts := batch.Split(partRequestID(splitBy, round), sub, loc)
 		partRID := ""
 		if rid != "" {
 			partRID = partRequestID(rid, round)

@@ -73,3 +73,15 @@ func RemoveNode(req *sundialv1.RemoveNodeRequest) []apierr.FieldViolation {
 	}
 	return nil
 }
+
+// MaxAddShards caps AddShardsRequest.count (the meta group refuses more
+// too).
+const MaxAddShards = 256
+
+// AddShards checks that count is in 1..MaxAddShards.
+func AddShards(req *sundialv1.AddShardsRequest) []apierr.FieldViolation {
+	if n := req.GetCount(); n < 1 || n > MaxAddShards {
+		return violation("count", "shards to add: 1..256")
+	}
+	return nil
+}

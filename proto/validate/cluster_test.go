@@ -80,3 +80,16 @@ func TestDrainAndRemoveNode(t *testing.T) {
 		t.Errorf("RemoveNode(node_id 4) = %v, want none", got)
 	}
 }
+
+func TestAddShards(t *testing.T) {
+	for _, n := range []int32{-1, 0, 257} {
+		if got := AddShards(&sundialv1.AddShardsRequest{Count: n}); len(got) != 1 || got[0].Field != "count" {
+			t.Errorf("AddShards(%d) = %v, want one on count", n, got)
+		}
+	}
+	for _, n := range []int32{1, 256} {
+		if got := AddShards(&sundialv1.AddShardsRequest{Count: n}); len(got) != 0 {
+			t.Errorf("AddShards(%d) = %v, want none", n, got)
+		}
+	}
+}

@@ -372,8 +372,8 @@ func TestHTTPAPI(t *testing.T) {
 			t.Fatalf("shards = %v, want 2", shards)
 		}
 		h.ok("GET", "/v1/cluster/operations", nil)
-		// No node 99 (NotFound from the RPC, code 5) and no node 0 (the
-		// RPC's validation: 400, code 3).
+		// No node 99 (NotFound from the RPC, code 5), no node 0 and no
+		// shards to add (the RPC's validation: 400, code 3).
 		for _, r := range []struct {
 			method, path string
 			body         any
@@ -384,6 +384,7 @@ func TestHTTPAPI(t *testing.T) {
 			{"DELETE", "/v1/cluster/nodes/99?force=true", nil, http.StatusNotFound, 5},
 			{"POST", "/v1/cluster/nodes/0:drain", map[string]any{}, http.StatusBadRequest, 3},
 			{"DELETE", "/v1/cluster/nodes/0", nil, http.StatusBadRequest, 3},
+			{"POST", "/v1/cluster/shards:add", map[string]any{"count": 0}, http.StatusBadRequest, 3},
 		} {
 			if code, out := h.do(r.method, r.path, r.body); code != r.status || out["code"] != r.code {
 				t.Fatalf("%s %s = %d %v, want %d with code %v", r.method, r.path, code, out, r.status, r.code)

@@ -93,6 +93,8 @@ type Host struct {
 	dispM    *dispatch.Metrics
 	leaderG  *prometheus.GaugeVec
 	routingG prometheus.Gauge
+	shardsG  *prometheus.GaugeVec // by state: starting, serving
+	handG    prometheus.Gauge     // open partition hand-overs
 
 	metaState atomic.Pointer[meta.State]
 	refusal   atomic.Pointer[error] // set once the meta state refused this node
@@ -142,13 +144,21 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 			Namespace: "sundial", Subsystem: "meta", Name: "routing_version",
 			Help: "Routing version of the meta state this broker's meta replica applied.",
 		}),
+		shardsG: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "sundial", Subsystem: "meta", Name: "shards",
+			Help: "Event shards in the meta state this broker's meta replica applied, by state (starting: created, not on the ring yet; serving).",
+		}, []string{"state"}),
+		handG: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sundial", Subsystem: "meta", Name: "handovers_open",
+			Help: "Topic partitions handing over to a shard added to the ring, as this broker's meta replica applied them.",
+		}),
 		shards:  map[uint64]*shard{},
 		changed: make(chan struct{}),
 		events:  make(chan raftio.LeaderInfo, 1024),
 		metaCh:  make(chan struct{}, 1),
 		stopc:   make(chan struct{}),
 	}
-	reg.MustRegister(h.leaderG, h.routingG)
+	reg.MustRegister(h.leaderG, h.routingG, h.shardsG, h.handG)
 	h.metaState.Store(meta.NewState())
 	nh, err := dragonboat.NewNodeHost(nodeHostConfig(cfg, h))
 	if err != nil {
@@ -216,8 +226,9 @@ func (h *Host) Start(ctx context.Context) error {
 		return fmt.Errorf("host: start meta replica: %w", err)
 	}
 	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.run(ctx)
+	go h.runHandovers(ctx)
 	return nil
 }
 
@@ -302,6 +313,9 @@ func (h *Host) reconcile(ctx context.Context) {
 	st := v.(*meta.State)
 	if h.cfg.HoldMeta == nil || !h.cfg.HoldMeta() {
 		h.routingG.Set(float64(st.Version))
+		h.shardsG.WithLabelValues("starting").Set(float64(len(st.StartingShards())))
+		h.shardsG.WithLabelValues("serving").Set(float64(len(st.RingShards())))
+		h.handG.Set(float64(len(st.Handovers)))
 		if old := h.metaState.Swap(st); old.Version != st.Version {
 			h.notifyChanged()
 		}
@@ -354,6 +368,7 @@ func (h *Host) reconcile(ctx context.Context) {
 		}
 	}
 	h.dropUnplaced(ctx, st)
+	h.serveStarting(ctx, st)
 }
 
 func (h *Host) proposeMeta(ctx context.Context, c *meta.Command) {

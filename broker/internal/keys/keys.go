@@ -376,6 +376,13 @@ func FairPrefix(shard uint64, q Queue) []byte {
 	return append(append(b, q.Group...), 0)
 }
 
+// PartitionFairPrefix is the prefix of the fair-index keys of one
+// partition of topic, all groups.
+func PartitionFairPrefix(shard uint64, topic string, partition uint32) []byte {
+	b := append(append(ShardPrefix(shard), tagFair), topic...)
+	return binary.BigEndian.AppendUint32(append(b, 0), partition)
+}
+
 // FairKeyPrefix is the prefix of one fairness key's entries in q.
 func FairKeyPrefix(shard uint64, q Queue, fairnessKey string) []byte {
 	return append(append(FairPrefix(shard, q), fairnessKey...), 0)

@@ -117,8 +117,8 @@ func (a *Admin) GetClusterInfo(ctx context.Context, _ *sundialv1.GetClusterInfoR
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	rt := routingTable(st, a.host.ShardLeaders())
-	return &sundialv1.ClusterInfo{RoutingVersion: rt.Version, Nodes: rt.Nodes, Shards: rt.Shards, MetaLeaderNodeId: a.host.MetaLeader()}, nil
+	rt := routingTable(st, a.host.ShardLeaders(), true)
+	return &sundialv1.ClusterInfo{RoutingVersion: rt.Version, Nodes: rt.Nodes, Shards: rt.Shards, MetaLeaderNodeId: a.host.MetaLeader(), Handovers: rt.Handovers}, nil
 }
 
 func topicProto(t *meta.Topic) *sundialv1.Topic {

@@ -31,7 +31,7 @@ func (c *Cluster) WatchRouting(_ *sundialv1.WatchRoutingRequest, stream sundialv
 		changed := c.host.Changed()
 		st := c.host.Meta()
 		if len(st.Shards) > 0 {
-			rt := routingTable(st, c.host.ShardLeaders())
+			rt := routingTable(st, c.host.ShardLeaders(), false)
 			if last == nil || !sameRouting(last, rt) {
 				if err := stream.Send(rt); err != nil {
 					return toStatus(err)
@@ -53,11 +53,13 @@ func (c *Cluster) ListShards(ctx context.Context, _ *sundialv1.ListShardsRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &sundialv1.ListShardsResponse{Shards: routingTable(st, c.host.ShardLeaders()).Shards}, nil
+	return &sundialv1.ListShardsResponse{Shards: routingTable(st, c.host.ShardLeaders(), true).Shards}, nil
 }
 
-// routingTable renders the meta state with the known shard leaders.
-func routingTable(st *meta.State, leaders map[uint64]uint64) *sundialv1.RoutingTable {
+// routingTable renders the meta state with the known shard leaders. It
+// lists the shards on the ring, and the starting ones (marked) only
+// withStarting: a proxy routes over every shard a table lists.
+func routingTable(st *meta.State, leaders map[uint64]uint64, withStarting bool) *sundialv1.RoutingTable {
 	rt := &sundialv1.RoutingTable{Version: st.Version}
 	for _, id := range st.NodeIDs() {
 		n := st.Nodes[id]
@@ -68,7 +70,10 @@ func routingTable(st *meta.State, leaders map[uint64]uint64) *sundialv1.RoutingT
 	}
 	for _, id := range st.ShardIDs() {
 		sh := st.Shards[id]
-		s := &sundialv1.Shard{ShardId: uint64(id), LeaderNodeId: leaders[uint64(id)]}
+		if !sh.Serving() && !withStarting {
+			continue
+		}
+		s := &sundialv1.Shard{ShardId: uint64(id), LeaderNodeId: leaders[uint64(id)], Starting: !sh.Serving()}
 		for _, r := range sh.Replicas {
 			s.Replicas = append(s.Replicas, &sundialv1.Replica{ReplicaId: uint64(r.ID), NodeId: uint64(r.Node)})
 		}
@@ -77,7 +82,19 @@ func routingTable(st *meta.State, leaders map[uint64]uint64) *sundialv1.RoutingT
 	for _, name := range st.TopicNames() {
 		rt.Topics = append(rt.Topics, &sundialv1.TopicRoute{Name: name, Partitions: int32(st.Topics[name].Partitions)})
 	}
+	rt.Handovers = handoversProto(st.Handovers)
 	return rt
+}
+
+func handoversProto(hs []meta.Handover) []*sundialv1.Handover {
+	out := make([]*sundialv1.Handover, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, &sundialv1.Handover{
+			Topic: h.Topic, Partition: h.Partition, FromShard: uint64(h.From), ToShard: uint64(h.To), OpenedAtUnixMs: h.OpenedAtMs,
+			SealedAtUnixMs: h.SealedAtMs,
+		})
+	}
+	return out
 }
 
 func sameRouting(a, b *sundialv1.RoutingTable) bool {

@@ -190,7 +190,7 @@ func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, ca
 		c.DedupWindowMs = t.DedupWindowMs
 		if c.Key != "" {
 			part := ring.KeyPartition(c.Key, max(t.Partitions, 1))
-			if s.ring(st).Locate(sel.GetTopic(), part) != req.GetShardId() {
+			if owner(st, s.ring(st), validate.DeadLetterBase(sel.GetTopic()), part, true) != req.GetShardId() {
 				s.metrics.misplaced.Inc()
 				return nil, apierr.Misplaced(req.GetShardId(), st.Version, sel.GetTopic(), part)
 			}

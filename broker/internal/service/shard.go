@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -115,12 +117,12 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if err := s.placed(req.GetShardId(), st, req.Messages); err != nil {
-		return nil, err
-	}
 	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
 	if cmd.RequestId != "" {
 		cmd.Digest = publishDigest(req.Messages)
+	}
+	if err := s.placed(req.GetShardId(), st, req.Messages); err != nil && !s.recorded(req.GetShardId(), cmd, nowMs) {
+		return nil, err
 	}
 	for i, pm := range req.Messages {
 		m := pm.GetMessage()
@@ -285,9 +287,10 @@ func (s *Shard) readMeta(ctx context.Context, reason string) (*meta.State, error
 
 // placed refuses a publish carrying a message that does not belong on
 // shard under st: its partition is past the topic's partition count, is
-// not its key's partition, or the ring over st's shards puts the partition
-// elsewhere. Stored anyway, such a message would be read by no
-// subscription and found by no keyed publish, cancel or reschedule.
+// not its key's partition, or owner puts it elsewhere (the ring over st's
+// serving shards, or for a keyed message the shard an open hand-over of
+// its partition comes from). Stored anyway, such a message would be read
+// by no subscription and found by no keyed publish, cancel or reschedule.
 func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.PartitionedMessage) error {
 	r := s.ring(st)
 	for _, pm := range msgs {
@@ -301,7 +304,7 @@ func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.Partitione
 				return apierr.Misplaced(shard, st.Version, topic, part)
 			}
 		}
-		if owner := r.Locate(base, part); owner != shard {
+		if owner(st, r, base, part, pm.GetMessage().GetKey() != "") != shard {
 			s.metrics.misplaced.Inc()
 			return apierr.Misplaced(shard, st.Version, topic, part)
 		}
@@ -309,17 +312,41 @@ func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.Partitione
 	return nil
 }
 
-// ring is the hash ring over st's event shards, rebuilt only when the
-// shard set changes (building one takes milliseconds).
+// recorded reports whether shard holds a dedup record of cmd's request id
+// with cmd's digest: a retry of a publish this shard stored, answered from
+// the record even if the ring has moved its partitions elsewhere since (a
+// proxy splits a request by the ring from before a hand-over while the
+// hand-over is open, so a retry of a request sent before the change
+// reaches the shards that stored it: G6).
+func (s *Shard) recorded(shard uint64, cmd *raftv1.Publish, nowMs int64) bool {
+	if cmd.RequestId == "" {
+		return false
+	}
+	digest, found, err := query.New(s.host.DB(), shard, nowMs).DedupDigest(cmd.RequestId)
+	return err == nil && found && bytes.Equal(digest, cmd.Digest)
+}
+
+// owner is the shard a message of base's partition belongs on under st:
+// the ring's owner, except that until the partition's hand-over is sealed
+// (see meta.Handover) keyed messages stay on the shard it hands over from,
+// so a key lives in one shard only.
+func owner(st *meta.State, r *ring.Ring, base string, part uint32, keyed bool) uint64 {
+	if keyed {
+		if from, ok := st.KeyedOn(base, part); ok {
+			return uint64(from)
+		}
+	}
+	return r.Locate(base, part)
+}
+
+// ring is the hash ring over st's serving event shards, rebuilt only when
+// that set changes (building one takes milliseconds).
 func (s *Shard) ring(st *meta.State) *ring.Ring {
 	cached := s.rings.Load()
 	if cached != nil && cached.state == st {
 		return cached.ring
 	}
-	ids := make([]uint64, 0, len(st.Shards))
-	for _, id := range st.ShardIDs() {
-		ids = append(ids, uint64(id))
-	}
+	ids := st.RingShards()
 	var r *ring.Ring
 	if cached != nil && slices.Equal(cached.ring.Shards(), ids) {
 		r = cached.ring

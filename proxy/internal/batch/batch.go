@@ -22,10 +22,13 @@ import (
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
-// Locator answers where a topic's partitions live.
+// Locator answers where a topic's partitions live: Locate for unkeyed
+// messages, LocateKey for keyed ones (they differ while a partition hands
+// over to a new shard).
 type Locator interface {
 	Partitions(topic string) uint32
 	Locate(topic string, partition uint32) uint64
+	LocateKey(topic string, partition uint32) uint64
 }
 
 // Partition is the partition of a message. A keyed message goes to
@@ -72,6 +75,9 @@ func Split(requestID string, msgs []*sundialv1.Message, loc Locator) []Part {
 		}
 		part := Partition(requestID, m.GetTopic(), m.GetKey(), ordinal, loc.Partitions(m.GetTopic()))
 		shard := loc.Locate(m.GetTopic(), part)
+		if m.GetKey() != "" {
+			shard = loc.LocateKey(m.GetTopic(), part)
+		}
 		pt, ok := byShard[shard]
 		if !ok {
 			pt = &Part{Shard: shard}

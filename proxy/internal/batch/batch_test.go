@@ -24,6 +24,8 @@ func (f fakeLocator) Partitions(topic string) uint32 {
 
 func (fakeLocator) Locate(_ string, p uint32) uint64 { return 100 + uint64(p) }
 
+func (f fakeLocator) LocateKey(topic string, p uint32) uint64 { return f.Locate(topic, p) }
+
 func msgs(specs ...string) []*sundialv1.Message {
 	var out []*sundialv1.Message
 	for _, s := range specs {

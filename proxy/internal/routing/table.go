@@ -27,6 +27,13 @@ type Table struct {
 	shards     map[ShardID]*sundialv1.Shard
 	partitions map[string]uint32 // topic → partition count
 	learned    map[string]uint32 // topics the table does not list, from meta (With)
+	handovers  map[partitionKey]*sundialv1.Handover
+}
+
+// partitionKey names one partition of a base topic.
+type partitionKey struct {
+	topic     string
+	partition uint32
 }
 
 // NewTable indexes rt. prev (may be nil) lends its ring when the shard set
@@ -47,7 +54,15 @@ func NewTable(rt *sundialv1.RoutingTable, prev *Table) *Table {
 	ids := make([]uint64, 0, len(rt.GetShards()))
 	for _, s := range rt.GetShards() {
 		t.shards[s.GetShardId()] = s
-		ids = append(ids, s.GetShardId())
+		if !s.GetStarting() {
+			ids = append(ids, s.GetShardId())
+		}
+	}
+	if hs := rt.GetHandovers(); len(hs) > 0 {
+		t.handovers = make(map[partitionKey]*sundialv1.Handover, len(hs))
+		for _, h := range hs {
+			t.handovers[partitionKey{h.GetTopic(), h.GetPartition()}] = h
+		}
 	}
 	for _, tp := range rt.GetTopics() {
 		if tp.GetPartitions() > 0 {
@@ -121,13 +136,76 @@ func (t *Table) Locate(topic string, partition uint32) ShardID {
 	return t.ring.Locate(validate.DeadLetterBase(topic), partition)
 }
 
+// LocateKey is the shard holding the keys of partition of topic: the
+// shard it hands over from while its hand-over is not sealed (a key lives
+// in one shard), else Locate's. Keyed publishes, and cancel, reschedule
+// and get by key, go there.
+func (t *Table) LocateKey(topic string, partition uint32) ShardID {
+	if h := t.Handover(topic, partition); h != nil && h.GetSealedAtUnixMs() == 0 {
+		return h.GetFromShard()
+	}
+	return t.Locate(topic, partition)
+}
+
+// Settling reports whether a hand-over is open and not sealed: within the
+// dedup window after the ring changed (a hand-over seals only after it).
+func (t *Table) Settling() bool {
+	if t == nil {
+		return false
+	}
+	for _, h := range t.handovers {
+		if h.GetSealedAtUnixMs() == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Prior is t as routed before its open hand-overs: every partition whose
+// hand-over is not sealed is located on the shard it comes from. A publish with a
+// request id is split by it while t is Settling, so a retry of a request
+// first sent before the ring changed reaches the shards that stored it
+// and is answered from their dedup records (a shard that holds no record
+// refuses the moved messages, which are then routed by t).
+func (t *Table) Prior() Prior { return Prior{t} }
+
+// Prior locates partitions as before the open hand-overs (Table.Prior).
+type Prior struct{ t *Table }
+
+// Partitions is the table's partition count of topic.
+func (p Prior) Partitions(topic string) uint32 { return p.t.Partitions(topic) }
+
+// Locate is the shard partition of topic lived on before its hand-over,
+// if that is not sealed yet.
+func (p Prior) Locate(topic string, partition uint32) ShardID {
+	if h := p.t.Handover(topic, partition); h != nil && h.GetSealedAtUnixMs() == 0 {
+		return h.GetFromShard()
+	}
+	return p.t.Locate(topic, partition)
+}
+
+// LocateKey is the table's: keys stay on the old shard until the seal.
+func (p Prior) LocateKey(topic string, partition uint32) ShardID {
+	return p.t.LocateKey(topic, partition)
+}
+
+// Handover is the open hand-over of partition of topic (of its base, for a
+// dead-letter topic), nil if none.
+func (t *Table) Handover(topic string, partition uint32) *sundialv1.Handover {
+	if t == nil || t.handovers == nil {
+		return nil
+	}
+	return t.handovers[partitionKey{validate.DeadLetterBase(topic), partition}]
+}
+
 // ErrBadMessageID is wrapped by LocateMessage's error for a selector whose
 // message id does not parse.
 var ErrBadMessageID = errors.New("routing: malformed message id")
 
 // LocateMessage is where the message a selector names lives: for a key,
 // the shard of the key's partition (KeyPartition, as publish picks it);
-// for a message id, the shard inside the id and partition 0.
+// for a message id, the shard inside the id and partition 0. A key whose
+// partition hands over is on LocateKey's shard.
 func (t *Table) LocateMessage(sel *sundialv1.MessageSelector) (ShardID, uint32, error) {
 	if id := sel.GetMessageId(); id != "" {
 		mid, err := receipt.ParseMessageID(id)
@@ -137,7 +215,7 @@ func (t *Table) LocateMessage(sel *sundialv1.MessageSelector) (ShardID, uint32, 
 		return mid.Shard(), 0, nil
 	}
 	p := KeyPartition(sel.GetKey(), t.Partitions(sel.GetTopic()))
-	return t.Locate(sel.GetTopic(), p), p, nil
+	return t.LocateKey(sel.GetTopic(), p), p, nil
 }
 
 // KeyPartition is the partition of a keyed message (ring.KeyPartition,
@@ -167,7 +245,8 @@ func (t *Table) Fingerprint(topic string) uint64 {
 	return xxhash.Sum64(buf)
 }
 
-// ShardCount is the number of event shards on the ring.
+// ShardCount is the number of event shards on the ring (starting shards
+// are not).
 func (t *Table) ShardCount() int {
 	if t == nil {
 		return 0
@@ -176,7 +255,9 @@ func (t *Table) ShardCount() int {
 }
 
 // TopicShards maps each shard holding a partition of topic to those
-// partitions, in ascending partition order.
+// partitions, in ascending partition order. A partition that hands over
+// is held by both shards until its hand-over closes: the old one keeps
+// delivering what it holds.
 func (t *Table) TopicShards(topic string) map[ShardID][]uint32 {
 	out := make(map[ShardID][]uint32)
 	if t.ShardCount() == 0 {
@@ -186,6 +267,9 @@ func (t *Table) TopicShards(topic string) map[ShardID][]uint32 {
 	for p := range n {
 		s := t.Locate(topic, p)
 		out[s] = append(out[s], p)
+		if h := t.Handover(topic, p); h != nil && h.GetFromShard() != s {
+			out[h.GetFromShard()] = append(out[h.GetFromShard()], p)
+		}
 	}
 	return out
 }

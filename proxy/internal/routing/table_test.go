@@ -2,6 +2,7 @@ package routing
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -93,5 +94,53 @@ func TestFingerprintChangesWithPlacement(t *testing.T) {
 	}
 	if a, b := testTable(8), testTable(8); a.Fingerprint("wide") != b.Fingerprint("wide") {
 		t.Error("Fingerprint(wide) differs between equal tables")
+	}
+}
+
+// A starting shard stays off the ring; a partition that hands over is read
+// on both shards, its keys are found on the old one until the hand-over
+// is sealed, and unkeyed routing follows the ring.
+func TestHandoverRouting(t *testing.T) {
+	base := testTable(8)
+	rt := &sundialv1.RoutingTable{Topics: base.Raw().GetTopics()}
+	for id := uint64(1); id <= 8; id++ {
+		rt.Shards = append(rt.Shards, &sundialv1.Shard{ShardId: id})
+	}
+	rt.Shards = append(rt.Shards, &sundialv1.Shard{ShardId: 9, Starting: true})
+	if tab := NewTable(rt, nil); tab.ShardCount() != 8 || !tab.ring.Equal(base.ring) {
+		t.Fatalf("NewTable with a starting shard: ShardCount() = %d, want 8 and the ring of the serving shards", tab.ShardCount())
+	}
+	key := "order-17"
+	p := KeyPartition(key, 16)
+	to := base.Locate("wide", p)
+	from := to%8 + 1
+	rt.Handovers = []*sundialv1.Handover{{Topic: "wide", Partition: p, FromShard: from, ToShard: to}}
+	tab := NewTable(rt, nil)
+	if got := tab.Locate("wide", p); got != to {
+		t.Errorf("Locate(wide, %d) = %d, want %d (the ring's owner)", p, got, to)
+	}
+	if got := tab.LocateKey("wide.dlq", p); got != from {
+		t.Errorf("LocateKey(wide.dlq, %d) = %d, want %d (keys stay on the old shard)", p, got, from)
+	}
+	if shard, part, err := tab.LocateMessage(&sundialv1.MessageSelector{Topic: "wide", By: &sundialv1.MessageSelector_Key{Key: key}}); err != nil || shard != from || part != p {
+		t.Errorf("LocateMessage(key %s) = %d, %d, %v, want %d, %d", key, shard, part, err, from, p)
+	}
+	byShard := tab.TopicShards("wide")
+	if !slices.Contains(byShard[from], p) || !slices.Contains(byShard[to], p) {
+		t.Errorf("TopicShards(wide) = %v, want partition %d on shards %d and %d", byShard, p, from, to)
+	}
+	if tab.Fingerprint("wide") == base.Fingerprint("wide") {
+		t.Error("Fingerprint(wide) unchanged by a hand-over, want changed (pages read another shard set)")
+	}
+	if !tab.Settling() || tab.Prior().Locate("wide", p) != from || tab.Prior().Locate("wide", (p+1)%16) != tab.Locate("wide", (p+1)%16) {
+		t.Errorf("Settling() = %v, Prior().Locate(wide, %d) = %d; want true, %d (and the ring elsewhere)", tab.Settling(), p, tab.Prior().Locate("wide", p), from)
+	}
+	rt.Handovers[0].SealedAtUnixMs = 1
+	sealed := NewTable(rt, nil)
+	if got := sealed.LocateKey("wide", p); got != to {
+		t.Errorf("LocateKey(wide, %d) after seal = %d, want %d", p, got, to)
+	}
+	if sealed.Settling() || sealed.Prior().Locate("wide", p) != to {
+		t.Errorf("after seal: Settling() = %v, Prior().Locate(wide, %d) = %d; want false, %d", sealed.Settling(), p, sealed.Prior().Locate("wide", p), to)
 	}
 }

@@ -271,6 +271,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			leaf(operationsCommand(plain(runOperations))),
 			leaf(drainNodeCommand(plain(runDrainNode))),
 			leaf(removeNodeCommand(plain(runRemoveNode))),
+			group("shards", "add and list event shards", shardsCommands(plain, leaf)...),
 		},
 	}
 }

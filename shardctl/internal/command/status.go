@@ -17,6 +17,8 @@ type clusterView struct {
 	MetaLeaderNodeID uint64      `json:"meta_leader_node_id" yaml:"meta_leader_node_id"`
 	Nodes            []nodeView  `json:"nodes" yaml:"nodes"`
 	Shards           []shardView `json:"shards" yaml:"shards"`
+	// Handovers are the open partition hand-overs (shards add).
+	Handovers []handoverView `json:"handovers,omitempty" yaml:"handovers,omitempty"`
 }
 
 type nodeView struct {
@@ -39,6 +41,7 @@ func newClusterView(info *sundialv1.ClusterInfo) clusterView {
 		MetaLeaderNodeID: info.GetMetaLeaderNodeId(),
 		Nodes:            []nodeView{},
 		Shards:           []shardView{},
+		Handovers:        newHandoverViews(info.GetHandovers()),
 	}
 	for _, n := range info.GetNodes() {
 		v.Nodes = append(v.Nodes, nodeView{
@@ -84,6 +87,7 @@ func renderCluster(w io.Writer, format string, info *sundialv1.ClusterInfo) erro
 			st.AppendRow([]any{s.ShardID, strings.Join(ids, ","), nodeOrDash(s.LeaderNodeID)})
 		}
 		st.Render()
+		renderHandovers(w, v.Handovers)
 	})
 }
 

@@ -3911,8 +3911,10 @@ type ClusterInfo struct {
 	Nodes            []*Node                `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Shards           []*Shard               `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
 	MetaLeaderNodeId uint64                 `protobuf:"varint,4,opt,name=meta_leader_node_id,json=metaLeaderNodeId,proto3" json:"meta_leader_node_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// handovers are the open partition hand-overs (RoutingTable.handovers).
+	Handovers     []*Handover `protobuf:"bytes,5,rep,name=handovers,proto3" json:"handovers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterInfo) Reset() {
@@ -3971,6 +3973,13 @@ func (x *ClusterInfo) GetMetaLeaderNodeId() uint64 {
 		return x.MetaLeaderNodeId
 	}
 	return 0
+}
+
+func (x *ClusterInfo) GetHandovers() []*Handover {
+	if x != nil {
+		return x.Handovers
+	}
+	return nil
 }
 
 type Node struct {
@@ -4054,7 +4063,10 @@ type Shard struct {
 	ShardId  uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
 	Replicas []*Replica             `protobuf:"bytes,2,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// 0 when unknown.
-	LeaderNodeId  uint64 `protobuf:"varint,3,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
+	LeaderNodeId uint64 `protobuf:"varint,3,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
+	// starting is set on a shard AddShards created that is not on the ring
+	// yet. Routing tables never list such shards; ListShards does.
+	Starting      bool `protobuf:"varint,4,opt,name=starting,proto3" json:"starting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4108,6 +4120,13 @@ func (x *Shard) GetLeaderNodeId() uint64 {
 		return x.LeaderNodeId
 	}
 	return 0
+}
+
+func (x *Shard) GetStarting() bool {
+	if x != nil {
+		return x.Starting
+	}
+	return false
 }
 
 type Replica struct {
@@ -4796,10 +4815,17 @@ func (*WatchRoutingRequest) Descriptor() ([]byte, []int) {
 type RoutingTable struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// version grows with every placement or topic change.
-	Version       uint64        `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Nodes         []*Node       `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Shards        []*Shard      `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
-	Topics        []*TopicRoute `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	Version uint64        `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Nodes   []*Node       `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Shards  []*Shard      `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
+	Topics  []*TopicRoute `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	// handovers are the topic partitions moving to a shard added to the
+	// ring, in topic and partition order. While one is open, unkeyed
+	// publishes of the partition go to to_shard; keyed publishes and
+	// cancel, reschedule and get by key go to from_shard (a key lives in one
+	// shard) until the hand-over is sealed, to to_shard after; subscriptions
+	// and receives read both shards.
+	Handovers     []*Handover `protobuf:"bytes,6,rep,name=handovers,proto3" json:"handovers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4862,6 +4888,103 @@ func (x *RoutingTable) GetTopics() []*TopicRoute {
 	return nil
 }
 
+func (x *RoutingTable) GetHandovers() []*Handover {
+	if x != nil {
+		return x.Handovers
+	}
+	return nil
+}
+
+// Handover is one topic partition moving from one shard to another; see
+// RoutingTable.handovers.
+type Handover struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition uint32                 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	FromShard uint64                 `protobuf:"varint,3,opt,name=from_shard,json=fromShard,proto3" json:"from_shard,omitempty"`
+	ToShard   uint64                 `protobuf:"varint,4,opt,name=to_shard,json=toShard,proto3" json:"to_shard,omitempty"`
+	// opened_at_unix_ms is when the new shards joined the ring.
+	OpenedAtUnixMs int64 `protobuf:"varint,5,opt,name=opened_at_unix_ms,json=openedAtUnixMs,proto3" json:"opened_at_unix_ms,omitempty"`
+	// sealed_at_unix_ms, once set, is when keyed work of the partition moved
+	// to to_shard too (from_shard held no key of it any more); from_shard
+	// still delivers the copies it holds until the hand-over closes.
+	SealedAtUnixMs int64 `protobuf:"varint,6,opt,name=sealed_at_unix_ms,json=sealedAtUnixMs,proto3" json:"sealed_at_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Handover) Reset() {
+	*x = Handover{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Handover) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Handover) ProtoMessage() {}
+
+func (x *Handover) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Handover.ProtoReflect.Descriptor instead.
+func (*Handover) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *Handover) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Handover) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *Handover) GetFromShard() uint64 {
+	if x != nil {
+		return x.FromShard
+	}
+	return 0
+}
+
+func (x *Handover) GetToShard() uint64 {
+	if x != nil {
+		return x.ToShard
+	}
+	return 0
+}
+
+func (x *Handover) GetOpenedAtUnixMs() int64 {
+	if x != nil {
+		return x.OpenedAtUnixMs
+	}
+	return 0
+}
+
+func (x *Handover) GetSealedAtUnixMs() int64 {
+	if x != nil {
+		return x.SealedAtUnixMs
+	}
+	return 0
+}
+
 type TopicRoute struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -4872,7 +4995,7 @@ type TopicRoute struct {
 
 func (x *TopicRoute) Reset() {
 	*x = TopicRoute{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4884,7 +5007,7 @@ func (x *TopicRoute) String() string {
 func (*TopicRoute) ProtoMessage() {}
 
 func (x *TopicRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4897,7 +5020,7 @@ func (x *TopicRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRoute.ProtoReflect.Descriptor instead.
 func (*TopicRoute) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{66}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *TopicRoute) GetName() string {
@@ -4922,7 +5045,7 @@ type ListShardsRequest struct {
 
 func (x *ListShardsRequest) Reset() {
 	*x = ListShardsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4934,7 +5057,7 @@ func (x *ListShardsRequest) String() string {
 func (*ListShardsRequest) ProtoMessage() {}
 
 func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4947,7 +5070,7 @@ func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsRequest.ProtoReflect.Descriptor instead.
 func (*ListShardsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{67}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{68}
 }
 
 type ListShardsResponse struct {
@@ -4959,7 +5082,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4971,7 +5094,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4984,7 +5107,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{68}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -5007,7 +5130,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5019,7 +5142,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5032,7 +5155,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{69}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *TransferLeaderRequest) GetShardId() uint64 {
@@ -5063,7 +5186,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5075,7 +5198,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5088,7 +5211,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{70}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *TransferLeaderResponse) GetShardId() uint64 {
@@ -5122,7 +5245,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5134,7 +5257,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5147,7 +5270,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{71}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DrainNodeRequest) GetNodeId() uint64 {
@@ -5179,7 +5302,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5191,7 +5314,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5204,7 +5327,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{72}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DrainNodeResponse) GetNode() *Node {
@@ -5255,7 +5378,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5267,7 +5390,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5280,7 +5403,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{73}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -5314,7 +5437,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5326,7 +5449,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5339,7 +5462,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{74}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RemoveNodeResponse) GetNode() *Node {
@@ -5361,6 +5484,105 @@ func (x *RemoveNodeResponse) GetLeftMetaGroup() bool {
 		return x.LeftMetaGroup
 	}
 	return false
+}
+
+type AddShardsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// count is the number of shards to add, 1..256.
+	Count         int32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddShardsRequest) Reset() {
+	*x = AddShardsRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddShardsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddShardsRequest) ProtoMessage() {}
+
+func (x *AddShardsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddShardsRequest.ProtoReflect.Descriptor instead.
+func (*AddShardsRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *AddShardsRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type AddShardsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// shards are the new shards, starting set on those not serving yet.
+	Shards []*Shard `protobuf:"bytes,1,rep,name=shards,proto3" json:"shards,omitempty"`
+	// handovers are the open hand-overs.
+	Handovers     []*Handover `protobuf:"bytes,2,rep,name=handovers,proto3" json:"handovers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddShardsResponse) Reset() {
+	*x = AddShardsResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddShardsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddShardsResponse) ProtoMessage() {}
+
+func (x *AddShardsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddShardsResponse.ProtoReflect.Descriptor instead.
+func (*AddShardsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *AddShardsResponse) GetShards() []*Shard {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+func (x *AddShardsResponse) GetHandovers() []*Handover {
+	if x != nil {
+		return x.Handovers
+	}
+	return nil
 }
 
 var File_sundial_v1_sundial_proto protoreflect.FileDescriptor
@@ -5644,23 +5866,25 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x12ListTopicsResponse\x12)\n" +
 	"\x06topics\x18\x01 \x03(\v2\x11.sundial.v1.TopicR\x06topics\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x17\n" +
-	"\x15GetClusterInfoRequest\"\xb8\x01\n" +
+	"\x15GetClusterInfoRequest\"\xec\x01\n" +
 	"\vClusterInfo\x12'\n" +
 	"\x0frouting_version\x18\x01 \x01(\x04R\x0eroutingVersion\x12&\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x10.sundial.v1.NodeR\x05nodes\x12)\n" +
 	"\x06shards\x18\x03 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x12-\n" +
-	"\x13meta_leader_node_id\x18\x04 \x01(\x04R\x10metaLeaderNodeId\"\xa5\x01\n" +
+	"\x13meta_leader_node_id\x18\x04 \x01(\x04R\x10metaLeaderNodeId\x122\n" +
+	"\thandovers\x18\x05 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\"\xa5\x01\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12+\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x15.sundial.v1.NodeStateR\x05state\x12\x1d\n" +
 	"\n" +
-	"meta_voter\x18\x05 \x01(\bR\tmetaVoter\"y\n" +
+	"meta_voter\x18\x05 \x01(\bR\tmetaVoter\"\x95\x01\n" +
 	"\x05Shard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12/\n" +
 	"\breplicas\x18\x02 \x03(\v2\x13.sundial.v1.ReplicaR\breplicas\x12$\n" +
-	"\x0eleader_node_id\x18\x03 \x01(\x04R\fleaderNodeId\"A\n" +
+	"\x0eleader_node_id\x18\x03 \x01(\x04R\fleaderNodeId\x12\x1a\n" +
+	"\bstarting\x18\x04 \x01(\bR\bstarting\"A\n" +
 	"\aReplica\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x04R\treplicaId\x12\x17\n" +
@@ -5717,12 +5941,21 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
 	"\brollback\x18\x04 \x01(\tR\brollback\x12\x19\n" +
 	"\bshard_id\x18\x05 \x01(\x04R\ashardId\"\x15\n" +
-	"\x13WatchRoutingRequest\"\xbb\x01\n" +
+	"\x13WatchRoutingRequest\"\xef\x01\n" +
 	"\fRoutingTable\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12&\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x10.sundial.v1.NodeR\x05nodes\x12)\n" +
 	"\x06shards\x18\x03 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x12.\n" +
-	"\x06topics\x18\x04 \x03(\v2\x16.sundial.v1.TopicRouteR\x06topicsJ\x04\b\x05\x10\x06R\bdefaults\"@\n" +
+	"\x06topics\x18\x04 \x03(\v2\x16.sundial.v1.TopicRouteR\x06topics\x122\n" +
+	"\thandovers\x18\x06 \x03(\v2\x14.sundial.v1.HandoverR\thandoversJ\x04\b\x05\x10\x06R\bdefaults\"\xce\x01\n" +
+	"\bHandover\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x1d\n" +
+	"\n" +
+	"from_shard\x18\x03 \x01(\x04R\tfromShard\x12\x19\n" +
+	"\bto_shard\x18\x04 \x01(\x04R\atoShard\x12)\n" +
+	"\x11opened_at_unix_ms\x18\x05 \x01(\x03R\x0eopenedAtUnixMs\x12)\n" +
+	"\x11sealed_at_unix_ms\x18\x06 \x01(\x03R\x0esealedAtUnixMs\"@\n" +
 	"\n" +
 	"TopicRoute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
@@ -5758,7 +5991,12 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x12RemoveNodeResponse\x12$\n" +
 	"\x04node\x18\x01 \x01(\v2\x10.sundial.v1.NodeR\x04node\x12.\n" +
 	"\x13promoted_meta_voter\x18\x02 \x01(\x04R\x11promotedMetaVoter\x12&\n" +
-	"\x0fleft_meta_group\x18\x03 \x01(\bR\rleftMetaGroup*\x92\x01\n" +
+	"\x0fleft_meta_group\x18\x03 \x01(\bR\rleftMetaGroup\"(\n" +
+	"\x10AddShardsRequest\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\"r\n" +
+	"\x11AddShardsResponse\x12)\n" +
+	"\x06shards\x18\x01 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x122\n" +
+	"\thandovers\x18\x02 \x03(\v2\x14.sundial.v1.HandoverR\thandovers*\x92\x01\n" +
 	"\vKeyConflict\x12\x1c\n" +
 	"\x18KEY_CONFLICT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13KEY_CONFLICT_IGNORE\x10\x01\x12\x18\n" +
@@ -5833,7 +6071,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\"@\x82\xd3\xe4\x93\x02:\x128/v1/topics/{message.topic}/messages/{message.message_id}\x12w\n" +
 	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/topics/{topic}/histogram\x12\x8e\x01\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\xf1\x06\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\xde\a\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12g\n" +
 	"\n" +
@@ -5844,7 +6082,8 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponse\x12v\n" +
 	"\tDrainNode\x12\x1c.sundial.v1.DrainNodeRequest\x1a\x1d.sundial.v1.DrainNodeResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/cluster/nodes/{node_id}:drain\x12p\n" +
 	"\n" +
-	"RemoveNode\x12\x1d.sundial.v1.RemoveNodeRequest\x1a\x1e.sundial.v1.RemoveNodeResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/cluster/nodes/{node_id}B=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
+	"RemoveNode\x12\x1d.sundial.v1.RemoveNodeRequest\x1a\x1e.sundial.v1.RemoveNodeResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/cluster/nodes/{node_id}\x12k\n" +
+	"\tAddShards\x12\x1c.sundial.v1.AddShardsRequest\x1a\x1d.sundial.v1.AddShardsResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/cluster/shards:addB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_sundial_proto_rawDescOnce sync.Once
@@ -5859,7 +6098,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -5936,27 +6175,30 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*OperationStep)(nil),              // 72: sundial.v1.OperationStep
 	(*WatchRoutingRequest)(nil),        // 73: sundial.v1.WatchRoutingRequest
 	(*RoutingTable)(nil),               // 74: sundial.v1.RoutingTable
-	(*TopicRoute)(nil),                 // 75: sundial.v1.TopicRoute
-	(*ListShardsRequest)(nil),          // 76: sundial.v1.ListShardsRequest
-	(*ListShardsResponse)(nil),         // 77: sundial.v1.ListShardsResponse
-	(*TransferLeaderRequest)(nil),      // 78: sundial.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),     // 79: sundial.v1.TransferLeaderResponse
-	(*DrainNodeRequest)(nil),           // 80: sundial.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),          // 81: sundial.v1.DrainNodeResponse
-	(*RemoveNodeRequest)(nil),          // 82: sundial.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),         // 83: sundial.v1.RemoveNodeResponse
-	nil,                                // 84: sundial.v1.Message.HeadersEntry
-	nil,                                // 85: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 86: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 87: sundial.v1.MessageInfo.HeadersEntry
-	(*status.Status)(nil),              // 88: google.rpc.Status
+	(*Handover)(nil),                   // 75: sundial.v1.Handover
+	(*TopicRoute)(nil),                 // 76: sundial.v1.TopicRoute
+	(*ListShardsRequest)(nil),          // 77: sundial.v1.ListShardsRequest
+	(*ListShardsResponse)(nil),         // 78: sundial.v1.ListShardsResponse
+	(*TransferLeaderRequest)(nil),      // 79: sundial.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),     // 80: sundial.v1.TransferLeaderResponse
+	(*DrainNodeRequest)(nil),           // 81: sundial.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),          // 82: sundial.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),          // 83: sundial.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 84: sundial.v1.RemoveNodeResponse
+	(*AddShardsRequest)(nil),           // 85: sundial.v1.AddShardsRequest
+	(*AddShardsResponse)(nil),          // 86: sundial.v1.AddShardsResponse
+	nil,                                // 87: sundial.v1.Message.HeadersEntry
+	nil,                                // 88: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 89: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 90: sundial.v1.MessageInfo.HeadersEntry
+	(*status.Status)(nil),              // 91: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	84, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	87, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	88, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	91, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -5973,8 +6215,8 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	24, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
 	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
-	85, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	88, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	88, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	91, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -5982,14 +6224,14 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	28, // 27: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
 	4,  // 28: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
 	34, // 29: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	86, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	89, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
 	34, // 31: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
 	33, // 32: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
 	35, // 33: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
 	50, // 34: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
 	13, // 35: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
 	5,  // 36: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	87, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	90, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
 	49, // 38: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
 	6,  // 39: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
 	53, // 40: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
@@ -5997,85 +6239,91 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	33, // 42: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
 	62, // 43: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
 	63, // 44: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
-	7,  // 45: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	64, // 46: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	71, // 47: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
-	71, // 48: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
-	72, // 49: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
-	62, // 50: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	63, // 51: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	75, // 52: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	63, // 53: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	62, // 54: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
-	71, // 55: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
-	62, // 56: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
-	9,  // 57: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 58: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 59: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 60: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 61: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 62: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 63: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 64: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 65: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 66: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 67: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 68: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 69: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 70: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 71: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 72: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 73: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 74: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 75: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 76: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 77: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 78: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 79: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	73, // 80: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	76, // 81: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	78, // 82: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	67, // 83: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	69, // 84: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	65, // 85: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	80, // 86: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
-	82, // 87: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
-	11, // 88: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 89: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 90: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 91: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 92: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 93: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 94: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 95: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 96: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 97: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 98: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 99: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 100: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 101: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 102: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 103: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 104: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 105: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 106: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 107: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 108: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 109: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 110: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	74, // 111: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	77, // 112: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	79, // 113: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	68, // 114: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	70, // 115: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	66, // 116: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	81, // 117: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
-	83, // 118: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
-	88, // [88:119] is the sub-list for method output_type
-	57, // [57:88] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	75, // 45: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
+	7,  // 46: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
+	64, // 47: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
+	71, // 48: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
+	71, // 49: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
+	72, // 50: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
+	62, // 51: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	63, // 52: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	76, // 53: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	75, // 54: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
+	63, // 55: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	62, // 56: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
+	71, // 57: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
+	62, // 58: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
+	63, // 59: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
+	75, // 60: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
+	9,  // 61: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 62: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 63: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 64: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 65: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 66: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 67: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 68: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 69: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 70: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 71: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 72: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 73: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 74: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 75: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 76: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 77: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 78: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 79: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 80: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 81: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 82: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 83: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	73, // 84: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	77, // 85: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	79, // 86: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	67, // 87: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	69, // 88: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	65, // 89: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	81, // 90: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
+	83, // 91: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
+	85, // 92: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
+	11, // 93: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 94: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 95: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 96: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 97: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 98: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 99: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 100: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 101: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 102: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 103: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 104: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 105: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 106: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 107: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 108: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 109: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 110: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 111: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 112: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 113: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 114: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 115: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	74, // 116: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	78, // 117: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	80, // 118: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	68, // 119: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	70, // 120: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	66, // 121: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	82, // 122: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
+	84, // 123: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
+	86, // 124: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
+	93, // [93:125] is the sub-list for method output_type
+	61, // [61:93] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -6105,7 +6353,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   79,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

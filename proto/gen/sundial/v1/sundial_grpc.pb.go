@@ -1157,6 +1157,7 @@ const (
 	Cluster_JoinCluster_FullMethodName    = "/sundial.v1.Cluster/JoinCluster"
 	Cluster_DrainNode_FullMethodName      = "/sundial.v1.Cluster/DrainNode"
 	Cluster_RemoveNode_FullMethodName     = "/sundial.v1.Cluster/RemoveNode"
+	Cluster_AddShards_FullMethodName      = "/sundial.v1.Cluster/AddShards"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -1221,6 +1222,17 @@ type ClusterClient interface {
 	// meta group fewer than 3 voters with nobody to promote, or fewer live
 	// voters than a quorum).
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	// AddShards creates count event shards (1..256) with the cluster's
+	// replication factor on the least-loaded active nodes. The new shards
+	// start off the ring and join it together once each has a leader; then
+	// every topic partition whose ring owner changed hands over from its old
+	// shard to its new one without copying (see RoutingTable.handovers). It
+	// answers once the shards serve or the call's deadline (at most 30 s)
+	// passes, with the new shards (starting set if they do not serve yet)
+	// and the open hand-overs. Errors: InvalidArgument (count out of range),
+	// FailedPrecondition (shards are starting or hand-overs are open from an
+	// earlier growth, or fewer active nodes than the replication factor).
+	AddShards(ctx context.Context, in *AddShardsRequest, opts ...grpc.CallOption) (*AddShardsResponse, error)
 }
 
 type clusterClient struct {
@@ -1320,6 +1332,16 @@ func (c *clusterClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, o
 	return out, nil
 }
 
+func (c *clusterClient) AddShards(ctx context.Context, in *AddShardsRequest, opts ...grpc.CallOption) (*AddShardsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddShardsResponse)
+	err := c.cc.Invoke(ctx, Cluster_AddShards_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1382,6 +1404,17 @@ type ClusterServer interface {
 	// meta group fewer than 3 voters with nobody to promote, or fewer live
 	// voters than a quorum).
 	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	// AddShards creates count event shards (1..256) with the cluster's
+	// replication factor on the least-loaded active nodes. The new shards
+	// start off the ring and join it together once each has a leader; then
+	// every topic partition whose ring owner changed hands over from its old
+	// shard to its new one without copying (see RoutingTable.handovers). It
+	// answers once the shards serve or the call's deadline (at most 30 s)
+	// passes, with the new shards (starting set if they do not serve yet)
+	// and the open hand-overs. Errors: InvalidArgument (count out of range),
+	// FailedPrecondition (shards are starting or hand-overs are open from an
+	// earlier growth, or fewer active nodes than the replication factor).
+	AddShards(context.Context, *AddShardsRequest) (*AddShardsResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1415,6 +1448,9 @@ func (UnimplementedClusterServer) DrainNode(context.Context, *DrainNodeRequest) 
 }
 func (UnimplementedClusterServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedClusterServer) AddShards(context.Context, *AddShardsRequest) (*AddShardsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddShards not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1574,6 +1610,24 @@ func _Cluster_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_AddShards_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddShardsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).AddShards(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_AddShards_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).AddShards(ctx, req.(*AddShardsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1608,6 +1662,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveNode",
 			Handler:    _Cluster_RemoveNode_Handler,
+		},
+		{
+			MethodName: "AddShards",
+			Handler:    _Cluster_AddShards_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,143 @@
+package host
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sundialmq/sundial/broker/internal/query"
+	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/proto/validate"
+)
+
+// Hand-over checks (see meta.Handover). serveStarting runs on the run
+// goroutine; checkHandovers on its own (runHandovers), so its barriers and
+// scans never delay the reaction to meta and leadership changes.
+const (
+	// handoverCheckInterval is how often the leader of a shard that hands
+	// partitions over checks whether one can be sealed or closed.
+	handoverCheckInterval = 2 * time.Second
+	// handoverGrace is how long a sealed hand-over waits before its From
+	// shard is checked for copies: a publish accepted under a meta state
+	// from before the seal has committed and applied by then.
+	handoverGrace = 5 * time.Second
+)
+
+// serveStarting puts the starting shards on the ring once every one of
+// them has a leader. Only the meta leader proposes it (it learns the
+// leaders of shards it does not host by gossip); a repeated proposal is a
+// no-op.
+func (h *Host) serveStarting(ctx context.Context, st *meta.State) {
+	starting := st.StartingShards()
+	if len(starting) == 0 || h.MetaLeader() != h.cfg.NodeID {
+		return
+	}
+	leaders := h.ShardLeaders()
+	for _, id := range starting {
+		if leaders[uint64(id)] == 0 {
+			return
+		}
+	}
+	h.log.Info("new shards have leaders: putting them on the ring", zap.Int("shards", len(starting)))
+	h.proposeMeta(ctx, &meta.Command{Op: meta.OpServeShards, Shards: starting})
+}
+
+// checkHandovers seals and closes the hand-overs whose From shard this
+// node leads, reading the shard's applied state after a read-index
+// barrier: a hand-over is sealed once the topic's dedup window has passed
+// since it opened and From holds no key record of the partition, and
+// closed once handoverGrace has passed since the seal and From holds no
+// copy of the partition (nor of its dead-letter partition).
+func (h *Host) checkHandovers(ctx context.Context, st *meta.State) {
+	nowMs := h.cfg.Now().UnixMilli()
+	barrier := map[meta.EventShardID]bool{} // From shard → barrier passed
+	for _, ho := range st.Handovers {
+		t, ok := st.Topics[ho.Topic]
+		if !ok {
+			continue
+		}
+		due := ho.SealedAtMs == 0 && nowMs-ho.OpenedAtMs >= t.DedupWindowMs ||
+			ho.SealedAtMs != 0 && nowMs-ho.SealedAtMs >= handoverGrace.Milliseconds()
+		if !due {
+			continue
+		}
+		passed, checked := barrier[ho.From]
+		if !checked {
+			passed = h.leadsApplied(ctx, uint64(ho.From))
+			barrier[ho.From] = passed
+		}
+		if !passed {
+			continue
+		}
+		holds, err := h.holds(ho, t, nowMs)
+		if err != nil {
+			h.log.Error("check hand-over", zap.Uint64("shard_id", uint64(ho.From)), zap.String("topic", ho.Topic), zap.Uint32("partition", ho.Partition), zap.Error(err))
+			continue
+		}
+		if holds {
+			continue
+		}
+		op, msg := meta.OpSealHandover, "hand-over sealed: keys of the partition move to the new shard"
+		if ho.SealedAtMs != 0 {
+			op, msg = meta.OpCloseHandover, "hand-over closed: the old shard holds nothing of the partition"
+		}
+		h.log.Info(msg, zap.String("topic", ho.Topic), zap.Uint32("partition", ho.Partition), zap.Uint64("from_shard", uint64(ho.From)), zap.Uint64("to_shard", uint64(ho.To)))
+		h.proposeMeta(ctx, &meta.Command{Op: op, Name: ho.Topic, Partition: ho.Partition})
+	}
+}
+
+// runHandovers runs checkHandovers every handoverCheckInterval until Stop.
+func (h *Host) runHandovers(ctx context.Context) {
+	defer h.wg.Done()
+	tick := time.NewTicker(handoverCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.stopc:
+			return
+		case <-tick.C:
+			if st := h.Meta(); len(st.Handovers) > 0 {
+				h.checkHandovers(ctx, st)
+			}
+		}
+	}
+}
+
+// holds reports whether ho's From shard still holds what keeps ho in its
+// phase: key records while open, copies while sealed.
+func (h *Host) holds(ho meta.Handover, t *meta.Topic, nowMs int64) (bool, error) {
+	r := query.New(h.db, uint64(ho.From), nowMs)
+	for _, topic := range []string{ho.Topic, ho.Topic + validate.DeadLetterSuffix} {
+		var held bool
+		var err error
+		if ho.SealedAtMs == 0 {
+			held, err = r.HoldsKeys(topic, ho.Partition, max(t.Partitions, 1))
+		} else {
+			held, err = r.HoldsCopies(topic, ho.Partition)
+		}
+		if err != nil || held {
+			return held, err
+		}
+	}
+	return false, nil
+}
+
+// leadsApplied reports whether this node leads shard and has applied
+// everything committed before the call (a read-index barrier).
+func (h *Host) leadsApplied(ctx context.Context, shard uint64) bool {
+	h.mu.RLock()
+	s, ok := h.shards[shard]
+	leading := ok && s.dispatcher != nil
+	var replica uint64
+	if ok {
+		replica = s.replicaID
+	}
+	h.mu.RUnlock()
+	if !leading {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return h.readIndex(shard, replica)(ctx) == nil
+}
