@@ -49,17 +49,17 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 // a node id that came back on another data dir.
 func (s *State) registerNode(n *Node) uint64 {
 	old, ok := s.Nodes[n.ID]
-	if ok && *old == *n {
+	if ok && old.Equal(n) {
 		return ResultNoop
 	}
 	if ok && old.Incarnation != "" && old.Incarnation != n.Incarnation {
 		return ResultExists
 	}
-	nn := *n
+	nn := n.Clone()
 	if nn.State == "" {
 		nn.State = NodeActive
 	}
-	s.Nodes[n.ID] = &nn
+	s.Nodes[n.ID] = nn
 	s.Version++
 	return ResultOK
 }
@@ -82,7 +82,7 @@ func (s *State) joinNode(n *Node, clusterID string) (uint64, []byte) {
 			return ResultNoop, b
 		}
 	}
-	nn := *n
+	nn := n.Clone()
 	if nn.ID == 0 {
 		nn.ID = 1
 		if ids := s.NodeIDs(); len(ids) > 0 {
@@ -93,9 +93,9 @@ func (s *State) joinNode(n *Node, clusterID string) (uint64, []byte) {
 		return ResultExists, nil
 	}
 	nn.State, nn.MetaVoter = NodeActive, false
-	s.Nodes[nn.ID] = &nn
+	s.Nodes[nn.ID] = nn
 	s.Version++
-	b, _ := json.Marshal(&nn)
+	b, _ := json.Marshal(nn)
 	return ResultOK, b
 }
 

@@ -65,6 +65,8 @@ type Config struct {
 	Dispatch      dispatch.Config
 	Now           func() time.Time
 
+	// Labels are the node's location labels, registered on its meta record.
+	Labels map[string]string
 	// Incarnation is the data dir's incarnation id (package identity); the
 	// node registers with it in the meta state.
 	Incarnation string
@@ -310,8 +312,8 @@ func (h *Host) reconcile(ctx context.Context) {
 		return
 	}
 	_, initial := h.cfg.InitialMembers[h.cfg.NodeID]
-	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: initial, Incarnation: h.cfg.Incarnation}
-	if n, ok := st.Nodes[self.ID]; !ok || *n != self {
+	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: initial, Incarnation: h.cfg.Incarnation, Labels: h.cfg.Labels}
+	if n, ok := st.Nodes[self.ID]; !ok || !n.Equal(&self) {
 		h.proposeMeta(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: &self})
 		return
 	}

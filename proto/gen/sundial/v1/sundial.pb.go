@@ -3946,12 +3946,15 @@ func (x *ClusterInfo) GetMetaLeaderNodeId() uint64 {
 }
 
 type Node struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	State         NodeState              `protobuf:"varint,4,opt,name=state,proto3,enum=sundial.v1.NodeState" json:"state,omitempty"`
-	MetaVoter     bool                   `protobuf:"varint,5,opt,name=meta_voter,json=metaVoter,proto3" json:"meta_voter,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	NodeId    uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	GrpcAddr  string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	RaftAddr  string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	State     NodeState              `protobuf:"varint,4,opt,name=state,proto3,enum=sundial.v1.NodeState" json:"state,omitempty"`
+	MetaVoter bool                   `protobuf:"varint,5,opt,name=meta_voter,json=metaVoter,proto3" json:"meta_voter,omitempty"`
+	// labels are the node's location labels (--labels zone=a,rack=r1); the
+	// planner spreads a shard's replicas over the values of "zone".
+	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4019,6 +4022,13 @@ func (x *Node) GetMetaVoter() bool {
 		return x.MetaVoter
 	}
 	return false
+}
+
+func (x *Node) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 type Shard struct {
@@ -4148,7 +4158,11 @@ type JoinClusterRequest struct {
 	Incarnation string `protobuf:"bytes,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// cluster_id is the cluster id the data dir already holds, empty for a
 	// new data dir; another cluster's id is refused.
-	ClusterId     string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// labels are the broker's location labels (--labels zone=a): keys of
+	// lower-case letters, digits, '-', '_' and '.', values of letters, digits,
+	// '-', '_' and '.', each 1..63 characters, at most 16 labels.
+	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4216,6 +4230,13 @@ func (x *JoinClusterRequest) GetClusterId() string {
 		return x.ClusterId
 	}
 	return ""
+}
+
+func (x *JoinClusterRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 type JoinClusterResponse struct {
@@ -5337,14 +5358,18 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x0frouting_version\x18\x01 \x01(\x04R\x0eroutingVersion\x12&\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x10.sundial.v1.NodeR\x05nodes\x12)\n" +
 	"\x06shards\x18\x03 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x12-\n" +
-	"\x13meta_leader_node_id\x18\x04 \x01(\x04R\x10metaLeaderNodeId\"\xa5\x01\n" +
+	"\x13meta_leader_node_id\x18\x04 \x01(\x04R\x10metaLeaderNodeId\"\x96\x02\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12+\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x15.sundial.v1.NodeStateR\x05state\x12\x1d\n" +
 	"\n" +
-	"meta_voter\x18\x05 \x01(\bR\tmetaVoter\"y\n" +
+	"meta_voter\x18\x05 \x01(\bR\tmetaVoter\x124\n" +
+	"\x06labels\x18\x06 \x03(\v2\x1c.sundial.v1.Node.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"y\n" +
 	"\x05Shard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12/\n" +
 	"\breplicas\x18\x02 \x03(\v2\x13.sundial.v1.ReplicaR\breplicas\x12$\n" +
@@ -5352,14 +5377,18 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\aReplica\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x04R\treplicaId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xa8\x01\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xa7\x02\n" +
 	"\x12JoinClusterRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12 \n" +
 	"\vincarnation\x18\x04 \x01(\tR\vincarnation\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\tR\tclusterId\"M\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12B\n" +
+	"\x06labels\x18\x06 \x03(\v2*.sundial.v1.JoinClusterRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
 	"\x13JoinClusterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -5521,7 +5550,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -5607,14 +5636,16 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	nil,                                // 81: sundial.v1.Delivery.HeadersEntry
 	nil,                                // 82: sundial.v1.Topic.FairnessWeightsEntry
 	nil,                                // 83: sundial.v1.MessageInfo.HeadersEntry
-	(*status.Status)(nil),              // 84: google.rpc.Status
+	nil,                                // 84: sundial.v1.Node.LabelsEntry
+	nil,                                // 85: sundial.v1.JoinClusterRequest.LabelsEntry
+	(*status.Status)(nil),              // 86: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
 	80, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	84, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	86, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -5632,7 +5663,7 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
 	81, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	84, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	86, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -5656,77 +5687,79 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	62, // 43: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
 	63, // 44: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
 	7,  // 45: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	64, // 46: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	71, // 47: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
-	71, // 48: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
-	72, // 49: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
-	62, // 50: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	63, // 51: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	75, // 52: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	63, // 53: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	9,  // 54: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 55: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 56: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 57: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 58: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 59: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 60: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 61: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 62: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 63: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 64: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 65: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 66: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 67: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 68: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 69: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 70: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 71: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 72: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 73: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 74: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 75: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 76: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	73, // 77: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	76, // 78: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	78, // 79: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	67, // 80: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	69, // 81: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	65, // 82: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	11, // 83: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 84: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 85: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 86: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 87: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 88: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 89: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 90: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 91: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 92: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 93: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 94: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 95: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 96: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 97: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 98: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 99: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 100: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 101: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 102: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 103: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 104: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 105: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	74, // 106: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	77, // 107: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	79, // 108: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	68, // 109: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	70, // 110: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	66, // 111: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	83, // [83:112] is the sub-list for method output_type
-	54, // [54:83] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	84, // 46: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
+	64, // 47: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
+	85, // 48: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
+	71, // 49: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
+	71, // 50: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
+	72, // 51: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
+	62, // 52: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	63, // 53: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	75, // 54: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	63, // 55: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	9,  // 56: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 57: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 58: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 59: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 60: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 61: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 62: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 63: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 64: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 65: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 66: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 67: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 68: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 69: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 70: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 71: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 72: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 73: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 74: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 75: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 76: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 77: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 78: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	73, // 79: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	76, // 80: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	78, // 81: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	67, // 82: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	69, // 83: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	65, // 84: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	11, // 85: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 86: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 87: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 88: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 89: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 90: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 91: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 92: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 93: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 94: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 95: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 96: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 97: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 98: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 99: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 100: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 101: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 102: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 103: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 104: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 105: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 106: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 107: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	74, // 108: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	77, // 109: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	79, // 110: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	68, // 111: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	70, // 112: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	66, // 113: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	85, // [85:114] is the sub-list for method output_type
+	56, // [56:85] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -5756,7 +5789,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   75,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
