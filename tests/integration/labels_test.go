@@ -103,15 +103,38 @@ func zonedCluster(t *testing.T) *Cluster {
 
 // Brokers carry zone labels (--labels; the 4th joins with its own): a
 // rebalance through the proxy spreads every shard, first on nodes 1-3 (two
-// replicas in zone a), over the 3 zones a, b and c.
+// replicas in zone a), over the 3 zones a, b and c, and every broker's
+// sundial_broker_replicas / sundial_broker_leaders match the placement.
 func TestZoneLabelsSpreadReplicas(t *testing.T) {
 	c := zonedCluster(t)
 	rebalanceUntilBalanced(t, clusterClient(t, c.Proxy.GRPCAddr()))
-	for shard, zs := range zonesOf(clusterInfo(t, c)) {
+	info := clusterInfo(t, c)
+	for shard, zs := range zonesOf(info) {
 		if len(zs) != 3 || distinct(zs) != 3 {
 			t.Errorf("after the rebalance shard %d has replicas in zones %v, want a, b and c", shard, zs)
 		}
 	}
+	// Each broker serves its own replica and leader counts.
+	replicas := map[uint64]float64{}
+	for _, s := range info.GetShards() {
+		for _, r := range s.GetReplicas() {
+			replicas[r.GetNodeId()]++
+		}
+	}
+	Eventually(t, 20*time.Second, func() error {
+		leaders := 0.0
+		for i, n := range c.Nodes {
+			id := uint64(i + 1)
+			if got := gauge(t, n.Metrics, "sundial_broker_replicas"); got != replicas[id] {
+				return fmt.Errorf("broker %d serves sundial_broker_replicas %v, want %v", id, got, replicas[id])
+			}
+			leaders += gauge(t, n.Metrics, "sundial_broker_leaders")
+		}
+		if leaders != 2 {
+			return fmt.Errorf("sundial_broker_leaders sums to %v over the brokers, want 2 (one per shard)", leaders)
+		}
+		return nil
+	})
 }
 
 // A joined broker that received replicas through a rebalance (added as

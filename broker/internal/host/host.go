@@ -150,7 +150,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 		metaCh:  make(chan struct{}, 1),
 		stopc:   make(chan struct{}),
 	}
-	reg.MustRegister(h.leaderG, h.routingG)
+	reg.MustRegister(h.leaderG, h.routingG, newNodeCollector(h))
 	h.metaState.Store(meta.NewState())
 	nh, err := dragonboat.NewNodeHost(nodeHostConfig(cfg, h))
 	if err != nil {
