@@ -35,29 +35,27 @@ func distinct(zones []string) int {
 	return len(seen)
 }
 
-// rebalanceUntilBalanced runs rebalances through cl until a dry run plans
-// nothing.
-func rebalanceUntilBalanced(t *testing.T, cl sundialv1.ClusterClient) {
+// rebalanceOnce runs one rebalance through cl and waits until its
+// operations are done. One round is what these tests need: its moves all
+// start from nodes 1-3, which hold every shard, the meta leader included
+// (the executor changes a shard's membership through the meta leader's own
+// replica for now; docs/operations.md, limits).
+func rebalanceOnce(t *testing.T, cl sundialv1.ClusterClient) {
 	t.Helper()
-	for round := 0; ; round++ {
-		if round == 10 {
-			t.Fatal("still planning moves after 10 rebalances")
-		}
-		var plan *sundialv1.RebalanceResponse
-		Eventually(t, 20*time.Second, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			var err error
-			plan, err = cl.Rebalance(ctx, &sundialv1.RebalanceRequest{})
-			return err
-		})
-		if len(plan.GetOperations()) == 0 {
-			return
-		}
-		for id, op := range waitEnded(t, cl, 3*time.Minute) {
-			if op.GetStatus() != "done" {
-				t.Fatalf("rebalance round %d: operation %d = %v, want done", round, id, op)
-			}
+	var plan *sundialv1.RebalanceResponse
+	Eventually(t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		plan, err = cl.Rebalance(ctx, &sundialv1.RebalanceRequest{})
+		return err
+	})
+	if len(plan.GetOperations()) == 0 {
+		t.Fatal("Rebalance() planned nothing, want zone-spread moves")
+	}
+	for id, op := range waitEnded(t, cl, 3*time.Minute) {
+		if op.GetStatus() != "done" {
+			t.Fatalf("rebalance operation %d = %v, want done", id, op)
 		}
 	}
 }
@@ -107,7 +105,7 @@ func zonedCluster(t *testing.T) *Cluster {
 // sundial_broker_replicas / sundial_broker_leaders match the placement.
 func TestZoneLabelsSpreadReplicas(t *testing.T) {
 	c := zonedCluster(t)
-	rebalanceUntilBalanced(t, clusterClient(t, c.Proxy.GRPCAddr()))
+	rebalanceOnce(t, clusterClient(t, c.Proxy.GRPCAddr()))
 	info := clusterInfo(t, c)
 	for shard, zs := range zonesOf(info) {
 		if len(zs) != 3 || distinct(zs) != 3 {
@@ -142,10 +140,8 @@ func TestZoneLabelsSpreadReplicas(t *testing.T) {
 // does not join again, and leads each shard whose replica it holds with
 // the messages published before its restart.
 func TestJoinedBrokerRestartKeepsItsReplicasData(t *testing.T) {
-	t.Skip("known bug (host.startJoining): a replica added as a learner restarts with IsNonVoting=false, " +
-		"Dragonboat replays its add-non-voting entry and panics '[shard:replica] tN is not a nonVoting'; unskip with the fix")
 	c := zonedCluster(t)
-	rebalanceUntilBalanced(t, clusterClient(t, c.Proxy.GRPCAddr()))
+	rebalanceOnce(t, clusterClient(t, c.Proxy.GRPCAddr()))
 	info := clusterInfo(t, c)
 
 	// The joined broker now holds a replica of every shard.

@@ -384,9 +384,16 @@ func (h *Host) startReplica(ctx context.Context, sh *meta.Shard, r meta.Replica,
 	h.shards[id] = s
 	h.mu.Unlock()
 	cfg := h.shardConfig(id, uint64(r.ID))
-	// A joining replica was added as a non-voting member (a learner); the
-	// executor promotes it once it has caught up.
-	cfg.IsNonVoting = join
+	// A replica placed by an operation (r.Join) was added as a non-voting
+	// member (a learner), and the executor promotes it once it has caught
+	// up. It starts non-voting on every start, not only the first: a restart
+	// replays the Raft log after its last snapshot, and replaying its own
+	// add-non-voting entry panics in a replica started voting ("is not a
+	// nonVoting"). A promoted replica comes back voting either way: by
+	// replaying its promotion, or, when a snapshot taken after the promotion
+	// lists it as a voter, by Dragonboat restoring the snapshot's members at
+	// start (raft.restoreRemotes turns a non-voting self into a follower).
+	cfg.IsNonVoting = r.Join
 	err := h.nh.StartOnDiskReplica(members, join, fsm.Factory(h.db, h.wakeShard), cfg)
 	if err != nil {
 		h.mu.Lock()
