@@ -3,8 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"maps"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,14 +65,18 @@ func rebalanceOnce(t *testing.T, cl sundialv1.ClusterClient) {
 
 // zonedCluster is 3 brokers with zone labels (1 and 2 in zone a, 3 in zone
 // b; rack rN each), 2 shards of 3 replicas, and a 4th broker joined in zone
-// c; it checks that GetClusterInfo shows every node's labels.
-func zonedCluster(t *testing.T) *Cluster {
+// c; it checks that GetClusterInfo shows every node's labels. A
+// snapshotEntries above 0 makes every replica snapshot that often.
+func zonedCluster(t *testing.T, snapshotEntries uint64) *Cluster {
 	t.Helper()
 	zones := map[uint64]string{1: "a", 2: "a", 3: "b"}
 	c := New(t, Config{Shards: 2, Tune: func(bc *broker.Config) {
 		bc.Labels = map[string]string{"zone": zones[bc.NodeID], "rack": "r" + strconv.FormatUint(bc.NodeID, 10)}
 		bc.Operations.StepTimeout = 20 * time.Second
 		bc.Operations.CatchUpTimeout = 60 * time.Second
+		if snapshotEntries > 0 {
+			bc.SnapshotEntries = snapshotEntries
+		}
 	}})
 	for _, zs := range zonesOf(clusterInfo(t, c)) {
 		if distinct(zs) != 2 {
@@ -104,7 +111,7 @@ func zonedCluster(t *testing.T) *Cluster {
 // replicas in zone a), over the 3 zones a, b and c, and every broker's
 // sundial_broker_replicas / sundial_broker_leaders match the placement.
 func TestZoneLabelsSpreadReplicas(t *testing.T) {
-	c := zonedCluster(t)
+	c := zonedCluster(t, 0)
 	rebalanceOnce(t, clusterClient(t, c.Proxy.GRPCAddr()))
 	info := clusterInfo(t, c)
 	for shard, zs := range zonesOf(info) {
@@ -140,7 +147,7 @@ func TestZoneLabelsSpreadReplicas(t *testing.T) {
 // does not join again, and leads each shard whose replica it holds with
 // the messages published before its restart.
 func TestJoinedBrokerRestartKeepsItsReplicasData(t *testing.T) {
-	c := zonedCluster(t)
+	c := zonedCluster(t, 10)
 	rebalanceOnce(t, clusterClient(t, c.Proxy.GRPCAddr()))
 	info := clusterInfo(t, c)
 
@@ -148,10 +155,27 @@ func TestJoinedBrokerRestartKeepsItsReplicasData(t *testing.T) {
 	const topic = "zones"
 	want := map[string]bool{}
 	dueAt := time.Now().Add(2 * time.Second).UnixMilli()
-	for i := range 20 {
+	for i := range 60 {
 		r := publish(t, c, &sundialv1.Message{Topic: topic, Payload: []byte(strconv.Itoa(i)), DeliverAtUnixMs: dueAt})
 		want[r[0].MessageId] = true
 	}
+	// With a snapshot every 10 entries the joined broker's replicas hold
+	// snapshots, so the restart recovers each from a snapshot and replays
+	// the log after it (which of the two carries its promotion depends on
+	// timing; either must bring it back as a voter).
+	Eventually(t, 30*time.Second, func() error {
+		var snaps []string
+		err := filepath.WalkDir(filepath.Join(c.Nodes[3].Config.DataDir, "raft"), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "snapshot-") && strings.Count(d.Name(), "-") == 1 {
+				snaps = append(snaps, path)
+			}
+			return err
+		})
+		if err != nil || len(snaps) < 2 {
+			return fmt.Errorf("joined broker's snapshots %v (%v), want one per shard", snaps, err)
+		}
+		return nil
+	})
 	c.StopBroker(3)
 	c.StartBroker(3)
 	if got := c.Nodes[3].Server.NodeID(); got != 4 {
