@@ -70,7 +70,8 @@ func labelKey(k string) bool {
 	}
 	for i := 0; i < len(k); i++ {
 		c := k[i]
-		if !(alnum(c) && !(c >= 'A' && c <= 'Z')) && c != '-' && c != '_' && c != '.' {
+		lower := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !lower && c != '-' && c != '_' && c != '.' {
 			return false
 		}
 	}

@@ -36,16 +36,17 @@ type control struct {
 	wg   sync.WaitGroup // the accept loop and one goroutine per connection
 }
 
-// listenControl serves path for s. The caller has checked that no other run
+// listenControl serves path for s until Close; restarts in progress end
+// with ctx or Close. The caller has checked that no other run
 // uses this data directory (its ports are free), so a socket file left by a
 // run that was killed is removed.
-func listenControl(path string, s *supervisor) (*control, error) {
+func listenControl(ctx context.Context, path string, s *supervisor) (*control, error) {
 	_ = os.Remove(path)
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	c := &control{l: l, path: path, s: s, stop: cancel}
 	c.wg.Add(1)
 	go func() {
@@ -103,7 +104,7 @@ func runRestart(ctx context.Context, cfg Config, arg string, out io.Writer) erro
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", controlPath(cfg.DataDir))
 	if err != nil {
-		return fmt.Errorf("no 'make run' is running on %s (%v): start the cluster with 'make run'", cfg.DataDir, err)
+		return fmt.Errorf("no 'make run' is running on %s (%w): start the cluster with 'make run'", cfg.DataDir, err)
 	}
 	defer conn.Close()
 	defer context.AfterFunc(ctx, func() { conn.Close() })()

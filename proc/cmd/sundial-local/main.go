@@ -242,7 +242,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		fmt.Fprintf(out, "sundial-local: %v\n", err)
 		return errors.New("the cluster did not start")
 	}
-	ctl, err := listenControl(controlPath(cfg.DataDir), s)
+	ctl, err := listenControl(ctx, controlPath(cfg.DataDir), s)
 	if err != nil {
 		return err
 	}
@@ -369,15 +369,6 @@ keep running and this window says how to start it again (make restart-broker N=<
 
 Ctrl-C stops the cluster; the data stays in %s for the next 'make run' ('make clean' removes it).
 `, l.ProxyGRPC, filepath.Join(cfg.DataDir, "run.pids"), cfg.DataDir)
-}
-
-func appendLine(path, line string) error {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(f, line)
-	return errors.Join(err, f.Close())
 }
 
 func indent(s string) string {

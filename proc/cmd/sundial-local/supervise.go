@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,10 +151,7 @@ func restartHint(name string) string {
 func (s *supervisor) restart(ctx context.Context, name string, timeout time.Duration, w io.Writer) error {
 	s.mu.Lock()
 	c, ok := s.current[name]
-	var names []string
-	for _, n := range s.order {
-		names = append(names, n)
-	}
+	names := slices.Clone(s.order)
 	s.mu.Unlock()
 	switch {
 	case !ok && strings.HasPrefix(name, "broker-"):
