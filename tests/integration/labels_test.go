@@ -171,8 +171,11 @@ func TestJoinedBrokerRestartKeepsItsReplicasData(t *testing.T) {
 			}
 			return err
 		})
-		if err != nil || len(snaps) < 2 {
-			return fmt.Errorf("joined broker's snapshots %v (%v), want one per shard", snaps, err)
+		if err != nil {
+			return err
+		}
+		if len(snaps) < 2 {
+			return fmt.Errorf("joined broker's snapshots %v, want one per shard", snaps)
 		}
 		return nil
 	})
