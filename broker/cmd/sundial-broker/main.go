@@ -31,7 +31,20 @@ import (
 )
 
 func main() {
-	app := &cli.App{
+	app := newApp(run)
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "sundial-broker:", err)
+		var ce usageError
+		if errors.As(err, &ce) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// newApp is the command line, with action act.
+func newApp(act cli.ActionFunc) *cli.App {
+	return &cli.App{
 		Name:  "sundial-broker",
 		Usage: "run a Sundial storage node",
 		Flags: []cli.Flag{
@@ -52,15 +65,7 @@ func main() {
 			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SUNDIAL_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7700/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
-		Action: run,
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "sundial-broker:", err)
-		var ce usageError
-		if errors.As(err, &ce) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		Action: act,
 	}
 }
 
