@@ -51,7 +51,7 @@ PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/b
 
 # The per-module pattern targets (test-%, vet-%, bench-%, tidy-%) are deliberately not
 # listed: make skips pattern-rule search for .PHONY targets.
-.PHONY: help build test test-short lint gen verify run screenshots join bench loadtest clean tools tools-lint bench-peers chaos
+.PHONY: help build test test-short lint gen verify run screenshots join restart-broker restart-proxy bench loadtest clean tools tools-lint bench-peers chaos
 
 help: ## Show this list of targets
 	@echo "Sundial make targets:"
@@ -209,6 +209,19 @@ screenshots: ## Write PNGs of the admin UI's pages into docs/images (a test clus
 # 7600+i, metrics 7700+i), data in ./data/local/broker-i; Ctrl-C stops it.
 join: build ## Start one more broker that joins the running `make run` cluster
 	$(BIN)/sundial-local join
+
+# `make restart-broker N=2` / `make restart-proxy` (from another shell) ask the
+# running `make run` to start an exited broker / the proxy again, with its first
+# arguments and data; the run keeps owning it (Ctrl-C there stops it too).
+N ?=
+restart-broker: ## Start broker N of the running `make run` again after it died (make restart-broker N=2)
+	@if [ -z "$(N)" ]; then echo "usage: make restart-broker N=<broker number>"; exit 2; fi
+	@test -x $(BIN)/sundial-local || { echo "bin/sundial-local is missing: run make build"; exit 1; }
+	$(BIN)/sundial-local restart $(N)
+
+restart-proxy: ## Start the proxy of the running `make run` again after it died
+	@test -x $(BIN)/sundial-local || { echo "bin/sundial-local is missing: run make build"; exit 1; }
+	$(BIN)/sundial-local restart proxy
 
 # `make chaos` runs tests/chaos's TestChaos: the recorded workload under a seeded
 # fault schedule, then heal, drain and check. The seed is printed first; the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -215,6 +216,7 @@ func hostConfig(cfg Config, advertise string) host.Config {
 		// the window: a retry within it is answered, not stored again.
 		Dispatch: dispatch.Config{DedupWindow: cfg.DedupWindow, SweepInterval: cfg.Testing.SweepInterval},
 		HoldMeta: cfg.Testing.HoldMeta,
+		Labels:   maps.Clone(cfg.Labels),
 	}
 }
 

@@ -64,6 +64,11 @@ type Config struct {
 	// asked in turn until one registers this broker or it runs out.
 	// Default 1m.
 	JoinTimeout time.Duration `yaml:"join_timeout"`
+	// Labels are this broker's location labels (zone=a, rack=r1), stored on
+	// its meta node record when it registers or joins; the planner spreads
+	// a shard's replicas over the values of "zone". Keys are lower-case
+	// letters, digits, '-', '_' and '.'; see validate.Labels. Default none.
+	Labels map[string]string `yaml:"labels"`
 	// Shards is the number of event shards created at bootstrap. Default 8.
 	Shards int `yaml:"shards"`
 	// ReplicationFactor of event shards; 0 means min(3, initial members).
@@ -211,6 +216,9 @@ func (c Config) Validate() error {
 		if err := join.Parse(spec); err != nil {
 			bad("join", "%v", err)
 		}
+	}
+	for _, v := range validate.Labels("labels", c.Labels) {
+		bad(v.Field, "%s", v.Description)
 	}
 	if len(c.Join) > 0 && c.JoinTimeout <= 0 {
 		bad("join_timeout", "must be positive")

@@ -25,6 +25,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad raft listen address", func(c *Config) { c.RaftListenAddr = "nowhere" }, "raft_listen_addr"},
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "data_dir"},
 		{"no shards", func(c *Config) { c.Shards = 0 }, "shards"},
+		{"upper-case label key", func(c *Config) { c.Labels = map[string]string{"Zone": "a"} }, "labels[Zone]"},
+		{"empty label value", func(c *Config) { c.Labels = map[string]string{"zone": ""} }, "labels[zone]"},
 		{"replication above members", func(c *Config) { c.ReplicationFactor = 3 }, "replication_factor"},
 		{"zero dead node timeout", func(c *Config) { c.DeadNodeTimeout = 0 }, "dead_node_timeout"},
 		{"negative dead node timeout", func(c *Config) { c.DeadNodeTimeout = -time.Minute }, "dead_node_timeout"},

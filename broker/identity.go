@@ -107,7 +107,7 @@ func (s *Server) joinCluster(ctx context.Context, advertise string) (identity.Id
 	case !found:
 		id = identity.New(s.cfg.NodeID)
 	}
-	req := &sundialv1.JoinClusterRequest{NodeId: id.NodeID, RaftAddr: s.cfg.RaftAddr, GrpcAddr: advertise, Incarnation: id.Incarnation, ClusterId: id.ClusterID}
+	req := &sundialv1.JoinClusterRequest{NodeId: id.NodeID, RaftAddr: s.cfg.RaftAddr, GrpcAddr: advertise, Incarnation: id.Incarnation, ClusterId: id.ClusterID, Labels: s.cfg.Labels}
 	jctx, cancel := context.WithTimeout(ctx, s.cfg.JoinTimeout)
 	defer cancel()
 	resp, err := join.Ask(jctx, addrs, req, joinRetryInterval)

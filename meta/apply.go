@@ -74,7 +74,7 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 // again (ResultInvalid).
 func (s *State) registerNode(n *Node) uint64 {
 	old, ok := s.Nodes[n.ID]
-	nn := *n
+	nn := n.Clone()
 	if ok {
 		if old.Incarnation != "" && old.Incarnation != n.Incarnation {
 			return ResultExists
@@ -83,14 +83,14 @@ func (s *State) registerNode(n *Node) uint64 {
 			return ResultInvalid
 		}
 		nn.State, nn.MetaVoter = old.State, old.MetaVoter
-		if *old == nn {
+		if old.Equal(nn) {
 			return ResultNoop
 		}
 	}
 	if nn.State == "" {
 		nn.State = NodeActive
 	}
-	s.Nodes[n.ID] = &nn
+	s.Nodes[n.ID] = nn
 	s.Version++
 	return ResultOK
 }
@@ -113,7 +113,7 @@ func (s *State) joinNode(n *Node, clusterID string) (uint64, []byte) {
 			return ResultNoop, b
 		}
 	}
-	nn := *n
+	nn := n.Clone()
 	if nn.ID == 0 {
 		nn.ID = 1
 		if ids := s.NodeIDs(); len(ids) > 0 {
@@ -124,9 +124,9 @@ func (s *State) joinNode(n *Node, clusterID string) (uint64, []byte) {
 		return ResultExists, nil
 	}
 	nn.State, nn.MetaVoter = NodeActive, false
-	s.Nodes[nn.ID] = &nn
+	s.Nodes[nn.ID] = nn
 	s.Version++
-	b, _ := json.Marshal(&nn)
+	b, _ := json.Marshal(nn)
 	return ResultOK, b
 }
 

@@ -11,7 +11,7 @@ import (
 // cluster not bootstrapped yet and another cluster's data dir.
 func TestJoinNode(t *testing.T) {
 	joiner := func(id NodeID, inc, cluster string) *Command {
-		return &Command{Op: OpJoinNode, ClusterID: cluster, Node: &Node{ID: id, RaftAddr: "r4", GRPCAddr: "g4", Incarnation: inc}}
+		return &Command{Op: OpJoinNode, ClusterID: cluster, Node: &Node{ID: id, RaftAddr: "r4", GRPCAddr: "g4", Incarnation: inc, Labels: map[string]string{"zone": "b"}}}
 	}
 	cases := []struct {
 		name   string
@@ -50,8 +50,8 @@ func TestJoinNode(t *testing.T) {
 				t.Fatalf("join_node answered %q: %v", r.Data, err)
 			}
 			got := state(t, m).Nodes[tc.wantID]
-			if n.ID != tc.wantID || got == nil || *got != n || got.MetaVoter || got.State != NodeActive {
-				t.Fatalf("join_node stored %+v, answered %+v; want node %d active, not a meta voter", got, n, tc.wantID)
+			if n.ID != tc.wantID || got == nil || !got.Equal(&n) || got.Labels["zone"] != "b" || got.MetaVoter || got.State != NodeActive {
+				t.Fatalf("join_node stored %+v, answered %+v; want node %d active in zone b, not a meta voter", got, n, tc.wantID)
 			}
 		})
 	}
@@ -61,4 +61,36 @@ func TestJoinNode(t *testing.T) {
 			t.Fatalf("join_node before bootstrap = %d, want ResultInvalid", r.Value)
 		}
 	})
+}
+
+// A node's labels are part of its record: registering them again changes
+// nothing, registering others (a restart with new --labels) replaces them,
+// and a clone of the state does not share the map.
+func TestRegisterNodeLabels(t *testing.T) {
+	m := bootstrapped(t)
+	reg := func(labels map[string]string) *Command {
+		return &Command{Op: OpRegisterNode, Node: &Node{ID: 7, RaftAddr: "r7", GRPCAddr: "g7", State: NodeActive, Incarnation: "inc-7", Labels: labels}}
+	}
+	steps := []struct {
+		labels map[string]string
+		want   uint64
+	}{
+		{map[string]string{"zone": "a"}, ResultOK},
+		{map[string]string{"zone": "a"}, ResultNoop},
+		{map[string]string{"zone": "c", "rack": "r2"}, ResultOK},
+	}
+	for i, st := range steps {
+		if r := apply(t, m, uint64(10+i), reg(st.labels)); r.Value != st.want {
+			t.Fatalf("register_node #%d with labels %v = %d, want %d", i, st.labels, r.Value, st.want)
+		}
+	}
+	s := state(t, m)
+	if got := s.Nodes[7].Labels; got["zone"] != "c" || got["rack"] != "r2" || len(got) != 2 {
+		t.Fatalf("node 7 labels = %v, want zone=c rack=r2", got)
+	}
+	c := s.Clone()
+	c.Nodes[7].Labels["zone"] = "x"
+	if s.Nodes[7].Labels["zone"] != "c" {
+		t.Fatalf("changing a clone's labels changed the state's: zone=%s", s.Nodes[7].Labels["zone"])
+	}
 }

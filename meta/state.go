@@ -51,6 +51,24 @@ type Node struct {
 	// over by another one: a node id that comes back on another data dir is
 	// not the same member. Empty in records made before incarnations.
 	Incarnation string `json:"incarnation,omitempty"`
+	// Labels are the node's location labels (zone=a, rack=r1), as the broker
+	// registered or joined with them; the planner spreads a shard's replicas
+	// over the values of "zone". A record's map is never changed in place:
+	// a new registration replaces it.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Clone copies n, labels included.
+func (n *Node) Clone() *Node {
+	nn := *n
+	nn.Labels = maps.Clone(n.Labels)
+	return &nn
+}
+
+// Equal says n and o are the same record.
+func (n *Node) Equal(o *Node) bool {
+	return n.ID == o.ID && n.RaftAddr == o.RaftAddr && n.GRPCAddr == o.GRPCAddr && n.State == o.State &&
+		n.MetaVoter == o.MetaVoter && n.Incarnation == o.Incarnation && maps.Equal(n.Labels, o.Labels)
 }
 
 // Replica places one replica of a shard on a node.
@@ -166,8 +184,7 @@ func (s *State) Clone() *State {
 		}
 	}
 	for id, n := range s.Nodes {
-		nn := *n
-		c.Nodes[id] = &nn
+		c.Nodes[id] = n.Clone()
 	}
 	for id, sh := range s.Shards {
 		c.Shards[id] = &Shard{ID: sh.ID, Replicas: slices.Clone(sh.Replicas), State: sh.State}

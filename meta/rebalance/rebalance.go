@@ -63,7 +63,7 @@ func View(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) 
 		default:
 			state = balancer.NodeActive
 		}
-		v.Nodes = append(v.Nodes, balancer.Node{ID: id, State: state})
+		v.Nodes = append(v.Nodes, balancer.Node{ID: id, State: state, Labels: n.Labels})
 	}
 	for _, id := range st.ShardIDs() {
 		sh := st.Shards[id]

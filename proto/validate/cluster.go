@@ -19,7 +19,8 @@ func TransferLeader(req *sundialv1.TransferLeaderRequest) []apierr.FieldViolatio
 }
 
 // JoinCluster checks a JoinCluster request's shape: both addresses as
-// host:port with a port, and the data dir's incarnation. Whether the node
+// host:port with a port, the data dir's incarnation, and well-formed labels
+// (Labels). Whether the node
 // id is free and the cluster id is this cluster's is meta's to answer
 // (AlreadyExists, FailedPrecondition).
 func JoinCluster(req *sundialv1.JoinClusterRequest) []apierr.FieldViolation {
@@ -33,7 +34,7 @@ func JoinCluster(req *sundialv1.JoinClusterRequest) []apierr.FieldViolation {
 	if req.GetIncarnation() == "" {
 		out = append(out, violation("incarnation", "required: the incarnation id of the joining data dir")...)
 	}
-	return out
+	return append(out, Labels("labels", req.GetLabels())...)
 }
 
 // dialable: host:port with a host and a port from 1 to 65535.

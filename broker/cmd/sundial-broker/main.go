@@ -27,10 +27,24 @@ import (
 
 	"github.com/sundialmq/sundial/broker"
 	"github.com/sundialmq/sundial/proto/healthcheck"
+	"github.com/sundialmq/sundial/proto/validate"
 )
 
 func main() {
-	app := &cli.App{
+	app := newApp(run)
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "sundial-broker:", err)
+		var ce usageError
+		if errors.As(err, &ce) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// newApp is the command line, with action act.
+func newApp(act cli.ActionFunc) *cli.App {
+	return &cli.App{
 		Name:  "sundial-broker",
 		Usage: "run a Sundial storage node",
 		Flags: []cli.Flag{
@@ -45,20 +59,13 @@ func main() {
 			&cli.StringFlag{Name: "initial-members", EnvVars: []string{"SUNDIAL_INITIAL_MEMBERS"}, Usage: "ID=RAFT@GRPC,... of the bootstrap brokers"},
 			&cli.StringFlag{Name: "join", EnvVars: []string{"SUNDIAL_JOIN"}, Usage: "ADDR[,ADDR...]: gRPC addresses of brokers of a running cluster to join (host:port or dns+srv://NAME); excludes --initial-members"},
 			&cli.BoolFlag{Name: "wait-for-add", EnvVars: []string{"SUNDIAL_WAIT_FOR_ADD"}, Usage: "start without --join or --initial-members and wait until 'shardctl add-node ADDR' adds this broker to a cluster"},
+			&cli.StringFlag{Name: "labels", EnvVars: []string{"SUNDIAL_LABELS"}, Usage: "KEY=VALUE[,KEY=VALUE...]: location labels, such as zone=a,rack=r1 (replicas of a shard spread over zones)"},
 			&cli.IntFlag{Name: "shards", EnvVars: []string{"SUNDIAL_SHARDS"}, Usage: "event shards created at bootstrap"},
 			&cli.IntFlag{Name: "replication-factor", EnvVars: []string{"SUNDIAL_REPLICATION_FACTOR"}, Usage: "replicas per event shard (0: min(3, members))"},
 			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SUNDIAL_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7700/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
-		Action: run,
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "sundial-broker:", err)
-		var ce usageError
-		if errors.As(err, &ce) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		Action: act,
 	}
 }
 
@@ -133,6 +140,13 @@ func load(c *cli.Context) (broker.Config, error) {
 	setString(c, "metrics-addr", &cfg.MetricsAddr)
 	setString(c, "data-dir", &cfg.DataDir)
 	setString(c, "log-level", &cfg.LogLevel)
+	if c.IsSet("labels") {
+		labels, err := validate.ParseLabels(c.String("labels"))
+		if err != nil {
+			return cfg, fmt.Errorf("--labels: %w", err)
+		}
+		cfg.Labels = labels
+	}
 	if c.IsSet("shards") {
 		cfg.Shards = c.Int("shards")
 	}

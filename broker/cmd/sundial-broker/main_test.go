@@ -1,11 +1,14 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/sundialmq/sundial/broker"
 )
@@ -65,5 +68,46 @@ func TestDecodeConfigRefusesUnknownKeys(t *testing.T) {
 	}
 	if err := decodeConfig(nil, &cfg); err != nil {
 		t.Fatalf("decodeConfig(empty file) = %v, want nil", err)
+	}
+}
+
+func TestLabelsFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     string
+		want    map[string]string
+		wantErr string
+	}{
+		{name: "flag", args: []string{"--labels", "zone=a,rack=r1"}, want: map[string]string{"zone": "a", "rack": "r1"}},
+		{name: "env", env: "zone=b", want: map[string]string{"zone": "b"}},
+		{name: "none", want: nil},
+		{name: "no value", args: []string{"--labels", "zone"}, wantErr: `--labels: label "zone": want key=value`},
+		{name: "upper-case key", args: []string{"--labels", "Zone=a"}, wantErr: "--labels: labels[Zone]: a label key is"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SUNDIAL_LABELS", tc.env)
+			if tc.env == "" {
+				os.Unsetenv("SUNDIAL_LABELS")
+			}
+			var got broker.Config
+			var err error
+			app := newApp(func(c *cli.Context) error {
+				got, err = load(c)
+				return nil
+			})
+			if runErr := app.Run(append([]string{"sundial-broker", "--node-id", "1"}, tc.args...)); runErr != nil {
+				t.Fatalf("Run(%v) = %v", tc.args, runErr)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("load(%v) error = %v, want %q", tc.args, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !maps.Equal(got.Labels, tc.want) {
+				t.Fatalf("load(%v, SUNDIAL_LABELS=%q) = labels %v, %v, want %v", tc.args, tc.env, got.Labels, err, tc.want)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,6 +66,8 @@ type Config struct {
 	Dispatch      dispatch.Config
 	Now           func() time.Time
 
+	// Labels are the node's location labels, registered on its meta record.
+	Labels map[string]string
 	// Incarnation is the data dir's incarnation id (package identity); the
 	// node registers with it in the meta state.
 	Incarnation string
@@ -158,7 +161,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 		metaCh:  make(chan struct{}, 1),
 		stopc:   make(chan struct{}),
 	}
-	reg.MustRegister(h.leaderG, h.routingG, h.shardsG, h.handG)
+	reg.MustRegister(h.leaderG, h.routingG, h.shardsG, h.handG, newNodeCollector(h))
 	h.metaState.Store(meta.NewState())
 	nh, err := dragonboat.NewNodeHost(nodeHostConfig(cfg, h))
 	if err != nil {
@@ -324,11 +327,11 @@ func (h *Host) reconcile(ctx context.Context) {
 		return
 	}
 	_, initial := h.cfg.InitialMembers[h.cfg.NodeID]
-	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: initial, Incarnation: h.cfg.Incarnation}
+	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: initial, Incarnation: h.cfg.Incarnation, Labels: h.cfg.Labels}
 	// A registered node's state and meta vote are the meta group's to
-	// change (drain, remove, voter replacement): only its addresses and
-	// incarnation are its own.
-	if n, ok := st.Nodes[self.ID]; !ok || n.RaftAddr != self.RaftAddr || n.GRPCAddr != self.GRPCAddr || n.Incarnation != self.Incarnation {
+	// change (drain, remove, voter replacement): only its addresses,
+	// incarnation and labels are its own.
+	if n, ok := st.Nodes[self.ID]; !ok || n.RaftAddr != self.RaftAddr || n.GRPCAddr != self.GRPCAddr || n.Incarnation != self.Incarnation || !maps.Equal(n.Labels, self.Labels) {
 		h.proposeMeta(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: &self})
 		return
 	}
@@ -400,9 +403,16 @@ func (h *Host) startReplica(ctx context.Context, sh *meta.Shard, r meta.Replica,
 	h.shards[id] = s
 	h.mu.Unlock()
 	cfg := h.shardConfig(id, uint64(r.ID))
-	// A joining replica was added as a non-voting member (a learner); the
-	// executor promotes it once it has caught up.
-	cfg.IsNonVoting = join
+	// A replica placed by an operation (r.Join) was added as a non-voting
+	// member (a learner), and the executor promotes it once it has caught
+	// up. It starts non-voting on every start, not only the first: a restart
+	// replays the Raft log after its last snapshot, and replaying its own
+	// add-non-voting entry panics in a replica started voting ("is not a
+	// nonVoting"). A promoted replica comes back voting either way: by
+	// replaying its promotion, or, when a snapshot taken after the promotion
+	// lists it as a voter, by Dragonboat restoring the snapshot's members at
+	// start (raft.restoreRemotes turns a non-voting self into a follower).
+	cfg.IsNonVoting = r.Join
 	err := h.nh.StartOnDiskReplica(members, join, fsm.Factory(h.db, h.wakeShard), cfg)
 	if err != nil {
 		h.mu.Lock()

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"maps"
 
 	"go.uber.org/zap"
 
@@ -65,7 +66,7 @@ func routingTable(st *meta.State, leaders map[uint64]uint64, withStarting bool) 
 		n := st.Nodes[id]
 		rt.Nodes = append(rt.Nodes, &sundialv1.Node{
 			NodeId: uint64(n.ID), GrpcAddr: n.GRPCAddr, RaftAddr: n.RaftAddr,
-			State: nodeState(n.State), MetaVoter: n.MetaVoter,
+			State: nodeState(n.State), MetaVoter: n.MetaVoter, Labels: maps.Clone(n.Labels),
 		})
 	}
 	for _, id := range st.ShardIDs() {

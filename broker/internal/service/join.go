@@ -32,7 +32,7 @@ func (c *Cluster) JoinCluster(ctx context.Context, req *sundialv1.JoinClusterReq
 	if bad := validate.JoinCluster(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	n := meta.Node{ID: meta.NodeID(req.GetNodeId()), RaftAddr: req.GetRaftAddr(), GRPCAddr: req.GetGrpcAddr(), Incarnation: req.GetIncarnation()}
+	n := meta.Node{ID: meta.NodeID(req.GetNodeId()), RaftAddr: req.GetRaftAddr(), GRPCAddr: req.GetGrpcAddr(), Incarnation: req.GetIncarnation(), Labels: req.GetLabels()}
 	joined, err := c.host.Join(ctx, n, req.GetClusterId())
 	var notLeader *host.NotMetaLeaderError
 	if errors.As(err, &notLeader) {

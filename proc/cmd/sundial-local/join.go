@@ -64,6 +64,10 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	// A data dir with an identity is a broker that joined before: it starts
+	// on its data, keeps its node id and replicas, and does not join again.
+	_, statErr := os.Stat(filepath.Join(dir, "identity.json"))
+	restarting := statErr == nil
 	p, err := proc.Start(name, bin, logPath,
 		"--node-id", strconv.Itoa(i), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
 		"--data-dir", dir, "--join", strings.Join(seeds, ","), "--log-level", cfg.LogLevel)
@@ -88,9 +92,13 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 	case err != nil:
 		return fmt.Errorf("%s did not become ready (%w); last lines of %s:\n%s", name, err, logPath, indent(p.Tail(3000)))
 	}
-	fmt.Fprintf(out, "\n%s joined: gRPC %s   metrics http://%s/metrics   raft %s   data %s\n"+
-		"It holds no shard replicas until a rebalance. See it with: bin/shardctl status\nCtrl-C stops it; its data stays for the next 'make join'.\n",
-		name, b.GRPC, b.Metrics, b.Raft, dir)
+	what, holds := "joined", "It holds no shard replicas until a rebalance."
+	if restarting {
+		what, holds = "restarted on its data", "It keeps its node id and the replicas it held."
+	}
+	fmt.Fprintf(out, "\n%s %s: gRPC %s   metrics http://%s/metrics   raft %s   data %s\n"+
+		"%s See it with: bin/shardctl status\nCtrl-C stops it; its data stays for the next 'make join'.\n",
+		name, what, b.GRPC, b.Metrics, b.Raft, dir, holds)
 	select {
 	case <-ctx.Done():
 		return nil

@@ -7,7 +7,14 @@
 // reaches the leader of every shard it serves), prints the endpoints, and
 // then waits. Ctrl-C (or SIGTERM / SIGHUP) stops every process it started,
 // by pid: SIGTERM, then SIGKILL after proc.StopTimeout. If a process exits
-// on its own, the tail of its log is printed and the others are stopped.
+// on its own once the cluster is up, its name, pid, exit status and log
+// tail are printed and the others keep running, so failover can be tried by
+// hand; a process that exits during the start stops the cluster.
+//
+// "sundial-local restart N" (make restart-broker N=2, make restart-proxy;
+// N is 2, broker-2 or proxy) asks the running sundial-local, through the
+// socket <data dir>/control.sock, to start an exited process again with its
+// first arguments; it stays owned by that run (see control.go).
 //
 // "sundial-local join" (make join) instead starts one more broker that
 // joins the running cluster: the next broker index whose ports are free
@@ -36,7 +43,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -47,9 +53,11 @@ import (
 var settingVars = []string{"SUNDIAL_BROKERS", "SUNDIAL_SHARDS", "SUNDIAL_LOG_LEVEL", "SUNDIAL_LOCAL_DIR", "SUNDIAL_START_TIMEOUT"}
 
 func main() {
-	joining := len(os.Args) == 2 && os.Args[1] == "join"
-	if len(os.Args) > 1 && !joining {
-		fmt.Fprintln(os.Stderr, "usage: sundial-local [join]")
+	args := os.Args[1:]
+	joining := len(args) == 1 && args[0] == "join"
+	restarting := len(args) == 2 && args[0] == "restart"
+	if len(args) > 0 && !joining && !restarting {
+		fmt.Fprintln(os.Stderr, "usage: sundial-local [join | restart N|broker-N|proxy]")
 		os.Exit(2)
 	}
 	cfg, err := configFromEnv(os.Getenv)
@@ -66,9 +74,12 @@ func main() {
 	// Signals stay caught until run returns: a second Ctrl-C while the
 	// cluster stops must not leave its processes behind.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	if joining {
+	switch {
+	case joining:
 		err = runJoin(ctx, cfg, os.Stdout)
-	} else {
+	case restarting:
+		err = runRestart(ctx, cfg, args[1], os.Stdout)
+	default:
 		err = run(ctx, cfg, os.Stdout)
 	}
 	stop()
@@ -168,17 +179,12 @@ func (l Layout) members() string {
 	return strings.Join(m, ",")
 }
 
-// child is one started process.
-type child struct {
-	name    string
-	p       *proc.Process
-	readyz  string // its /readyz URL
-	logPath string
-}
-
-// run starts the cluster, waits for it, and keeps it running until ctx ends
-// or a process exits; it stops every process it started before returning.
-// It returns nil when ctx ended it.
+// run starts the cluster, waits for it, and keeps it running until ctx ends;
+// it stops every process it started before returning. A process that exits
+// on its own after the start is reported (name, pid, exit status, log tail)
+// and the others keep running: "sundial-local restart NAME" from another
+// shell asks this run to start it again (see supervisor). It returns nil
+// when ctx ended it.
 func run(ctx context.Context, cfg Config, out io.Writer) error {
 	for _, b := range []string{"sundial-broker", "sundial-proxy"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
@@ -198,27 +204,8 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 
 	fmt.Fprintf(out, "Sundial local cluster: %d broker(s), %d shards at bootstrap, data in %s\n", cfg.Brokers, cfg.Shards, cfg.DataDir)
-	var children []*child
-	defer func() { stopAll(out, children, pidFile) }()
-	start := func(name, readyz string, args ...string) error {
-		logPath := filepath.Join(cfg.DataDir, "logs", name+".log")
-		if _, err := os.Stat(logPath); err == nil {
-			if err := os.Rename(logPath, logPath+".1"); err != nil {
-				return err
-			}
-		}
-		bin := "sundial-broker"
-		if name == "proxy" {
-			bin = "sundial-proxy"
-		}
-		p, err := proc.Start(name, filepath.Join(cfg.BinDir, bin), logPath, args...)
-		if err != nil {
-			return err
-		}
-		children = append(children, &child{name: name, p: p, readyz: readyz, logPath: logPath})
-		fmt.Fprintf(out, "started %s (pid %d), log %s\n", name, p.Pid(), logPath)
-		return appendLine(pidFile, fmt.Sprintf("%d %s", p.Pid(), name))
-	}
+	s := newSupervisor(out, pidFile)
+	defer s.stopAll()
 	var grpcs []string
 	for i, b := range cfg.Layout.Brokers {
 		id := i + 1
@@ -226,22 +213,28 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		if err := start(fmt.Sprintf("broker-%d", id), "http://"+b.Metrics+"/readyz",
-			"--node-id", strconv.Itoa(id), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
-			"--data-dir", dir, "--initial-members", members, "--shards", strconv.Itoa(cfg.Shards),
-			"--log-level", cfg.LogLevel); err != nil {
+		if err := s.start(spec{
+			name: fmt.Sprintf("broker-%d", id), bin: filepath.Join(cfg.BinDir, "sundial-broker"),
+			readyz: "http://" + b.Metrics + "/readyz", logPath: filepath.Join(cfg.DataDir, "logs", fmt.Sprintf("broker-%d.log", id)),
+			args: []string{"--node-id", strconv.Itoa(id), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
+				"--data-dir", dir, "--initial-members", members, "--shards", strconv.Itoa(cfg.Shards),
+				"--log-level", cfg.LogLevel},
+		}); err != nil {
 			return err
 		}
 		grpcs = append(grpcs, b.GRPC)
 	}
-	if err := start("proxy", "http://"+cfg.Layout.ProxyHTTP+"/readyz",
-		"--grpc-addr", cfg.Layout.ProxyGRPC, "--http-addr", cfg.Layout.ProxyHTTP,
-		"--brokers", strings.Join(grpcs, ","), "--log-level", cfg.LogLevel); err != nil {
+	if err := s.start(spec{
+		name: "proxy", bin: filepath.Join(cfg.BinDir, "sundial-proxy"),
+		readyz: "http://" + cfg.Layout.ProxyHTTP + "/readyz", logPath: filepath.Join(cfg.DataDir, "logs", "proxy.log"),
+		args: []string{"--grpc-addr", cfg.Layout.ProxyGRPC, "--http-addr", cfg.Layout.ProxyHTTP,
+			"--brokers", strings.Join(grpcs, ","), "--log-level", cfg.LogLevel},
+	}); err != nil {
 		return err
 	}
 
 	began := time.Now()
-	if err := waitReady(ctx, cfg.StartTimeout, children, out); err != nil {
+	if err := waitReady(ctx, cfg.StartTimeout, s.list(), out); err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintln(out, "\nsundial-local: stopping the cluster")
 			return nil
@@ -249,24 +242,18 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		fmt.Fprintf(out, "sundial-local: %v\n", err)
 		return errors.New("the cluster did not start")
 	}
+	// Without the socket (a data dir path too long for one, say) the
+	// cluster still runs; only "sundial-local restart" cannot reach it.
+	if ctl, err := listenControl(ctx, controlPath(cfg.DataDir), s); err != nil {
+		fmt.Fprintf(out, "sundial-local: %v: 'make restart-broker' will not reach this run\n", err)
+	} else {
+		defer ctl.Close()
+	}
 	printEndpoints(out, cfg, time.Since(began))
 
-	exited := make(chan *child, len(children))
-	for _, c := range children {
-		go func() {
-			<-c.p.Done()
-			exited <- c
-		}()
-	}
-	select {
-	case <-ctx.Done():
-		fmt.Fprintln(out, "\nsundial-local: stopping the cluster")
-		return nil
-	case c := <-exited:
-		fmt.Fprintf(out, "sundial-local: %s (pid %d) exited (%v); last lines of %s:\n%s\nsundial-local: stopping the others\n",
-			c.name, c.p.Pid(), c.p.Err(), c.logPath, indent(c.p.Tail(3000)))
-		return fmt.Errorf("%s exited", c.name)
-	}
+	s.supervise(ctx)
+	fmt.Fprintln(out, "\nsundial-local: stopping the cluster")
+	return nil
 }
 
 // claimDataDir creates dir and refuses a directory bootstrapped with another
@@ -364,30 +351,6 @@ func httpStatus(ctx context.Context, url string) string {
 	return strconv.Itoa(resp.StatusCode)
 }
 
-// stopAll stops every child by pid, all at once (SIGTERM, then SIGKILL
-// after proc.StopTimeout), and empties the pid file.
-func stopAll(out io.Writer, children []*child, pidFile string) {
-	var wg sync.WaitGroup
-	for _, c := range children {
-		if c.p.Exited() {
-			continue
-		}
-		fmt.Fprintf(out, "stopping %s (pid %d)\n", c.name, c.p.Pid())
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.p.Stop(); err != nil {
-				fmt.Fprintf(out, "sundial-local: %v\n", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if len(children) > 0 {
-		_ = os.WriteFile(pidFile, nil, 0o644)
-		fmt.Fprintf(out, "sundial-local: stopped; data kept in %s\n", filepath.Dir(pidFile))
-	}
-}
-
 func printEndpoints(out io.Writer, cfg Config, took time.Duration) {
 	l := cfg.Layout
 	fmt.Fprintf(out, "\nSundial is up after %ds (%d broker(s), data in %s, logs in %s).\n\n",
@@ -406,17 +369,11 @@ Try it from another shell:
   grpcurl -plaintext %s list
   curl -s -X POST http://%s/v1/topics/demo/messages -d '{"messages":[{"text":"hello","delayMs":5000}]}'
 
-Ctrl-C stops the cluster; the data stays in %s for the next 'make run' ('make clean' removes it).
-`, l.ProxyGRPC, l.ProxyHTTP, cfg.DataDir)
-}
+Try a failover: kill a broker (kill <pid>; the pids are in %s); the others
+keep running and this window says how to start it again (make restart-broker N=<n>).
 
-func appendLine(path, line string) error {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(f, line)
-	return errors.Join(err, f.Close())
+Ctrl-C stops the cluster; the data stays in %s for the next 'make run' ('make clean' removes it).
+`, l.ProxyGRPC, l.ProxyHTTP, filepath.Join(cfg.DataDir, "run.pids"), cfg.DataDir)
 }
 
 func indent(s string) string {

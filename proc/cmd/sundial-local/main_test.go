@@ -185,7 +185,7 @@ func TestRunStartsWaitsPrintsAndStops(t *testing.T) {
 	}
 }
 
-func TestRunStopsTheOthersWhenOneExits(t *testing.T) {
+func TestRunStopsTheOthersWhenOneExitsDuringTheStart(t *testing.T) {
 	t.Setenv(exitEnv, "broker-2")
 	cfg := testConfig(t, 3)
 	var out syncBuffer
@@ -212,6 +212,109 @@ func TestRunStopsTheOthersWhenOneExits(t *testing.T) {
 		}
 		if alive(pid) {
 			t.Errorf("%s (pid %d) still runs after run returned", name, pid)
+		}
+	}
+}
+
+// startedPid is the pid the output last says name started with.
+func startedPid(t *testing.T, out, name string) int {
+	t.Helper()
+	pid := 0
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "started "+name+" (pid "); ok {
+			pid, _ = strconv.Atoi(rest[:strings.Index(rest, ")")])
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("output does not say %s started:\n%s", name, out)
+	}
+	return pid
+}
+
+func TestRunKeepsTheOthersWhenABrokerDiesAndRestartsIt(t *testing.T) {
+	cfg := testConfig(t, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, &out) }()
+	waitOutput := func(want string) {
+		t.Helper()
+		if err := proc.Poll(2*time.Minute, func() error {
+			if !strings.Contains(out.String(), want) {
+				return fmt.Errorf("output lacks %q:\n%s", want, out.String())
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitOutput("Sundial is up")
+	if err := runRestart(ctx, cfg, "2", &syncBuffer{}); err == nil || !strings.Contains(err.Error(), "broker-2 is running") {
+		t.Fatalf("runRestart(2) while broker-2 runs = %v, want a refusal", err)
+	}
+
+	dead := startedPid(t, out.String(), "broker-2")
+	if err := syscall.Kill(dead, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(fmt.Sprintf("broker-2 (pid %d) exited (signal: killed); its log is %s", dead, filepath.Join(cfg.DataDir, "logs", "broker-2.log")))
+	waitOutput("make restart-broker N=2")
+	select {
+	case err := <-done:
+		t.Fatalf("run() returned %v after broker-2 died, want it to keep running", err)
+	default:
+	}
+	for _, name := range []string{"broker-1", "broker-3", "proxy"} {
+		if pid := startedPid(t, out.String(), name); !alive(pid) {
+			t.Errorf("%s (pid %d) does not run after broker-2 died", name, pid)
+		}
+	}
+	if got := pids(t, cfg); len(got) != 3 {
+		t.Errorf("run.pids lists %v after broker-2 died, want the 3 running processes", got)
+	}
+
+	var restartOut syncBuffer
+	if err := runRestart(ctx, cfg, "broker-2", &restartOut); err != nil {
+		t.Fatalf("runRestart(broker-2) = %v; output:\n%s", err, restartOut.String())
+	}
+	if !strings.Contains(restartOut.String(), "broker-2 is ready") {
+		t.Errorf("restart output lacks the readiness:\n%s", restartOut.String())
+	}
+	restarted := startedPid(t, out.String(), "broker-2")
+	if restarted == dead || !alive(restarted) {
+		t.Fatalf("broker-2 after the restart: pid %d (was %d), alive %v", restarted, dead, alive(restarted))
+	}
+	if got := pids(t, cfg); len(got) != 4 {
+		t.Errorf("run.pids lists %v after the restart, want 4 processes", got)
+	}
+	if err := runRestart(ctx, cfg, "7", &syncBuffer{}); err == nil || !strings.Contains(err.Error(), "not a broker of this 'make run'") {
+		t.Errorf("runRestart(7) = %v, want 'not a broker of this make run'", err)
+	}
+
+	running := pids(t, cfg)
+	cancel() // what Ctrl-C does
+	if err := <-done; err != nil {
+		t.Fatalf("run() after cancel = %v, want nil", err)
+	}
+	for _, pid := range running {
+		if alive(pid) {
+			t.Errorf("pid %d still runs after run returned", pid)
+		}
+	}
+	if err := runRestart(context.Background(), cfg, "2", &syncBuffer{}); err == nil || !strings.Contains(err.Error(), "no 'make run' is running") {
+		t.Errorf("runRestart(2) with no run = %v, want 'no make run is running'", err)
+	}
+}
+
+func TestProcessName(t *testing.T) {
+	for _, tc := range []struct{ in, want, wantErr string }{
+		{"2", "broker-2", ""}, {"broker-12", "broker-12", ""}, {"proxy", "proxy", ""},
+		{"0", "", "restart takes a broker number"}, {"meta", "", "restart takes a broker number"},
+	} {
+		got, err := processName(tc.in)
+		if got != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("processName(%q) = %q, %v, want %q, %q", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }

@@ -200,7 +200,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			cmd(&cli.Command{
 				Name:   "status",
-				Usage:  "show nodes, shards, leaders and the routing version",
+				Usage:  "show nodes (state, labels, replicas, leaders), shards (replicas, leader) and operations in progress; -o json for scripts",
 				Action: act(false, runStatus),
 			}, false),
 			{

@@ -105,14 +105,33 @@ func fixedClusterInfo() *sundialv1.ClusterInfo {
 		RoutingVersion:   42,
 		MetaLeaderNodeId: 2,
 		Nodes: []*sundialv1.Node{
-			{NodeId: 1, GrpcAddr: "127.0.0.1:7501", RaftAddr: "127.0.0.1:7601", State: active, MetaVoter: true},
-			{NodeId: 2, GrpcAddr: "127.0.0.1:7502", RaftAddr: "127.0.0.1:7602", State: active, MetaVoter: true},
+			{NodeId: 1, GrpcAddr: "127.0.0.1:7501", RaftAddr: "127.0.0.1:7601", State: active, MetaVoter: true, Labels: map[string]string{"zone": "a", "rack": "r1"}},
+			{NodeId: 2, GrpcAddr: "127.0.0.1:7502", RaftAddr: "127.0.0.1:7602", State: active, MetaVoter: true, Labels: map[string]string{"zone": "b"}},
 			{NodeId: 3, GrpcAddr: "127.0.0.1:7503", RaftAddr: "127.0.0.1:7603", State: sundialv1.NodeState_NODE_STATE_DRAINING},
 		},
 		Shards: []*sundialv1.Shard{
 			{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}, {ReplicaId: 2, NodeId: 2}, {ReplicaId: 3, NodeId: 3}}},
 			{ShardId: 2, Replicas: []*sundialv1.Replica{{ReplicaId: 4, NodeId: 2}}},
 		},
+	}
+}
+
+// statusNow is the clock of the status golden files.
+var statusNow = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// fixedOperations are a running move (submitted 95 s before statusNow), a
+// pending leadership transfer and a finished move, which status leaves out.
+func fixedOperations() []*sundialv1.Operation {
+	ms := func(ago time.Duration) int64 { return statusNow.Add(-ago).UnixMilli() }
+	move := []*sundialv1.OperationStep{{Kind: "add-learner", NodeId: 3}, {Kind: "wait-catch-up", NodeId: 3}, {Kind: "promote", NodeId: 3},
+		{Kind: "remove-replica", NodeId: 2}, {Kind: "delete-data", NodeId: 2}}
+	return []*sundialv1.Operation{
+		{OperationId: 8, Kind: "transfer-leader", ShardId: 1, FromNodeId: 1, ToNodeId: 2, Status: "pending",
+			Steps: []*sundialv1.OperationStep{{Kind: "transfer-leader", NodeId: 2}}, CreatedAtMs: ms(5 * time.Second)},
+		{OperationId: 7, Kind: "move-replica", ShardId: 2, FromNodeId: 2, ToNodeId: 3, Status: "running", CurrentStep: 1,
+			Steps: move, CreatedAtMs: ms(95 * time.Second), StartedAtMs: ms(94 * time.Second)},
+		{OperationId: 6, Kind: "move-replica", ShardId: 1, FromNodeId: 3, ToNodeId: 1, Status: "done", CurrentStep: 5,
+			Steps: move, CreatedAtMs: ms(time.Hour), StartedAtMs: ms(time.Hour), FinishedAtMs: ms(59 * time.Minute)},
 	}
 }
 
@@ -138,7 +157,7 @@ func TestRenderCluster(t *testing.T) {
 	for _, format := range []string{"table", "json", "yaml"} {
 		t.Run(format, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := renderCluster(&b, format, fixedClusterInfo()); err != nil {
+			if err := renderCluster(&b, format, newClusterView(fixedClusterInfo()).withOperations(fixedOperations(), statusNow)); err != nil {
 				t.Fatalf("renderCluster(%s) = %v, want nil", format, err)
 			}
 			golden(t, "status."+format, b.String())
@@ -172,6 +191,15 @@ type fakeServer struct {
 	sundialv1.UnimplementedAdminServer
 	sundialv1.UnimplementedProducerServer
 	sundialv1.UnimplementedConsumerServer
+}
+
+// fakeOperations answers ListOperations with fixedOperations.
+type fakeOperations struct {
+	sundialv1.UnimplementedClusterServer
+}
+
+func (fakeOperations) ListOperations(context.Context, *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
+	return &sundialv1.ListOperationsResponse{Operations: fixedOperations()}, nil
 }
 
 func (fakeServer) GetClusterInfo(context.Context, *sundialv1.GetClusterInfoRequest) (*sundialv1.ClusterInfo, error) {
@@ -212,6 +240,7 @@ func serveFake(t *testing.T) string {
 	sundialv1.RegisterAdminServer(s, fakeServer{})
 	sundialv1.RegisterProducerServer(s, fakeServer{})
 	sundialv1.RegisterConsumerServer(s, fakeServer{})
+	sundialv1.RegisterClusterServer(s, fakeOperations{})
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().String()
@@ -228,6 +257,8 @@ func TestAgainstFakeProxy(t *testing.T) {
 		wantStderr string
 	}{
 		{"status json", "", []string{"--proxy", addr, "status", "-o", "json"}, ExitOK, `"routing_version": 42`, ""},
+		{"status json carries operations", "", []string{"--proxy", addr, "status", "-o", "json"}, ExitOK, `"step": "2/5 wait-catch-up"`, ""},
+		{"status table", "", []string{"--proxy", addr, "status"}, ExitOK, "operations in progress:", ""},
 		{"status yaml flag after command", "", []string{"status", "--proxy", addr, "-o", "yaml"}, ExitOK, "routing_version: 42", ""},
 		{"topics create", "", []string{"--proxy", addr, "topics", "create", "orders", "--partitions", "4", "-o", "json"}, ExitOK, `"partitions": 4`, ""},
 		{"topics create violation", "", []string{"--proxy", addr, "topics", "create", "orders", "--partitions", "100"}, ExitFailure, "", "topic.partitions: at most 64"},

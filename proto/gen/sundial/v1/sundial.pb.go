@@ -3983,12 +3983,15 @@ func (x *ClusterInfo) GetHandovers() []*Handover {
 }
 
 type Node struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	State         NodeState              `protobuf:"varint,4,opt,name=state,proto3,enum=sundial.v1.NodeState" json:"state,omitempty"`
-	MetaVoter     bool                   `protobuf:"varint,5,opt,name=meta_voter,json=metaVoter,proto3" json:"meta_voter,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	NodeId    uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	GrpcAddr  string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	RaftAddr  string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	State     NodeState              `protobuf:"varint,4,opt,name=state,proto3,enum=sundial.v1.NodeState" json:"state,omitempty"`
+	MetaVoter bool                   `protobuf:"varint,5,opt,name=meta_voter,json=metaVoter,proto3" json:"meta_voter,omitempty"`
+	// labels are the node's location labels (--labels zone=a,rack=r1); the
+	// planner spreads a shard's replicas over the values of "zone".
+	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4056,6 +4059,13 @@ func (x *Node) GetMetaVoter() bool {
 		return x.MetaVoter
 	}
 	return false
+}
+
+func (x *Node) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 type Shard struct {
@@ -4195,7 +4205,11 @@ type JoinClusterRequest struct {
 	Incarnation string `protobuf:"bytes,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// cluster_id is the cluster id the data dir already holds, empty for a
 	// new data dir; another cluster's id is refused.
-	ClusterId     string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// labels are the broker's location labels (--labels zone=a): keys of
+	// lower-case letters, digits, '-', '_' and '.', values of letters, digits,
+	// '-', '_' and '.', each 1..63 characters, at most 16 labels.
+	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4263,6 +4277,13 @@ func (x *JoinClusterRequest) GetClusterId() string {
 		return x.ClusterId
 	}
 	return ""
+}
+
+func (x *JoinClusterRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 type JoinClusterResponse struct {
@@ -5872,14 +5893,18 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x05nodes\x18\x02 \x03(\v2\x10.sundial.v1.NodeR\x05nodes\x12)\n" +
 	"\x06shards\x18\x03 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x12-\n" +
 	"\x13meta_leader_node_id\x18\x04 \x01(\x04R\x10metaLeaderNodeId\x122\n" +
-	"\thandovers\x18\x05 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\"\xa5\x01\n" +
+	"\thandovers\x18\x05 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\"\x96\x02\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12+\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x15.sundial.v1.NodeStateR\x05state\x12\x1d\n" +
 	"\n" +
-	"meta_voter\x18\x05 \x01(\bR\tmetaVoter\"\x95\x01\n" +
+	"meta_voter\x18\x05 \x01(\bR\tmetaVoter\x124\n" +
+	"\x06labels\x18\x06 \x03(\v2\x1c.sundial.v1.Node.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x01\n" +
 	"\x05Shard\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12/\n" +
 	"\breplicas\x18\x02 \x03(\v2\x13.sundial.v1.ReplicaR\breplicas\x12$\n" +
@@ -5888,14 +5913,18 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\aReplica\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x04R\treplicaId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xa8\x01\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xa7\x02\n" +
 	"\x12JoinClusterRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12 \n" +
 	"\vincarnation\x18\x04 \x01(\tR\vincarnation\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\tR\tclusterId\"M\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12B\n" +
+	"\x06labels\x18\x06 \x03(\v2*.sundial.v1.JoinClusterRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
 	"\x13JoinClusterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -6098,7 +6127,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -6191,14 +6220,16 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	nil,                                // 88: sundial.v1.Delivery.HeadersEntry
 	nil,                                // 89: sundial.v1.Topic.FairnessWeightsEntry
 	nil,                                // 90: sundial.v1.MessageInfo.HeadersEntry
-	(*status.Status)(nil),              // 91: google.rpc.Status
+	nil,                                // 91: sundial.v1.Node.LabelsEntry
+	nil,                                // 92: sundial.v1.JoinClusterRequest.LabelsEntry
+	(*status.Status)(nil),              // 93: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
 	87, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	91, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	93, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -6216,7 +6247,7 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
 	88, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	91, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	93, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -6241,89 +6272,91 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	63, // 44: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
 	75, // 45: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
 	7,  // 46: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	64, // 47: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	71, // 48: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
-	71, // 49: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
-	72, // 50: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
-	62, // 51: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	63, // 52: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	76, // 53: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	75, // 54: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
-	63, // 55: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	62, // 56: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
-	71, // 57: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
-	62, // 58: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
-	63, // 59: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
-	75, // 60: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
-	9,  // 61: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 62: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 63: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 64: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 65: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 66: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 67: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 68: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 69: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 70: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 71: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 72: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 73: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 74: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 75: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 76: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 77: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 78: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 79: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 80: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 81: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 82: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 83: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	73, // 84: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	77, // 85: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	79, // 86: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	67, // 87: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	69, // 88: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	65, // 89: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	81, // 90: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
-	83, // 91: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
-	85, // 92: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
-	11, // 93: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 94: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 95: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 96: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 97: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 98: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 99: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 100: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 101: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 102: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 103: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 104: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 105: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 106: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 107: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 108: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 109: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 110: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 111: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 112: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 113: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 114: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 115: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	74, // 116: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	78, // 117: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	80, // 118: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	68, // 119: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	70, // 120: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	66, // 121: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	82, // 122: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
-	84, // 123: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
-	86, // 124: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
-	93, // [93:125] is the sub-list for method output_type
-	61, // [61:93] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	91, // 47: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
+	64, // 48: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
+	92, // 49: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
+	71, // 50: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
+	71, // 51: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
+	72, // 52: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
+	62, // 53: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	63, // 54: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	76, // 55: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	75, // 56: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
+	63, // 57: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	62, // 58: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
+	71, // 59: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
+	62, // 60: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
+	63, // 61: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
+	75, // 62: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
+	9,  // 63: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 64: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 65: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 66: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 67: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 68: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 69: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 70: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 71: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 72: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 73: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 74: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 75: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 76: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 77: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 78: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 79: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 80: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 81: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 82: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 83: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 84: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 85: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	73, // 86: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	77, // 87: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	79, // 88: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	67, // 89: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	69, // 90: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	65, // 91: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	81, // 92: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
+	83, // 93: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
+	85, // 94: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
+	11, // 95: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 96: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 97: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 98: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 99: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 100: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 101: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 102: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 103: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 104: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 105: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 106: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 107: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 108: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 109: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 110: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 111: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 112: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 113: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 114: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 115: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 116: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 117: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	74, // 118: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	78, // 119: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	80, // 120: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	68, // 121: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	70, // 122: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	66, // 123: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	82, // 124: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
+	84, // 125: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
+	86, // 126: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
+	95, // [95:127] is the sub-list for method output_type
+	63, // [63:95] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -6353,7 +6386,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   82,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
