@@ -29,7 +29,13 @@ func publishDigest(msgs []*brokerv1.PartitionedMessage) []byte {
 		d.string(m.GetTopic())
 		d.string(m.GetKey())
 		d.string(m.GetFairnessKey())
-		d.bytes(m.GetPayload())
+		// text is the plain-text form of payload (the proxy folds it in):
+		// digested as the payload it stands for.
+		if t := m.GetText(); t != "" {
+			d.string(t)
+		} else {
+			d.bytes(m.GetPayload())
+		}
 		names = names[:0]
 		for k := range m.GetHeaders() {
 			names = append(names, k)
