@@ -78,10 +78,12 @@ func stallFirstStep(t *testing.T, c *framework.Cluster, topic string) (metaLeade
 			return fmt.Errorf("shard %d has no leader yet (%w)", first, err)
 		}
 		if leader != metaLeader {
-			// The broker the proxy asked may not have seen a transfer
-			// yet: the leader itself knows.
-			if self, err := leaderSeenBy(c, leader, first); err != nil || self != leader {
-				return fmt.Errorf("shard %d: the proxy names leader %d, which names %d (%v)", first, leader, self, err)
+			// Every broker must see this meta leader and shard leader
+			// itself: the proxy's broker may not have seen the transfer
+			// yet, and a third broker not hearing from the meta leader
+			// would leave it without a quorum once it is cut off.
+			if err := leadersSeenByAll(c, metaLeader, first, leader); err != nil {
+				return err
 			}
 			cut = leader
 			return nil
@@ -102,25 +104,44 @@ func stallFirstStep(t *testing.T, c *framework.Cluster, topic string) (metaLeade
 	return metaLeader
 }
 
-// leaderSeenBy is the leader of shard in broker id's own view.
-func leaderSeenBy(c *framework.Cluster, id int, shard uint64) (int, error) {
-	conn, err := grpc.NewClient(c.Brokers[id-1].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// leadersSeenByAll checks that every running broker names metaLeader as
+// the meta leader and leader as shard's leader in its own view.
+func leadersSeenByAll(c *framework.Cluster, metaLeader int, shard uint64, leader int) error {
+	for _, b := range c.Brokers {
+		if !c.Running(b.ID) {
+			continue
+		}
+		m, l, err := leadersSeenBy(b.GRPCAddr, shard)
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", b.ID, err)
+		}
+		if m != metaLeader || l != leader {
+			return fmt.Errorf("broker %d sees meta leader %d and shard %d led by %d, want %d and %d", b.ID, m, shard, l, metaLeader, leader)
+		}
+	}
+	return nil
+}
+
+// leadersSeenBy answers the meta leader and shard's leader the broker at
+// addr sees.
+func leadersSeenBy(addr string, shard uint64) (metaLeader, leader int, err error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	info, err := sundialv1.NewAdminClient(conn).GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for _, s := range info.GetShards() {
 		if s.GetShardId() == shard {
-			return int(s.GetLeaderNodeId()), nil
+			return int(info.GetMetaLeaderNodeId()), int(s.GetLeaderNodeId()), nil
 		}
 	}
-	return 0, fmt.Errorf("broker %d knows no shard %d", id, shard)
+	return 0, 0, fmt.Errorf("no shard %d", shard)
 }
 
 // killMetaLeaderMidway kills the meta leader while the admin operation of
@@ -277,9 +298,27 @@ func receiveAll(t *testing.T, cl adminClients, topic, group string, want []strin
 	})
 }
 
+// startAdminCluster starts 3 brokers with 4 shards and a proxy, and
+// answers the clients of the proxy.
+func startAdminCluster(t *testing.T) (*framework.Cluster, adminClients) {
+	t.Helper()
+	c := framework.NewCluster(t, framework.Config{Shards: 4, LogLevel: "warn"})
+	return c, dial(t, c.Proxies[0].GRPCAddr)
+}
+
+// createTopic creates topic name with adminPartitions partitions.
+func createTopic(t *testing.T, proxy adminClients, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := proxy.admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: name, Partitions: adminPartitions}}); err != nil {
+		t.Fatalf("CreateTopic(%s) = %v", name, err)
+	}
+}
+
 // Admin operations run by the executor on the meta leader complete through
-// a shard leader cut off from the meta leader and a killed meta leader: CreateGroup ends with the
-// group registered on every shard (a message published afterwards on any
+// a shard leader cut off from the meta leader and a killed meta leader:
+// CreateGroup ends with the group registered on every shard (a message published afterwards on any
 // partition has a copy for it), DeleteTopic with the topic gone everywhere
 // and creatable afresh; each ends as one operation (the unit tests in
 // broker/internal/service show a retried request waiting on it).
@@ -287,24 +326,14 @@ func TestAdminOperationsSurviveFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and injects faults")
 	}
-	c := framework.NewCluster(t, framework.Config{Shards: 4, LogLevel: "warn"})
-	proxy := dial(t, c.Proxies[0].GRPCAddr)
-	create := func(name string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := proxy.admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: name, Partitions: adminPartitions}}); err != nil {
-			t.Fatalf("CreateTopic(%s) = %v", name, err)
-		}
-	}
-	// brokerClients dials a broker directly: the proxy could pick one
-	// the meta leader is cut off from.
-	brokerClients := func(id int) adminClients { return dial(t, c.Brokers[id-1].GRPCAddr) }
-
+	// Each subtest starts its own cluster: a broker the previous one
+	// restarted may not hear from the others yet, and the partition leaves
+	// the third broker as the only link of both quorums.
 	t.Run("create-group", func(t *testing.T) {
-		create("fanout")
+		c, proxy := startAdminCluster(t)
+		createTopic(t, proxy, "fanout")
 		metaLeader := stallFirstStep(t, c, "fanout")
-		viaMeta := brokerClients(metaLeader)
+		viaMeta := dial(t, c.Brokers[metaLeader-1].GRPCAddr) // not the proxy: it may pick a broker the meta leader is cut off from
 		submitStalled(t, "CreateGroup", func(ctx context.Context) error {
 			_, err := viaMeta.admin.CreateGroup(ctx, &sundialv1.CreateGroupRequest{Topic: "fanout", Group: "billing"})
 			return err
@@ -323,7 +352,8 @@ func TestAdminOperationsSurviveFaults(t *testing.T) {
 	})
 
 	t.Run("delete-topic", func(t *testing.T) {
-		create("doomed")
+		c, proxy := startAdminCluster(t)
+		createTopic(t, proxy, "doomed")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if _, err := proxy.admin.CreateGroup(ctx, &sundialv1.CreateGroupRequest{Topic: "doomed", Group: "g2"}); err != nil {
@@ -337,7 +367,7 @@ func TestAdminOperationsSurviveFaults(t *testing.T) {
 			}
 		}
 		metaLeader := stallFirstStep(t, c, "doomed")
-		viaMeta := brokerClients(metaLeader)
+		viaMeta := dial(t, c.Brokers[metaLeader-1].GRPCAddr) // not the proxy: it may pick a broker the meta leader is cut off from
 		submitStalled(t, "DeleteTopic", func(ctx context.Context) error {
 			_, err := viaMeta.admin.DeleteTopic(ctx, &sundialv1.DeleteTopicRequest{Name: "doomed"})
 			return err
@@ -362,7 +392,7 @@ func TestAdminOperationsSurviveFaults(t *testing.T) {
 		if err := c.WaitReady(2 * time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		create("doomed")
+		createTopic(t, proxy, "doomed")
 		framework.WaitFor(t, 60*time.Second, func() error {
 			tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
