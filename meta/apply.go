@@ -55,7 +55,7 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 	case OpSetMetaVoter:
 		return s.setMetaVoter(c.NodeID, c.MetaVoter), nil
 	case OpAddShards:
-		return s.addShards(c.Count)
+		return s.addShards(c.Count, c.NowMs)
 	case OpServeShards:
 		return s.serveShards(c.Shards, c.NowMs), nil
 	case OpSealHandover:

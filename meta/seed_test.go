@@ -1,0 +1,193 @@
+package meta
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sundialmq/sundial/proto/ring"
+)
+
+// withGroups is withTopics with group "audit" on topic a (done).
+func withGroups(t *testing.T) *State {
+	t.Helper()
+	s := withTopics(t)
+	code, id := submitAdminOp(t, s, NewCreateGroup("a", "audit", topicOwners(s.RingShards(), "a", 16), time.Second), false)
+	if code != ResultOK {
+		t.Fatalf("create-group a/audit = %d, want ResultOK", code)
+	}
+	runAll(t, s, id)
+	return s
+}
+
+// unfinishedSeeds returns the unfinished operations registering groups
+// (register-group steps that name their group), by topic.
+func unfinishedSeeds(s *State) map[string]*Operation {
+	out := map[string]*Operation{}
+	for _, id := range s.OperationIDs() {
+		op := s.Operations[id]
+		if op.Finished() || len(op.Steps) == 0 || op.Steps[0].Group == "" {
+			continue
+		}
+		out[op.Topic] = op
+	}
+	return out
+}
+
+// Shards made by add_shards get every group of every topic whose
+// partitions they take before they serve: add_shards stores one
+// seed-groups operation per such topic, with a register-group step per
+// (new owner, group), and serve_shards waits for them.
+func TestAddShardsSeedsGroupsBeforeServing(t *testing.T) {
+	s := withGroups(t)
+	before := ring.New(s.RingShards())
+	ids := addShards(t, s, 4)
+	after := ring.New(append(s.RingShards(), func() []uint64 {
+		var out []uint64
+		for _, id := range ids {
+			out = append(out, uint64(id))
+		}
+		return out
+	}()...))
+	want := map[string][]EventShardID{}
+	for _, name := range []string{"a", "b"} {
+		for p := range s.Topics[name].Partitions {
+			if from, to := before.Locate(name, p), after.Locate(name, p); from != to {
+				want[name] = append(want[name], EventShardID(to))
+			}
+		}
+		slices.Sort(want[name])
+		want[name] = slices.Compact(want[name])
+	}
+	if len(want["a"]) == 0 {
+		t.Fatalf("no partition of topic a moves to the new shards %v: pick another count", ids)
+	}
+	seeds := unfinishedSeeds(s)
+	for name, shards := range want {
+		op := seeds[name]
+		if op == nil {
+			t.Fatalf("after add_shards: no operation registers the groups of topic %s on %v", name, shards)
+		}
+		var got []string
+		for _, st := range op.Steps {
+			if st.Kind != StepRegisterGroup || st.Rollback != RollbackRetry {
+				t.Fatalf("seed step %+v: want register-group rolling forward", st)
+			}
+			got = append(got, fmt.Sprintf("%d/%s", st.Shard, st.Group))
+		}
+		var exp []string
+		for _, id := range shards {
+			for _, g := range s.Topics[name].Groups {
+				exp = append(exp, fmt.Sprintf("%d/%s", id, g))
+			}
+		}
+		if !slices.Equal(got, exp) {
+			t.Fatalf("topic %s seed steps (shard/group) = %v, want %v", name, got, exp)
+		}
+	}
+	if code, _ := s.Apply(&Command{Op: OpServeShards, Shards: ids, NowMs: 500}); code != ResultBusy {
+		t.Fatalf("serve_shards while seeding = %d, want ResultBusy", code)
+	}
+	if got := s.RingShards(); len(got) != 8 {
+		t.Fatalf("RingShards() after a refused serve_shards = %v, want the 8 old shards", got)
+	}
+	for _, op := range seeds {
+		runAll(t, s, op.ID)
+	}
+	if code, _ := s.Apply(&Command{Op: OpServeShards, Shards: ids, NowMs: 500}); code != ResultOK {
+		t.Fatalf("serve_shards once seeded = %d, want ResultOK", code)
+	}
+}
+
+// A topic being deleted is not seeded, nor the group an unfinished
+// delete-group removes.
+func TestAddShardsSeedsSkipDeletions(t *testing.T) {
+	s := withGroups(t)
+	if code, _ := submitAdminOp(t, s, NewDeleteGroup("a", "audit", []EventShardID{100}, time.Second), false); code != ResultOK {
+		t.Fatalf("delete-group a/audit = %d", code)
+	}
+	if code, _ := submitAdminOp(t, s, NewDeleteTopic("b", []EventShardID{100}, time.Second), false); code != ResultOK {
+		t.Fatalf("delete-topic b = %d", code)
+	}
+	addShards(t, s, 4)
+	seeds := unfinishedSeeds(s)
+	if op := seeds["b"]; op != nil {
+		t.Fatalf("topic b being deleted got seed operation %v", op)
+	}
+	op := seeds["a"]
+	if op == nil {
+		t.Fatal("topic a got no seed operation")
+	}
+	for _, st := range op.Steps {
+		if st.Group != DefaultGroup {
+			t.Fatalf("seed step %+v: want only the default group (audit is being deleted)", st)
+		}
+	}
+}
+
+// An admin operation submitted with shards read before add_shards also
+// covers the starting shards that will take the topic's partitions, and a
+// submit while a hand-over is open covers both its ends: the meta state
+// the operation runs under decides its shards, not the submitter's read.
+func TestAdminStepsCoverStartingShardsAndHandovers(t *testing.T) {
+	s := withGroups(t)
+	old := topicOwners(s.RingShards(), "a", 16)
+	ids := addShards(t, s, 4)
+	for _, op := range unfinishedSeeds(s) {
+		runAll(t, s, op.ID)
+	}
+	all := append(s.RingShards(), func() []uint64 {
+		var out []uint64
+		for _, id := range ids {
+			out = append(out, uint64(id))
+		}
+		return out
+	}()...)
+	wantStarting := topicOwners(all, "a", 16)
+	code, id := submitAdminOp(t, s, NewCreateGroup("a", "billing", old, time.Second), false)
+	if code != ResultOK {
+		t.Fatalf("create-group a/billing = %d", code)
+	}
+	got := stepShards(s.Operations[id])
+	for _, sh := range append(slices.Clone(old), wantStarting...) {
+		if !slices.Contains(got, sh) {
+			t.Fatalf("create-group steps name shards %v, want every owner before %v and after %v the growth", got, old, wantStarting)
+		}
+	}
+	runAll(t, s, id)
+	if code, _ := s.Apply(&Command{Op: OpServeShards, Shards: ids, NowMs: 500}); code != ResultOK {
+		t.Fatalf("serve_shards = %d", code)
+	}
+	if len(s.Handovers) == 0 {
+		t.Fatal("no hand-over opened")
+	}
+	code, id = submitAdminOp(t, s, NewDeleteGroup("a", "billing", wantStarting[:1], time.Second), false)
+	if code != ResultOK {
+		t.Fatalf("delete-group a/billing = %d", code)
+	}
+	got = stepShards(s.Operations[id])
+	for _, h := range s.Handovers {
+		if h.Topic == "a" && (!slices.Contains(got, h.From) || !slices.Contains(got, h.To)) {
+			t.Fatalf("delete-group steps name shards %v, want both ends of hand-over %+v", got, h)
+		}
+	}
+}
+
+func topicOwners(ringIDs []uint64, topic string, parts uint32) []EventShardID {
+	r := ring.New(ringIDs)
+	var out []EventShardID
+	for p := range parts {
+		out = append(out, EventShardID(r.Locate(topic, p)))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func stepShards(op *Operation) []EventShardID {
+	var out []EventShardID
+	for _, st := range op.Steps {
+		out = append(out, st.Shard)
+	}
+	return out
+}
