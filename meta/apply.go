@@ -239,7 +239,10 @@ func (s *State) createTopic(t *Topic, ifNotExists bool, nowMs int64) (uint64, []
 const DefaultGroup = "default"
 
 // updateTopic replaces a topic's settings, keeping its name, creation time
-// and groups. A topic being deleted is not changed.
+// and groups. A topic being deleted is not changed; its partition count
+// does not change while shards are starting or one of its partitions
+// hands over (ResultHandingOver): seeds and hand-overs were computed for
+// the count they saw.
 func (s *State) updateTopic(t *Topic) (uint64, []byte) {
 	old, ok := s.Topics[t.Name]
 	if !ok {
@@ -247,6 +250,9 @@ func (s *State) updateTopic(t *Topic) (uint64, []byte) {
 	}
 	if old.Deleting != 0 {
 		return ResultDeleting, nil
+	}
+	if max(t.Partitions, 1) != max(old.Partitions, 1) && (len(s.StartingShards()) > 0 || slices.ContainsFunc(s.Handovers, func(h Handover) bool { return h.Topic == t.Name })) {
+		return ResultHandingOver, nil
 	}
 	nt := t.Clone()
 	nt.Deleting = 0

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -190,4 +191,44 @@ func stepShards(op *Operation) []EventShardID {
 		out = append(out, st.Shard)
 	}
 	return out
+}
+
+// A topic's partition count cannot change while shards are starting or
+// while a partition of the topic hands over: the seeds and hand-overs were
+// computed for the old count. Other settings can.
+func TestUpdateTopicPartitionsWaitsForHandovers(t *testing.T) {
+	s := withGroups(t)
+	ids := addShards(t, s, 4)
+	update := func(parts uint32, dedup int64) uint64 {
+		tp := s.Topics["a"].Clone()
+		tp.Partitions, tp.DedupWindowMs = parts, dedup
+		c := &Command{Op: OpUpdateTopic, Topic: tp}
+		code, _ := s.Apply(c)
+		if code == ResultHandingOver && !errors.Is(ResultError(c, code), ErrHandingOver) {
+			t.Fatalf("ResultError(update_topic, ResultHandingOver) = %v, want ErrHandingOver", ResultError(c, code))
+		}
+		return code
+	}
+	if code := update(32, 0); code != ResultHandingOver {
+		t.Fatalf("update_topic partitions 16→32 while shards start = %d, want ResultHandingOver", code)
+	}
+	for _, op := range unfinishedSeeds(s) {
+		runAll(t, s, op.ID)
+	}
+	if code, _ := s.Apply(&Command{Op: OpServeShards, Shards: ids, NowMs: 500}); code != ResultOK {
+		t.Fatalf("serve_shards = %d", code)
+	}
+	if code := update(32, 0); code != ResultHandingOver {
+		t.Fatalf("update_topic partitions 16→32 while hand-overs are open = %d, want ResultHandingOver", code)
+	}
+	if code := update(16, 5000); code != ResultOK {
+		t.Fatalf("update_topic of another setting while hand-overs are open = %d, want ResultOK", code)
+	}
+	for _, h := range slices.Clone(s.Handovers) {
+		s.Apply(&Command{Op: OpSealHandover, Name: h.Topic, Partition: h.Partition, NowMs: 600})
+		s.Apply(&Command{Op: OpCloseHandover, Name: h.Topic, Partition: h.Partition})
+	}
+	if code := update(32, 5000); code != ResultOK {
+		t.Fatalf("update_topic partitions once the hand-overs closed = %d, want ResultOK", code)
+	}
 }
