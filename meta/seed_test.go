@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -230,5 +231,46 @@ func TestUpdateTopicPartitionsWaitsForHandovers(t *testing.T) {
 	}
 	if code := update(32, 5000); code != ResultOK {
 		t.Fatalf("update_topic partitions once the hand-overs closed = %d, want ResultOK", code)
+	}
+}
+
+// A retried add_shards (the same count while the growth it started is
+// still starting or handing over: the caller timed out and asked again)
+// answers that growth's shards; another count is refused until the growth
+// ends, and afterwards the same count starts a new growth.
+func TestAddShardsRetryAnswersTheGrowthInProgress(t *testing.T) {
+	s := withGroups(t)
+	ids := addShards(t, s, 4)
+	again := func(n int) (uint64, []EventShardID) {
+		code, data := s.Apply(&Command{Op: OpAddShards, Count: n})
+		var got []EventShardID
+		if len(data) > 0 {
+			if err := json.Unmarshal(data, &got); err != nil {
+				t.Fatalf("add_shards answer %q: %v", data, err)
+			}
+		}
+		return code, got
+	}
+	if code, got := again(4); code != ResultNoop || !slices.Equal(got, ids) {
+		t.Fatalf("add_shards 4 again while starting = %d, %v; want ResultNoop and %v", code, got, ids)
+	}
+	if code, _ := again(2); code != ResultExists {
+		t.Fatalf("add_shards 2 while 4 start = %d, want ResultExists", code)
+	}
+	for _, op := range unfinishedSeeds(s) {
+		runAll(t, s, op.ID)
+	}
+	if code, _ := s.Apply(&Command{Op: OpServeShards, Shards: ids, NowMs: 500}); code != ResultOK {
+		t.Fatalf("serve_shards = %d", code)
+	}
+	if code, got := again(4); code != ResultNoop || !slices.Equal(got, ids) || len(s.Shards) != 12 {
+		t.Fatalf("add_shards 4 again while handing over = %d, %v (%d shards); want ResultNoop, %v, 12 shards", code, got, len(s.Shards), ids)
+	}
+	for _, h := range slices.Clone(s.Handovers) {
+		s.Apply(&Command{Op: OpSealHandover, Name: h.Topic, Partition: h.Partition, NowMs: 600})
+		s.Apply(&Command{Op: OpCloseHandover, Name: h.Topic, Partition: h.Partition})
+	}
+	if code, got := again(4); code != ResultOK || slices.Equal(got, ids) || len(s.Shards) != 16 {
+		t.Fatalf("add_shards 4 after the growth ended = %d, %v (%d shards); want a new growth to 16", code, got, len(s.Shards))
 	}
 }

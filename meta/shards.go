@@ -110,16 +110,23 @@ const MaxAddShards = 256
 // replication factor of the existing shards, on the least-loaded active
 // nodes (never two replicas of one shard on a node), stores the
 // seed-groups operations that register the topics' groups on them
-// (seedGroups), and answers their ids (JSON). It refuses with ResultExists while shards are starting or
+// (seedGroups), and answers their ids (JSON). While shards are starting or
 // hand-overs are open (one growth at a time keeps every partition's
-// hand-over a single step), and with ResultInvalid before the bootstrap,
-// for a count outside 1..MaxAddShards, or when fewer active nodes than the
-// replication factor exist.
+// hand-over a single step) it answers ResultNoop with the ids of that
+// growth when count is the one it was made with (a retry of the same
+// request, after a timeout), and refuses another count with ResultExists.
+// ResultInvalid before the bootstrap, for a count outside
+// 1..MaxAddShards, or when fewer active nodes than the replication factor
+// exist.
 func (s *State) addShards(count int, nowMs int64) (uint64, []byte) {
 	if len(s.Shards) == 0 || count < 1 || count > MaxAddShards {
 		return ResultInvalid, nil
 	}
 	if len(s.StartingShards()) > 0 || len(s.Handovers) > 0 {
+		if len(s.Growth) == count {
+			b, _ := json.Marshal(s.Growth)
+			return ResultNoop, b
+		}
 		return ResultExists, nil
 	}
 	rf := len(s.Shards[s.ShardIDs()[0]].Replicas)
@@ -150,6 +157,7 @@ func (s *State) addShards(count int, nowMs int64) (uint64, []byte) {
 		s.Shards[sh.ID] = sh
 		ids = append(ids, sh.ID)
 	}
+	s.Growth = ids
 	s.seedGroups(nowMs)
 	s.Version++
 	b, _ := json.Marshal(ids)

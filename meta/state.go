@@ -154,6 +154,10 @@ type State struct {
 	// Handovers are the open partition hand-overs (shards.go), sorted by
 	// topic and partition.
 	Handovers []Handover `json:"handovers,omitempty"`
+	// Growth is the shards the last add_shards made, ascending: while they
+	// start or hand-overs are open, the same add_shards again (a retry)
+	// answers them.
+	Growth []EventShardID `json:"growth,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -180,6 +184,7 @@ func (s *State) Clone() *State {
 
 		NextOperationID: s.NextOperationID,
 		Handovers:       slices.Clone(s.Handovers),
+		Growth:          slices.Clone(s.Growth),
 	}
 	if s.Operations != nil {
 		c.Operations = make(map[OperationID]*Operation, len(s.Operations))
