@@ -14,7 +14,8 @@ import (
 // partitions. Growing the ring hands partitions to shards that never held
 // the topic: they must get every group of it before they serve, or a
 // message published to a moved partition reaches only the default group.
-// A group created while hand-overs are open must cover the new shards too.
+// A group created while hand-overs are open must cover the new shards too,
+// and a retried AddShards answers the growth in progress.
 // Every message, published before or after the growth, reaches every
 // group exactly once.
 func TestAddShardsKeepsEveryGroup(t *testing.T) {
@@ -61,6 +62,20 @@ func TestAddShardsKeepsEveryGroup(t *testing.T) {
 	}
 	if moved == 0 {
 		t.Fatalf("AddShards(4) = %v: no partition of %s hands over", added, topic)
+	}
+	// The same request again (a client that timed out) answers the growth
+	// in progress instead of refusing it, and adds nothing.
+	retried, err := cl.AddShards(ctx10(t), &sundialv1.AddShardsRequest{Count: 4})
+	if err != nil {
+		t.Fatalf("AddShards(4) retried while hand-overs are open: error = %v, want the growth in progress", err)
+	}
+	for i, s := range retried.GetShards() {
+		if i >= len(added.GetShards()) || s.GetShardId() != added.GetShards()[i].GetShardId() {
+			t.Fatalf("retried AddShards(4) shards = %v, want the same as the first answer %v", retried.GetShards(), added.GetShards())
+		}
+	}
+	if len(retried.GetShards()) != 4 {
+		t.Fatalf("retried AddShards(4) answered %d shards, want 4", len(retried.GetShards()))
 	}
 	if _, err := c.Admin.CreateGroup(ctx10(t), &sundialv1.CreateGroupRequest{Topic: topic, Group: "late"}); err != nil {
 		t.Fatalf("CreateGroup(late) while hand-overs are open: error = %v", err)
