@@ -274,3 +274,36 @@ func TestAddShardsRetryAnswersTheGrowthInProgress(t *testing.T) {
 		t.Fatalf("add_shards 4 after the growth ended = %d, %v (%d shards); want a new growth to 16", code, got, len(s.Shards))
 	}
 }
+
+// A group or topic change submitted while a topic's seed runs waits for it
+// (ResultBusy with the seed's id), so a forget-group on a new shard can
+// never run before the seed registers the group there; submitted again
+// once the seed is done, its steps name the starting shards.
+func TestAdminChangeWaitsForTheSeed(t *testing.T) {
+	s := withGroups(t)
+	ids := addShards(t, s, 4)
+	seed := unfinishedSeeds(s)["a"]
+	if seed == nil {
+		t.Fatal("topic a got no seed operation")
+	}
+	for _, op := range []Operation{
+		NewDeleteGroup("a", "audit", nil, time.Second),
+		NewCreateGroup("a", "billing", nil, time.Second),
+		NewDeleteTopic("a", nil, time.Second),
+	} {
+		if code, id := submitAdminOp(t, s, op, false); code != ResultBusy || id != seed.ID {
+			t.Fatalf("%s while topic a seeds = %d, id %d; want ResultBusy with the seed %d", op.Kind, code, id, seed.ID)
+		}
+	}
+	runAll(t, s, seed.ID)
+	code, id := submitAdminOp(t, s, NewDeleteGroup("a", "audit", nil, time.Second), false)
+	if code != ResultOK {
+		t.Fatalf("delete-group after the seed = %d, want ResultOK", code)
+	}
+	got := stepShards(s.Operations[id])
+	for _, sh := range seed.Steps {
+		if !slices.Contains(got, sh.Shard) {
+			t.Fatalf("delete-group steps name shards %v, want the seeded shard %d (starting: %v)", got, sh.Shard, ids)
+		}
+	}
+}
