@@ -1,11 +1,14 @@
 package meta
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sundialmq/sundial/proto/ring"
 )
 
 // Admin operations: topic and group changes that touch every shard holding
@@ -44,6 +47,11 @@ const (
 	// OpKindDeleteGroup removes Group's copies and registration from every
 	// shard holding the topic's partitions, then the group from the topic.
 	OpKindDeleteGroup OperationKind = "delete-group"
+	// OpKindSeedGroups registers the groups of Topic on the shards
+	// add_shards made that take partitions of the topic (shards.go
+	// seedGroups), before serve_shards puts them on the ring. Each step
+	// names its group (Step.Group); the operation's Group is empty.
+	OpKindSeedGroups OperationKind = "seed-groups"
 )
 
 // Admin step kinds; each names its shard in Step.Shard and is done on
@@ -63,7 +71,7 @@ const (
 // replica or leadership change.
 func (k OperationKind) Admin() bool {
 	switch k {
-	case OpKindDeleteTopic, OpKindCreateGroup, OpKindDeleteGroup:
+	case OpKindDeleteTopic, OpKindCreateGroup, OpKindDeleteGroup, OpKindSeedGroups:
 		return true
 	}
 	return false
@@ -111,6 +119,9 @@ func (o Operation) adminString() string {
 			b.WriteByte(',')
 		}
 		fmt.Fprintf(&b, " %s shard %d", s.Kind, s.Shard)
+		if s.Group != "" {
+			fmt.Fprintf(&b, " group %s", s.Group)
+		}
 	}
 	return b.String()
 }
@@ -142,7 +153,7 @@ func (s *State) adminOn(topic string) *Operation {
 // ResultInvalid for anything but an admin operation or a removal of the
 // default group.
 func (s *State) submitAdmin(op *Operation, ifNotExists bool, nowMs int64) (uint64, []byte) {
-	if op == nil || !op.Kind.Admin() || op.Topic == "" || (op.Kind != OpKindDeleteTopic && op.Group == "") {
+	if op == nil || !op.Kind.Admin() || op.Kind == OpKindSeedGroups || op.Topic == "" || (op.Kind != OpKindDeleteTopic && op.Group == "") {
 		return ResultInvalid, nil
 	}
 	t, ok := s.Topics[op.Topic]
@@ -173,12 +184,9 @@ func (s *State) submitAdmin(op *Operation, ifNotExists bool, nowMs int64) (uint6
 			return ResultNotFound, nil
 		}
 	}
-	if s.NextOperationID == 0 {
-		s.NextOperationID = 1
-	}
 	o := op.Clone()
-	o.ID = s.NextOperationID
-	s.NextOperationID++
+	o.ID = s.nextOperationID()
+	o.Steps = s.adminSteps(o)
 	o.Shard, o.From, o.To, o.NewReplica = 0, 0, 0, 0
 	o.Status, o.Current, o.Error = OperationPending, 0, ""
 	o.CreatedAtMs, o.StartedAtMs, o.FinishedAtMs = nowMs, 0, 0
@@ -221,4 +229,69 @@ func (s *State) completeAdmin(op *Operation, nowMs int64) {
 	case OpKindDeleteGroup:
 		t.Groups = slices.DeleteFunc(t.Groups, func(g string) bool { return g == op.Group })
 	}
+}
+
+// nextOperationID takes the id of the next stored operation.
+func (s *State) nextOperationID() OperationID {
+	if s.NextOperationID == 0 {
+		s.NextOperationID = 1
+	}
+	id := s.NextOperationID
+	s.NextOperationID++
+	return id
+}
+
+// adminSteps returns op's steps over its own shards and every shard of
+// adminShards(op.Topic) it does not name, in shard order: the submitter
+// computed its shards from a meta state read earlier, which may predate
+// shards added or hand-overs opened since; this state is the one the
+// operation runs under.
+func (s *State) adminSteps(op *Operation) []Step {
+	kind := map[OperationKind]StepKind{OpKindDeleteTopic: StepForgetTopic, OpKindCreateGroup: StepRegisterGroup, OpKindDeleteGroup: StepForgetGroup}[op.Kind]
+	timeout := DefaultStepTimeouts().Step.Milliseconds()
+	named := map[EventShardID]bool{}
+	for _, st := range op.Steps {
+		named[st.Shard] = true
+		timeout = st.TimeoutMs
+	}
+	steps := slices.Clone(op.Steps)
+	for _, id := range s.adminShards(op.Topic) {
+		if !named[id] {
+			steps = append(steps, Step{Kind: kind, Shard: id, TimeoutMs: timeout, Rollback: RollbackRetry})
+		}
+	}
+	slices.SortStableFunc(steps, func(a, b Step) int { return cmp.Compare(a.Shard, b.Shard) })
+	return steps
+}
+
+// adminShards lists, ascending, every shard that holds or may soon hold a
+// partition of topic (a base topic name; its dead-letter topic's
+// partitions are on the same shards): the owner of each partition under
+// the ring, under the ring the starting shards will make, and both ends
+// of the partition's open hand-over.
+func (s *State) adminShards(topic string) []EventShardID {
+	t, ok := s.Topics[topic]
+	if !ok {
+		return nil
+	}
+	seen := map[EventShardID]bool{}
+	for _, ids := range [][]uint64{s.RingShards(), s.growthRing()} {
+		r := ring.New(ids)
+		for p := range max(t.Partitions, 1) {
+			if id := r.Locate(topic, p); id != 0 {
+				seen[EventShardID(id)] = true
+			}
+		}
+	}
+	for _, h := range s.Handovers {
+		if h.Topic == topic {
+			seen[h.From], seen[h.To] = true, true
+		}
+	}
+	out := make([]EventShardID, 0, len(seen))
+	for id := range seen {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -65,11 +65,12 @@ func TestCreateGroupOperation(t *testing.T) {
 		t.Fatalf("submit create-group = %d, id %d, want ResultOK, id 1", code, id)
 	}
 	op := s.Operations[id]
-	if !slices.Equal(op.Steps, []Step{
-		{Kind: StepRegisterGroup, Shard: 100, TimeoutMs: 1000, Rollback: RollbackRetry},
-		{Kind: StepRegisterGroup, Shard: 101, TimeoutMs: 1000, Rollback: RollbackRetry},
-	}) || op.Shard != 0 || op.Status != OperationPending || op.CreatedAtMs != 2000 {
-		t.Fatalf("stored %+v, want two register steps (shards 100, 101), no shard of its own, pending", op)
+	var want []Step
+	for _, sh := range withSubmitted(s.adminShards("orders"), 100, 101) {
+		want = append(want, Step{Kind: StepRegisterGroup, Shard: sh, TimeoutMs: 1000, Rollback: RollbackRetry})
+	}
+	if !slices.Equal(op.Steps, want) || op.Shard != 0 || op.Status != OperationPending || op.CreatedAtMs != 2000 {
+		t.Fatalf("stored %+v, want register steps %v (the submitted shards 100, 101 and the topic's own), no shard of its own, pending", op, want)
 	}
 	if !slices.Contains(s.Topics["orders"].Groups, "billing") || s.Version <= v {
 		t.Fatalf("groups = %v (version %d → %d), want billing added at submit", s.Topics["orders"].Groups, v, s.Version)
@@ -130,7 +131,13 @@ func TestDeleteTopicOperation(t *testing.T) {
 	if code, _ := s.Apply(&Command{Op: OpAdvanceOperation, OperationID: id, Step: 0}); code != ResultOK || s.Topics["orders"] == nil {
 		t.Fatalf("first step = %d, topic %v: want the topic kept until the last step", code, s.Topics["orders"])
 	}
-	if code, _ := s.Apply(&Command{Op: OpAdvanceOperation, OperationID: id, Step: 1, NowMs: 5000}); code != ResultOK || s.Topics["orders"] != nil {
+	last := len(s.Operations[id].Steps) - 1
+	for i := 1; i < last; i++ {
+		if code, _ := s.Apply(&Command{Op: OpAdvanceOperation, OperationID: id, Step: i}); code != ResultOK || s.Topics["orders"] == nil {
+			t.Fatalf("step %d = %d, topic %v: want the topic kept until the last step", i, code, s.Topics["orders"])
+		}
+	}
+	if code, _ := s.Apply(&Command{Op: OpAdvanceOperation, OperationID: id, Step: last, NowMs: 5000}); code != ResultOK || s.Topics["orders"] != nil {
 		t.Fatalf("last step = %d, topic %v: want the topic gone", code, s.Topics["orders"])
 	}
 	if op := s.Operations[id]; op.Status != OperationDone || op.FinishedAtMs != 5000 {
@@ -168,9 +175,29 @@ func TestDeleteGroupOperation(t *testing.T) {
 		}
 	}
 	code, id = submitAdminOp(t, s, NewDeleteTopic("orders", nil, time.Second), false)
+	if got, want := stepShards(s.Operations[id]), s.adminShards("orders"); code != ResultOK || !slices.Equal(got, want) {
+		t.Fatalf("delete-topic submitted with no shards = %d, steps on %v, want steps on the topic's shards %v", code, got, want)
+	}
+}
+
+// A delete-topic of a topic no shard holds (before the bootstrap) is done
+// at submit.
+func TestDeleteTopicWithoutShards(t *testing.T) {
+	s := NewState()
+	if code, _ := s.Apply(&Command{Op: OpCreateTopic, Topic: &Topic{Name: "orders"}}); code != ResultOK {
+		t.Fatalf("create topic = %d", code)
+	}
+	code, id := submitAdminOp(t, s, NewDeleteTopic("orders", nil, time.Second), false)
 	if code != ResultOK || s.Operations[id].Status != OperationDone || s.Topics["orders"] != nil {
 		t.Fatalf("delete-topic with no shards = %d, %+v, want done at once and the topic gone", code, s.Operations[id])
 	}
+}
+
+// withSubmitted is shards with extra added, ascending, without repeats.
+func withSubmitted(shards []EventShardID, extra ...EventShardID) []EventShardID {
+	out := append(slices.Clone(shards), extra...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // An abandoned delete-topic (finished failed) unmarks the topic; submit

@@ -55,7 +55,7 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 	case OpSetMetaVoter:
 		return s.setMetaVoter(c.NodeID, c.MetaVoter), nil
 	case OpAddShards:
-		return s.addShards(c.Count)
+		return s.addShards(c.Count, c.NowMs)
 	case OpServeShards:
 		return s.serveShards(c.Shards, c.NowMs), nil
 	case OpSealHandover:
@@ -75,6 +75,7 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 func (s *State) registerNode(n *Node) uint64 {
 	old, ok := s.Nodes[n.ID]
 	nn := n.Clone()
+	nn.BeforeDead = "" // meta's own, like the state
 	if ok {
 		if old.Incarnation != "" && old.Incarnation != n.Incarnation {
 			return ResultExists
@@ -82,7 +83,7 @@ func (s *State) registerNode(n *Node) uint64 {
 		if old.State == NodeRemoved {
 			return ResultInvalid
 		}
-		nn.State, nn.MetaVoter = old.State, old.MetaVoter
+		nn.State, nn.MetaVoter, nn.BeforeDead = old.State, old.MetaVoter, old.BeforeDead
 		if old.Equal(nn) {
 			return ResultNoop
 		}
@@ -123,7 +124,7 @@ func (s *State) joinNode(n *Node, clusterID string) (uint64, []byte) {
 	if _, taken := s.Nodes[nn.ID]; taken {
 		return ResultExists, nil
 	}
-	nn.State, nn.MetaVoter = NodeActive, false
+	nn.State, nn.MetaVoter, nn.BeforeDead = NodeActive, false, ""
 	s.Nodes[nn.ID] = nn
 	s.Version++
 	b, _ := json.Marshal(nn)
@@ -144,14 +145,16 @@ func (s *State) declareDead(id NodeID) uint64 {
 	case n.State == NodeRemoved:
 		return ResultInvalid
 	}
-	n.State = NodeDead
+	n.State, n.BeforeDead = NodeDead, n.State
 	s.Version++
 	return ResultOK
 }
 
-// declareAlive brings a dead node back to active. The replicas removed
-// from it while it was dead are no longer placed on it, so its host drops
-// them. ResultNoop when the node is not dead; ResultNotFound when unknown.
+// declareAlive brings a dead node back to the state it had when it was
+// declared dead: active, or draining (a drain outlives a crash). The
+// replicas removed from it while it was dead are no longer placed on it,
+// so its host drops them. ResultNoop when the node is not dead;
+// ResultNotFound when unknown.
 func (s *State) declareAlive(id NodeID) uint64 {
 	n, ok := s.Nodes[id]
 	switch {
@@ -161,6 +164,10 @@ func (s *State) declareAlive(id NodeID) uint64 {
 		return ResultNoop
 	}
 	n.State = NodeActive
+	if n.BeforeDead == NodeDraining {
+		n.State = NodeDraining
+	}
+	n.BeforeDead = ""
 	s.Version++
 	return ResultOK
 }
@@ -232,7 +239,10 @@ func (s *State) createTopic(t *Topic, ifNotExists bool, nowMs int64) (uint64, []
 const DefaultGroup = "default"
 
 // updateTopic replaces a topic's settings, keeping its name, creation time
-// and groups. A topic being deleted is not changed.
+// and groups. A topic being deleted is not changed; its partition count
+// does not change while shards are starting or one of its partitions
+// hands over (ResultHandingOver): seeds and hand-overs were computed for
+// the count they saw.
 func (s *State) updateTopic(t *Topic) (uint64, []byte) {
 	old, ok := s.Topics[t.Name]
 	if !ok {
@@ -240,6 +250,9 @@ func (s *State) updateTopic(t *Topic) (uint64, []byte) {
 	}
 	if old.Deleting != 0 {
 		return ResultDeleting, nil
+	}
+	if max(t.Partitions, 1) != max(old.Partitions, 1) && (len(s.StartingShards()) > 0 || slices.ContainsFunc(s.Handovers, func(h Handover) bool { return h.Topic == t.Name })) {
+		return ResultHandingOver, nil
 	}
 	nt := t.Clone()
 	nt.Deleting = 0

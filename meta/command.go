@@ -111,6 +111,9 @@ const (
 	// replicas, or has operations unfinished, or (even with force) is the
 	// last live holder of a shard.
 	ResultHoldsReplicas
+	// ResultHandingOver refuses to change a topic's partition count while
+	// shards are starting or a partition of the topic hands over.
+	ResultHandingOver
 )
 
 // ErrMalformedCommand is returned for bytes that are not a command.

@@ -54,3 +54,44 @@ func TestDeclareDeadNeedsANode(t *testing.T) {
 		}
 	}
 }
+
+// A node declared dead while draining comes back draining: healing's
+// declare_alive restores the state the node had, so a drain an operator
+// started is not lost to a crash (the planner keeps moving replicas off
+// it, remove-node still accepts it). An active node comes back active.
+func TestDeclareAliveRestoresTheStateBeforeDeath(t *testing.T) {
+	for _, before := range []NodeState{NodeDraining, NodeActive} {
+		t.Run(string(before), func(t *testing.T) {
+			s := state(t, bootstrapped(t))
+			if before == NodeDraining {
+				if code, _ := s.Apply(&Command{Op: OpSetNodeState, NodeID: 2, NodeState: NodeDraining}); code != ResultOK {
+					t.Fatalf("drain node 2 = %d", code)
+				}
+			}
+			for _, c := range []*Command{
+				{Op: OpDeclareDead, NodeID: 2},
+				{Op: OpRegisterNode, Node: &Node{ID: 2, RaftAddr: "r", GRPCAddr: "g", State: NodeActive, MetaVoter: true}},
+				{Op: OpDeclareAlive, NodeID: 2},
+			} {
+				if code, _ := s.Apply(c); code != ResultOK && code != ResultNoop {
+					t.Fatalf("%s = %d", c.Op, code)
+				}
+			}
+			if got := s.Nodes[2].State; got != before {
+				t.Fatalf("node 2 after dead and alive = %q, want %q (its state before it died)", got, before)
+			}
+			// Dead again later, from that state: the record does not keep
+			// an older one.
+			s.Apply(&Command{Op: OpDeclareDead, NodeID: 2})
+			if before == NodeDraining {
+				s.Apply(&Command{Op: OpDeclareAlive, NodeID: 2})
+				s.Apply(&Command{Op: OpSetNodeState, NodeID: 2, NodeState: NodeActive})
+				s.Apply(&Command{Op: OpDeclareDead, NodeID: 2})
+			}
+			s.Apply(&Command{Op: OpDeclareAlive, NodeID: 2})
+			if got := s.Nodes[2].State; got != NodeActive {
+				t.Fatalf("node 2 undrained, dead and alive = %q, want active", got)
+			}
+		})
+	}
+}

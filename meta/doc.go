@@ -25,7 +25,8 @@
 // module other than meta itself.
 //
 // Shards added to a running cluster (add_shards, shards.go) start off the
-// ring and join it together once each has a leader (serve_shards); every
+// ring and join it together once each has a leader and the seed-groups
+// operations registered the topics' groups on them (serve_shards); every
 // topic partition whose owner changes then has an open Handover until its
 // old shard holds nothing of it (close_handover).
 //

@@ -20,7 +20,21 @@ var (
 	// ErrBusy: another admin operation on the topic is unfinished
 	// (ResultBusy).
 	ErrBusy = errors.New("meta: topic busy with another operation")
+	// ErrHandingOver: a topic's partition count cannot change while shards
+	// are added (ResultHandingOver).
+	ErrHandingOver = errors.New("meta: topic partitions handing over")
 )
+
+// HandingOverError says which topic's partitions cannot change yet.
+type HandingOverError struct{ Topic string }
+
+func (e *HandingOverError) Error() string {
+	return fmt.Sprintf("topic %q cannot change its partition count while shards are being added: "+
+		"wait until the new shards serve and every hand-over has closed (shardctl status shows them)", e.Topic)
+}
+
+// Is matches ErrHandingOver.
+func (e *HandingOverError) Is(target error) bool { return target == ErrHandingOver }
 
 // BeingDeletedError says which topic is being deleted.
 type BeingDeletedError struct{ Topic string }
@@ -77,7 +91,8 @@ func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 // ResultError is the error the result code of applying c means: nil for
 // ResultOK and ResultNoop (an IfNotExists create of something that
 // exists), an *ExistsError or *NotFoundError naming c's topic and group,
-// a *BeingDeletedError or *BusyError naming c's topic, or ErrRefused.
+// a *BeingDeletedError, *BusyError or *HandingOverError naming c's
+// topic, or ErrRefused.
 func ResultError(c *Command, code uint64) error {
 	topic, group := c.Name, c.Group
 	if c.Topic != nil {
@@ -97,6 +112,8 @@ func ResultError(c *Command, code uint64) error {
 		return &BeingDeletedError{Topic: topic}
 	case ResultBusy:
 		return &BusyError{Topic: topic}
+	case ResultHandingOver:
+		return &HandingOverError{Topic: topic}
 	case ResultNotFound:
 		if creates {
 			group = "" // a create names a group to add: its topic is missing

@@ -96,7 +96,7 @@ func (s *State) setNodeState(id NodeID, to NodeState, force bool) uint64 {
 		if len(h.LastHolder) > 0 || (!force && !h.Empty()) {
 			return ResultHoldsReplicas
 		}
-		n.MetaVoter = false
+		n.MetaVoter, n.BeforeDead = false, ""
 	default:
 		return ResultInvalid
 	}

@@ -81,6 +81,10 @@ type Step struct {
 	// the steps of replica and leadership operations, whose shard is the
 	// operation's.
 	Shard EventShardID `json:"shard,omitempty"`
+	// Group names the group a register-group step of a seed-groups
+	// operation registers; empty for every other step (a create-group's
+	// steps register the operation's Group).
+	Group string `json:"group,omitempty"`
 	// TimeoutMs bounds one attempt of the step, in milliseconds.
 	TimeoutMs int64    `json:"timeout_ms"`
 	Rollback  Rollback `json:"rollback"`

@@ -108,17 +108,25 @@ const MaxAddShards = 256
 
 // addShards creates count shards in the starting state, with the
 // replication factor of the existing shards, on the least-loaded active
-// nodes (never two replicas of one shard on a node), and answers their ids
-// (JSON). It refuses with ResultExists while shards are starting or
+// nodes (never two replicas of one shard on a node), stores the
+// seed-groups operations that register the topics' groups on them
+// (seedGroups), and answers their ids (JSON). While shards are starting or
 // hand-overs are open (one growth at a time keeps every partition's
-// hand-over a single step), and with ResultInvalid before the bootstrap,
-// for a count outside 1..MaxAddShards, or when fewer active nodes than the
-// replication factor exist.
-func (s *State) addShards(count int) (uint64, []byte) {
+// hand-over a single step) it answers ResultNoop with the ids of that
+// growth when count is the one it was made with (a retry of the same
+// request, after a timeout), and refuses another count with ResultExists.
+// ResultInvalid before the bootstrap, for a count outside
+// 1..MaxAddShards, or when fewer active nodes than the replication factor
+// exist.
+func (s *State) addShards(count int, nowMs int64) (uint64, []byte) {
 	if len(s.Shards) == 0 || count < 1 || count > MaxAddShards {
 		return ResultInvalid, nil
 	}
 	if len(s.StartingShards()) > 0 || len(s.Handovers) > 0 {
+		if len(s.Growth) == count {
+			b, _ := json.Marshal(s.Growth)
+			return ResultNoop, b
+		}
 		return ResultExists, nil
 	}
 	rf := len(s.Shards[s.ShardIDs()[0]].Replicas)
@@ -149,16 +157,90 @@ func (s *State) addShards(count int) (uint64, []byte) {
 		s.Shards[sh.ID] = sh
 		ids = append(ids, sh.ID)
 	}
+	s.Growth = ids
+	s.seedGroups(nowMs)
 	s.Version++
 	b, _ := json.Marshal(ids)
 	return ResultOK, b
+}
+
+// seedGroups stores, for every topic with a partition whose ring owner the
+// starting shards change, a seed-groups operation registering each of the
+// topic's groups on each shard taking one of its partitions. A shard only
+// gives a copy of a message to the groups registered on it, so a partition
+// handed to a shard without them would feed only the default group.
+// serve_shards waits for these operations, so the partitions reach their
+// new shards only once the registrations are there. A topic being deleted
+// is left out (nothing is published to it again), and so is the group an
+// unfinished delete-group removes (its steps, computed before the growth,
+// do not name the new shards); groups created afterwards are registered
+// on the new shards by their create-group (adminShards).
+func (s *State) seedGroups(nowMs int64) {
+	before := ring.New(s.RingShards())
+	after := ring.New(s.growthRing())
+	timeout := DefaultStepTimeouts().Step.Milliseconds()
+	for _, name := range s.TopicNames() {
+		t := s.Topics[name]
+		if t.Deleting != 0 {
+			continue
+		}
+		var targets []EventShardID
+		for p := range max(t.Partitions, 1) {
+			if from, to := before.Locate(name, p), after.Locate(name, p); from != to {
+				targets = append(targets, EventShardID(to))
+			}
+		}
+		if len(targets) == 0 {
+			continue
+		}
+		slices.Sort(targets)
+		targets = slices.Compact(targets)
+		groups := slices.Clone(t.Groups)
+		if cur := s.adminOn(name); cur != nil && cur.Kind == OpKindDeleteGroup {
+			groups = slices.DeleteFunc(groups, func(g string) bool { return g == cur.Group })
+		}
+		op := &Operation{ID: s.nextOperationID(), Kind: OpKindSeedGroups, Topic: name,
+			Reason: "topic " + name + " groups on added shards", Status: OperationPending, CreatedAtMs: nowMs}
+		for _, id := range targets {
+			for _, g := range groups {
+				op.Steps = append(op.Steps, Step{Kind: StepRegisterGroup, Shard: id, Group: g, TimeoutMs: timeout, Rollback: RollbackRetry})
+			}
+		}
+		if s.Operations == nil {
+			s.Operations = map[OperationID]*Operation{}
+		}
+		s.Operations[op.ID] = op
+	}
+}
+
+// growthRing returns the ids of every shard, starting ones included,
+// ascending: the ring serve_shards makes of the starting shards.
+func (s *State) growthRing() []uint64 {
+	ids := make([]uint64, 0, len(s.Shards))
+	for _, id := range s.ShardIDs() {
+		ids = append(ids, uint64(id))
+	}
+	return ids
+}
+
+// Seeding reports whether a seed-groups operation is unfinished: the
+// starting shards wait for it before they serve.
+func (s *State) Seeding() bool {
+	for _, op := range s.Operations {
+		if op.Kind == OpKindSeedGroups && !op.Finished() {
+			return true
+		}
+	}
+	return false
 }
 
 // serveShards puts the starting shards on the ring, all of them at once
 // (ids must name every starting shard: the caller saw each of them with a
 // leader), and opens a hand-over for every partition of every topic whose
 // ring owner changes. ResultNoop when no shard is starting, ResultInvalid
-// when ids leaves one out or names a shard that is not starting.
+// when ids leaves one out or names a shard that is not starting,
+// ResultBusy while a seed-groups operation is unfinished (the new shards
+// do not have the topics' groups yet).
 func (s *State) serveShards(ids []EventShardID, nowMs int64) uint64 {
 	starting := s.StartingShards()
 	if len(starting) == 0 {
@@ -169,6 +251,9 @@ func (s *State) serveShards(ids []EventShardID, nowMs int64) uint64 {
 	want = slices.Compact(want)
 	if !slices.Equal(want, starting) {
 		return ResultInvalid
+	}
+	if s.Seeding() {
+		return ResultBusy
 	}
 	before := ring.New(s.RingShards())
 	for _, id := range starting {

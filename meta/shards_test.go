@@ -110,6 +110,9 @@ func TestServeShardsOpensHandoversOfMovedPartitions(t *testing.T) {
 	if code, _ := s.Apply(&Command{Op: OpServeShards, Shards: ids[:7], NowMs: 500}); code != ResultInvalid {
 		t.Fatalf("serve_shards leaving one out = %d, want ResultInvalid", code)
 	}
+	for _, op := range unfinishedSeeds(s) {
+		runAll(t, s, op.ID)
+	}
 	v := s.Version
 	if code, _ := s.Apply(&Command{Op: OpServeShards, Shards: ids, NowMs: 500}); code != ResultOK {
 		t.Fatalf("serve_shards = %d, want ResultOK", code)

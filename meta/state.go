@@ -56,6 +56,10 @@ type Node struct {
 	// over the values of "zone". A record's map is never changed in place:
 	// a new registration replaces it.
 	Labels map[string]string `json:"labels,omitempty"`
+	// BeforeDead is the state the node had when declare_dead made it dead
+	// (active or draining), restored by declare_alive so a drain outlives
+	// a crash; empty unless the node is dead.
+	BeforeDead NodeState `json:"before_dead,omitempty"`
 }
 
 // Clone copies n, labels included.
@@ -68,7 +72,7 @@ func (n *Node) Clone() *Node {
 // Equal says n and o are the same record.
 func (n *Node) Equal(o *Node) bool {
 	return n.ID == o.ID && n.RaftAddr == o.RaftAddr && n.GRPCAddr == o.GRPCAddr && n.State == o.State &&
-		n.MetaVoter == o.MetaVoter && n.Incarnation == o.Incarnation && maps.Equal(n.Labels, o.Labels)
+		n.MetaVoter == o.MetaVoter && n.Incarnation == o.Incarnation && maps.Equal(n.Labels, o.Labels) && n.BeforeDead == o.BeforeDead
 }
 
 // Replica places one replica of a shard on a node.
@@ -150,6 +154,10 @@ type State struct {
 	// Handovers are the open partition hand-overs (shards.go), sorted by
 	// topic and partition.
 	Handovers []Handover `json:"handovers,omitempty"`
+	// Growth is the shards the last add_shards made, ascending: while they
+	// start or hand-overs are open, the same add_shards again (a retry)
+	// answers them.
+	Growth []EventShardID `json:"growth,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -176,6 +184,7 @@ func (s *State) Clone() *State {
 
 		NextOperationID: s.NextOperationID,
 		Handovers:       slices.Clone(s.Handovers),
+		Growth:          slices.Clone(s.Growth),
 	}
 	if s.Operations != nil {
 		c.Operations = make(map[OperationID]*Operation, len(s.Operations))

@@ -25,12 +25,13 @@ const (
 )
 
 // serveStarting puts the starting shards on the ring once every one of
-// them has a leader. Only the meta leader proposes it (it learns the
-// leaders of shards it does not host by gossip); a repeated proposal is a
-// no-op.
+// them has a leader and the seed-groups operations registered the topics'
+// groups on them (the executor runs those). Only the meta leader proposes
+// it (it learns the leaders of shards it does not host by gossip); a
+// repeated proposal is a no-op.
 func (h *Host) serveStarting(ctx context.Context, st *meta.State) {
 	starting := st.StartingShards()
-	if len(starting) == 0 || h.MetaLeader() != h.cfg.NodeID {
+	if len(starting) == 0 || h.MetaLeader() != h.cfg.NodeID || st.Seeding() {
 		return
 	}
 	leaders := h.ShardLeaders()

@@ -18,7 +18,7 @@ import (
 )
 
 // Admin operations (meta/adminop.go: delete-topic, create-group,
-// delete-group) run like moves, one step per shard, but their steps are
+// delete-group, seed-groups) run like moves, one step per shard, but their steps are
 // done on the shard's leader, wherever it runs: a Shard.Group call over
 // gRPC to the leader's grpc_addr. The leader is looked up where the meta
 // leader knows it (its own replicas, then leader gossip) and else asked of
@@ -125,7 +125,11 @@ func (e *Executor) adminStep(ctx context.Context, st *meta.State, op *meta.Opera
 	var reqs []*brokerv1.ShardGroupRequest
 	switch step.Kind {
 	case meta.StepRegisterGroup:
-		reqs = append(reqs, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: op.Topic, Group: op.Group})
+		group := op.Group
+		if step.Group != "" { // a seed-groups step names its own group
+			group = step.Group
+		}
+		reqs = append(reqs, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: op.Topic, Group: group})
 	case meta.StepForgetGroup:
 		reqs = append(reqs, &brokerv1.ShardGroupRequest{ShardId: shard, Topic: op.Topic, Group: op.Group, Delete: true})
 	case meta.StepForgetTopic:

@@ -20,8 +20,11 @@ const addShardsWait = 30 * time.Second
 
 // AddShards proposes add_shards to the meta group and waits until the new
 // shards serve (the meta leader's host puts them on the ring once each has
-// a leader) or addShardsWait passes, then answers them and the open
-// hand-overs.
+// a leader and the topics' groups are registered on it) or addShardsWait
+// passes, then answers them and the open hand-overs. The same count again
+// while that growth starts or hands over (a retry after a timeout) answers
+// the same shards instead of FailedPrecondition; a retry after every
+// hand-over closed cannot be told from a new request and grows again.
 func (c *Cluster) AddShards(ctx context.Context, req *sundialv1.AddShardsRequest) (*sundialv1.AddShardsResponse, error) {
 	if bad := validate.AddShards(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
@@ -31,9 +34,9 @@ func (c *Cluster) AddShards(ctx context.Context, req *sundialv1.AddShardsRequest
 		return nil, toStatus(err)
 	}
 	switch code {
-	case meta.ResultOK:
+	case meta.ResultOK, meta.ResultNoop: // Noop: a retry of the growth in progress, answered as it stands
 	case meta.ResultExists:
-		return nil, status.Error(codes.FailedPrecondition, "shards are being added already: wait until their hand-overs close (shardctl status)")
+		return nil, status.Error(codes.FailedPrecondition, "shards are being added already (another count): wait until the new shards serve and their hand-overs close (shardctl status); the same request again answers the growth in progress")
 	default:
 		return nil, status.Error(codes.FailedPrecondition, "cannot place the new shards: fewer active nodes than the replication factor, or the cluster is not bootstrapped")
 	}

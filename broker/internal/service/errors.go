@@ -15,7 +15,8 @@ import (
 
 // toStatus turns any error into a gRPC status error: status errors pass
 // as they are, meta's typed answers become NotFound, AlreadyExists,
-// FailedPrecondition (a topic being deleted) and Aborted (a topic busy with
+// FailedPrecondition (a topic being deleted, or its partitions handing
+// over) and Aborted (a topic busy with
 // another operation: retry),
 // a transfer to a node without a replica FailedPrecondition,
 // context and Dragonboat errors their codes, anything else Internal.
@@ -28,6 +29,7 @@ func toStatus(err error) error {
 	var exists *meta.ExistsError
 	var deleting *meta.BeingDeletedError
 	var busy *meta.BusyError
+	var handingOver *meta.HandingOverError
 	switch {
 	case errors.As(err, &se):
 		return se.GRPCStatus().Err()
@@ -39,6 +41,8 @@ func toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, deleting.Error())
 	case errors.As(err, &busy):
 		return status.Error(codes.Aborted, busy.Error())
+	case errors.As(err, &handingOver):
+		return status.Error(codes.FailedPrecondition, handingOver.Error())
 	case errors.Is(err, host.ErrNoReplicaOnNode):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled):
