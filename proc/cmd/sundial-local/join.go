@@ -37,7 +37,13 @@ func nextJoinSlot(brokers int, busy func(addr string) bool) (int, BrokerAddrs, e
 // slot i: node id i, the ports of DESIGN §5, data in <data dir>/broker-i.
 // It waits for the broker's /readyz, then keeps it running until ctx ends
 // or it exits, and stops it by pid.
-func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
+//
+// With wait (sundial-local join --wait, make join WAIT=1) a new broker is
+// started in the waiting state instead (--wait-for-add, no --join): runJoin
+// waits for its gRPC port, prints the shardctl add-node command that adds
+// it, and then waits for /readyz without a time limit. A slot whose data
+// dir already has an identity restarts that broker with --join either way.
+func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	bin := filepath.Join(cfg.BinDir, "sundial-broker")
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s is missing: run 'make build'", bin)
@@ -68,9 +74,15 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 	// on its data, keeps its node id and replicas, and does not join again.
 	_, statErr := os.Stat(filepath.Join(dir, "identity.json"))
 	restarting := statErr == nil
-	p, err := proc.Start(name, bin, logPath,
-		"--node-id", strconv.Itoa(i), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
-		"--data-dir", dir, "--join", strings.Join(seeds, ","), "--log-level", cfg.LogLevel)
+	waiting := wait && !restarting
+	args := []string{"--node-id", strconv.Itoa(i), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
+		"--data-dir", dir, "--log-level", cfg.LogLevel}
+	if waiting {
+		args = append(args, "--wait-for-add")
+	} else {
+		args = append(args, "--join", strings.Join(seeds, ","))
+	}
+	p, err := proc.Start(name, bin, logPath, args...)
 	if err != nil {
 		return err
 	}
@@ -82,7 +94,14 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 			}
 		}
 	}()
-	fmt.Fprintf(out, "started %s (pid %d) joining %s, log %s\n", name, p.Pid(), strings.Join(seeds, ","), logPath)
+	if waiting {
+		fmt.Fprintf(out, "started %s (pid %d) waiting to be added to a cluster, log %s\n", name, p.Pid(), logPath)
+		if err := waitAdded(ctx, cfg, name, b, logPath, p, out); err != nil || ctx.Err() != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(out, "started %s (pid %d) joining %s, log %s\n", name, p.Pid(), strings.Join(seeds, ","), logPath)
+	}
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	err = proc.WaitFor(wctx, 500*time.Millisecond, proc.HTTP200("http://"+b.Metrics+"/readyz"), p)
 	cancel()
@@ -93,8 +112,11 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("%s did not become ready (%w); last lines of %s:\n%s", name, err, logPath, indent(p.Tail(3000)))
 	}
 	what, holds := "joined", "It holds no shard replicas until a rebalance."
-	if restarting {
+	switch {
+	case restarting:
 		what, holds = "restarted on its data", "It keeps its node id and the replicas it held."
+	case waiting:
+		what = "added"
 	}
 	fmt.Fprintf(out, "\n%s %s: gRPC %s   metrics http://%s/metrics   raft %s   data %s\n"+
 		"%s See it with: bin/shardctl status\nCtrl-C stops it; its data stays for the next 'make join'.\n",
@@ -105,4 +127,26 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 	case <-p.Done():
 		return fmt.Errorf("%s (pid %d) exited (%w); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
 	}
+}
+
+// waitAdded waits for the waiting broker p to listen on its gRPC address,
+// prints the shardctl add-node command that adds it, and then waits, with
+// no time limit, for its /readyz to answer 200 (it does once it is added).
+// It returns nil when ctx ends.
+func waitAdded(ctx context.Context, cfg Config, name string, b BrokerAddrs, logPath string, p *proc.Process, out io.Writer) error {
+	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	err := proc.WaitFor(wctx, 500*time.Millisecond, proc.TCPOpen(b.GRPC), p)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s did not listen on %s (%w); last lines of %s:\n%s", name, b.GRPC, err, logPath, indent(p.Tail(3000)))
+	}
+	fmt.Fprintf(out, "\n%s waits on gRPC %s. Add it to the cluster from another shell with:\n  bin/shardctl add-node %s\n", name, b.GRPC, b.GRPC)
+	err = proc.WaitFor(ctx, 500*time.Millisecond, proc.HTTP200("http://"+b.Metrics+"/readyz"), p)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s (pid %d) exited while waiting to be added (%w); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
+	}
+	return nil
 }
