@@ -442,7 +442,8 @@ func notDrainedError(id meta.NodeID, state meta.NodeState) error {
 		return apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf("node %d is removed", id)})
 	}
 	return apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf(
-		"node %d is %s, not drained: run shardctl drain-node %d first", id, state, id)})
+		"node %d is %s, not drained: run shardctl drain-node %d first "+
+			"(a broker that is down for good, e.g. its disk died: shardctl remove-node --force %d)", id, state, id, id)})
 }
 
 // holdsError says what still lives on node id: the replicas (with their

@@ -90,3 +90,15 @@ func TestForceRefusalNamesTheNextCommand(t *testing.T) {
 		})
 	}
 }
+
+// remove-node of an active node says to drain it first, and names --force
+// for a broker that is down for good (one whose disk died cannot drain).
+func TestNotDrainedNamesForceForADeadBroker(t *testing.T) {
+	err := notDrainedError(5, meta.NodeActive)
+	msg := status.Convert(err).Message()
+	for _, want := range []string{"run shardctl drain-node 5 first", "shardctl remove-node --force 5"} {
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(msg, want) {
+			t.Errorf("notDrainedError(5, active) = %v, want FailedPrecondition containing %q", err, want)
+		}
+	}
+}
