@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,13 +21,14 @@ const maxBroker = 99
 
 // nextJoinSlot is the first broker index above the cluster's brokers
 // whose three ports are all free (busy answers whether an address accepts
-// connections). A stopped joined broker's slot is free again, so joining
-// at it restarts that broker on its data.
-func nextJoinSlot(brokers int, busy func(addr string) bool) (int, BrokerAddrs, error) {
+// connections) and whose node id the cluster has not removed (removed):
+// a removed id is never reused. A stopped joined broker's slot is free
+// again, so joining at it restarts that broker on its data.
+func nextJoinSlot(brokers int, busy func(addr string) bool, removed func(id int) bool) (int, BrokerAddrs, error) {
 	l := DefaultLayout(maxBroker)
 	for i := brokers + 1; i <= maxBroker; i++ {
 		b := l.Brokers[i-1]
-		if !busy(b.GRPC) && !busy(b.Raft) && !busy(b.Metrics) {
+		if !removed(i) && !busy(b.GRPC) && !busy(b.Raft) && !busy(b.Metrics) {
 			return i, b, nil
 		}
 	}
@@ -57,7 +60,8 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	if len(seeds) == 0 {
 		return fmt.Errorf("no broker of the local cluster answers at %s: start it first with 'make run'", cfg.Layout.Brokers[0].GRPC)
 	}
-	i, b, err := nextJoinSlot(cfg.Brokers, func(addr string) bool { return proc.TCPOpen(addr)(ctx) == nil })
+	removed := clusterRemovedIDs(ctx, cfg.Layout.ProxyHTTP)
+	i, b, err := nextJoinSlot(cfg.Brokers, func(addr string) bool { return proc.TCPOpen(addr)(ctx) == nil }, func(id int) bool { return removed[id] })
 	if err != nil {
 		return err
 	}
@@ -108,6 +112,8 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	switch {
 	case ctx.Err() != nil:
 		return nil
+	case p.Exited():
+		return fmt.Errorf("%s (pid %d) exited while starting (%v); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
 	case err != nil:
 		return fmt.Errorf("%s did not become ready (%w); last lines of %s:\n%s", name, err, logPath, indent(p.Tail(3000)))
 	}
@@ -149,4 +155,49 @@ func waitAdded(ctx context.Context, cfg Config, name string, b BrokerAddrs, logP
 		return fmt.Errorf("%s (pid %d) exited while waiting to be added (%w); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
 	}
 	return nil
+}
+
+// clusterRemovedIDs asks the proxy's HTTP API (GET /v1/cluster) which node
+// ids the cluster removed. Without an answer it answers none: the join
+// then finds out from the broker's refusal.
+func clusterRemovedIDs(ctx context.Context, proxyHTTP string) map[int]bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+proxyHTTP+"/v1/cluster", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	ids, err := removedNodeIDs(resp.Body)
+	if err != nil {
+		return nil
+	}
+	return ids
+}
+
+// removedNodeIDs reads the removed node ids out of a /v1/cluster answer.
+func removedNodeIDs(r io.Reader) (map[int]bool, error) {
+	var info struct {
+		Nodes []struct {
+			NodeID string `json:"nodeId"`
+			State  string `json:"state"`
+		} `json:"nodes"`
+	}
+	if err := json.NewDecoder(r).Decode(&info); err != nil {
+		return nil, err
+	}
+	ids := map[int]bool{}
+	for _, n := range info.Nodes {
+		if id, err := strconv.Atoi(n.NodeID); err == nil && n.State == "NODE_STATE_REMOVED" {
+			ids[id] = true
+		}
+	}
+	return ids, nil
 }
