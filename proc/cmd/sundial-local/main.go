@@ -378,6 +378,9 @@ Try it from another shell:
 Try a failover: kill a broker (kill <pid>; the pids are in %s); the others
 keep running and this window says how to start it again (make restart-broker N=<n>).
 
+Grow and shrink it: make join (one more broker), bin/shardctl rebalance, drain-node, remove-node,
+shards add; the README's "Grow, shrink and heal a local cluster" walks through them.
+
 Ctrl-C stops the cluster; the data stays in %s for the next 'make run' ('make clean' removes it).
 `, l.ProxyGRPC, l.ProxyHTTP, filepath.Join(cfg.DataDir, "run.pids"), cfg.DataDir)
 }
