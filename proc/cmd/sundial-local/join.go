@@ -113,7 +113,7 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	case ctx.Err() != nil:
 		return nil
 	case p.Exited():
-		return fmt.Errorf("%s (pid %d) exited while starting (%v); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
+		return fmt.Errorf("%s (pid %d) exited while starting (%w); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
 	case err != nil:
 		return fmt.Errorf("%s did not become ready (%w); last lines of %s:\n%s", name, err, logPath, indent(p.Tail(3000)))
 	}
