@@ -207,8 +207,11 @@ screenshots: ## Write PNGs of the admin UI's pages into docs/images (a test clus
 # `make join` (from another shell, while `make run` runs) starts one more broker that
 # joins that cluster, on the next free ports of the local scheme (gRPC 7500+i, Raft
 # 7600+i, metrics 7700+i), data in ./data/local/broker-i; Ctrl-C stops it.
-join: build ## Start one more broker that joins the running `make run` cluster
-	$(BIN)/sundial-local join
+# `make join WAIT=1` starts it in the waiting state instead (--wait-for-add): it
+# prints the `bin/shardctl add-node ADDR` command that adds it to the cluster.
+WAIT ?=
+join: build ## Start one more broker that joins the running `make run` cluster (WAIT=1: wait for shardctl add-node)
+	$(BIN)/sundial-local join$(if $(filter 1 true yes,$(WAIT)), --wait,)
 
 # `make restart-broker N=2` / `make restart-proxy` (from another shell) ask the
 # running `make run` to start an exited broker / the proxy again, with its first

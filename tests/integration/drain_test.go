@@ -140,6 +140,24 @@ func TestDrainAndRemoveNodeUnderTraffic(t *testing.T) {
 		}
 	}
 
+	// A proxy that follows the routing table from the victim must learn
+	// that this broker's table stops changing once it is removed.
+	watchCtx, watchCancel := context.WithCancel(context.Background())
+	defer watchCancel()
+	watch, err := clusterClient(t, c.Nodes[victim-1].Config.GRPCAddr).WatchRouting(watchCtx, &sundialv1.WatchRoutingRequest{})
+	if err != nil {
+		t.Fatalf("WatchRouting on node %d: %v", victim, err)
+	}
+	watchEnded := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := watch.Recv(); err != nil {
+				watchEnded <- err
+				return
+			}
+		}
+	}()
+
 	rm, err := cl.RemoveNode(rctx, &sundialv1.RemoveNodeRequest{NodeId: victim})
 	if err != nil {
 		t.Fatalf("RemoveNode(%d) of the drained node error = %v", victim, err)
@@ -160,6 +178,16 @@ func TestDrainAndRemoveNodeUnderTraffic(t *testing.T) {
 		}
 		return nil
 	})
+	// Its routing streams end (a proxy then watches another broker)
+	// instead of serving the table of the moment it was removed forever.
+	select {
+	case err := <-watchEnded:
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "removed") {
+			t.Fatalf("WatchRouting on removed node %d ended with %v, want Unavailable saying it was removed", victim, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("WatchRouting on removed node %d still open 30s after its removal: a proxy watching it never sees another routing change", victim)
+	}
 
 	<-produced
 	if pending := w.Drain(90 * time.Second); len(pending) > 0 {

@@ -3,6 +3,10 @@ package service
 import (
 	"context"
 	"maps"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"go.uber.org/zap"
 
@@ -25,10 +29,19 @@ func NewCluster(h *host.Host, opts Options, log *zap.Logger) *Cluster {
 	return &Cluster{host: h, opts: opts, log: log.Named("cluster")}
 }
 
-// WatchRouting sends the routing table now and after every change.
+// WatchRouting sends the routing table now and after every change. A
+// broker the meta state refused (removed from the cluster, or a data dir
+// of another node) stopped its meta replica, so its table never changes
+// again: the stream then ends with Unavailable, and the proxy following it
+// watches another broker instead of routing by a stale table forever.
 func (c *Cluster) WatchRouting(_ *sundialv1.WatchRoutingRequest, stream sundialv1.Cluster_WatchRoutingServer) error {
 	var last *sundialv1.RoutingTable
+	recheck := time.NewTicker(refusalRecheck)
+	defer recheck.Stop()
 	for {
+		if err := c.host.Refusal(); err != nil {
+			return status.Errorf(codes.Unavailable, "this broker serves no routing table: %v", err)
+		}
 		changed := c.host.Changed()
 		st := c.host.Meta()
 		if len(st.Shards) > 0 {
@@ -42,11 +55,17 @@ func (c *Cluster) WatchRouting(_ *sundialv1.WatchRoutingRequest, stream sundialv
 		}
 		select {
 		case <-changed:
+		case <-recheck.C:
 		case <-stream.Context().Done():
 			return toStatus(stream.Context().Err())
 		}
 	}
 }
+
+// refusalRecheck is how often an open WatchRouting stream checks whether
+// the meta state refused this broker: the refusal stops the meta replica,
+// so no change of the table may come to wake the stream.
+const refusalRecheck = time.Second
 
 // ListShards answers the shards with their replicas and leaders.
 func (c *Cluster) ListShards(ctx context.Context, _ *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {

@@ -203,9 +203,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 func (c *Cluster) removable(ctx context.Context, st *meta.State, n *meta.Node, force bool) error {
 	if force {
 		if n.State != meta.NodeDead && c.live(ctx, n) {
-			return apierr.FailedPrecondition(apierr.FieldViolation{Field: "force", Description: fmt.Sprintf(
-				"node %d at %s answers: --force is only for a dead or unreachable node; run shardctl drain-node %d, then shardctl remove-node %d",
-				n.ID, n.GRPCAddr, n.ID, n.ID)})
+			return forceLiveRefusal(st, n)
 		}
 		if h := st.HoldingsOf(n.ID); len(h.LastHolder) > 0 {
 			return holdsError(st, n.ID, 0, true)
@@ -219,6 +217,18 @@ func (c *Cluster) removable(ctx context.Context, st *meta.State, n *meta.Node, f
 		return holdsError(st, n.ID, c.leadsCount(n.ID), false)
 	}
 	return nil
+}
+
+// forceLiveRefusal refuses a forced removal of n, which answers, saying
+// what to run instead: remove-node without --force when n is drained
+// already, else a drain first.
+func forceLiveRefusal(st *meta.State, n *meta.Node) error {
+	next := fmt.Sprintf("run shardctl drain-node %d, then shardctl remove-node %d", n.ID, n.ID)
+	if n.State == meta.NodeDraining && st.HoldingsOf(n.ID).Empty() {
+		next = fmt.Sprintf("node %d is drained: run shardctl remove-node %d without --force", n.ID, n.ID)
+	}
+	return apierr.FailedPrecondition(apierr.FieldViolation{Field: "force", Description: fmt.Sprintf(
+		"node %d at %s answers: --force is only for a dead or unreachable node; %s", n.ID, n.GRPCAddr, next)})
 }
 
 // replaceVoter keeps the meta group safe when voter id leaves it, as
@@ -432,7 +442,8 @@ func notDrainedError(id meta.NodeID, state meta.NodeState) error {
 		return apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf("node %d is removed", id)})
 	}
 	return apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf(
-		"node %d is %s, not drained: run shardctl drain-node %d first", id, state, id)})
+		"node %d is %s, not drained: run shardctl drain-node %d first "+
+			"(a broker that is down for good, e.g. its disk died: shardctl remove-node --force %d)", id, state, id, id)})
 }
 
 // holdsError says what still lives on node id: the replicas (with their

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,13 +21,14 @@ const maxBroker = 99
 
 // nextJoinSlot is the first broker index above the cluster's brokers
 // whose three ports are all free (busy answers whether an address accepts
-// connections). A stopped joined broker's slot is free again, so joining
-// at it restarts that broker on its data.
-func nextJoinSlot(brokers int, busy func(addr string) bool) (int, BrokerAddrs, error) {
+// connections) and whose node id the cluster has not removed (removed):
+// a removed id is never reused. A stopped joined broker's slot is free
+// again, so joining at it restarts that broker on its data.
+func nextJoinSlot(brokers int, busy func(addr string) bool, removed func(id int) bool) (int, BrokerAddrs, error) {
 	l := DefaultLayout(maxBroker)
 	for i := brokers + 1; i <= maxBroker; i++ {
 		b := l.Brokers[i-1]
-		if !busy(b.GRPC) && !busy(b.Raft) && !busy(b.Metrics) {
+		if !removed(i) && !busy(b.GRPC) && !busy(b.Raft) && !busy(b.Metrics) {
 			return i, b, nil
 		}
 	}
@@ -37,7 +40,13 @@ func nextJoinSlot(brokers int, busy func(addr string) bool) (int, BrokerAddrs, e
 // slot i: node id i, the ports of DESIGN §5, data in <data dir>/broker-i.
 // It waits for the broker's /readyz, then keeps it running until ctx ends
 // or it exits, and stops it by pid.
-func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
+//
+// With wait (sundial-local join --wait, make join WAIT=1) a new broker is
+// started in the waiting state instead (--wait-for-add, no --join): runJoin
+// waits for its gRPC port, prints the shardctl add-node command that adds
+// it, and then waits for /readyz without a time limit. A slot whose data
+// dir already has an identity restarts that broker with --join either way.
+func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	bin := filepath.Join(cfg.BinDir, "sundial-broker")
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s is missing: run 'make build'", bin)
@@ -51,7 +60,8 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 	if len(seeds) == 0 {
 		return fmt.Errorf("no broker of the local cluster answers at %s: start it first with 'make run'", cfg.Layout.Brokers[0].GRPC)
 	}
-	i, b, err := nextJoinSlot(cfg.Brokers, func(addr string) bool { return proc.TCPOpen(addr)(ctx) == nil })
+	removed := clusterRemovedIDs(ctx, cfg.Layout.ProxyHTTP)
+	i, b, err := nextJoinSlot(cfg.Brokers, func(addr string) bool { return proc.TCPOpen(addr)(ctx) == nil }, func(id int) bool { return removed[id] })
 	if err != nil {
 		return err
 	}
@@ -68,9 +78,15 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 	// on its data, keeps its node id and replicas, and does not join again.
 	_, statErr := os.Stat(filepath.Join(dir, "identity.json"))
 	restarting := statErr == nil
-	p, err := proc.Start(name, bin, logPath,
-		"--node-id", strconv.Itoa(i), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
-		"--data-dir", dir, "--join", strings.Join(seeds, ","), "--log-level", cfg.LogLevel)
+	waiting := wait && !restarting
+	args := []string{"--node-id", strconv.Itoa(i), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
+		"--data-dir", dir, "--log-level", cfg.LogLevel}
+	if waiting {
+		args = append(args, "--wait-for-add")
+	} else {
+		args = append(args, "--join", strings.Join(seeds, ","))
+	}
+	p, err := proc.Start(name, bin, logPath, args...)
 	if err != nil {
 		return err
 	}
@@ -82,19 +98,31 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 			}
 		}
 	}()
-	fmt.Fprintf(out, "started %s (pid %d) joining %s, log %s\n", name, p.Pid(), strings.Join(seeds, ","), logPath)
+	if waiting {
+		fmt.Fprintf(out, "started %s (pid %d) waiting to be added to a cluster, log %s\n", name, p.Pid(), logPath)
+		if err := waitAdded(ctx, cfg, name, b, logPath, p, out); err != nil || ctx.Err() != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(out, "started %s (pid %d) joining %s, log %s\n", name, p.Pid(), strings.Join(seeds, ","), logPath)
+	}
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	err = proc.WaitFor(wctx, 500*time.Millisecond, proc.HTTP200("http://"+b.Metrics+"/readyz"), p)
 	cancel()
 	switch {
 	case ctx.Err() != nil:
 		return nil
+	case p.Exited():
+		return fmt.Errorf("%s (pid %d) exited while starting (%w); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
 	case err != nil:
 		return fmt.Errorf("%s did not become ready (%w); last lines of %s:\n%s", name, err, logPath, indent(p.Tail(3000)))
 	}
 	what, holds := "joined", "It holds no shard replicas until a rebalance."
-	if restarting {
+	switch {
+	case restarting:
 		what, holds = "restarted on its data", "It keeps its node id and the replicas it held."
+	case waiting:
+		what = "added"
 	}
 	fmt.Fprintf(out, "\n%s %s: gRPC %s   metrics http://%s/metrics   raft %s   data %s\n"+
 		"%s See it with: bin/shardctl status\nCtrl-C stops it; its data stays for the next 'make join'.\n",
@@ -105,4 +133,71 @@ func runJoin(ctx context.Context, cfg Config, out io.Writer) error {
 	case <-p.Done():
 		return fmt.Errorf("%s (pid %d) exited (%w); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
 	}
+}
+
+// waitAdded waits for the waiting broker p to listen on its gRPC address,
+// prints the shardctl add-node command that adds it, and then waits, with
+// no time limit, for its /readyz to answer 200 (it does once it is added).
+// It returns nil when ctx ends.
+func waitAdded(ctx context.Context, cfg Config, name string, b BrokerAddrs, logPath string, p *proc.Process, out io.Writer) error {
+	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	err := proc.WaitFor(wctx, 500*time.Millisecond, proc.TCPOpen(b.GRPC), p)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s did not listen on %s (%w); last lines of %s:\n%s", name, b.GRPC, err, logPath, indent(p.Tail(3000)))
+	}
+	fmt.Fprintf(out, "\n%s waits on gRPC %s. Add it to the cluster from another shell with:\n  bin/shardctl add-node %s\n", name, b.GRPC, b.GRPC)
+	err = proc.WaitFor(ctx, 500*time.Millisecond, proc.HTTP200("http://"+b.Metrics+"/readyz"), p)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s (pid %d) exited while waiting to be added (%w); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
+	}
+	return nil
+}
+
+// clusterRemovedIDs asks the proxy's HTTP API (GET /v1/cluster) which node
+// ids the cluster removed. Without an answer it answers none: the join
+// then finds out from the broker's refusal.
+func clusterRemovedIDs(ctx context.Context, proxyHTTP string) map[int]bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+proxyHTTP+"/v1/cluster", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	ids, err := removedNodeIDs(resp.Body)
+	if err != nil {
+		return nil
+	}
+	return ids
+}
+
+// removedNodeIDs reads the removed node ids out of a /v1/cluster answer.
+func removedNodeIDs(r io.Reader) (map[int]bool, error) {
+	var info struct {
+		Nodes []struct {
+			NodeID string `json:"nodeId"`
+			State  string `json:"state"`
+		} `json:"nodes"`
+	}
+	if err := json.NewDecoder(r).Decode(&info); err != nil {
+		return nil, err
+	}
+	ids := map[int]bool{}
+	for _, n := range info.Nodes {
+		if id, err := strconv.Atoi(n.NodeID); err == nil && n.State == "NODE_STATE_REMOVED" {
+			ids[id] = true
+		}
+	}
+	return ids, nil
 }

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestNextJoinSlot(t *testing.T) {
 	busyAll := func(string) bool { return true }
@@ -16,13 +19,31 @@ func TestNextJoinSlot(t *testing.T) {
 		{"one broker", 1, nil, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, addrs, err := nextJoinSlot(tc.brokers, func(a string) bool { return tc.busy[a] })
+			got, addrs, err := nextJoinSlot(tc.brokers, func(a string) bool { return tc.busy[a] }, func(int) bool { return false })
 			if err != nil || got != tc.want || addrs != DefaultLayout(tc.want).Brokers[tc.want-1] {
 				t.Fatalf("nextJoinSlot(%d) = %d, %v, %v, want %d", tc.brokers, got, addrs, err, tc.want)
 			}
 		})
 	}
-	if i, _, err := nextJoinSlot(3, busyAll); err == nil {
+	if i, _, err := nextJoinSlot(3, busyAll, func(int) bool { return false }); err == nil {
 		t.Fatalf("nextJoinSlot(every port busy) = %d, want an error", i)
+	}
+}
+
+// A slot whose node id the cluster removed is skipped: a removed id is
+// never reused, so a broker started there would be refused.
+func TestNextJoinSlotSkipsRemovedIDs(t *testing.T) {
+	removed := map[int]bool{4: true, 5: true}
+	got, _, err := nextJoinSlot(3, func(string) bool { return false }, func(i int) bool { return removed[i] })
+	if err != nil || got != 6 {
+		t.Fatalf("nextJoinSlot(nodes 4 and 5 removed) = %d, %v, want 6", got, err)
+	}
+}
+
+func TestRemovedNodeIDs(t *testing.T) {
+	body := `{"routingVersion":"120","nodes":[{"nodeId":"1","state":"NODE_STATE_ACTIVE"},{"nodeId":"5","state":"NODE_STATE_REMOVED"}]}`
+	got, err := removedNodeIDs(strings.NewReader(body))
+	if err != nil || len(got) != 1 || !got[5] {
+		t.Fatalf("removedNodeIDs = %v, %v, want {5}", got, err)
 	}
 }

@@ -18,7 +18,9 @@
 //
 // "sundial-local join" (make join) instead starts one more broker that
 // joins the running cluster: the next broker index whose ports are free
-// (see runJoin), data in <data dir>/broker-i.
+// (see runJoin), data in <data dir>/broker-i. "sundial-local join --wait"
+// (make join WAIT=1) starts it in the waiting state instead, for
+// "shardctl add-node ADDR" to add.
 //
 // Settings come from the environment and are removed from it before the
 // servers start, so the servers' own SUNDIAL_* overrides never see them:
@@ -54,10 +56,14 @@ var settingVars = []string{"SUNDIAL_BROKERS", "SUNDIAL_SHARDS", "SUNDIAL_LOG_LEV
 
 func main() {
 	args := os.Args[1:]
-	joining := len(args) == 1 && args[0] == "join"
+	joining := len(args) >= 1 && len(args) <= 2 && args[0] == "join"
+	waitForAdd := joining && len(args) == 2
+	if waitForAdd && args[1] != "--wait" {
+		joining = false
+	}
 	restarting := len(args) == 2 && args[0] == "restart"
 	if len(args) > 0 && !joining && !restarting {
-		fmt.Fprintln(os.Stderr, "usage: sundial-local [join | restart N|broker-N|proxy]")
+		fmt.Fprintln(os.Stderr, "usage: sundial-local [join [--wait] | restart N|broker-N|proxy]")
 		os.Exit(2)
 	}
 	cfg, err := configFromEnv(os.Getenv)
@@ -76,7 +82,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	switch {
 	case joining:
-		err = runJoin(ctx, cfg, os.Stdout)
+		err = runJoin(ctx, cfg, waitForAdd, os.Stdout)
 	case restarting:
 		err = runRestart(ctx, cfg, args[1], os.Stdout)
 	default:
@@ -371,6 +377,9 @@ Try it from another shell:
 
 Try a failover: kill a broker (kill <pid>; the pids are in %s); the others
 keep running and this window says how to start it again (make restart-broker N=<n>).
+
+Grow and shrink it: make join (one more broker), bin/shardctl rebalance, drain-node, remove-node,
+shards add; the README's "Grow, shrink and heal a local cluster" walks through them.
 
 Ctrl-C stops the cluster; the data stays in %s for the next 'make run' ('make clean' removes it).
 `, l.ProxyGRPC, l.ProxyHTTP, filepath.Join(cfg.DataDir, "run.pids"), cfg.DataDir)

@@ -78,7 +78,8 @@ func runAddNode(ctx context.Context, c *cli.Context, e *env) error {
 
 // addToCluster asks the waiting broker at addr to join the brokers at
 // seeds. An address where nothing answers gets its own message: the
-// broker is not running there, or not reachable from here.
+// broker is not running there, or not reachable from here. That error
+// carries no gRPC code, so it gets no hint about the proxy, which answered.
 func addToCluster(ctx context.Context, addr string, seeds []string) (*brokerv1.AddToClusterResponse, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -87,7 +88,7 @@ func addToCluster(ctx context.Context, addr string, seeds []string) (*brokerv1.A
 	defer conn.Close()
 	resp, err := brokerv1.NewPeerClient(conn).AddToCluster(ctx, &brokerv1.AddToClusterRequest{Join: seeds})
 	if status.Code(err) == codes.Unavailable && conn.GetState().String() != "READY" {
-		return nil, fmt.Errorf("no broker answers at %s (is it running with --wait-for-add, and reachable from here?): %w", addr, err)
+		return nil, fmt.Errorf("no broker answers at %s (is it running with --wait-for-add, and reachable from here?): %s", addr, status.Convert(err).Message())
 	}
 	return resp, err
 }

@@ -114,6 +114,10 @@ func TestAddNodeCommand(t *testing.T) {
 			if !strings.Contains(stderr, tc.wantStderr) {
 				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantStderr)
 			}
+			// The proxy answered: a hint blaming it sends the operator the wrong way.
+			if strings.Contains(stderr, "is the proxy running") {
+				t.Errorf("Run(%q) stderr = %q, want no hint about the proxy (it answered)", tc.args, stderr)
+			}
 		})
 	}
 	waiting.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +18,7 @@ func rebalanceCommand(act cli.ActionFunc) *cli.Command {
 	return &cli.Command{
 		Name: "rebalance",
 		Usage: "move replicas and leaderships until nodes hold balanced counts; " +
-			"waits until the operations end unless --no-wait",
+			"waits until the operations end and plans again until nothing is left to move, unless --no-wait",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan and change nothing"},
 			&cli.BoolFlag{Name: "no-wait", Usage: "return once the plan is submitted"},
@@ -117,6 +118,10 @@ func renderOperations(w io.Writer, format string, v operationsView) error {
 			t.AppendRow([]any{idOrDash(op.ID), op.Kind, op.Shard, nodeOrDash(op.From), nodeOrDash(op.To), op.Reason, op.Status, step})
 		}
 		t.Render()
+		if v.DryRun && !v.Running {
+			fmt.Fprintf(w, "dry run: %d operations planned, nothing changed. shardctl rebalance runs them, then plans again until balanced\n"+
+				"(a shard moves one replica per plan, so more may follow)\n", len(v.Operations))
+		}
 	})
 }
 
@@ -155,24 +160,66 @@ func runRebalance(ctx context.Context, c *cli.Context, e *env) error {
 	if req.GetDryRun() || c.Bool("no-wait") || len(v.Operations) == 0 {
 		return renderOperations(e.stdout, e.output, v)
 	}
-	if e.output == "table" {
-		fmt.Fprintf(e.stdout, "%d operations submitted; waiting for them to end\n", len(v.Operations))
-	}
-	final, err := waitOperations(ctx, cl, e, ids(resp.GetOperations()), c.Duration("wait-timeout"))
-	if err != nil {
-		return &opError{op: "rebalance: waiting for the operations", err: err}
-	}
-	v.Operations = viewOperations(final)
-	if err := renderOperations(e.stdout, e.output, v); err != nil {
-		return err
-	}
-	for _, op := range final {
-		if op.GetStatus() != "done" {
-			return &silentError{msg: fmt.Sprintf("operation %d %s: %s", op.GetOperationId(), op.GetStatus(), op.GetError())}
+	// The planner moves at most one replica of a shard per plan, so a
+	// cluster that needs two moves of a shard (three brokers joined by
+	// three) takes more than one plan: once a plan's operations end, plan
+	// again, until a plan is empty, one fails, or another rebalance runs.
+	ctx, cancel := context.WithTimeout(ctx, c.Duration("wait-timeout"))
+	defer cancel()
+	var all []*sundialv1.Operation
+	for round := 1; ; round++ {
+		if e.output == "table" {
+			what := "operations submitted"
+			if round > 1 {
+				what = "more operations submitted (plan " + strconv.Itoa(round) + ")"
+			}
+			fmt.Fprintf(e.stdout, "%d %s; waiting for them to end\n", len(resp.GetOperations()), what)
 		}
+		final, err := waitOperations(ctx, cl, e, ids(resp.GetOperations()), c.Duration("wait-timeout"))
+		if err != nil {
+			return &opError{op: "rebalance: waiting for the operations", err: err}
+		}
+		all = append(all, final...)
+		failed := false
+		for _, op := range final {
+			failed = failed || op.GetStatus() != "done"
+		}
+		if !failed && round < maxRebalancePlans {
+			err = withTimeout(ctx, e.timeout, func(ctx context.Context) error {
+				resp, err = cl.Cluster().Rebalance(ctx, req)
+				return err
+			})
+			if err != nil {
+				return &opError{op: "rebalance: planning again", err: err}
+			}
+			if len(resp.GetOperations()) > 0 && !resp.GetRunning() {
+				continue
+			}
+		}
+		v.Operations = viewOperations(all)
+		if err := renderOperations(e.stdout, e.output, v); err != nil {
+			return err
+		}
+		for _, op := range all {
+			if op.GetStatus() != "done" {
+				return &silentError{msg: fmt.Sprintf("operation %d %s: %s", op.GetOperationId(), op.GetStatus(), op.GetError())}
+			}
+		}
+		switch {
+		case e.output != "table":
+		case len(resp.GetOperations()) == 0:
+			fmt.Fprintln(e.stdout, "balanced: nothing left to move")
+		case resp.GetRunning():
+			fmt.Fprintln(e.stdout, "another rebalance's operations are running now: see shardctl operations")
+		default:
+			fmt.Fprintf(e.stdout, "stopped after %d plans; run shardctl rebalance again to go on\n", maxRebalancePlans)
+		}
+		return nil
 	}
-	return nil
 }
+
+// maxRebalancePlans bounds the plans one shardctl rebalance submits.
+const maxRebalancePlans = 20
 
 func ids(ops []*sundialv1.Operation) map[uint64]bool {
 	m := map[uint64]bool{}

@@ -16,11 +16,16 @@ import (
 
 // fakeRebalance plans one move; once submitted, each ListOperations moves
 // it one step on until it is done.
+// With more > 0, a Rebalance after the move is done plans another move
+// (the next shard), more times: the planner moves one replica of a shard
+// per plan, so a cluster that needs two moves of a shard takes two plans.
 type fakeRebalance struct {
 	sundialv1.UnimplementedClusterServer
-	mu  sync.Mutex
-	op  *sundialv1.Operation
-	ran bool
+	mu    sync.Mutex
+	op    *sundialv1.Operation
+	ran   bool
+	more  int
+	plans int
 }
 
 func plannedMove() *sundialv1.Operation {
@@ -37,11 +42,15 @@ func (f *fakeRebalance) Rebalance(_ context.Context, req *sundialv1.RebalanceReq
 	if f.op != nil && f.op.GetStatus() != "done" {
 		return &sundialv1.RebalanceResponse{Operations: []*sundialv1.Operation{f.op}, Running: true}, nil
 	}
+	if f.op != nil && f.plans > f.more {
+		return &sundialv1.RebalanceResponse{}, nil
+	}
 	if req.GetDryRun() {
 		return &sundialv1.RebalanceResponse{Operations: []*sundialv1.Operation{plannedMove()}}, nil
 	}
-	f.op = plannedMove()
-	f.op.OperationId, f.op.Status = 1, "pending"
+	f.plans++
+	f.op, f.ran = plannedMove(), false
+	f.op.OperationId, f.op.ShardId, f.op.Status = uint64(f.plans), 99+uint64(f.plans), "pending"
 	return &sundialv1.RebalanceResponse{Operations: []*sundialv1.Operation{f.op}}, nil
 }
 
@@ -84,6 +93,7 @@ func TestRebalanceCommand(t *testing.T) {
 		wantStderr string
 	}{
 		{"dry run", []string{"rebalance", "--dry-run"}, ExitOK, "add-learner 4, remove-replica 1", ""},
+		{"dry run says nothing changed", []string{"rebalance", "--dry-run"}, ExitOK, "dry run: 1 operations planned, nothing changed", ""},
 		{"dry run json", []string{"rebalance", "--dry-run", "-o", "json"}, ExitOK, `"status": "planned"`, ""},
 		{"no wait", []string{"rebalance", "--no-wait"}, ExitOK, "pending", ""},
 		{"wait", []string{"rebalance"}, ExitOK, "took 2.5s", "operation 1 (move-replica shard 100) done"},
@@ -104,6 +114,30 @@ func TestRebalanceCommand(t *testing.T) {
 				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantStderr)
 			}
 		})
+	}
+}
+
+// shardctl rebalance (waiting) plans again once its operations end and
+// goes on until a plan is empty: a cluster whose shards each need more
+// than one move is balanced when the command returns, not after one plan.
+func TestRebalanceWaitsUntilBalanced(t *testing.T) {
+	f := &fakeRebalance{more: 2}
+	code, out, stderr := run(t, "", "--proxy", serveFakeRebalance(t, f), "rebalance")
+	if code != ExitOK {
+		t.Fatalf("rebalance = %d (stderr %q)", code, stderr)
+	}
+	for _, want := range []string{"operation 1 (move-replica shard 100) done", "operation 3 (move-replica shard 102) done"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("rebalance stderr = %q, want it to contain %q", stderr, want)
+		}
+	}
+	if !strings.Contains(out, "balanced") {
+		t.Errorf("rebalance stdout = %q, want it to end saying the cluster is balanced", out)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.plans != 3 {
+		t.Errorf("rebalance submitted %d plans, want 3 (until the planner had nothing left)", f.plans)
 	}
 }
 
