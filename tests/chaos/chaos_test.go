@@ -47,15 +47,28 @@ func TestChaos(t *testing.T) {
 		}
 		seed = v
 	}
-	const brokers, proxies = 3, 2
-	faults := Schedule(seed, duration, brokers, proxies)
+	// Three brokers bootstrap the cluster (the meta voters); two more
+	// join and hold nothing until a rebalance gives them replicas.
+	const initial, joined, proxies, rf = 3, 2, 2, 3
+	faults := Schedule(seed, duration, initial+joined, proxies)
 	t.Logf("chaos seed %d duration %v: %d faults scheduled (%s); rerun with CHAOS_SEED=%d CHAOS_DURATION=%v",
 		seed, duration, len(faults), Count(faults), seed, duration)
 
-	c := framework.NewCluster(t, framework.Config{Brokers: brokers, Proxies: proxies, Shards: 4, LogLevel: "warn"})
-	ctx, cancel := context.WithTimeout(context.Background(), duration+10*time.Minute)
+	cfgPath := filepath.Join(t.TempDir(), "operations.yaml")
+	if err := os.WriteFile(cfgPath, []byte(operationsYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := framework.NewCluster(t, framework.Config{Brokers: initial, Proxies: proxies, Shards: 4, LogLevel: "warn",
+		BrokerArgs: []string{"--config", cfgPath}})
+	for range joined {
+		if _, err := c.Join(2 * time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), duration+15*time.Minute)
 	defer cancel()
-	w, err := workload.New(ctx, workload.Config{Seed: seed, Duration: duration, Ops: int(duration.Seconds()) * 40}, c.ProxyAddrs())
+	// Eight partitions, so a shards add hands some over.
+	w, err := workload.New(ctx, workload.Config{Seed: seed, Duration: duration, Partitions: 8, Ops: int(duration.Seconds()) * 40}, c.ProxyAddrs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,17 +78,31 @@ func TestChaos(t *testing.T) {
 	}
 	w.Start(ctx)
 
+	removed := &removedSet{}
 	applied := make(chan []Fault, 1)
-	go func() { applied <- inject(ctx, t, c, faults) }()
+	go func() { applied <- inject(ctx, t, c, removed, faults) }()
 	w.Run(ctx)
 	done := <-applied
 
-	heal(t, c, brokers, proxies)
+	heal(t, c, removed, proxies)
 	if pending := w.Drain(90 * time.Second); len(pending) > 0 {
 		t.Logf("drain ended with %d deliveries outstanding", len(pending))
 	}
 	ops := w.Recorder().Ops()
 	res := checker.Check(w.CheckerConfig(), ops)
+	// Every cluster operation ended (done, failed or rolled back: none
+	// left half-done), and every shard is back at its replication factor.
+	ends, unfinished, err := quiesce(c, 3*time.Minute)
+	if err != nil {
+		res.Violations = append(res.Violations, checker.Violation{Property: "operations", Detail: fmt.Sprintf("%v: %s", err, describe(unfinished))})
+	}
+	t.Logf("cluster operations: %s", ends)
+	if failed := failedOps(c); failed != "" {
+		t.Logf("operations that failed or rolled back: %s", failed)
+	}
+	if err := proc.Poll(60*time.Second, func() error { return replicationFactor(c, removed, rf) }); err != nil {
+		res.Violations = append(res.Violations, checker.Violation{Property: "replication", Detail: err.Error()})
+	}
 	// G7: once the load stopped, every shard's replicas hash equal.
 	if err := proc.Poll(60*time.Second, c.ReplicasAgree); err != nil {
 		res.Violations = append(res.Violations, checker.Violation{Property: "G7", Detail: err.Error()})
@@ -96,7 +123,7 @@ func TestChaos(t *testing.T) {
 
 // inject applies faults at their offsets until the schedule or ctx ends,
 // and returns the faults applied.
-func inject(ctx context.Context, t *testing.T, c *framework.Cluster, faults []Fault) []Fault {
+func inject(ctx context.Context, t *testing.T, c *framework.Cluster, removed *removedSet, faults []Fault) []Fault {
 	start := time.Now()
 	var done []Fault
 	for _, f := range faults {
@@ -106,7 +133,7 @@ func inject(ctx context.Context, t *testing.T, c *framework.Cluster, faults []Fa
 		case <-time.After(time.Until(start.Add(f.At))):
 		}
 		t.Logf("fault %v", f)
-		if err := apply(ctx, c, f, t.Logf); err != nil {
+		if err := apply(ctx, c, removed, f, t.Logf); err != nil {
 			t.Errorf("fault %v: %v", f, err)
 			return done
 		}
@@ -115,8 +142,9 @@ func inject(ctx context.Context, t *testing.T, c *framework.Cluster, faults []Fa
 	return done
 }
 
-// apply injects f, holds it, and undoes it.
-func apply(ctx context.Context, c *framework.Cluster, f Fault, logf func(string, ...any)) error {
+// apply injects f, holds it, and undoes it (an operation fault is not
+// undone: it runs on under the faults that follow).
+func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fault, logf func(string, ...any)) error {
 	hold := func() {
 		select {
 		case <-ctx.Done():
@@ -152,6 +180,20 @@ func apply(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 		return c.RestartProxy(f.Proxy)
 	case TransferLeader:
 		return churn(ctx, c, f, logf)
+	case Rebalance:
+		if err := rebalance(ctx, c, logf); err != nil {
+			return err
+		}
+		hold()
+		return nil
+	case AddShards:
+		if err := addShards(ctx, c, f, logf); err != nil {
+			return err
+		}
+		hold()
+		return nil
+	case Drain:
+		return drain(ctx, c, removed, f, logf)
 	default:
 		return fmt.Errorf("unknown fault kind %q", f.Kind)
 	}
@@ -208,9 +250,9 @@ func churn(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 	return nil
 }
 
-// heal removes every fault, restarts brokers that are down and waits for
-// the cluster to serve again.
-func heal(t *testing.T, c *framework.Cluster, brokers, proxies int) {
+// heal removes every fault, restarts brokers that are down (but those a
+// drain removed) and waits for the cluster to serve again.
+func heal(t *testing.T, c *framework.Cluster, removed *removedSet, proxies int) {
 	c.Heal()
 	for i := 1; i <= proxies; i++ {
 		if !c.ProxyRunning(i) {
@@ -219,8 +261,8 @@ func heal(t *testing.T, c *framework.Cluster, brokers, proxies int) {
 			}
 		}
 	}
-	for id := 1; id <= brokers; id++ {
-		if !c.Running(id) {
+	for _, b := range c.Brokers {
+		if id := b.ID; !removed.has(id) && !c.Running(id) {
 			if err := c.Restart(id); err != nil {
 				t.Errorf("restart broker-%d: %v", id, err)
 			}
