@@ -1,10 +1,12 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -203,22 +205,42 @@ func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fau
 }
 
 // churn asks for a leadership transfer every f.Every for f.Hold: the i-th
-// request moves the i-th shard (in id order, round the ring) to broker
-// f.Broker+i (round the brokers; the current leader is a no-op). Answers
-// of a busy cluster (no leader yet, a broker catching up) are counted and
-// the churn goes on; a request the API calls malformed or does not know
-// is an error of the harness.
+// request moves the i-th shard (in id order, round the ring) to its
+// (f.Broker+i)-th replica (round the shard's replicas in node id order, as
+// the cluster view showed them when the churn began; the current leader is
+// a no-op). Answers of a busy cluster (no leader yet, a broker catching
+// up, a replica a move took away since) are counted and the churn goes on;
+// a request the API calls malformed or does not know is an error of the
+// harness.
 func churn(ctx context.Context, c *framework.Cluster, f Fault, logf func(string, ...any)) error {
-	var shards []uint64
+	type shard struct {
+		id    uint64
+		nodes []int
+	}
+	var shards []shard
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := proc.WaitFor(wctx, 100*time.Millisecond, func(ctx context.Context) error {
-		var err error
-		shards, err = c.ShardIDs(ctx)
-		if err == nil && len(shards) == 0 {
-			err = fmt.Errorf("no shards in the cluster view")
+		info, err := c.ClusterInfo()
+		if err != nil {
+			return err
 		}
-		return err
+		shards = shards[:0]
+		for _, s := range info.GetShards() {
+			var nodes []int
+			for _, r := range s.GetReplicas() {
+				nodes = append(nodes, int(r.GetNodeId()))
+			}
+			if len(nodes) > 0 {
+				slices.Sort(nodes)
+				shards = append(shards, shard{s.GetShardId(), nodes})
+			}
+		}
+		if len(shards) == 0 {
+			return fmt.Errorf("no shards with replicas in the cluster view")
+		}
+		slices.SortFunc(shards, func(a, b shard) int { return cmp.Compare(a.id, b.id) })
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -226,7 +248,8 @@ func churn(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 	var last error
 	end := time.Now().Add(f.Hold)
 	for i := 0; time.Now().Before(end); i++ {
-		shard, to := shards[i%len(shards)], 1+(f.Broker-1+i)%len(c.Brokers)
+		s := shards[i%len(shards)]
+		shard, to := s.id, s.nodes[(f.Broker+i)%len(s.nodes)]
 		from, target, err := c.TransferLeader(ctx, shard, to)
 		asked++
 		switch code := status.Code(err); {

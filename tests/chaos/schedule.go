@@ -4,10 +4,11 @@
 //
 // The schedule is a pure function of (seed, duration, brokers): the same
 // seed gives the same faults at the same offsets, so a failing run is
-// rerun with CHAOS_SEED. One fault is active at a time, so a quorum of a
-// three-broker cluster always survives; what is tested is that the
-// guarantees hold through leader changes, restarts and partitions, not
-// that the cluster serves without a quorum.
+// rerun with CHAOS_SEED. One process or link fault is active at a time,
+// so every shard (three replicas) and the meta group keep a quorum; what
+// is tested is that the guarantees hold through leader changes, restarts,
+// partitions and cluster operations, not that the cluster serves without
+// a quorum.
 //
 // With two or more proxies, killing one leaves the others serving: the
 // client's retries with the same request id land on another proxy.
