@@ -186,8 +186,22 @@ func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fau
 		if err := rebalance(ctx, c, logf); err != nil {
 			return err
 		}
-		hold()
-		return nil
+		if f.Broker == 0 {
+			hold()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(f.KillAfter):
+		}
+		if err := c.Kill(f.Broker); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(f.Hold - f.KillAfter):
+		}
+		return c.Restart(f.Broker)
 	case AddShards:
 		if err := addShards(ctx, c, f, logf); err != nil {
 			return err

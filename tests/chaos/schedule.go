@@ -56,7 +56,9 @@ const (
 	// (from Broker on, in turn).
 	TransferLeader Kind = "transfer-leader"
 	// Rebalance submits a rebalance and holds for Hold while its moves run;
-	// they go on under the next faults.
+	// they go on under the next faults. With Broker set (half of them), it
+	// SIGKILLs that broker KillAfter into the hold and restarts it at the
+	// end: a kill while the moves run.
 	Rebalance Kind = "rebalance"
 	// Drain drains Broker (DrainNode until it holds nothing), removes it
 	// (RemoveNode), stops it for good and joins a new broker, node id
@@ -89,6 +91,9 @@ type Fault struct {
 	Latency time.Duration // Slow only
 	Every   time.Duration // TransferLeader only: time between two transfers
 	Count   int           // AddShards only: shards added
+	// KillAfter is when a Rebalance with Broker set kills it, from the
+	// submit.
+	KillAfter time.Duration
 }
 
 func (f Fault) String() string {
@@ -98,6 +103,9 @@ func (f Fault) String() string {
 		s = fmt.Sprintf("+%v %s proxy-%d", f.At.Round(time.Millisecond), f.Kind, f.Proxy)
 	case Rebalance:
 		s = fmt.Sprintf("+%v %s", f.At.Round(time.Millisecond), f.Kind)
+		if f.Broker != 0 {
+			s += fmt.Sprintf(", kill broker-%d after %v", f.Broker, f.KillAfter.Round(time.Millisecond))
+		}
 	case AddShards:
 		s = fmt.Sprintf("+%v %s %d", f.At.Round(time.Millisecond), f.Kind, f.Count)
 	case Drain:
@@ -148,7 +156,7 @@ func Schedule(seed uint64, duration time.Duration, brokers, proxies int) []Fault
 		case TransferLeader:
 			f.Every = time.Duration(200+rng.IntN(800)) * time.Millisecond
 		case Rebalance:
-			f.Broker = 0
+			killDuringMoves(rng, &f, live)
 		case AddShards:
 			f.Broker, f.Count = 0, 1+rng.IntN(4)
 		case Drain:
@@ -168,12 +176,23 @@ func Schedule(seed uint64, duration time.Duration, brokers, proxies int) []Fault
 			next++
 			// The replacement gets replicas at once: a rebalance after the join.
 			r := Fault{At: at, Kind: Rebalance, Hold: time.Second + time.Duration(rng.IntN(7000))*time.Millisecond}
+			killDuringMoves(rng, &r, live)
 			if r.At+r.Hold > duration {
 				return out
 			}
 			out = append(out, r)
 			at = r.At + r.Hold + time.Second + time.Duration(rng.IntN(3000))*time.Millisecond
 		}
+	}
+}
+
+// killDuringMoves makes half the rebalances kill a live broker 0.2-1 s
+// after the submit (within the hold), the others kill nothing.
+func killDuringMoves(rng *rand.Rand, f *Fault, live []int) {
+	f.Broker = 0
+	if rng.IntN(2) == 0 {
+		f.Broker = live[rng.IntN(len(live))]
+		f.KillAfter = min(f.Hold/2, time.Duration(200+rng.IntN(800))*time.Millisecond)
 	}
 }
 

@@ -40,7 +40,12 @@ func TestScheduleHasOneFaultAtATimeWithinTheRun(t *testing.T) {
 				}
 				continue
 			case Rebalance:
-				continue
+				if f.Broker == 0 {
+					continue
+				}
+				if f.KillAfter <= 0 || f.KillAfter >= f.Hold {
+					t.Fatalf("seed %d: %v kills outside its hold", seed, f)
+				}
 			case AddShards:
 				if f.Count < 1 || f.Count > 4 {
 					t.Fatalf("seed %d: %v adds %d shards, want 1-4", seed, f, f.Count)
@@ -85,10 +90,16 @@ func TestScheduleMixesEveryKind(t *testing.T) {
 	for seed := range uint64(20) {
 		for _, f := range Schedule(seed, 5*time.Minute, 5, 2) {
 			seen[f.Kind]++
+			if f.Kind == Rebalance && f.Broker != 0 {
+				seen["rebalance-kill"]++
+			}
 			if f.Kind == TransferLeader && (f.Every < 200*time.Millisecond || f.Every >= time.Second) {
 				t.Fatalf("seed %d: %v churns every %v, want 200ms-1s", seed, f, f.Every)
 			}
 		}
+	}
+	if seen["rebalance-kill"] == 0 {
+		t.Errorf("no rebalance with a kill during its moves in 20 seeds of 5 minutes")
 	}
 	for _, k := range kinds {
 		if seen[k] == 0 {
