@@ -126,8 +126,9 @@ func (f Fault) String() string {
 // Schedule is the faults of a run of duration on brokers 1..brokers and
 // proxies 1..proxies, from seed: one at a time, held 1-8 s, 1-4 s apart;
 // a leader-transfer churn moves a leader every 0.2-1 s while it holds.
-// At most maxDrains drains and maxAddShards shards adds happen (a pick
-// past the bound is a rebalance); a drain is followed by a rebalance, and
+// The first fault is a rebalance (the joined brokers get replicas). At
+// most maxDrains drains and maxAddShards shards adds happen (a pick past
+// the bound is a rebalance); a drain is followed by a rebalance, and
 // later faults name the broker that joined in place of the drained one.
 func Schedule(seed uint64, duration time.Duration, brokers, proxies int) []Fault {
 	rng := rand.New(rand.NewPCG(seed, 0x5ced))
@@ -139,6 +140,16 @@ func Schedule(seed uint64, duration time.Duration, brokers, proxies int) []Fault
 	var out []Fault
 	var drains, adds int
 	at := 2*time.Second + time.Duration(rng.IntN(2000))*time.Millisecond
+	// The joined brokers hold nothing until a rebalance: the first fault
+	// is one, so drains and kills later in the run hit brokers with
+	// replicas whichever the seed.
+	first := Fault{At: at, Kind: Rebalance, Hold: time.Second + time.Duration(rng.IntN(7000))*time.Millisecond}
+	killDuringMoves(rng, &first, live)
+	if first.At+first.Hold > duration {
+		return nil
+	}
+	out = append(out, first)
+	at = first.At + first.Hold + time.Second + time.Duration(rng.IntN(3000))*time.Millisecond
 	for {
 		f := Fault{At: at, Kind: kinds[rng.IntN(len(kinds))], Broker: live[rng.IntN(len(live))],
 			Hold: time.Second + time.Duration(rng.IntN(7000))*time.Millisecond}

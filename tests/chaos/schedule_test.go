@@ -72,6 +72,9 @@ func TestScheduleHasOneFaultAtATimeWithinTheRun(t *testing.T) {
 func TestScheduleBoundsOperations(t *testing.T) {
 	for seed := range uint64(50) {
 		faults := Schedule(seed, 10*time.Minute, 5, 2)
+		if faults[0].Kind != Rebalance {
+			t.Fatalf("seed %d: the first fault is %v, want a rebalance (the joined brokers hold nothing before one)", seed, faults[0])
+		}
 		n := map[Kind]int{}
 		for i, f := range faults {
 			n[f.Kind]++
