@@ -235,7 +235,7 @@ func churn(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := proc.WaitFor(wctx, 100*time.Millisecond, func(ctx context.Context) error {
-		info, err := c.ClusterInfo()
+		info, err := c.ClusterInfoContext(ctx)
 		if err != nil {
 			return err
 		}

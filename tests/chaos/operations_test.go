@@ -162,7 +162,7 @@ func drain(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fau
 	if err := c.Kill(f.Broker); err != nil {
 		return err
 	}
-	id, err := c.Join(2 * time.Minute)
+	id, err := c.Join(2 * time.Minute) //nolint:contextcheck // Join bounds itself by its timeout; the run's ctx outlives it
 	if err != nil {
 		return fmt.Errorf("join after removing broker-%d: %w", f.Broker, err)
 	}

@@ -31,3 +31,8 @@ func (c *Cluster) OnCluster(ctx context.Context, fn func(ctx context.Context, cl
 	defer conn.Close()
 	return fn(ctx, sundialv1.NewClusterClient(conn))
 }
+
+// ClusterInfoContext is ClusterInfo bounded by ctx too.
+func (c *Cluster) ClusterInfoContext(ctx context.Context) (*sundialv1.ClusterInfo, error) {
+	return c.clusterInfo(ctx)
+}
