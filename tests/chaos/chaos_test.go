@@ -155,6 +155,9 @@ func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fau
 	}
 	switch f.Kind {
 	case Kill:
+		if !killsOverlapMoves() {
+			movesEnded(ctx, c, logf)
+		}
 		if err := c.Kill(f.Broker); err != nil {
 			return err
 		}
@@ -186,7 +189,7 @@ func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fau
 		if err := rebalance(ctx, c, logf); err != nil {
 			return err
 		}
-		if f.Broker == 0 {
+		if f.Broker == 0 || !killsOverlapMoves() {
 			hold()
 			return nil
 		}
