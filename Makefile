@@ -228,7 +228,8 @@ restart-proxy: ## Start the proxy of the running `make run` again after it died
 
 # `make chaos` runs tests/chaos's TestChaos: the recorded workload under a seeded
 # fault schedule, then heal, drain and check. The seed is printed first; the
-# history of a failing run is written to data/chaos/history-<seed>.jsonl.
+# history of a failing run is written to data/chaos/history-<seed>.jsonl, its
+# process logs to data/chaos/logs-<seed>/.
 CHAOS_DURATION ?= 10m
 CHAOS_SEED     ?=
 
@@ -236,7 +237,7 @@ chaos: build ## Run the workload under seeded faults and check the history (CHAO
 	@seed="$(CHAOS_SEED)"; [ -n "$$seed" ] || seed=$$(date +%s%N); \
 	echo "chaos: seed $$seed duration $(CHAOS_DURATION)"; \
 	cd tests && SUNDIAL_BIN_DIR=$(BIN) CHAOS_SEED=$$seed CHAOS_DURATION=$(CHAOS_DURATION) \
-	  CHAOS_HISTORY=$(CURDIR)/data/chaos/history-$$seed.jsonl \
+	  CHAOS_HISTORY=$(CURDIR)/data/chaos/history-$$seed.jsonl SUNDIAL_KEEP_LOGS=$(CURDIR)/data/chaos/logs-$$seed \
 	  $(GO) test -count=1 -v -timeout 3h -run '^TestChaos$$' ./chaos/
 
 bench: ## Run Go benchmarks in every module (BENCH=regexp, BENCHTIME=1s)

@@ -1,10 +1,12 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -47,15 +49,28 @@ func TestChaos(t *testing.T) {
 		}
 		seed = v
 	}
-	const brokers, proxies = 3, 2
-	faults := Schedule(seed, duration, brokers, proxies)
+	// Three brokers bootstrap the cluster (the meta voters); two more
+	// join and hold nothing until a rebalance gives them replicas.
+	const initial, joined, proxies, rf = 3, 2, 2, 3
+	faults := Schedule(seed, duration, initial+joined, proxies)
 	t.Logf("chaos seed %d duration %v: %d faults scheduled (%s); rerun with CHAOS_SEED=%d CHAOS_DURATION=%v",
 		seed, duration, len(faults), Count(faults), seed, duration)
 
-	c := framework.NewCluster(t, framework.Config{Brokers: brokers, Proxies: proxies, Shards: 4, LogLevel: "warn"})
-	ctx, cancel := context.WithTimeout(context.Background(), duration+10*time.Minute)
+	cfgPath := filepath.Join(t.TempDir(), "operations.yaml")
+	if err := os.WriteFile(cfgPath, []byte(operationsYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := framework.NewCluster(t, framework.Config{Brokers: initial, Proxies: proxies, Shards: 4, LogLevel: "warn",
+		BrokerArgs: []string{"--config", cfgPath}})
+	for range joined {
+		if _, err := c.Join(2 * time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), duration+15*time.Minute)
 	defer cancel()
-	w, err := workload.New(ctx, workload.Config{Seed: seed, Duration: duration, Ops: int(duration.Seconds()) * 40}, c.ProxyAddrs())
+	// Eight partitions, so a shards add hands some over.
+	w, err := workload.New(ctx, workload.Config{Seed: seed, Duration: duration, Partitions: 8, Ops: int(duration.Seconds()) * 40}, c.ProxyAddrs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,17 +80,31 @@ func TestChaos(t *testing.T) {
 	}
 	w.Start(ctx)
 
+	removed := &removedSet{}
 	applied := make(chan []Fault, 1)
-	go func() { applied <- inject(ctx, t, c, faults) }()
+	go func() { applied <- inject(ctx, t, c, removed, faults) }()
 	w.Run(ctx)
 	done := <-applied
 
-	heal(t, c, brokers, proxies)
+	heal(t, c, removed, proxies)
 	if pending := w.Drain(90 * time.Second); len(pending) > 0 {
 		t.Logf("drain ended with %d deliveries outstanding", len(pending))
 	}
 	ops := w.Recorder().Ops()
 	res := checker.Check(w.CheckerConfig(), ops)
+	// Every cluster operation ended (done, failed or rolled back: none
+	// left half-done), and every shard is back at its replication factor.
+	ends, unfinished, err := quiesce(c, 3*time.Minute)
+	if err != nil {
+		res.Violations = append(res.Violations, checker.Violation{Property: "operations", Detail: fmt.Sprintf("%v: %s", err, describe(unfinished))})
+	}
+	t.Logf("cluster operations: %s", ends)
+	if failed := failedOps(c); failed != "" {
+		t.Logf("operations that failed or rolled back: %s", failed)
+	}
+	if err := proc.Poll(60*time.Second, func() error { return replicationFactor(c, removed, rf) }); err != nil {
+		res.Violations = append(res.Violations, checker.Violation{Property: "replication", Detail: err.Error()})
+	}
 	// G7: once the load stopped, every shard's replicas hash equal.
 	if err := proc.Poll(60*time.Second, c.ReplicasAgree); err != nil {
 		res.Violations = append(res.Violations, checker.Violation{Property: "G7", Detail: err.Error()})
@@ -96,7 +125,7 @@ func TestChaos(t *testing.T) {
 
 // inject applies faults at their offsets until the schedule or ctx ends,
 // and returns the faults applied.
-func inject(ctx context.Context, t *testing.T, c *framework.Cluster, faults []Fault) []Fault {
+func inject(ctx context.Context, t *testing.T, c *framework.Cluster, removed *removedSet, faults []Fault) []Fault {
 	start := time.Now()
 	var done []Fault
 	for _, f := range faults {
@@ -106,7 +135,7 @@ func inject(ctx context.Context, t *testing.T, c *framework.Cluster, faults []Fa
 		case <-time.After(time.Until(start.Add(f.At))):
 		}
 		t.Logf("fault %v", f)
-		if err := apply(ctx, c, f, t.Logf); err != nil {
+		if err := apply(ctx, c, removed, f, t.Logf); err != nil {
 			t.Errorf("fault %v: %v", f, err)
 			return done
 		}
@@ -115,8 +144,9 @@ func inject(ctx context.Context, t *testing.T, c *framework.Cluster, faults []Fa
 	return done
 }
 
-// apply injects f, holds it, and undoes it.
-func apply(ctx context.Context, c *framework.Cluster, f Fault, logf func(string, ...any)) error {
+// apply injects f, holds it, and undoes it (an operation fault is not
+// undone: it runs on under the faults that follow).
+func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fault, logf func(string, ...any)) error {
 	hold := func() {
 		select {
 		case <-ctx.Done():
@@ -125,6 +155,9 @@ func apply(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 	}
 	switch f.Kind {
 	case Kill:
+		if !killsOverlapMoves() {
+			movesEnded(ctx, c, logf)
+		}
 		if err := c.Kill(f.Broker); err != nil {
 			return err
 		}
@@ -152,6 +185,37 @@ func apply(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 		return c.RestartProxy(f.Proxy)
 	case TransferLeader:
 		return churn(ctx, c, f, logf)
+	case Rebalance:
+		if err := rebalance(ctx, c, logf); err != nil {
+			return err
+		}
+		if f.Broker == 0 || !killsOverlapMoves() {
+			if f.Broker != 0 {
+				logf("rebalance: broker-%d not killed (CHAOS_KILL_DURING_MOVES is not 1)", f.Broker)
+			}
+			hold()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(f.KillAfter):
+		}
+		if err := c.Kill(f.Broker); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(f.Hold - f.KillAfter):
+		}
+		return c.Restart(f.Broker)
+	case AddShards:
+		if err := addShards(ctx, c, f, logf); err != nil {
+			return err
+		}
+		hold()
+		return nil
+	case Drain:
+		return drain(ctx, c, removed, f, logf)
 	default:
 		return fmt.Errorf("unknown fault kind %q", f.Kind)
 	}
@@ -161,22 +225,42 @@ func apply(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 }
 
 // churn asks for a leadership transfer every f.Every for f.Hold: the i-th
-// request moves the i-th shard (in id order, round the ring) to broker
-// f.Broker+i (round the brokers; the current leader is a no-op). Answers
-// of a busy cluster (no leader yet, a broker catching up) are counted and
-// the churn goes on; a request the API calls malformed or does not know
-// is an error of the harness.
+// request moves the i-th shard (in id order, round the ring) to its
+// (f.Broker+i)-th replica (round the shard's replicas in node id order, as
+// the cluster view showed them when the churn began; the current leader is
+// a no-op). Answers of a busy cluster (no leader yet, a broker catching
+// up, a replica a move took away since) are counted and the churn goes on;
+// a request the API calls malformed or does not know is an error of the
+// harness.
 func churn(ctx context.Context, c *framework.Cluster, f Fault, logf func(string, ...any)) error {
-	var shards []uint64
+	type shard struct {
+		id    uint64
+		nodes []int
+	}
+	var shards []shard
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := proc.WaitFor(wctx, 100*time.Millisecond, func(ctx context.Context) error {
-		var err error
-		shards, err = c.ShardIDs(ctx)
-		if err == nil && len(shards) == 0 {
-			err = fmt.Errorf("no shards in the cluster view")
+		info, err := c.ClusterInfoContext(ctx)
+		if err != nil {
+			return err
 		}
-		return err
+		shards = shards[:0]
+		for _, s := range info.GetShards() {
+			var nodes []int
+			for _, r := range s.GetReplicas() {
+				nodes = append(nodes, int(r.GetNodeId()))
+			}
+			if len(nodes) > 0 {
+				slices.Sort(nodes)
+				shards = append(shards, shard{s.GetShardId(), nodes})
+			}
+		}
+		if len(shards) == 0 {
+			return fmt.Errorf("no shards with replicas in the cluster view")
+		}
+		slices.SortFunc(shards, func(a, b shard) int { return cmp.Compare(a.id, b.id) })
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -184,7 +268,8 @@ func churn(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 	var last error
 	end := time.Now().Add(f.Hold)
 	for i := 0; time.Now().Before(end); i++ {
-		shard, to := shards[i%len(shards)], 1+(f.Broker-1+i)%len(c.Brokers)
+		s := shards[i%len(shards)]
+		shard, to := s.id, s.nodes[(f.Broker+i)%len(s.nodes)]
 		from, target, err := c.TransferLeader(ctx, shard, to)
 		asked++
 		switch code := status.Code(err); {
@@ -208,9 +293,9 @@ func churn(ctx context.Context, c *framework.Cluster, f Fault, logf func(string,
 	return nil
 }
 
-// heal removes every fault, restarts brokers that are down and waits for
-// the cluster to serve again.
-func heal(t *testing.T, c *framework.Cluster, brokers, proxies int) {
+// heal removes every fault, restarts brokers that are down (but those a
+// drain removed) and waits for the cluster to serve again.
+func heal(t *testing.T, c *framework.Cluster, removed *removedSet, proxies int) {
 	c.Heal()
 	for i := 1; i <= proxies; i++ {
 		if !c.ProxyRunning(i) {
@@ -219,8 +304,8 @@ func heal(t *testing.T, c *framework.Cluster, brokers, proxies int) {
 			}
 		}
 	}
-	for id := 1; id <= brokers; id++ {
-		if !c.Running(id) {
+	for _, b := range c.Brokers {
+		if id := b.ID; !removed.has(id) && !c.Running(id) {
 			if err := c.Restart(id); err != nil {
 				t.Errorf("restart broker-%d: %v", id, err)
 			}

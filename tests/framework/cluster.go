@@ -114,6 +114,11 @@ func NewCluster(t testing.TB, cfg Config) *Cluster {
 			t.Log(c.LogTails(6000))
 		}
 		c.Stop()
+		if dir := os.Getenv("SUNDIAL_KEEP_LOGS"); dir != "" && t.Failed() {
+			if err := c.keepLogs(dir); err != nil {
+				t.Logf("keep logs: %v", err)
+			}
+		}
 	})
 	var members, seeds []string
 	for i := 1; i <= cfg.Brokers; i++ {
@@ -489,6 +494,30 @@ func (c *Cluster) Stop() {
 	})
 }
 
+// keepLogs copies every process log of a failed test into dir (made if
+// missing), for a run whose temporary dir is removed at its end:
+// SUNDIAL_KEEP_LOGS names it (make chaos sets data/chaos/logs-<seed>).
+func (c *Cluster) keepLogs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(filepath.Join(c.dir, "logs"))
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(c.dir, "logs", e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	c.t.Logf("process logs kept in %s", dir)
+	return nil
+}
+
 // LogTails returns the last n bytes of every process log.
 func (c *Cluster) LogTails(n int) string {
 	var sb strings.Builder
@@ -571,9 +600,9 @@ func (c *Cluster) ReplicasAgree() error {
 	sort.Strings(shards)
 	for _, s := range shards {
 		var first string
-		for _, h := range hashes[s] {
+		for id, h := range hashes[s] {
 			if strings.HasPrefix(h, "error") {
-				return fmt.Errorf("shard %s: %s", s, h)
+				return fmt.Errorf("shard %s on broker-%d: %s", s, id, h)
 			}
 			if first == "" {
 				first = h
