@@ -141,7 +141,7 @@ func (rep Report) Markdown(w io.Writer, svgName string) {
 	fmt.Fprintf(w, "- **Date:** %s; the whole run took %v\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Elapsed.Round(time.Second))
 	l := rep.Config.Throughput.Load
 	fmt.Fprintf(w, "- **Client shape, the same for every system:** %d producers with one batch of %d messages in flight each; %d consumer workers with a prefetch of %d; %d-byte payloads. Every server runs on this machine, on 127.0.0.1, started fresh for each scenario.\n\n", l.Concurrency, l.Batch, l.Concurrency, l.Batch, l.SizeBytes)
-	fmt.Fprintf(w, "The **Sundial ×** column is how many times better Sundial's figure is than the row's (higher-is-better figures: Sundial ÷ row; lower-is-better: row ÷ Sundial), so above 1 means Sundial wins. *Durable* means a publish is acknowledged only after an fsync (Sundial: on a quorum of 3 replicas; the peers keep a single copy).\n\n")
+	fmt.Fprintf(w, "The **Sundial ×** column is how many times better Sundial's figure is than the row's (higher-is-better figures: Sundial ÷ row; lower-is-better: row ÷ Sundial), so above 1 means Sundial wins. *Durable* means a publish is acknowledged only after an fsync (Sundial RF 3: on a quorum of 3 replicas; Sundial RF 1 and the peers keep a single copy). *CPU / 1M msgs* is the processor time (utime + stime from /proc/<pid>/stat, after minus before the scenario) of every server process — Sundial's brokers and proxy, each peer's server — per million messages the scenario published (burst and precision also deliver and ack each of them); the load generator runs on the same cores and is not counted.\n\n")
 	fmt.Fprintf(w, "How each system is driven: see [How the peers are driven](#how-the-peers-are-driven) at the end.\n\n")
 
 	rep.throughputTable(w)
@@ -156,10 +156,10 @@ func (rep Report) Markdown(w io.Writer, svgName string) {
 func (rep Report) throughputTable(w io.Writer) {
 	c := rep.Config.Throughput
 	fmt.Fprintf(w, "## Throughput\n\nPublish for %v at full speed, delays uniform in [%v, %v]. Latency is per publish call (one batch).\n\n", c.Duration, c.DelayMin, c.DelayMax)
-	header(w, "System", "Configuration", "Durable", "Published", "msgs/s", "Publish p50", "Publish p99", "Sundial ×")
+	header(w, "System", "Configuration", "Durable", "Published", "msgs/s", "Publish p50", "Publish p99", "CPU / 1M msgs", "Sundial ×")
 	base := rep.sundial(Throughput)
 	for _, r := range rep.runs(Throughput) {
-		if notRun(w, r, 8) || r.Throughput == nil {
+		if notRun(w, r, 9) || r.Throughput == nil {
 			continue
 		}
 		t := r.Throughput
@@ -167,7 +167,7 @@ func (rep Report) throughputTable(w io.Writer) {
 		if base != nil && base.Throughput != nil {
 			bv = base.Throughput.MsgsPerS
 		}
-		row(w, r.System, r.Config, durable(r), count(t.Published), fmt.Sprintf("%.0f", t.MsgsPerS), ms(t.BatchLatency.P50), ms(t.BatchLatency.P99),
+		row(w, r.System, r.Config, durable(r), count(t.Published), fmt.Sprintf("%.0f", t.MsgsPerS), ms(t.BatchLatency.P50), ms(t.BatchLatency.P99), cpuCell(r.CPU),
 			advantage(bv, t.MsgsPerS, true, r.Name == "sundial"))
 	}
 	fmt.Fprintln(w)
@@ -176,10 +176,10 @@ func (rep Report) throughputTable(w io.Writer) {
 func (rep Report) burstTable(w io.Writer) {
 	c := rep.Config.Burst
 	fmt.Fprintf(w, "## Burst\n\nUp to %s messages all due at one instant (the fill stops after %v for slow systems: see *Published*), consumers already waiting. Drain rate = delivered and acked messages ÷ time from the due instant to the last delivery.\n\n", count(c.Messages), c.MaxFill)
-	header(w, "System", "Configuration", "Published", "Delivered", "Drain msgs/s", "Lateness p50", "p99", "max", "Early", "Sundial × (drain)")
+	header(w, "System", "Configuration", "Published", "Delivered", "Drain msgs/s", "Lateness p50", "p99", "max", "Early", "CPU / 1M msgs", "Sundial × (drain)")
 	base := rep.sundial(Burst)
 	for _, r := range rep.runs(Burst) {
-		if notRun(w, r, 10) || r.Burst == nil {
+		if notRun(w, r, 11) || r.Burst == nil {
 			continue
 		}
 		b := r.Burst
@@ -188,7 +188,7 @@ func (rep Report) burstTable(w io.Writer) {
 			bv = base.Burst.DrainRate
 		}
 		row(w, r.System, r.Config, count(b.Published), count(b.Delivered), fmt.Sprintf("%.0f", b.DrainRate), ms(b.Lateness.P50), ms(b.Lateness.P99), ms(b.Lateness.Max),
-			fmt.Sprint(b.Early), advantage(bv, b.DrainRate, true, r.Name == "sundial"))
+			fmt.Sprint(b.Early), cpuCell(r.CPU), advantage(bv, b.DrainRate, true, r.Name == "sundial"))
 	}
 	fmt.Fprintln(w)
 }
@@ -196,10 +196,10 @@ func (rep Report) burstTable(w io.Writer) {
 func (rep Report) precisionTable(w io.Writer, svgName string) {
 	c := rep.Config.Precision
 	fmt.Fprintf(w, "## Precision\n\nA steady %d msgs/s for %v, each due %v after its scheduled send time; lateness = consumer receive time − due time.\n\n", c.Rate, c.Duration, c.Delay)
-	header(w, "System", "Configuration", "Published", "Received", "Lateness p50", "p99", "max", "Early", "Sundial × (p99)")
+	header(w, "System", "Configuration", "Published", "Received", "Lateness p50", "p99", "max", "Early", "CPU / 1M msgs", "Sundial × (p99)")
 	base := rep.sundial(Precision)
 	for _, r := range rep.runs(Precision) {
-		if notRun(w, r, 9) || r.Precision == nil {
+		if notRun(w, r, 10) || r.Precision == nil {
 			continue
 		}
 		p := r.Precision
@@ -208,7 +208,7 @@ func (rep Report) precisionTable(w io.Writer, svgName string) {
 			bv = float64(base.Precision.Lateness.P99)
 		}
 		row(w, r.System, r.Config, count(p.Published), count(p.Received), ms(p.Lateness.P50), ms(p.Lateness.P99), ms(p.Lateness.Max),
-			fmt.Sprint(p.Early), advantage(bv, float64(p.Lateness.P99), false, r.Name == "sundial"))
+			fmt.Sprint(p.Early), cpuCell(r.CPU), advantage(bv, float64(p.Lateness.P99), false, r.Name == "sundial"))
 	}
 	fmt.Fprintln(w)
 	if svgName != "" {

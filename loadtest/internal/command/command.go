@@ -73,6 +73,7 @@ func loadFlags() []cli.Flag {
 		&cli.StringFlag{Name: "dir", Usage: "work directory for server data (default: a temp dir, removed afterwards)"},
 		&cli.StringFlag{Name: "bin-dir", Usage: "directory with sundial-broker and sundial-proxy (default: <repo>/bin; built when missing)"},
 		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "bound on one scenario on one system"},
+		&cli.BoolFlag{Name: "sundial-request-ids", Value: true, Usage: "Sundial: send a request id with every publish (the SDK's Publish does; each shard then keeps a dedup record per batch part); false sends none, the shape ghz measured"},
 	}
 }
 
@@ -112,7 +113,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		cfg := bench.Config{Systems: specs, Scenarios: []string{name}, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"),
-			ScenarioTimeout: c.Duration("timeout"), Progress: stderr}
+			ScenarioTimeout: c.Duration("timeout"), Progress: stderr, NoRequestIDs: !c.Bool("sundial-request-ids")}
 		cfg.Throughput.Load, cfg.Burst.Load, cfg.Precision.Load, cfg.Backlog.Load, cfg.Failover.Load = l, l, l, l, l
 		if err := set(&cfg); err != nil {
 			return err
