@@ -50,6 +50,9 @@ type Config struct {
 	// NoRequestIDs makes Sundial publishes carry no request id (no dedup
 	// record, no retry safety): the request shape ghz measured.
 	NoRequestIDs bool
+	// SundialPartitions is the Sundial topic's partition count; 0: one per
+	// shard.
+	SundialPartitions int
 	// ScenarioTimeout bounds one scenario on one system; default 10m.
 	ScenarioTimeout time.Duration
 	// Progress receives one line per step; nil discards.
@@ -78,6 +81,9 @@ type Run struct {
 	// when it could not be measured (CPUError says why).
 	CPU      *CPU   `json:"cpu,omitempty"`
 	CPUError string `json:"cpu_error,omitempty"`
+	// ClientCPU is what this loadtest process (the load generator and
+	// every client library) spent during the scenario, on the same cores.
+	ClientCPU *CPU `json:"client_cpu,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -169,13 +175,22 @@ func runOne(ctx context.Context, cfg Config, sc string, spec target.Spec, dir st
 		return err
 	}
 	defer os.RemoveAll(dir)
-	inst, err := spec.Start(ctx, target.Options{Dir: dir, SundialBinDir: cfg.SundialBinDir, NoRequestIDs: cfg.NoRequestIDs})
+	inst, err := spec.Start(ctx, target.Options{Dir: dir, SundialBinDir: cfg.SundialBinDir, NoRequestIDs: cfg.NoRequestIDs, Partitions: cfg.SundialPartitions})
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	defer func() { err = errors.Join(err, inst.Close()) }()
 	before, cpuErr := sampleCPU(cpuPids(inst))
+	self := []int{os.Getpid()}
+	selfBefore, selfErr := sampleCPU(self)
 	defer func() {
+		if selfErr == nil {
+			if selfAfter, err := sampleCPU(self); err == nil {
+				if c, err := cpuBetween(selfBefore, selfAfter, run.messages()); err == nil {
+					run.ClientCPU = &c
+				}
+			}
+		}
 		if cpuErr == nil {
 			var after cpuSample
 			after, cpuErr = sampleCPU(cpuPids(inst))
@@ -238,7 +253,7 @@ func Summary(r Run) string {
 	case r.Skipped != "":
 		return "skipped: " + r.Skipped
 	case r.Throughput != nil:
-		return fmt.Sprintf("%.0f msgs/s, batch p99 %v, CPU %s/1M msgs %s", r.Throughput.MsgsPerS, ms(r.Throughput.BatchLatency.P99), cpuCell(r.CPU), errSuffix(r.Error))
+		return fmt.Sprintf("%.0f msgs/s, batch p99 %v, CPU %s/1M msgs (client %s) %s", r.Throughput.MsgsPerS, ms(r.Throughput.BatchLatency.P99), cpuCell(r.CPU), cpuCell(r.ClientCPU), errSuffix(r.Error))
 	case r.Burst != nil:
 		b := r.Burst
 		return fmt.Sprintf("%d/%d delivered, drain %.0f msgs/s, lateness p50 %v p99 %v, CPU %s/1M msgs %s", b.Delivered, b.Published, b.DrainRate, ms(b.Lateness.P50), ms(b.Lateness.P99), cpuCell(r.CPU), errSuffix(r.Error))

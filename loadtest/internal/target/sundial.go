@@ -39,7 +39,11 @@ func startSundial(ctx context.Context, spec Spec, opts Options) (Instance, error
 	if err != nil {
 		return nil, err
 	}
-	s, err := dialSundial(ctx, cl, cl.ProxyAddr(), opts.queue(), cl.Shards())
+	partitions := opts.Partitions
+	if partitions <= 0 {
+		partitions = cl.Shards()
+	}
+	s, err := dialSundial(ctx, cl, cl.ProxyAddr(), opts.queue(), partitions)
 	if err != nil {
 		return nil, errors.Join(err, cl.Stop())
 	}

@@ -55,6 +55,8 @@ type Options struct {
 	// NoRequestIDs makes Sundial publishes carry no request id: the broker
 	// keeps no dedup record, and a retried batch could be stored twice.
 	NoRequestIDs bool
+	// Partitions of the Sundial topic; 0: one per shard.
+	Partitions int
 	// Topic (Sundial), key prefix (Redis), tube (beanstalkd) or stream
 	// (NATS) used; default "loadtest".
 	Queue string
