@@ -78,7 +78,8 @@ func TestReportRendersCPUAndSingleCopyRow(t *testing.T) {
 	}}
 	var md strings.Builder
 	rep.Markdown(&md, "")
-	for _, want := range []string{"CPU / 1M msgs", "| 42.5 s |", "| 1 broker, RF 1 |", "| 12.0 s |", "| – |"} {
+	for _, want := range []string{"CPU / 1M msgs", "| 42.5 s |", "| 1 broker, RF 1 |", "| 12.0 s |", "| – |",
+		"| Durable publish, RF 1 ≥ 1.0× Redis always | 4.00× (400 vs 100 msgs/s) | yes |", "| Durable publish, RF 3 ≥ 0.5× Redis always | 2.00× (200 vs 100 msgs/s) | yes |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("Markdown() lacks %q:\n%s", want, md.String())
 		}
