@@ -49,9 +49,14 @@ func Advantage(sundial, peer float64, higherBetter bool) (float64, bool) {
 	return peer / sundial, true
 }
 
-func advantage(sundial, peer float64, higherBetter bool, self bool) string {
-	if self {
+// advantage renders the Sundial × cell of the row of system name: the
+// baseline (Sundial RF 3) and Sundial's other rows compare with no peer.
+func advantage(sundial, peer float64, higherBetter bool, name string) string {
+	if name == "sundial" {
 		return "1.00× (baseline)"
+	}
+	if strings.HasPrefix(name, "sundial") {
+		return "– (Sundial)"
 	}
 	v, ok := Advantage(sundial, peer, higherBetter)
 	if !ok {
@@ -230,7 +235,7 @@ func (rep Report) throughputTable(w io.Writer) {
 			bv = base.Throughput.MsgsPerS
 		}
 		row(w, r.System, r.Config, durable(r), count(t.Published), fmt.Sprintf("%.0f", t.MsgsPerS), ms(t.BatchLatency.P50), ms(t.BatchLatency.P99), cpuCell(r.CPU),
-			advantage(bv, t.MsgsPerS, true, r.Name == "sundial"))
+			advantage(bv, t.MsgsPerS, true, r.Name))
 	}
 	fmt.Fprintln(w)
 }
@@ -250,7 +255,7 @@ func (rep Report) burstTable(w io.Writer) {
 			bv = base.Burst.DrainRate
 		}
 		row(w, r.System, r.Config, count(b.Published), count(b.Delivered), fmt.Sprintf("%.0f", b.DrainRate), ms(b.Lateness.P50), ms(b.Lateness.P99), ms(b.Lateness.Max),
-			fmt.Sprint(b.Early), cpuCell(r.CPU), advantage(bv, b.DrainRate, true, r.Name == "sundial"))
+			fmt.Sprint(b.Early), cpuCell(r.CPU), advantage(bv, b.DrainRate, true, r.Name))
 	}
 	fmt.Fprintln(w)
 }
@@ -270,7 +275,7 @@ func (rep Report) precisionTable(w io.Writer, svgName string) {
 			bv = float64(base.Precision.Lateness.P99)
 		}
 		row(w, r.System, r.Config, count(p.Published), count(p.Received), ms(p.Lateness.P50), ms(p.Lateness.P99), ms(p.Lateness.Max),
-			fmt.Sprint(p.Early), cpuCell(r.CPU), advantage(bv, float64(p.Lateness.P99), false, r.Name == "sundial"))
+			fmt.Sprint(p.Early), cpuCell(r.CPU), advantage(bv, float64(p.Lateness.P99), false, r.Name))
 	}
 	fmt.Fprintln(w)
 	if svgName != "" {
@@ -297,7 +302,7 @@ func (rep Report) backlogTable(w io.Writer) {
 			first = "none delivered"
 		}
 		row(w, r.System, r.Config, count(b.Published), fmt.Sprintf("%.0f", b.FillRate), mib(b.MaxRSSBytes), fmt.Sprintf("%.0f B", b.RSSPerMsgBytes),
-			mib(b.DiskBytes), ms(b.ReadyAfter), first, advantage(bv, b.RSSPerMsgBytes, false, r.Name == "sundial"))
+			mib(b.DiskBytes), ms(b.ReadyAfter), first, advantage(bv, b.RSSPerMsgBytes, false, r.Name))
 	}
 	fmt.Fprintln(w)
 }
@@ -330,7 +335,7 @@ func (rep Report) targets(w io.Writer) {
 		best, bestName := 0.0, ""
 		var evsec float64
 		for _, r := range rep.runs(Throughput) {
-			if r.Throughput == nil || r.Name == "sundial" {
+			if r.Throughput == nil || strings.HasPrefix(r.Name, "sundial") {
 				continue
 			}
 			if r.Durable && r.Throughput.MsgsPerS > best {
@@ -352,7 +357,7 @@ func (rep Report) targets(w io.Writer) {
 	if base := rep.sundial(Burst); base != nil && base.Burst != nil {
 		best, bestName := 0.0, ""
 		for _, r := range rep.runs(Burst) {
-			if r.Burst != nil && r.Name != "sundial" && r.Burst.DrainRate > best {
+			if r.Burst != nil && !strings.HasPrefix(r.Name, "sundial") && r.Burst.DrainRate > best {
 				best, bestName = r.Burst.DrainRate, r.Name
 			}
 		}
