@@ -261,7 +261,7 @@ loadtest: ## Build bin/loadtest and print its help (LOADTEST_ARGS='...' to run a
 # BENCH_PEERS_ARGS='--backlog-messages 10000000 --backlog-max-fill 10m' for the 10M backlog.
 BENCH_PEERS_ARGS ?=
 
-bench-peers: ## Install the peers, then run every scenario on Sundial and each peer; writes docs/benchmarks.md (~15 min)
+bench-peers: ## Install the peers, then run every scenario on Sundial (RF 3 and RF 1) and each peer, with CPU per 1M msgs; writes docs/benchmarks.md (~20 min)
 	bash scripts/install-peers.sh
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./broker/cmd/sundial-broker ./proxy/cmd/sundial-proxy ./loadtest/cmd/loadtest

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sundialmq/sundial/proto/apierr"
 	"github.com/sundialmq/sundial/proto/receipt"
+	"github.com/sundialmq/sundial/proxy/internal/batch"
 
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -213,16 +214,18 @@ func startCluster(t *testing.T) (*Server, *fakeBroker, *grpc.ClientConn) {
 
 func TestPublishSplitsAndMerges(t *testing.T) {
 	_, leader, conn := startCluster(t)
+	// 4 × batch.MinPartMessages unkeyed messages: four parts.
+	const n = 4 * batch.MinPartMessages
 	req := &sundialv1.PublishRequest{RequestId: "r1"}
-	for i := range 40 {
+	for i := range n {
 		req.Messages = append(req.Messages, &sundialv1.Message{Topic: "wide", Payload: fmt.Appendf(nil, "m%d", i)})
 	}
 	resp, err := sundialv1.NewProducerClient(conn).Publish(t.Context(), req)
 	if err != nil {
 		t.Fatalf("Publish() = %v", err)
 	}
-	if len(resp.GetResults()) != 40 {
-		t.Fatalf("Publish() gave %d results, want 40", len(resp.GetResults()))
+	if len(resp.GetResults()) != n {
+		t.Fatalf("Publish() gave %d results, want %d", len(resp.GetResults()), n)
 	}
 	for i, r := range resp.GetResults() {
 		var shard uint64
@@ -235,7 +238,7 @@ func TestPublishSplitsAndMerges(t *testing.T) {
 	shards := len(leader.published)
 	leader.mu.Unlock()
 	if shards < 2 {
-		t.Errorf("40 messages over 8 partitions reached %d shards, want at least 2", shards)
+		t.Errorf("%d messages over 8 partitions reached %d shards, want at least 2", n, shards)
 	}
 }
 

@@ -29,7 +29,10 @@ func TestSubscribeBeforeTableKnowsTopicReadsAllPartitions(t *testing.T) {
 	sub := c.Subscribe("wide", "", 100, 0)
 	hold.Store(false)
 	waitProxyCaughtUp(t, c, before)
-	const n = 64 // round robin: 8 per partition
+	// The proxy keeps a request's unkeyed messages in runs of at least 100
+	// (proxy/internal/batch.MinPartMessages): 800 in one request are one
+	// run on each of the 8 partitions.
+	const n = 800
 	publish(t, c, wideMessages("wide", n)...)
 	seen := map[string]bool{}
 	for len(seen) < n {
@@ -54,7 +57,7 @@ func TestSubscriptionReplansWhenTopicAppears(t *testing.T) {
 		t.Fatalf("CreateTopic() error = %v", err)
 	}
 	waitProxyCaughtUp(t, c, before)
-	const n = 64
+	const n = 800 // one run of 100 on each of the 8 partitions
 	publish(t, c, wideMessages("later", n)...)
 	seen := map[string]bool{}
 	for len(seen) < n {

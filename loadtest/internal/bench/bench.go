@@ -47,6 +47,12 @@ type Config struct {
 	// dir, removed afterwards.
 	Dir           string
 	SundialBinDir string
+	// NoRequestIDs makes Sundial publishes carry no request id (no dedup
+	// record, no retry safety): the request shape ghz measured.
+	NoRequestIDs bool
+	// SundialPartitions is the Sundial topic's partition count; 0: one per
+	// shard.
+	SundialPartitions int
 	// ScenarioTimeout bounds one scenario on one system; default 10m.
 	ScenarioTimeout time.Duration
 	// Progress receives one line per step; nil discards.
@@ -71,6 +77,13 @@ type Run struct {
 	Precision  *scenario.PrecisionResult  `json:"precision,omitempty"`
 	Backlog    *scenario.BacklogResult    `json:"backlog,omitempty"`
 	Failover   *scenario.FailoverResult   `json:"failover,omitempty"`
+	// CPU is what the server processes spent during the scenario; nil
+	// when it could not be measured (CPUError says why).
+	CPU      *CPU   `json:"cpu,omitempty"`
+	CPUError string `json:"cpu_error,omitempty"`
+	// ClientCPU is what this loadtest process (the load generator and
+	// every client library) spent during the scenario, on the same cores.
+	ClientCPU *CPU `json:"client_cpu,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -132,8 +145,11 @@ func RunAll(ctx context.Context, cfg Config) (Report, error) {
 				rep.Runs = append(rep.Runs, run)
 				continue
 			}
-			if sc == Failover && spec.Name != "sundial" {
+			if sc == Failover && spec.Brokers() < 3 {
 				run.Skipped = "single server process: losing it is an outage until restart, not a failover"
+				if spec.SundialBrokers > 0 {
+					run.Skipped = "one broker: losing it is an outage until restart, not a failover"
+				}
 				rep.Runs = append(rep.Runs, run)
 				continue
 			}
@@ -159,11 +175,36 @@ func runOne(ctx context.Context, cfg Config, sc string, spec target.Spec, dir st
 		return err
 	}
 	defer os.RemoveAll(dir)
-	inst, err := spec.Start(ctx, target.Options{Dir: dir, SundialBinDir: cfg.SundialBinDir})
+	inst, err := spec.Start(ctx, target.Options{Dir: dir, SundialBinDir: cfg.SundialBinDir, NoRequestIDs: cfg.NoRequestIDs, Partitions: cfg.SundialPartitions})
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	defer func() { err = errors.Join(err, inst.Close()) }()
+	before, cpuErr := sampleCPU(cpuPids(inst))
+	self := []int{os.Getpid()}
+	selfBefore, selfErr := sampleCPU(self)
+	defer func() {
+		if selfErr == nil {
+			if selfAfter, err := sampleCPU(self); err == nil {
+				if c, err := cpuBetween(selfBefore, selfAfter, run.messages()); err == nil {
+					run.ClientCPU = &c
+				}
+			}
+		}
+		if cpuErr == nil {
+			var after cpuSample
+			after, cpuErr = sampleCPU(cpuPids(inst))
+			if cpuErr == nil {
+				var c CPU
+				if c, cpuErr = cpuBetween(before, after, run.messages()); cpuErr == nil {
+					run.CPU = &c
+				}
+			}
+		}
+		if cpuErr != nil {
+			run.CPUError = cpuErr.Error()
+		}
+	}()
 	switch sc {
 	case Throughput:
 		r, err := scenario.Throughput(ctx, inst, cfg.Throughput)
@@ -189,19 +230,36 @@ func runOne(ctx context.Context, cfg Config, sc string, spec target.Spec, dir st
 	return fmt.Errorf("bench: unknown scenario %q", sc)
 }
 
+// messages is how many messages the run moved, for the CPU column.
+func (r *Run) messages() uint64 {
+	switch {
+	case r.Throughput != nil:
+		return r.Throughput.Published
+	case r.Burst != nil:
+		return r.Burst.Published
+	case r.Precision != nil:
+		return r.Precision.Published
+	case r.Backlog != nil:
+		return r.Backlog.Published
+	case r.Failover != nil:
+		return r.Failover.Published
+	}
+	return 0
+}
+
 // Summary is a one-line account of a run for progress output.
 func Summary(r Run) string {
 	switch {
 	case r.Skipped != "":
 		return "skipped: " + r.Skipped
 	case r.Throughput != nil:
-		return fmt.Sprintf("%.0f msgs/s, batch p99 %v %s", r.Throughput.MsgsPerS, ms(r.Throughput.BatchLatency.P99), errSuffix(r.Error))
+		return fmt.Sprintf("%.0f msgs/s, batch p99 %v, CPU %s/1M msgs (client %s) %s", r.Throughput.MsgsPerS, ms(r.Throughput.BatchLatency.P99), cpuCell(r.CPU), cpuCell(r.ClientCPU), errSuffix(r.Error))
 	case r.Burst != nil:
 		b := r.Burst
-		return fmt.Sprintf("%d/%d delivered, drain %.0f msgs/s, lateness p50 %v p99 %v %s", b.Delivered, b.Published, b.DrainRate, ms(b.Lateness.P50), ms(b.Lateness.P99), errSuffix(r.Error))
+		return fmt.Sprintf("%d/%d delivered, drain %.0f msgs/s, lateness p50 %v p99 %v, CPU %s/1M msgs %s", b.Delivered, b.Published, b.DrainRate, ms(b.Lateness.P50), ms(b.Lateness.P99), cpuCell(r.CPU), errSuffix(r.Error))
 	case r.Precision != nil:
 		p := r.Precision
-		return fmt.Sprintf("%d/%d received, early %d, lateness p50 %v p99 %v max %v %s", p.Received, p.Published, p.Early, ms(p.Lateness.P50), ms(p.Lateness.P99), ms(p.Lateness.Max), errSuffix(r.Error))
+		return fmt.Sprintf("%d/%d received, early %d, lateness p50 %v p99 %v max %v, CPU %s/1M msgs %s", p.Received, p.Published, p.Early, ms(p.Lateness.P50), ms(p.Lateness.P99), ms(p.Lateness.Max), cpuCell(r.CPU), errSuffix(r.Error))
 	case r.Backlog != nil:
 		b := r.Backlog
 		return fmt.Sprintf("%d pending, max RSS %s, %.0f B/msg, disk %s, first due %v after restart %s", b.Published, mib(b.MaxRSSBytes), b.RSSPerMsgBytes, mib(b.DiskBytes), ms(b.FirstDue), errSuffix(r.Error))

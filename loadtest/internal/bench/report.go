@@ -49,9 +49,14 @@ func Advantage(sundial, peer float64, higherBetter bool) (float64, bool) {
 	return peer / sundial, true
 }
 
-func advantage(sundial, peer float64, higherBetter bool, self bool) string {
-	if self {
+// advantage renders the Sundial × cell of the row of system name: the
+// baseline (Sundial RF 3) and Sundial's other rows compare with no peer.
+func advantage(sundial, peer float64, higherBetter bool, name string) string {
+	if name == "sundial" {
 		return "1.00× (baseline)"
+	}
+	if strings.HasPrefix(name, "sundial") {
+		return "– (Sundial)"
 	}
 	v, ok := Advantage(sundial, peer, higherBetter)
 	if !ok {
@@ -68,6 +73,68 @@ func (rep Report) runs(scenario string) []Run {
 		}
 	}
 	return out
+}
+
+// find is the run of system name in scenario, or nil.
+func (rep Report) find(scenario, name string) *Run {
+	for i, r := range rep.Runs {
+		if r.Scenario == scenario && r.Name == name {
+			return &rep.Runs[i]
+		}
+	}
+	return nil
+}
+
+// targets10 checks issue 10's ratio targets: each Sundial row against a
+// Redis row of the same run.
+func (rep Report) targets10(w io.Writer, yes func(bool) string) {
+	type ratio struct {
+		label, scenario, sundial, peer string
+		min                            float64
+	}
+	figure := func(r *Run) float64 {
+		switch {
+		case r == nil:
+			return 0
+		case r.Throughput != nil:
+			return r.Throughput.MsgsPerS
+		case r.Burst != nil:
+			return r.Burst.DrainRate
+		}
+		return 0
+	}
+	var rows [][3]string
+	for _, t := range []ratio{
+		{"Durable publish, RF 1 ≥ 1.0× Redis always", Throughput, "sundial-rf1", "redis-always", 1.0},
+		{"Durable publish, RF 3 ≥ 0.5× Redis always", Throughput, "sundial", "redis-always", 0.5},
+		{"Burst drain, RF 1 ≥ 1.0× Redis always", Burst, "sundial-rf1", "redis-always", 1.0},
+		{"Burst drain, RF 3 ≥ 0.3× Redis everysec", Burst, "sundial", "redis-everysec", 0.3},
+	} {
+		s, p := figure(rep.find(t.scenario, t.sundial)), figure(rep.find(t.scenario, t.peer))
+		if s <= 0 || p <= 0 {
+			continue
+		}
+		rows = append(rows, [3]string{t.label, fmt.Sprintf("%.2f× (%.0f vs %.0f msgs/s)", s/p, s, p), yes(s/p >= t.min)})
+	}
+	for _, t := range []struct {
+		label, name string
+		p99         time.Duration
+	}{{"Precision, RF 1: p50 ≤ 2 ms, p99 ≤ 5 ms, 0 early", "sundial-rf1", 5 * time.Millisecond}, {"Precision, RF 3: p50 ≤ 2 ms, p99 ≤ 10 ms, 0 early", "sundial", 10 * time.Millisecond}} {
+		if r := rep.find(Precision, t.name); r != nil && r.Precision != nil {
+			p := r.Precision
+			rows = append(rows, [3]string{t.label, fmt.Sprintf("p50 %s, p99 %s, %d early", ms(p.Lateness.P50), ms(p.Lateness.P99), p.Early),
+				yes(p.Lateness.P50 <= 2*time.Millisecond && p.Lateness.P99 <= t.p99 && p.Early == 0)})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "## Targets (issue 10)\n\n")
+	header(w, "Target", "Measured", "Met")
+	for _, r := range rows {
+		row(w, r[0], r[1], r[2])
+	}
+	fmt.Fprintln(w)
 }
 
 func (rep Report) sundial(scenario string) *Run {
@@ -141,7 +208,7 @@ func (rep Report) Markdown(w io.Writer, svgName string) {
 	fmt.Fprintf(w, "- **Date:** %s; the whole run took %v\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Elapsed.Round(time.Second))
 	l := rep.Config.Throughput.Load
 	fmt.Fprintf(w, "- **Client shape, the same for every system:** %d producers with one batch of %d messages in flight each; %d consumer workers with a prefetch of %d; %d-byte payloads. Every server runs on this machine, on 127.0.0.1, started fresh for each scenario.\n\n", l.Concurrency, l.Batch, l.Concurrency, l.Batch, l.SizeBytes)
-	fmt.Fprintf(w, "The **Sundial ×** column is how many times better Sundial's figure is than the row's (higher-is-better figures: Sundial ÷ row; lower-is-better: row ÷ Sundial), so above 1 means Sundial wins. *Durable* means a publish is acknowledged only after an fsync (Sundial: on a quorum of 3 replicas; the peers keep a single copy).\n\n")
+	fmt.Fprintf(w, "The **Sundial ×** column is how many times better Sundial's figure is than the row's (higher-is-better figures: Sundial ÷ row; lower-is-better: row ÷ Sundial), so above 1 means Sundial wins. *Durable* means a publish is acknowledged only after an fsync (Sundial RF 3: on a quorum of 3 replicas; Sundial RF 1 and the peers keep a single copy). *CPU / 1M msgs* is the processor time (utime + stime from /proc/<pid>/stat, after minus before the scenario) of every server process — Sundial's brokers and proxy, each peer's server — per million messages the scenario published (burst and precision also deliver and ack each of them); the load generator runs on the same cores and is not counted.\n\n")
 	fmt.Fprintf(w, "How each system is driven: see [How the peers are driven](#how-the-peers-are-driven) at the end.\n\n")
 
 	rep.throughputTable(w)
@@ -156,10 +223,10 @@ func (rep Report) Markdown(w io.Writer, svgName string) {
 func (rep Report) throughputTable(w io.Writer) {
 	c := rep.Config.Throughput
 	fmt.Fprintf(w, "## Throughput\n\nPublish for %v at full speed, delays uniform in [%v, %v]. Latency is per publish call (one batch).\n\n", c.Duration, c.DelayMin, c.DelayMax)
-	header(w, "System", "Configuration", "Durable", "Published", "msgs/s", "Publish p50", "Publish p99", "Sundial ×")
+	header(w, "System", "Configuration", "Durable", "Published", "msgs/s", "Publish p50", "Publish p99", "CPU / 1M msgs", "Sundial ×")
 	base := rep.sundial(Throughput)
 	for _, r := range rep.runs(Throughput) {
-		if notRun(w, r, 8) || r.Throughput == nil {
+		if notRun(w, r, 9) || r.Throughput == nil {
 			continue
 		}
 		t := r.Throughput
@@ -167,8 +234,8 @@ func (rep Report) throughputTable(w io.Writer) {
 		if base != nil && base.Throughput != nil {
 			bv = base.Throughput.MsgsPerS
 		}
-		row(w, r.System, r.Config, durable(r), count(t.Published), fmt.Sprintf("%.0f", t.MsgsPerS), ms(t.BatchLatency.P50), ms(t.BatchLatency.P99),
-			advantage(bv, t.MsgsPerS, true, r.Name == "sundial"))
+		row(w, r.System, r.Config, durable(r), count(t.Published), fmt.Sprintf("%.0f", t.MsgsPerS), ms(t.BatchLatency.P50), ms(t.BatchLatency.P99), cpuCell(r.CPU),
+			advantage(bv, t.MsgsPerS, true, r.Name))
 	}
 	fmt.Fprintln(w)
 }
@@ -176,10 +243,10 @@ func (rep Report) throughputTable(w io.Writer) {
 func (rep Report) burstTable(w io.Writer) {
 	c := rep.Config.Burst
 	fmt.Fprintf(w, "## Burst\n\nUp to %s messages all due at one instant (the fill stops after %v for slow systems: see *Published*), consumers already waiting. Drain rate = delivered and acked messages ÷ time from the due instant to the last delivery.\n\n", count(c.Messages), c.MaxFill)
-	header(w, "System", "Configuration", "Published", "Delivered", "Drain msgs/s", "Lateness p50", "p99", "max", "Early", "Sundial × (drain)")
+	header(w, "System", "Configuration", "Published", "Delivered", "Drain msgs/s", "Lateness p50", "p99", "max", "Early", "CPU / 1M msgs", "Sundial × (drain)")
 	base := rep.sundial(Burst)
 	for _, r := range rep.runs(Burst) {
-		if notRun(w, r, 10) || r.Burst == nil {
+		if notRun(w, r, 11) || r.Burst == nil {
 			continue
 		}
 		b := r.Burst
@@ -188,7 +255,7 @@ func (rep Report) burstTable(w io.Writer) {
 			bv = base.Burst.DrainRate
 		}
 		row(w, r.System, r.Config, count(b.Published), count(b.Delivered), fmt.Sprintf("%.0f", b.DrainRate), ms(b.Lateness.P50), ms(b.Lateness.P99), ms(b.Lateness.Max),
-			fmt.Sprint(b.Early), advantage(bv, b.DrainRate, true, r.Name == "sundial"))
+			fmt.Sprint(b.Early), cpuCell(r.CPU), advantage(bv, b.DrainRate, true, r.Name))
 	}
 	fmt.Fprintln(w)
 }
@@ -196,10 +263,10 @@ func (rep Report) burstTable(w io.Writer) {
 func (rep Report) precisionTable(w io.Writer, svgName string) {
 	c := rep.Config.Precision
 	fmt.Fprintf(w, "## Precision\n\nA steady %d msgs/s for %v, each due %v after its scheduled send time; lateness = consumer receive time − due time.\n\n", c.Rate, c.Duration, c.Delay)
-	header(w, "System", "Configuration", "Published", "Received", "Lateness p50", "p99", "max", "Early", "Sundial × (p99)")
+	header(w, "System", "Configuration", "Published", "Received", "Lateness p50", "p99", "max", "Early", "CPU / 1M msgs", "Sundial × (p99)")
 	base := rep.sundial(Precision)
 	for _, r := range rep.runs(Precision) {
-		if notRun(w, r, 9) || r.Precision == nil {
+		if notRun(w, r, 10) || r.Precision == nil {
 			continue
 		}
 		p := r.Precision
@@ -208,7 +275,7 @@ func (rep Report) precisionTable(w io.Writer, svgName string) {
 			bv = float64(base.Precision.Lateness.P99)
 		}
 		row(w, r.System, r.Config, count(p.Published), count(p.Received), ms(p.Lateness.P50), ms(p.Lateness.P99), ms(p.Lateness.Max),
-			fmt.Sprint(p.Early), advantage(bv, float64(p.Lateness.P99), false, r.Name == "sundial"))
+			fmt.Sprint(p.Early), cpuCell(r.CPU), advantage(bv, float64(p.Lateness.P99), false, r.Name))
 	}
 	fmt.Fprintln(w)
 	if svgName != "" {
@@ -235,7 +302,7 @@ func (rep Report) backlogTable(w io.Writer) {
 			first = "none delivered"
 		}
 		row(w, r.System, r.Config, count(b.Published), fmt.Sprintf("%.0f", b.FillRate), mib(b.MaxRSSBytes), fmt.Sprintf("%.0f B", b.RSSPerMsgBytes),
-			mib(b.DiskBytes), ms(b.ReadyAfter), first, advantage(bv, b.RSSPerMsgBytes, false, r.Name == "sundial"))
+			mib(b.DiskBytes), ms(b.ReadyAfter), first, advantage(bv, b.RSSPerMsgBytes, false, r.Name))
 	}
 	fmt.Fprintln(w)
 }
@@ -268,7 +335,7 @@ func (rep Report) targets(w io.Writer) {
 		best, bestName := 0.0, ""
 		var evsec float64
 		for _, r := range rep.runs(Throughput) {
-			if r.Throughput == nil || r.Name == "sundial" {
+			if r.Throughput == nil || strings.HasPrefix(r.Name, "sundial") {
 				continue
 			}
 			if r.Durable && r.Throughput.MsgsPerS > best {
@@ -290,7 +357,7 @@ func (rep Report) targets(w io.Writer) {
 	if base := rep.sundial(Burst); base != nil && base.Burst != nil {
 		best, bestName := 0.0, ""
 		for _, r := range rep.runs(Burst) {
-			if r.Burst != nil && r.Name != "sundial" && r.Burst.DrainRate > best {
+			if r.Burst != nil && !strings.HasPrefix(r.Name, "sundial") && r.Burst.DrainRate > best {
 				best, bestName = r.Burst.DrainRate, r.Name
 			}
 		}
@@ -314,12 +381,13 @@ func (rep Report) targets(w io.Writer) {
 		row(w, "Failover window ≤ 1 s, zero acked loss", fmt.Sprintf("%s, %d lost", ms(f.Window), f.Lost), yes(f.Window <= time.Second && f.Lost == 0))
 	}
 	fmt.Fprintln(w)
+	rep.targets10(w, yes)
 	fmt.Fprintf(w, "Where a target is missed, [performance.md](performance.md) measures the limit behind the gap; it also has the 10M-pending backlog run.\n\n")
 }
 
 const drivers = `## How the peers are driven
 
-- **Sundial** — the Go SDK (` + "`proto/client`" + `) through the proxy: one ` + "`Publish`" + ` call per batch with ` + "`deliver_at_unix_ms`" + `; one ` + "`Subscribe`" + ` stream with credit = workers × prefetch, each delivery acked over the stream (` + "`Delivery.Ack`" + ` waits for the ack result). The topic has one partition per shard.
+- **Sundial** — the Go SDK (` + "`proto/client`" + `) through the proxy: one ` + "`Publish`" + ` call per batch with ` + "`deliver_at_unix_ms`" + `; one ` + "`Subscribe`" + ` stream with credit = workers × prefetch, each delivery acked over the stream (` + "`Delivery.Ack`" + ` waits for the ack result). The topic has one partition per shard. Two clusters: 3 brokers (RF 3, the *Sundial ×* baseline) and 1 broker (` + "`sundial-rf1`" + `: RF 1, one fsynced copy like the peers).
 - **Redis** (go-redis v9) — a sorted set scored by due time (ms) holds the messages; a batch is one ` + "`ZADD`" + `. Each consumer worker runs a Lua claim script that atomically takes up to *prefetch* due members (and expired leases), moves them to a processing sorted set scored by a 30 s lease deadline, and otherwise returns the next due score so the worker sleeps until then (at most 50 ms); the ack is one ` + "`ZREM`" + ` per claimed batch. ` + "`appendonly yes`" + ` with ` + "`appendfsync always`" + ` (fsync before replies) or ` + "`everysec`" + `, RDB snapshots off.
 - **beanstalkd** (go-beanstalk v0.2.0) — ` + "`put`" + ` with a delay (beanstalkd's delay unit is the whole second: the driver rounds up and measures lateness against the due time it actually asked for, so a burst's due times spread over up to 1 s); a batch is its puts pipelined on one connection. Each consumer worker is one connection doing ` + "`reserve`" + ` then ` + "`delete`" + ` (beanstalkd has no batch reserve, so prefetch is 1). Binlog (` + "`-b`" + `) with ` + "`-f0`" + ` (fsync every write) or ` + "`-f1000`" + `.
 - **NATS JetStream** (nats.go v1.55.0, nats-server v2.12) — a file-backed work-queue stream with ` + "`allow_msg_schedules`" + `; every message is a schedule on its own subject (a subject holds one schedule) with ` + "`Nats-Schedule: @at <RFC 3339 time>`" + ` and ` + "`Nats-Schedule-Target`" + ` set to the stream's ` + "`due`" + ` subject; a batch is its messages published asynchronously and then every PubAck awaited. Each consumer worker is a ` + "`Consume`" + ` subscription pulling *prefetch* messages on a durable consumer, acking each with ` + "`Ack`" + `. ` + "`sync_interval: always`" + ` or the default (2 min). nats-server v2.12 fires schedules from a timer that runs at most every 250 ms (server/scheduler.go), which bounds its precision.

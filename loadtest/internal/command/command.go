@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -23,6 +24,19 @@ import (
 	"github.com/sundialmq/sundial/loadtest/internal/scenario"
 	"github.com/sundialmq/sundial/loadtest/internal/target"
 )
+
+// startCPUProfile profiles this process into path until the returned stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
 
 type usageError struct{ msg string }
 
@@ -73,6 +87,9 @@ func loadFlags() []cli.Flag {
 		&cli.StringFlag{Name: "dir", Usage: "work directory for server data (default: a temp dir, removed afterwards)"},
 		&cli.StringFlag{Name: "bin-dir", Usage: "directory with sundial-broker and sundial-proxy (default: <repo>/bin; built when missing)"},
 		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "bound on one scenario on one system"},
+		&cli.StringFlag{Name: "cpu-profile", Usage: "write this loadtest process's (the client's) CPU profile to `FILE` (go tool pprof)"},
+		&cli.IntFlag{Name: "sundial-partitions", Usage: "Sundial: partitions of the topic (default: one per shard, so every batch is split over every shard)"},
+		&cli.BoolFlag{Name: "sundial-request-ids", Value: true, Usage: "Sundial: send a request id with every publish (the SDK's Publish does; each shard then keeps a dedup record per batch part); false sends none, the shape ghz measured"},
 	}
 }
 
@@ -112,10 +129,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		cfg := bench.Config{Systems: specs, Scenarios: []string{name}, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"),
-			ScenarioTimeout: c.Duration("timeout"), Progress: stderr}
+			ScenarioTimeout: c.Duration("timeout"), Progress: stderr, NoRequestIDs: !c.Bool("sundial-request-ids"), SundialPartitions: c.Int("sundial-partitions")}
 		cfg.Throughput.Load, cfg.Burst.Load, cfg.Precision.Load, cfg.Backlog.Load, cfg.Failover.Load = l, l, l, l, l
 		if err := set(&cfg); err != nil {
 			return err
+		}
+		if path := c.String("cpu-profile"); path != "" {
+			stop, err := startCPUProfile(path)
+			if err != nil {
+				return err
+			}
+			defer stop()
 		}
 		rep, err := bench.RunAll(c.Context, cfg)
 		printRuns(stdout, rep.Runs)

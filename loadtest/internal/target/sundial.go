@@ -22,20 +22,32 @@ type sundial struct {
 	cl    *cluster.Cluster
 	c     *client.Client
 	topic string
+	// noRequestIDs sends each batch without a request id (no dedup record,
+	// no retry).
+	noRequestIDs bool
 }
 
-func startSundial(ctx context.Context, _ Spec, opts Options) (Instance, error) {
+func startSundial(ctx context.Context, spec Spec, opts Options) (Instance, error) {
+	brokers := opts.Brokers
+	if brokers <= 0 {
+		brokers = spec.SundialBrokers
+	}
 	cl, err := cluster.Start(ctx, cluster.Config{
-		Brokers: opts.Brokers, Shards: opts.Shards, BinDir: opts.SundialBinDir,
+		Brokers: brokers, Shards: opts.Shards, BinDir: opts.SundialBinDir,
 		DataDir: filepath.Join(opts.Dir, "sundial"), KeepData: true,
 	})
 	if err != nil {
 		return nil, err
 	}
-	s, err := NewSundial(ctx, cl, opts.queue())
+	partitions := opts.Partitions
+	if partitions <= 0 {
+		partitions = cl.Shards()
+	}
+	s, err := dialSundial(ctx, cl, cl.ProxyAddr(), opts.queue(), partitions)
 	if err != nil {
 		return nil, errors.Join(err, cl.Stop())
 	}
+	s.noRequestIDs = opts.NoRequestIDs
 	return s, nil
 }
 
@@ -87,7 +99,15 @@ func (s *sundial) Publish(ctx context.Context, msgs []scenario.Message) error {
 	for i, m := range msgs {
 		pm[i] = &sundialv1.Message{Topic: s.topic, Payload: m.Payload, DeliverAtUnixMs: m.Due.UnixMilli()}
 	}
-	res, err := s.c.Publish(ctx, pm...)
+	var res []*sundialv1.PublishResult
+	var err error
+	if s.noRequestIDs {
+		var resp *sundialv1.PublishResponse
+		resp, err = s.c.Producer().Publish(ctx, &sundialv1.PublishRequest{Messages: pm})
+		res = resp.GetResults()
+	} else {
+		res, err = s.c.Publish(ctx, pm...)
+	}
 	if err != nil {
 		return err
 	}
@@ -128,6 +148,10 @@ func (s *sundial) Consume(ctx context.Context, opts scenario.ConsumeOptions, han
 
 func (s *sundial) Pids() []int        { return s.cl.BrokerPids() }
 func (s *sundial) DataDirs() []string { return s.cl.DataDirs() }
+
+// CPUPids are every server process, the proxy included: the CPU column
+// charges Sundial for all of them, as it charges a peer for its server.
+func (s *sundial) CPUPids() []int { return append(s.cl.BrokerPids(), s.cl.ProxyPid()) }
 
 // Restart stops every broker (the proxy keeps running), starts them again
 // and waits for every /healthz.

@@ -35,6 +35,9 @@ type Spec struct {
 	// Durable reports whether an acknowledged publish survives a power
 	// loss on every copy (fsync before the ack).
 	Durable bool
+	// SundialBrokers is the number of Sundial brokers (replication factor
+	// min(3, brokers)); 0 for the peers.
+	SundialBrokers int
 
 	start func(ctx context.Context, spec Spec, opts Options) (Instance, error)
 }
@@ -46,8 +49,14 @@ type Options struct {
 	// SundialBinDir holds sundial-broker and sundial-proxy (built when
 	// missing); empty: <repo>/bin.
 	SundialBinDir string
-	// Brokers and Shards shape the Sundial cluster; defaults 3 and 8.
+	// Brokers and Shards shape the Sundial cluster; defaults the spec's
+	// SundialBrokers (else 3) and 8.
 	Brokers, Shards int
+	// NoRequestIDs makes Sundial publishes carry no request id: the broker
+	// keeps no dedup record, and a retried batch could be stored twice.
+	NoRequestIDs bool
+	// Partitions of the Sundial topic; 0: one per shard.
+	Partitions int
 	// Topic (Sundial), key prefix (Redis), tube (beanstalkd) or stream
 	// (NATS) used; default "loadtest".
 	Queue string
@@ -69,7 +78,8 @@ type Instance interface {
 
 // Specs are every configuration, Sundial first.
 var Specs = []Spec{
-	{Name: "sundial", System: "Sundial", Config: "3 brokers, RF 3, 8 shards, 1 proxy", Durable: true, start: startSundial},
+	{Name: "sundial", System: "Sundial", Config: "3 brokers, RF 3, 8 shards, 1 proxy", Durable: true, SundialBrokers: 3, start: startSundial},
+	{Name: "sundial-rf1", System: "Sundial", Config: "1 broker, RF 1 (one fsynced copy), 8 shards, 1 proxy", Durable: true, SundialBrokers: 1, start: startSundial},
 	{Name: "redis-always", System: "Redis", Config: "AOF appendfsync always", Binary: "redis-server", Durable: true, start: startRedis},
 	{Name: "redis-everysec", System: "Redis", Config: "AOF appendfsync everysec", Binary: "redis-server", start: startRedis},
 	{Name: "beanstalkd-f0", System: "beanstalkd", Config: "binlog, -f0 (fsync every write)", Binary: "beanstalkd", Durable: true, start: startBeanstalkd},
@@ -77,6 +87,10 @@ var Specs = []Spec{
 	{Name: "nats-always", System: "NATS JetStream", Config: "message schedules, sync_interval: always", Binary: "nats-server", Durable: true, start: startNATS},
 	{Name: "nats-default", System: "NATS JetStream", Config: "message schedules, sync_interval default (2m)", Binary: "nats-server", start: startNATS},
 }
+
+// Brokers is how many nodes can fail over for each other: the Sundial
+// brokers, 1 for a peer (a single server process).
+func (s Spec) Brokers() int { return max(1, s.SundialBrokers) }
 
 // Lookup finds a spec by name.
 func Lookup(name string) (Spec, error) {

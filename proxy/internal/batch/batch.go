@@ -2,11 +2,12 @@
 // merges the parts' answers back into request order.
 //
 // Split and Merge are pure functions: the partition of every message
-// depends only on the request id, the message's place in the request and
-// the routing table, never on call order or a counter. A retried request
-// (same id, same messages) therefore reaches the same shards in the same
-// parts on every proxy, which is what lets each broker deduplicate its
-// part by request id. Nothing here holds state or starts goroutines.
+// depends only on the request id, the request's messages, the message's
+// place among them and the routing table, never on call order or a
+// counter. A retried request (same id, same messages) therefore reaches
+// the same shards in the same parts on every proxy, which is what lets
+// each broker deduplicate its part by request id. Nothing here holds
+// state or starts goroutines.
 package batch
 
 import (
@@ -31,13 +32,26 @@ type Locator interface {
 	LocateKey(topic string, partition uint32) uint64
 }
 
+// MinPartMessages is the fewest unkeyed messages of one topic a request
+// sends to each partition it uses: a request of n unkeyed messages of a
+// topic goes to min(partitions, max(1, n/MinPartMessages)) partitions. Each
+// part is a Raft entry on its shard and the request waits for the slowest,
+// so cutting a 100-message batch into one part per partition (12 messages
+// each on 8 shards) cost a third more server CPU per message and the
+// latency of the slowest of 8 commits (docs/performance.md); requests
+// spread over the partitions instead, by their start.
+const MinPartMessages = 100
+
 // Partition is the partition of a message. A keyed message goes to
 // xxhash(key) mod partitions, so every publish of a key lands on the same
-// partition. An unkeyed message is the ordinal-th unkeyed message of its
-// topic in request requestID; those are spread round robin from a start
-// that hashes (requestID, topic), so one request covers the partitions
-// evenly and different requests start at different partitions.
-func Partition(requestID, topic, key string, ordinal int, partitions uint32) uint32 {
+// partition. An unkeyed message is the ordinal-th of the unkeyed messages
+// of its topic in a request holding unkeyed of them: those are cut into
+// runs of at least MinPartMessages (one run when there are fewer), in
+// order, and run r goes to partition (start + r) mod partitions, where
+// start hashes (requestID, topic), so different requests start at
+// different partitions and a retry lands where the first try did (the
+// proxy splits a request without an id by a random one).
+func Partition(requestID, topic, key string, ordinal, unkeyed int, partitions uint32) uint32 {
 	if partitions <= 1 {
 		return 0
 	}
@@ -49,7 +63,12 @@ func Partition(requestID, topic, key string, ordinal int, partitions uint32) uin
 	_, _ = h.Write([]byte{0})
 	_, _ = h.WriteString(topic)
 	start := h.Sum64() % uint64(partitions)
-	return uint32((start + uint64(ordinal)) % uint64(partitions))
+	runs := min(uint64(partitions), max(1, uint64(unkeyed)/MinPartMessages))
+	run := uint64(0)
+	if unkeyed > 0 && ordinal >= 0 {
+		run = uint64(ordinal) * runs / uint64(unkeyed)
+	}
+	return uint32((start + run) % uint64(partitions))
 }
 
 // Part is the slice of a batch bound for one shard.
@@ -66,14 +85,26 @@ type Part struct {
 func Split(requestID string, msgs []*sundialv1.Message, loc Locator) []Part {
 	byShard := make(map[uint64]*Part)
 	var order []uint64
-	unkeyed := make(map[string]int) // topic → unkeyed messages seen so far
-	for i, m := range msgs {
-		ordinal := 0
+	type topicRuns struct{ total, seen int }
+	unkeyed := make(map[string]*topicRuns) // topic → its unkeyed messages
+	for _, m := range msgs {
 		if m.GetKey() == "" {
-			ordinal = unkeyed[m.GetTopic()]
-			unkeyed[m.GetTopic()] = ordinal + 1
+			tr, ok := unkeyed[m.GetTopic()]
+			if !ok {
+				tr = &topicRuns{}
+				unkeyed[m.GetTopic()] = tr
+			}
+			tr.total++
 		}
-		part := Partition(requestID, m.GetTopic(), m.GetKey(), ordinal, loc.Partitions(m.GetTopic()))
+	}
+	for i, m := range msgs {
+		ordinal, total := 0, 0
+		if m.GetKey() == "" {
+			tr := unkeyed[m.GetTopic()]
+			ordinal, total = tr.seen, tr.total
+			tr.seen++
+		}
+		part := Partition(requestID, m.GetTopic(), m.GetKey(), ordinal, total, loc.Partitions(m.GetTopic()))
 		shard := loc.Locate(m.GetTopic(), part)
 		if m.GetKey() != "" {
 			shard = loc.LocateKey(m.GetTopic(), part)

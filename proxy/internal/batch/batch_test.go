@@ -37,9 +37,9 @@ func msgs(specs ...string) []*sundialv1.Message {
 
 func TestSplit(t *testing.T) {
 	loc := fakeLocator{"wide": 4}
-	// s0 is the shard of request "r"'s first unkeyed "wide" message; the
-	// others follow round robin.
-	s0 := uint64(Partition("r", "wide", "", 0, 4))
+	// s0 is the shard of request "r"'s unkeyed "wide" messages: fewer than
+	// MinPartMessages stay together.
+	s0 := uint64(Partition("r", "wide", "", 0, 1, 4))
 	sh := func(k uint64) uint64 { return 100 + (s0+k)%4 }
 	tests := []struct {
 		name string
@@ -47,9 +47,9 @@ func TestSplit(t *testing.T) {
 		want []uint64 // shard of each request position
 	}{
 		{"unknown topic is one partition", msgs("a", "b", "c"), []uint64{100, 100, 100}},
-		{"round robin without key", msgs("wide", "wide", "wide", "wide", "wide"), []uint64{sh(0), sh(1), sh(2), sh(3), sh(0)}},
-		{"keyed messages do not advance the round robin", msgs("wide", "wide k1", "wide"), []uint64{sh(0), 100 + uint64(Partition("r", "wide", "k1", 0, 4)), sh(1)}},
-		{"mixed topics keep order", msgs("a", "wide", "b", "wide"), []uint64{100, sh(0), 100, sh(1)}},
+		{"a small batch without key stays together", msgs("wide", "wide", "wide", "wide", "wide"), []uint64{sh(0), sh(0), sh(0), sh(0), sh(0)}},
+		{"keyed messages go by key", msgs("wide", "wide k1", "wide"), []uint64{sh(0), 100 + uint64(Partition("r", "wide", "k1", 0, 0, 4)), sh(0)}},
+		{"mixed topics keep order", msgs("a", "wide", "b", "wide"), []uint64{100, sh(0), 100, sh(0)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,7 +90,7 @@ func TestSplitKeyIsStable(t *testing.T) {
 	}
 	seen := map[uint32]bool{}
 	for i := range 200 {
-		seen[Partition("r", "wide", fmt.Sprintf("key-%d", i), 0, 16)] = true
+		seen[Partition("r", "wide", fmt.Sprintf("key-%d", i), 0, 0, 16)] = true
 	}
 	if len(seen) < 12 {
 		t.Errorf("200 keys hit %d of 16 partitions, want at least 12", len(seen))
@@ -102,7 +102,7 @@ func TestSplitKeyIsStable(t *testing.T) {
 func TestSplitSpreadsSingleMessageRequests(t *testing.T) {
 	seen := map[uint32]int{}
 	for i := range 400 {
-		seen[Partition(fmt.Sprint("req-", i), "wide", "", 0, 8)]++
+		seen[Partition(fmt.Sprint("req-", i), "wide", "", 0, 1, 8)]++
 	}
 	for p := range uint32(8) {
 		if seen[p] < 20 {
@@ -113,11 +113,15 @@ func TestSplitSpreadsSingleMessageRequests(t *testing.T) {
 
 func TestMerge(t *testing.T) {
 	loc := fakeLocator{"wide": 3}
-	in := msgs("wide", "wide", "wide", "wide", "wide", "wide")
-	// Request "m0" starts its round robin at partition 0 of 3.
-	if p := Partition("m0", "wide", "", 0, 3); p != 0 {
-		t.Fatalf("Partition(m, wide, 0) = %d, want 0: pick another request id for this test", p)
+	// Keyed messages on partitions 0, 1, 2, 0, 1, 2 of 3.
+	var specs []string
+	for want, i := uint32(0), 0; len(specs) < 6; i++ {
+		if k := fmt.Sprint("k", i); Partition("m0", "wide", k, 0, 0, 3) == want {
+			specs = append(specs, "wide "+k)
+			want = (want + 1) % 3
+		}
 	}
+	in := msgs(specs...)
 	parts := Split("m0", in, loc)
 	if len(parts) != 3 {
 		t.Fatalf("Split gave %d parts, want 3", len(parts))
@@ -184,5 +188,47 @@ func TestSplitIsSameOnRetry(t *testing.T) {
 	Split("r2", msgs("wide"), loc) // another request in between
 	if got := fmt.Sprint(Split("r1", in, loc)); got != want {
 		t.Errorf("Split(retry) = %v, want %v", got, want)
+	}
+}
+
+// TestSplitKeepsBatchesWhole: a batch of unkeyed messages is cut into parts
+// of at least MinPartMessages, so the SDK's 100-message batch on an
+// 8-partition topic is one Raft entry on one shard, not eight entries of
+// 12 messages that the request waits for the slowest of.
+func TestSplitKeepsBatchesWhole(t *testing.T) {
+	loc := fakeLocator{"wide": 8}
+	many := func(n int) []*sundialv1.Message {
+		specs := make([]string, n)
+		for i := range specs {
+			specs[i] = "wide"
+		}
+		return msgs(specs...)
+	}
+	for _, tc := range []struct {
+		n, wantParts int
+	}{{1, 1}, {100, 1}, {199, 1}, {250, 2}, {800, 8}, {5000, 8}} {
+		parts := Split("r", many(tc.n), loc)
+		if len(parts) != tc.wantParts {
+			t.Errorf("Split(%d unkeyed messages, 8 partitions) = %d parts, want %d", tc.n, len(parts), tc.wantParts)
+			continue
+		}
+		for _, p := range parts {
+			if tc.wantParts > 1 && len(p.Messages) < MinPartMessages {
+				t.Errorf("Split(%d) part on shard %d has %d messages, want at least %d", tc.n, p.Shard, len(p.Messages), MinPartMessages)
+			}
+		}
+	}
+	// Requests spread over the partitions by their start: 400 requests of
+	// 100 messages use every partition.
+	seen := map[uint64]int{}
+	for i := range 400 {
+		for _, p := range Split(fmt.Sprint("req-", i), many(100), loc) {
+			seen[p.Shard]++
+		}
+	}
+	for p := range uint64(8) {
+		if seen[100+p] < 20 {
+			t.Errorf("400 100-message requests used shard %d %d times, want at least 20 (%v)", 100+p, seen[100+p], seen)
+		}
 	}
 }
