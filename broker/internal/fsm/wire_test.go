@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 var updateWire = flag.Bool("update-wire", false, "rewrite testdata/wire.txt from the current encoding")
@@ -23,33 +23,33 @@ func wireSamples() []struct {
 	name string
 	msg  proto.Message
 } {
-	ref := &raftv1.MessageRef{MessageId: []byte("0123456789abcdef"), Group: "g1", Attempt: 3}
-	outcome := &raftv1.Outcome{
-		Published:       []*raftv1.PublishOutcome{{MessageId: []byte("0123456789abcdef"), DueAtMs: 1700000000123, KeyOutcome: raftv1.KeyOutcome_KEY_OUTCOME_DEBOUNCED}},
-		Codes:           []raftv1.RefCode{raftv1.RefCode_REF_CODE_OK, raftv1.RefCode_REF_CODE_STALE},
-		Change:          &raftv1.ChangeResult{Code: raftv1.ChangeCode_CHANGE_CODE_ALREADY_DELIVERED, MessageId: []byte("m"), DueAtMs: 9},
+	ref := &fsmpb.MessageRef{MessageId: []byte("0123456789abcdef"), Group: "g1", Attempt: 3}
+	outcome := &fsmpb.Outcome{
+		Published:       []*fsmpb.PublishOutcome{{MessageId: []byte("0123456789abcdef"), DueAtMs: 1700000000123, KeyOutcome: fsmpb.KeyOutcome_KEY_OUTCOME_DEBOUNCED}},
+		Codes:           []fsmpb.RefCode{fsmpb.RefCode_REF_CODE_OK, fsmpb.RefCode_REF_CODE_STALE},
+		Change:          &fsmpb.ChangeResult{Code: fsmpb.ChangeCode_CHANGE_CODE_ALREADY_DELIVERED, MessageId: []byte("m"), DueAtMs: 9},
 		Count:           7,
 		More:            true,
 		RequestIdReused: true,
 	}
-	stored := &raftv1.StoredMessage{
+	stored := &fsmpb.StoredMessage{
 		Topic: "orders", Partition: 5, Payload: []byte("payload"), Headers: map[string]string{"a": "1", "b": "2"},
 		PublishedAtMs: 1700000000000, DueAtMs: 1700000001000, ExpiresAtMs: 1700000002000, Key: "k",
-		FairnessKey: "tenant", Priority: -4, GroupsPending: 2, OnConflict: raftv1.KeyConflict_KEY_CONFLICT_REPLACE,
+		FairnessKey: "tenant", Priority: -4, GroupsPending: 2, OnConflict: fsmpb.KeyConflict_KEY_CONFLICT_REPLACE,
 		MaxWaitMs: 500, DedupWindowMs: 60000, Fair: true, Version: 11,
 	}
-	batch := &raftv1.Batch{Commands: []*raftv1.Command{
-		{Kind: &raftv1.Command_Publish{Publish: &raftv1.Publish{RequestId: "req-1", NowMs: 1, Messages: []*raftv1.StoredMessage{stored}, Digest: []byte{1, 2}}}},
-		{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: 2, Items: []*raftv1.LeaseItem{{Ref: ref, VisibleAtMs: 3, DeadlineMs: 4, Remove: true, DeadLetter: true, Version: 5}}}}},
-		{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{Refs: []*raftv1.MessageRef{ref}, NowMs: 6}}},
-		{Kind: &raftv1.Command_Nack{Nack: &raftv1.Nack{Refs: []*raftv1.MessageRef{ref}, VisibleAtMs: 7, Reason: "r", VisibleAtEachMs: []int64{8, 9}}}},
-		{Kind: &raftv1.Command_Extend{Extend: &raftv1.Extend{Refs: []*raftv1.MessageRef{ref}, DeadlineMs: 10}}},
-		{Kind: &raftv1.Command_Sweep{Sweep: &raftv1.Sweep{BeforeMs: 11, NowMs: 12, Limit: 13}}},
-		{Kind: &raftv1.Command_Change{Change: &raftv1.Change{NowMs: 14, MessageId: []byte("m"), Topic: "t", Key: "k", Cancel: true, DueAtMs: 15, DedupWindowMs: 16}}},
-		{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "g", Delete: true, Limit: 17}}},
-		{Kind: &raftv1.Command_Purge{Purge: &raftv1.Purge{Topic: "t", Group: "g", Limit: 18, NowMs: 19}}},
-		{Kind: &raftv1.Command_Redrive{Redrive: &raftv1.Redrive{Topic: "t", Limit: 20, NowMs: 21}}},
-		{Kind: &raftv1.Command_Expire{Expire: &raftv1.Expire{NowMs: 22, Limit: 23, MessageIds: [][]byte{[]byte("a"), []byte("b")}}}},
+	batch := &fsmpb.Batch{Commands: []*fsmpb.Command{
+		{Kind: &fsmpb.Command_Publish{Publish: &fsmpb.Publish{RequestId: "req-1", NowMs: 1, Messages: []*fsmpb.StoredMessage{stored}, Digest: []byte{1, 2}}}},
+		{Kind: &fsmpb.Command_Lease{Lease: &fsmpb.Lease{NowMs: 2, Items: []*fsmpb.LeaseItem{{Ref: ref, VisibleAtMs: 3, DeadlineMs: 4, Remove: true, DeadLetter: true, Version: 5}}}}},
+		{Kind: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Refs: []*fsmpb.MessageRef{ref}, NowMs: 6}}},
+		{Kind: &fsmpb.Command_Nack{Nack: &fsmpb.Nack{Refs: []*fsmpb.MessageRef{ref}, VisibleAtMs: 7, Reason: "r", VisibleAtEachMs: []int64{8, 9}}}},
+		{Kind: &fsmpb.Command_Extend{Extend: &fsmpb.Extend{Refs: []*fsmpb.MessageRef{ref}, DeadlineMs: 10}}},
+		{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{BeforeMs: 11, NowMs: 12, Limit: 13}}},
+		{Kind: &fsmpb.Command_Change{Change: &fsmpb.Change{NowMs: 14, MessageId: []byte("m"), Topic: "t", Key: "k", Cancel: true, DueAtMs: 15, DedupWindowMs: 16}}},
+		{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: "t", Group: "g", Delete: true, Limit: 17}}},
+		{Kind: &fsmpb.Command_Purge{Purge: &fsmpb.Purge{Topic: "t", Group: "g", Limit: 18, NowMs: 19}}},
+		{Kind: &fsmpb.Command_Redrive{Redrive: &fsmpb.Redrive{Topic: "t", Limit: 20, NowMs: 21}}},
+		{Kind: &fsmpb.Command_Expire{Expire: &fsmpb.Expire{NowMs: 22, Limit: 23, MessageIds: [][]byte{[]byte("a"), []byte("b")}}}},
 	}}
 	return []struct {
 		name string
@@ -57,12 +57,12 @@ func wireSamples() []struct {
 	}{
 		{"Batch", batch},
 		{"StoredMessage", stored},
-		{"CopyState", &raftv1.CopyState{Reason: "r", Fair: true, FairnessKey: "f", Attempt: 2, VisibleAtMs: 3, Leased: true, Priority: -1, Partition: 4, Topic: "t", Version: 5}},
-		{"KeyRecord", &raftv1.KeyRecord{MessageId: []byte("m"), End: raftv1.EndState_END_STATE_CANCELLED, ForgetAtMs: 6, DueCapMs: 7}},
-		{"EndRecord", &raftv1.EndRecord{End: raftv1.EndState_END_STATE_DEAD_LETTERED, ForgetAtMs: 8}},
-		{"Counters", &raftv1.Counters{Pending: 9, InFlight: 10, DeadLettered: 11}},
-		{"DedupRecord", &raftv1.DedupRecord{AppliedAtMs: 12, Outcome: outcome, Digest: []byte{3}}},
-		{"Outcomes", &raftv1.Outcomes{Outcomes: []*raftv1.Outcome{outcome}}},
+		{"CopyState", &fsmpb.CopyState{Reason: "r", Fair: true, FairnessKey: "f", Attempt: 2, VisibleAtMs: 3, Leased: true, Priority: -1, Partition: 4, Topic: "t", Version: 5}},
+		{"KeyRecord", &fsmpb.KeyRecord{MessageId: []byte("m"), End: fsmpb.EndState_END_STATE_CANCELLED, ForgetAtMs: 6, DueCapMs: 7}},
+		{"EndRecord", &fsmpb.EndRecord{End: fsmpb.EndState_END_STATE_DEAD_LETTERED, ForgetAtMs: 8}},
+		{"Counters", &fsmpb.Counters{Pending: 9, InFlight: 10, DeadLettered: 11}},
+		{"DedupRecord", &fsmpb.DedupRecord{AppliedAtMs: 12, Outcome: outcome, Digest: []byte{3}}},
+		{"Outcomes", &fsmpb.Outcomes{Outcomes: []*fsmpb.Outcome{outcome}}},
 	}
 }
 
