@@ -165,13 +165,17 @@ func (s *StateMachine) PrepareSnapshot() (interface{}, error) {
 	return s.db.NewSnapshot(), nil
 }
 
-// SaveSnapshot streams the shard's key range as length-prefixed pairs.
+// SaveSnapshot streams the format header (keys.FormatVersion) and the
+// shard's key range as length-prefixed pairs.
 func (s *StateMachine) SaveSnapshot(ctx interface{}, w io.Writer, done <-chan struct{}) error {
 	snap, ok := ctx.(*pebble.Snapshot)
 	if !ok {
 		return fmt.Errorf("fsm: snapshot context %T", ctx)
 	}
 	defer snap.Close()
+	if _, err := w.Write(appendSnapshotHeader(nil)); err != nil {
+		return err
+	}
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: keys.ShardPrefix(s.shard), UpperBound: keys.ShardEnd(s.shard)})
 	if err != nil {
 		return err
