@@ -47,7 +47,11 @@ PROTOC_GEN_OPENAPIV2_VERSION := v2.33.0
 STATICCHECK_VERSION        := latest
 GOLANGCI_LINT_VERSION      := v2.15.0
 
-PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/broker/v1/peer.proto sundial/raft/v1/raft.proto
+PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/broker/v1/peer.proto
+# The broker's private storage format (Raft commands and Pebble records): generated
+# next to the .proto, paths relative to the repository root.
+BROKER_PROTO_FILES := broker/internal/fsm/fsmpb/fsm.proto
+broker_proto_gen = PATH="$(TOOLS):$$PATH" protoc -I . --go_out=$(1) --go_opt=paths=source_relative $(BROKER_PROTO_FILES)
 
 # The per-module pattern targets (test-%, vet-%, bench-%, tidy-%) are deliberately not
 # listed: make skips pattern-rule search for .PHONY targets.
@@ -152,7 +156,7 @@ openapi_gen = PATH="$(TOOLS):$$PATH" protoc -I proto -I proto/third_party -I /us
 	  --openapiv2_opt=allow_merge=true,merge_file_name=openapi,output_format=json,openapi_configuration=proto/openapi.yaml \
 	  $(OPENAPI_PROTO) && mv $(1)/openapi.swagger.json $(1)/openapi.json
 
-gen: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-openapiv2 ## Regenerate the protobuf Go code in proto/gen and the OpenAPI document (needs protoc)
+gen: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-openapiv2 ## Regenerate the protobuf Go code (proto/gen, broker/internal/fsm/fsmpb) and the OpenAPI document (needs protoc)
 	@if ! command -v protoc >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "protoc not found: installing Debian's protobuf-compiler"; \
@@ -168,6 +172,7 @@ gen: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-open
 	  --go_out=proto/gen --go_opt=paths=source_relative \
 	  --go-grpc_out=proto/gen --go-grpc_opt=paths=source_relative \
 	  $(PROTO_FILES)
+	$(call broker_proto_gen,.)
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(call openapi_gen,$$tmp); \
 	cp $$tmp/openapi.json $(OPENAPI_OUT)
@@ -191,6 +196,11 @@ verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-o
 	  --go_out=$$tmp --go_opt=paths=source_relative \
 	  --go-grpc_out=$$tmp --go-grpc_opt=paths=source_relative $(PROTO_FILES); \
 	if ! diff -r $$tmp proto/gen >/dev/null; then echo "verify: proto/gen is stale: run make gen and commit"; diff -r $$tmp proto/gen | head -20; exit 1; fi
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(call broker_proto_gen,$$tmp); \
+	for f in $(BROKER_PROTO_FILES:.proto=.pb.go); do \
+	  if ! diff $$tmp/$$f $$f >/dev/null; then echo "verify: $$f is stale: run make gen and commit"; diff $$tmp/$$f $$f | head -20; exit 1; fi; \
+	done
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(call openapi_gen,$$tmp); \
 	if ! diff $$tmp/openapi.json $(OPENAPI_OUT) >/dev/null; then echo "verify: $(OPENAPI_OUT) is stale: run make gen and commit"; diff $$tmp/openapi.json $(OPENAPI_OUT) | head -20; exit 1; fi

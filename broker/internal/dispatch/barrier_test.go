@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/proto/receipt"
 )
 
@@ -32,9 +32,9 @@ func TestNothingPushedBeforeBarrier(t *testing.T) {
 			}
 			// The previous term's cancel, committed but not applied here
 			// until the read's index is.
-			cancel := &raftv1.Change{NowMs: time.Now().UnixMilli(), Topic: "t", Cancel: true, MessageId: cancelled[:]}
-			out, err := r.log.propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Change{Change: cancel}})
-			if err != nil || out.GetChange().GetCode() != raftv1.ChangeCode_CHANGE_CODE_DONE {
+			cancel := &fsmpb.Change{NowMs: time.Now().UnixMilli(), Topic: "t", Cancel: true, MessageId: cancelled[:]}
+			out, err := r.log.propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Change{Change: cancel}})
+			if err != nil || out.GetChange().GetCode() != fsmpb.ChangeCode_CHANGE_CODE_DONE {
 				t.Errorf("cancel = %v, %v; want DONE", out.GetChange(), err)
 			}
 			return nil
@@ -129,7 +129,7 @@ func TestNoPushBeforeLeaseCommitOnceLeaderLeaseLapsed(t *testing.T) {
 		if !ok {
 			t.Fatalf("not delivered after its lease committed")
 		}
-		if code := r.ack(g.d); code != raftv1.RefCode_REF_CODE_OK {
+		if code := r.ack(g.d); code != fsmpb.RefCode_REF_CODE_OK {
 			t.Fatalf("ack = %v, want OK: the pushed delivery's lease is the committed one", code)
 		}
 		if reads.Load() < 2 {

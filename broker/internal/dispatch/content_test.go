@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 // A keyed rewrite that keeps the due time (REPLACE with the same due,
@@ -17,12 +17,12 @@ import (
 func TestRewriteRacingARoundDeliversOnlyTheNewPayload(t *testing.T) {
 	tests := []struct {
 		name     string
-		conflict raftv1.KeyConflict
+		conflict fsmpb.KeyConflict
 		maxWait  int64
-		want     raftv1.KeyOutcome
+		want     fsmpb.KeyOutcome
 	}{
-		{"replace", raftv1.KeyConflict_KEY_CONFLICT_REPLACE, 0, raftv1.KeyOutcome_KEY_OUTCOME_REPLACED},
-		{"debounce at its cap", raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE, 50, raftv1.KeyOutcome_KEY_OUTCOME_DEBOUNCED},
+		{"replace", fsmpb.KeyConflict_KEY_CONFLICT_REPLACE, 0, fsmpb.KeyOutcome_KEY_OUTCOME_REPLACED},
+		{"debounce at its cap", fsmpb.KeyConflict_KEY_CONFLICT_DEBOUNCE, 50, fsmpb.KeyOutcome_KEY_OUTCOME_DEBOUNCED},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -30,19 +30,19 @@ func TestRewriteRacingARoundDeliversOnlyTheNewPayload(t *testing.T) {
 				r := newRig(t)
 				now := time.Now().UnixMilli()
 				due := now + 50
-				r.publishMessages(&raftv1.StoredMessage{Topic: "t", Key: "k", Payload: []byte("old"), PublishedAtMs: now, DueAtMs: due, OnConflict: tt.conflict, MaxWaitMs: tt.maxWait})
+				r.publishMessages(&fsmpb.StoredMessage{Topic: "t", Key: "k", Payload: []byte("old"), PublishedAtMs: now, DueAtMs: due, OnConflict: tt.conflict, MaxWaitMs: tt.maxWait})
 				var once sync.Once
 				r.log.beforeLease = func() {
 					once.Do(func() {
 						// The round has read the old body; the rewrite begins
 						// and is ordered ahead of the round's lease.
 						end := r.d.BeginChange()
-						m := &raftv1.StoredMessage{Topic: "t", Key: "k", Payload: []byte("new"), PublishedAtMs: now, DueAtMs: due + 1000, OnConflict: tt.conflict, MaxWaitMs: tt.maxWait}
-						if tt.conflict == raftv1.KeyConflict_KEY_CONFLICT_REPLACE {
+						m := &fsmpb.StoredMessage{Topic: "t", Key: "k", Payload: []byte("new"), PublishedAtMs: now, DueAtMs: due + 1000, OnConflict: tt.conflict, MaxWaitMs: tt.maxWait}
+						if tt.conflict == fsmpb.KeyConflict_KEY_CONFLICT_REPLACE {
 							m.DueAtMs = due
 						}
-						p := &raftv1.Publish{NowMs: time.Now().UnixMilli(), Messages: []*raftv1.StoredMessage{m}}
-						out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}})
+						p := &fsmpb.Publish{NowMs: time.Now().UnixMilli(), Messages: []*fsmpb.StoredMessage{m}}
+						out, err := r.log.propose(context.Background(), &fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: p}})
 						end(err)
 						if err != nil || out.Published[0].KeyOutcome != tt.want || out.Published[0].DueAtMs != due {
 							t.Errorf("rewrite = %v, %v; want %v due %d", out.GetPublished(), err, tt.want, due)
@@ -58,7 +58,7 @@ func TestRewriteRacingARoundDeliversOnlyTheNewPayload(t *testing.T) {
 				if string(g.d.Payload) != "new" || g.d.Attempt != 1 {
 					t.Fatalf("delivery = payload %q attempt %d, want the rewritten payload new at attempt 1", g.d.Payload, g.d.Attempt)
 				}
-				if code := r.ack(g.d); code != raftv1.RefCode_REF_CODE_OK {
+				if code := r.ack(g.d); code != fsmpb.RefCode_REF_CODE_OK {
 					t.Fatalf("ack = %v, want OK", code)
 				}
 				if g, ok := next(c, 300*time.Millisecond); ok {

@@ -10,16 +10,16 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // ProposeFunc commits one command on the shard.
-type ProposeFunc func(ctx context.Context, cmd *raftv1.Command) (*raftv1.Outcome, error)
+type ProposeFunc func(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Outcome, error)
 
 // StartFunc proposes one command at once and returns a wait for its
 // outcome; whatever is proposed after it returns is ordered after it.
-type StartFunc func(ctx context.Context, cmd *raftv1.Command) (func() (*raftv1.Outcome, error), error)
+type StartFunc func(ctx context.Context, cmd *fsmpb.Command) (func() (*fsmpb.Outcome, error), error)
 
 // ReadIndexFunc confirms that this replica leads the shard (a ReadIndex
 // answered by a quorum) and returns once the local state machine has applied

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 )
@@ -50,11 +50,11 @@ func (l *shardLog) readIndex(ctx context.Context) error {
 	return nil
 }
 
-func (l *shardLog) propose(_ context.Context, cmd *raftv1.Command) (*raftv1.Outcome, error) {
+func (l *shardLog) propose(_ context.Context, cmd *fsmpb.Command) (*fsmpb.Outcome, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.index++
-	data, err := proto.Marshal(&raftv1.Batch{Commands: []*raftv1.Command{cmd}})
+	data, err := proto.Marshal(&fsmpb.Batch{Commands: []*fsmpb.Command{cmd}})
 	if err != nil {
 		return nil, err
 	}
@@ -62,14 +62,14 @@ func (l *shardLog) propose(_ context.Context, cmd *raftv1.Command) (*raftv1.Outc
 	if err != nil {
 		return nil, err
 	}
-	var outs raftv1.Outcomes
+	var outs fsmpb.Outcomes
 	if err := proto.Unmarshal(out[0].Result.Data, &outs); err != nil {
 		return nil, err
 	}
 	return outs.Outcomes[0], nil
 }
 
-func (l *shardLog) start(ctx context.Context, cmd *raftv1.Command) (func() (*raftv1.Outcome, error), error) {
+func (l *shardLog) start(ctx context.Context, cmd *fsmpb.Command) (func() (*fsmpb.Outcome, error), error) {
 	if cmd.GetLease() != nil {
 		l.leases.Add(1)
 	}
@@ -77,7 +77,7 @@ func (l *shardLog) start(ctx context.Context, cmd *raftv1.Command) (func() (*raf
 		l.beforeLease()
 	}
 	if cmd.GetLease() != nil && l.leaseGate != nil {
-		return func() (*raftv1.Outcome, error) {
+		return func() (*fsmpb.Outcome, error) {
 			select {
 			case <-l.leaseGate:
 			case <-ctx.Done():
@@ -87,7 +87,7 @@ func (l *shardLog) start(ctx context.Context, cmd *raftv1.Command) (func() (*raf
 		}, nil
 	}
 	out, err := l.propose(ctx, cmd)
-	return func() (*raftv1.Outcome, error) { return out, err }, nil
+	return func() (*fsmpb.Outcome, error) { return out, err }, nil
 }
 
 type rig struct {
@@ -132,17 +132,17 @@ func newRigLog(t *testing.T, cfg Config, log *shardLog) *rig {
 // publish stores messages due at the given times (absolute ms).
 func (r *rig) publish(topic string, dues ...int64) []receipt.MessageID {
 	r.t.Helper()
-	var msgs []*raftv1.StoredMessage
+	var msgs []*fsmpb.StoredMessage
 	for _, due := range dues {
-		msgs = append(msgs, &raftv1.StoredMessage{Topic: topic, Payload: []byte(fmt.Sprint(due)), DueAtMs: due})
+		msgs = append(msgs, &fsmpb.StoredMessage{Topic: topic, Payload: []byte(fmt.Sprint(due)), DueAtMs: due})
 	}
 	return r.publishMessages(msgs...)
 }
 
-func (r *rig) publishMessages(msgs ...*raftv1.StoredMessage) []receipt.MessageID {
+func (r *rig) publishMessages(msgs ...*fsmpb.StoredMessage) []receipt.MessageID {
 	r.t.Helper()
-	p := &raftv1.Publish{NowMs: time.Now().UnixMilli(), Messages: msgs}
-	out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}})
+	p := &fsmpb.Publish{NowMs: time.Now().UnixMilli(), Messages: msgs}
+	out, err := r.log.propose(context.Background(), &fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: p}})
 	if err != nil {
 		r.t.Fatalf("publish: %v", err)
 	}
@@ -154,13 +154,13 @@ func (r *rig) publishMessages(msgs ...*raftv1.StoredMessage) []receipt.MessageID
 	return ids
 }
 
-func (r *rig) ack(d *sundialv1.Delivery) raftv1.RefCode {
+func (r *rig) ack(d *sundialv1.Delivery) fsmpb.RefCode {
 	r.t.Helper()
 	rc, err := receipt.Parse(d.Receipt)
 	if err != nil {
 		r.t.Fatalf("receipt.Parse() error = %v", err)
 	}
-	out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{Refs: []*raftv1.MessageRef{{MessageId: rc.Message[:], Group: rc.Group, Attempt: rc.Attempt}}}}})
+	out, err := r.log.propose(context.Background(), &fsmpb.Command{Kind: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Refs: []*fsmpb.MessageRef{{MessageId: rc.Message[:], Group: rc.Group, Attempt: rc.Attempt}}}}})
 	if err != nil {
 		r.t.Fatalf("ack: %v", err)
 	}
@@ -255,7 +255,7 @@ func TestInsertBelowFloorIsDelivered(t *testing.T) {
 			if !ok {
 				t.Fatalf("due message missing")
 			}
-			if code := r.ack(g.d); code != raftv1.RefCode_REF_CODE_OK {
+			if code := r.ack(g.d); code != fsmpb.RefCode_REF_CODE_OK {
 				t.Fatalf("ack = %v", code)
 			}
 		}
@@ -277,7 +277,7 @@ func TestAtMostOnceRemovesOnDelivery(t *testing.T) {
 		if !ok {
 			t.Fatalf("no delivery")
 		}
-		if code := r.ack(g.d); code != raftv1.RefCode_REF_CODE_NOT_FOUND {
+		if code := r.ack(g.d); code != fsmpb.RefCode_REF_CODE_NOT_FOUND {
 			t.Fatalf("ack after an at-most-once delivery = %v, want NOT_FOUND: the delivery removed it", code)
 		}
 	})
@@ -347,8 +347,8 @@ func TestExpiredMessageIsNeverDelivered(t *testing.T) {
 		r := newRig(t)
 		now := time.Now().UnixMilli()
 		r.publishMessages(
-			&raftv1.StoredMessage{Topic: "t", Payload: []byte("stale"), DueAtMs: now - 100, ExpiresAtMs: now - 50},
-			&raftv1.StoredMessage{Topic: "t", Payload: []byte("fresh"), DueAtMs: now, ExpiresAtMs: now + 60_000},
+			&fsmpb.StoredMessage{Topic: "t", Payload: []byte("stale"), DueAtMs: now - 100, ExpiresAtMs: now - 50},
+			&fsmpb.StoredMessage{Topic: "t", Payload: []byte("fresh"), DueAtMs: now, ExpiresAtMs: now + 60_000},
 		)
 		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
 		r.d.Attach(c)
@@ -395,10 +395,10 @@ func fairRig(t *testing.T, weights map[string]int32) (*rig, *Consumer) {
 	return r, c
 }
 
-func fairMessages(fk string, n int, due int64) []*raftv1.StoredMessage {
-	out := make([]*raftv1.StoredMessage, n)
+func fairMessages(fk string, n int, due int64) []*fsmpb.StoredMessage {
+	out := make([]*fsmpb.StoredMessage, n)
 	for i := range out {
-		out[i] = &raftv1.StoredMessage{Topic: "t", Payload: []byte(fk), DueAtMs: due, Fair: true, FairnessKey: fk}
+		out[i] = &fsmpb.StoredMessage{Topic: "t", Payload: []byte(fk), DueAtMs: due, Fair: true, FairnessKey: fk}
 	}
 	return out
 }
@@ -499,10 +499,10 @@ func TestChangeOrderedBeforeLeaseIsNotPushed(t *testing.T) {
 		var once sync.Once
 		r.log.beforeLease = func() {
 			once.Do(func() {
-				cancel := &raftv1.Change{NowMs: time.Now().UnixMilli(), Topic: "t", Cancel: true, MessageId: ids[0][:]}
-				out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Change{Change: cancel}})
+				cancel := &fsmpb.Change{NowMs: time.Now().UnixMilli(), Topic: "t", Cancel: true, MessageId: ids[0][:]}
+				out, err := r.log.propose(context.Background(), &fsmpb.Command{Kind: &fsmpb.Command_Change{Change: cancel}})
 				end(err)
-				if err != nil || out.GetChange().GetCode() != raftv1.ChangeCode_CHANGE_CODE_DONE {
+				if err != nil || out.GetChange().GetCode() != fsmpb.ChangeCode_CHANGE_CODE_DONE {
 					t.Errorf("cancel = %v, %v; want DONE", out.GetChange(), err)
 				}
 			})
@@ -524,9 +524,9 @@ func TestInsertAtFloorInstantIsDelivered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)
 		due := time.Now().UnixMilli()
-		var msgs []*raftv1.StoredMessage
+		var msgs []*fsmpb.StoredMessage
 		for i := range 20 {
-			msgs = append(msgs, &raftv1.StoredMessage{Topic: "t", Payload: []byte(fmt.Sprint(i)), DueAtMs: due})
+			msgs = append(msgs, &fsmpb.StoredMessage{Topic: "t", Payload: []byte(fmt.Sprint(i)), DueAtMs: due})
 		}
 		r.publishMessages(msgs...)
 		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 5)
@@ -540,7 +540,7 @@ func TestInsertAtFloorInstantIsDelivered(t *testing.T) {
 		}
 		// The scan's floor now sits inside the instant; a copy inserted at the
 		// same instant sorts before it (higher priority) and must still come.
-		r.publishMessages(&raftv1.StoredMessage{Topic: "t", Payload: []byte("urgent"), DueAtMs: due, Priority: -5})
+		r.publishMessages(&fsmpb.StoredMessage{Topic: "t", Payload: []byte("urgent"), DueAtMs: due, Priority: -5})
 		r.d.AddCredit(c, 100)
 		seen := map[string]bool{}
 		for len(seen) < 16 {

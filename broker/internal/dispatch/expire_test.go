@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 )
 
@@ -41,7 +41,7 @@ func newExpiryRig(t *testing.T, cfg Config) *expiryRig {
 			r.d.Changed(c.Lows, c.ExpiryLow, c.Reset)
 		}
 	})
-	propose := func(ctx context.Context, cmd *raftv1.Command) (*raftv1.Outcome, error) {
+	propose := func(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Outcome, error) {
 		if cmd.GetExpire() != nil {
 			r.expires.Add(1)
 		}
@@ -52,12 +52,12 @@ func newExpiryRig(t *testing.T, cfg Config) *expiryRig {
 }
 
 // applyAll applies cmds as one entry of the log, as one Raft entry would.
-func (r *expiryRig) applyAll(cmds ...*raftv1.Command) uint64 {
+func (r *expiryRig) applyAll(cmds ...*fsmpb.Command) uint64 {
 	r.t.Helper()
 	r.log.mu.Lock()
 	defer r.log.mu.Unlock()
 	r.log.index++
-	data, err := proto.Marshal(&raftv1.Batch{Commands: cmds})
+	data, err := proto.Marshal(&fsmpb.Batch{Commands: cmds})
 	if err != nil {
 		r.t.Fatalf("marshal: %v", err)
 	}
@@ -67,26 +67,26 @@ func (r *expiryRig) applyAll(cmds ...*raftv1.Command) uint64 {
 	return r.log.index
 }
 
-func (r *expiryRig) endOf(id receipt.MessageID) raftv1.EndState {
+func (r *expiryRig) endOf(id receipt.MessageID) fsmpb.EndState {
 	r.t.Helper()
 	v, closer, err := r.db.Get(keys.End(shard, id[:]))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return raftv1.EndState_END_STATE_PENDING
+		return fsmpb.EndState_END_STATE_PENDING
 	}
 	if err != nil {
 		r.t.Fatalf("read end record: %v", err)
 	}
 	defer closer.Close()
-	var end raftv1.EndRecord
+	var end fsmpb.EndRecord
 	if err := proto.Unmarshal(v, &end); err != nil {
 		r.t.Fatalf("decode end record: %v", err)
 	}
 	return end.End
 }
 
-func (r *expiryRig) counters() *raftv1.Counters {
+func (r *expiryRig) counters() *fsmpb.Counters {
 	r.t.Helper()
-	c := &raftv1.Counters{}
+	c := &fsmpb.Counters{}
 	v, closer, err := r.db.Get(keys.Counter(shard, "t", "default"))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return c
@@ -113,22 +113,22 @@ func TestCopiesExpiredUnderLeaseAreDroppedOnce(t *testing.T) {
 		// One entry: publish, lease each copy until a deadline already past,
 		// and run the TTL sweep while they are leased.
 		index := r.log.index + 1
-		pub := &raftv1.Publish{NowMs: now - 10_000}
-		var cmds []*raftv1.Command
+		pub := &fsmpb.Publish{NowMs: now - 10_000}
+		var cmds []*fsmpb.Command
 		var stuckIDs []receipt.MessageID
 		for i := range stuck {
-			pub.Messages = append(pub.Messages, &raftv1.StoredMessage{
+			pub.Messages = append(pub.Messages, &fsmpb.StoredMessage{
 				Topic: "t", Payload: []byte(fmt.Sprint("stuck-", i)), PublishedAtMs: now - 10_000,
 				DueAtMs: now - 10_000, ExpiresAtMs: now - 5_000, DedupWindowMs: 60_000,
 			})
 			id := receipt.NewMessageID(shard, index, uint32(i))
 			stuckIDs = append(stuckIDs, id)
-			cmds = append(cmds, &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: now - 10_000, Items: []*raftv1.LeaseItem{{
-				Ref: &raftv1.MessageRef{MessageId: id[:], Group: "default"}, VisibleAtMs: now - 10_000, DeadlineMs: now - 1,
+			cmds = append(cmds, &fsmpb.Command{Kind: &fsmpb.Command_Lease{Lease: &fsmpb.Lease{NowMs: now - 10_000, Items: []*fsmpb.LeaseItem{{
+				Ref: &fsmpb.MessageRef{MessageId: id[:], Group: "default"}, VisibleAtMs: now - 10_000, DeadlineMs: now - 1,
 			}}}}})
 		}
-		cmds = append([]*raftv1.Command{{Kind: &raftv1.Command_Publish{Publish: pub}}}, cmds...)
-		cmds = append(cmds, &raftv1.Command{Kind: &raftv1.Command_Expire{Expire: &raftv1.Expire{NowMs: now - 4_000, Limit: 100}}})
+		cmds = append([]*fsmpb.Command{{Kind: &fsmpb.Command_Publish{Publish: pub}}}, cmds...)
+		cmds = append(cmds, &fsmpb.Command{Kind: &fsmpb.Command_Expire{Expire: &fsmpb.Expire{NowMs: now - 4_000, Limit: 100}}})
 		if got := r.applyAll(cmds...); got != index {
 			t.Fatalf("entry index = %d, want %d", got, index)
 		}
@@ -137,9 +137,9 @@ func TestCopiesExpiredUnderLeaseAreDroppedOnce(t *testing.T) {
 		}
 		// Messages behind the stuck copies, due now.
 		const behind = 3
-		var msgs []*raftv1.StoredMessage
+		var msgs []*fsmpb.StoredMessage
 		for i := range behind {
-			msgs = append(msgs, &raftv1.StoredMessage{Topic: "t", Payload: []byte(fmt.Sprint("behind-", i)), PublishedAtMs: now, DueAtMs: now})
+			msgs = append(msgs, &fsmpb.StoredMessage{Topic: "t", Payload: []byte(fmt.Sprint("behind-", i)), PublishedAtMs: now, DueAtMs: now})
 		}
 		r.publishMessages(msgs...)
 
@@ -167,7 +167,7 @@ func TestCopiesExpiredUnderLeaseAreDroppedOnce(t *testing.T) {
 			t.Fatalf("Expire proposals = %d, want a handful (one per round that found expired copies)", n)
 		}
 		for _, id := range stuckIDs {
-			if end := r.endOf(id); end != raftv1.EndState_END_STATE_EXPIRED {
+			if end := r.endOf(id); end != fsmpb.EndState_END_STATE_EXPIRED {
 				t.Fatalf("end of stuck message %s = %v, want EXPIRED", id, end)
 			}
 		}

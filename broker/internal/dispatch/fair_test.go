@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"testing"
 
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 // dueOf returns n due items of fairness key fk, named fk/i.
 func dueOf(fk string, n int) []dueItem {
 	out := make([]dueItem, n)
 	for i := range out {
-		out[i] = dueItem{item: &raftv1.LeaseItem{Ref: &raftv1.MessageRef{MessageId: []byte(fmt.Sprintf("%s/%d", fk, i))}}}
+		out[i] = dueItem{item: &fsmpb.LeaseItem{Ref: &fsmpb.MessageRef{MessageId: []byte(fmt.Sprintf("%s/%d", fk, i))}}}
 	}
 	return out
 }

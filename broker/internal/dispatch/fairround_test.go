@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // roundRig is a FAIR queue's store and a dispatcher that is never started:
@@ -40,7 +40,7 @@ func newRoundRig(tb testing.TB) *roundRig {
 			r.d.Changed(c.Lows, c.ExpiryLow, c.Reset)
 		}
 	})
-	propose := func(context.Context, *raftv1.Command) (*raftv1.Outcome, error) {
+	propose := func(context.Context, *fsmpb.Command) (*fsmpb.Outcome, error) {
 		return nil, fmt.Errorf("roundRig: no proposals")
 	}
 	r.d = New(shard, db, propose, nil, nil, nil, Config{Policy: func(string) Policy { return Policy{Fair: true} }}, zap.NewNop(), NewMetrics(prometheus.NewRegistry()))
@@ -49,10 +49,10 @@ func newRoundRig(tb testing.TB) *roundRig {
 	return r
 }
 
-func (r *roundRig) publish(nowMs int64, msgs ...*raftv1.StoredMessage) {
+func (r *roundRig) publish(nowMs int64, msgs ...*fsmpb.StoredMessage) {
 	r.tb.Helper()
 	r.index++
-	data, err := proto.Marshal(&raftv1.Batch{Commands: []*raftv1.Command{{Kind: &raftv1.Command_Publish{Publish: &raftv1.Publish{NowMs: nowMs, Messages: msgs}}}}})
+	data, err := proto.Marshal(&fsmpb.Batch{Commands: []*fsmpb.Command{{Kind: &fsmpb.Command_Publish{Publish: &fsmpb.Publish{NowMs: nowMs, Messages: msgs}}}}})
 	if err != nil {
 		r.tb.Fatal(err)
 	}
@@ -201,12 +201,12 @@ func TestFairRoundKeepsKeysBeingLeased(t *testing.T) {
 // commit applies a lease of picks, as the round's proposal would.
 func (r *roundRig) commit(nowMs int64, picks []pick) {
 	r.tb.Helper()
-	items := make([]*raftv1.LeaseItem, len(picks))
+	items := make([]*fsmpb.LeaseItem, len(picks))
 	for i, p := range picks {
 		items[i] = p.item
 	}
 	r.index++
-	data, err := proto.Marshal(&raftv1.Batch{Commands: []*raftv1.Command{{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: nowMs, Items: items}}}}})
+	data, err := proto.Marshal(&fsmpb.Batch{Commands: []*fsmpb.Command{{Kind: &fsmpb.Command_Lease{Lease: &fsmpb.Lease{NowMs: nowMs, Items: items}}}}})
 	if err != nil {
 		r.tb.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 )
@@ -36,7 +36,7 @@ type dueIndex struct {
 	rebuilt func()
 }
 
-type dueItem struct{ item *raftv1.LeaseItem }
+type dueItem struct{ item *fsmpb.LeaseItem }
 
 // dueItem turns the index entry e of q under it into a lease candidate;
 // busy when its lease is already being proposed. leasing holds the copies being leased.
@@ -52,8 +52,8 @@ func (x *dueIndex) dueItem(it *pebble.Iterator, q keys.Queue, e keys.DueEntry, l
 	if err != nil {
 		return dueItem{}, false, err
 	}
-	return dueItem{item: &raftv1.LeaseItem{
-		Ref:         &raftv1.MessageRef{MessageId: slices.Clone(e.ID), Group: q.Group, Attempt: attempt},
+	return dueItem{item: &fsmpb.LeaseItem{
+		Ref:         &fsmpb.MessageRef{MessageId: slices.Clone(e.ID), Group: q.Group, Attempt: attempt},
 		VisibleAtMs: e.VisibleAtMs,
 	}}, false, nil
 }
@@ -277,7 +277,7 @@ func (x *dueIndex) activate(q keys.Queue, t *fairTree, k []byte) (e keys.DueEntr
 	if err != nil {
 		return e, false, err
 	}
-	var cs raftv1.CopyState
+	var cs fsmpb.CopyState
 	err = proto.Unmarshal(v, &cs)
 	closer.Close()
 	if err != nil || !cs.Fair {
@@ -337,7 +337,7 @@ func (x *dueIndex) delivery(p pick) (*sundialv1.Delivery, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	var m raftv1.StoredMessage
+	var m fsmpb.StoredMessage
 	err = proto.Unmarshal(v, &m)
 	closer.Close()
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // newIndex returns a due index over a store holding one message of topic t
@@ -23,11 +23,11 @@ func newIndex(t *testing.T, dues ...int64) (*dueIndex, [][]byte) {
 	}
 	t.Cleanup(func() { db.Close() })
 	log := &shardLog{t: t, s: fsm.New(db, shard, func(uint64, fsm.Change) {})}
-	p := &raftv1.Publish{NowMs: 1}
+	p := &fsmpb.Publish{NowMs: 1}
 	for _, due := range dues {
-		p.Messages = append(p.Messages, &raftv1.StoredMessage{Topic: "t", Payload: []byte(fmt.Sprint(due)), DueAtMs: due, ExpiresAtMs: due + 1000})
+		p.Messages = append(p.Messages, &fsmpb.StoredMessage{Topic: "t", Payload: []byte(fmt.Sprint(due)), DueAtMs: due, ExpiresAtMs: due + 1000})
 	}
-	out, err := log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}})
+	out, err := log.propose(context.Background(), &fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: p}})
 	if err != nil {
 		t.Fatalf("publish: %v", err)
 	}
@@ -83,7 +83,7 @@ func TestDueIndexScan(t *testing.T) {
 
 func TestDueIndexDeliveryStampsVersion(t *testing.T) {
 	x, ids := newIndex(t, 10)
-	p := pick{item: &raftv1.LeaseItem{Ref: &raftv1.MessageRef{MessageId: ids[0], Group: "default"}, DeadlineMs: 99, Version: 7}, q: keys.Queue{Topic: "t", Group: "default"}}
+	p := pick{item: &fsmpb.LeaseItem{Ref: &fsmpb.MessageRef{MessageId: ids[0], Group: "default"}, DeadlineMs: 99, Version: 7}, q: keys.Queue{Topic: "t", Group: "default"}}
 	d, expiresAt, err := x.delivery(p)
 	if err != nil {
 		t.Fatalf("delivery() error = %v", err)

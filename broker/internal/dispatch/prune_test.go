@@ -5,7 +5,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 // state reports which of the dispatcher's per-topic and per-queue maps
@@ -31,7 +31,7 @@ func TestStateOfUnreadQueuesIsPruned(t *testing.T) {
 		r.d.Attach(gone)
 		r.d.Attach(kept)
 		for _, topic := range []string{"gone", "kept"} {
-			r.publishMessages(&raftv1.StoredMessage{Topic: topic, Payload: []byte(topic), DueAtMs: now, Fair: true, FairnessKey: "a"})
+			r.publishMessages(&fsmpb.StoredMessage{Topic: topic, Payload: []byte(topic), DueAtMs: now, Fair: true, FairnessKey: "a"})
 		}
 		for _, c := range []*Consumer{gone, kept} {
 			g, ok := next(c, 5*time.Second)

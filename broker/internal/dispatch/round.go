@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 )
@@ -18,7 +18,7 @@ import (
 type queueKey struct{ topic, group string }
 
 type pick struct {
-	item     *raftv1.LeaseItem
+	item     *fsmpb.LeaseItem
 	consumer *Consumer
 	q        keys.Queue
 	delivery *sundialv1.Delivery
@@ -81,12 +81,12 @@ func (d *Dispatcher) round() time.Time {
 		return now.Add(d.cfg.RetryInterval)
 	}
 	pushed := make([]bool, len(picks))
-	items := make([]*raftv1.LeaseItem, len(picks))
+	items := make([]*fsmpb.LeaseItem, len(picks))
 	for i, p := range picks {
 		items[i] = p.item
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
-	wait, err := d.start(ctx, &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: now.UnixMilli(), Items: items}}})
+	wait, err := d.start(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Lease{Lease: &fsmpb.Lease{NowMs: now.UnixMilli(), Items: items}}})
 	if err != nil {
 		cancel()
 		<-d.slots
@@ -114,7 +114,7 @@ func (d *Dispatcher) round() time.Time {
 // commit waits for the lease of picks, pushes the at-most-once ones that
 // committed (and the at-least-once ones, unless pushed early) and releases
 // the copies for later rounds.
-func (d *Dispatcher) commit(picks []pick, pushed []bool, early bool, wait func() (*raftv1.Outcome, error), cancel context.CancelFunc) {
+func (d *Dispatcher) commit(picks []pick, pushed []bool, early bool, wait func() (*fsmpb.Outcome, error), cancel context.CancelFunc) {
 	defer d.wg.Done()
 	defer func() { <-d.slots }()
 	out, err := wait()
@@ -128,9 +128,9 @@ func (d *Dispatcher) commit(picks []pick, pushed []bool, early bool, wait func()
 	}
 	for i, p := range picks {
 		switch {
-		case p.item.DeadLetter && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
+		case p.item.DeadLetter && out.Codes[i] == fsmpb.RefCode_REF_CODE_OK:
 			d.metrics.deadLettered.Inc()
-		case (p.item.Remove || !early) && !p.item.DeadLetter && out.Codes[i] == raftv1.RefCode_REF_CODE_OK:
+		case (p.item.Remove || !early) && !p.item.DeadLetter && out.Codes[i] == fsmpb.RefCode_REF_CODE_OK:
 			pushed[i] = d.push(p)
 			if !p.item.Remove {
 				d.metrics.pushedAfterCommit.Inc()
@@ -172,7 +172,7 @@ func (d *Dispatcher) push(p pick) bool {
 
 // settle releases picks for later rounds and refunds the credit of those
 // not pushed. codes (nil when the proposal failed) counts lease conflicts.
-func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []raftv1.RefCode) {
+func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []fsmpb.RefCode) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, p := range picks {
@@ -183,13 +183,13 @@ func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []raftv1.RefCode)
 				p.consumer.credit++
 			}
 		}
-		if codes != nil && codes[i] != raftv1.RefCode_REF_CODE_OK && pushed[i] {
+		if codes != nil && codes[i] != fsmpb.RefCode_REF_CODE_OK && pushed[i] {
 			d.metrics.leaseConflicts.Inc()
 		}
 	}
 }
 
-func leasingKey(ref *raftv1.MessageRef) string {
+func leasingKey(ref *fsmpb.MessageRef) string {
 	return string(ref.MessageId) + ref.Group
 }
 
@@ -300,13 +300,13 @@ func (d *Dispatcher) nextConsumer(cs []*Consumer, part uint32) *Consumer {
 // release gives deliveries that never reached a consumer back at once, so
 // they need not wait for their lease to run out.
 func (d *Dispatcher) release(ds []*sundialv1.Delivery) {
-	refs := make([]*raftv1.MessageRef, 0, len(ds))
+	refs := make([]*fsmpb.MessageRef, 0, len(ds))
 	for _, dl := range ds {
 		r, err := receipt.Parse(dl.Receipt)
 		if err != nil {
 			continue
 		}
-		refs = append(refs, &raftv1.MessageRef{MessageId: slices.Clone(r.Message[:]), Group: r.Group, Attempt: r.Attempt})
+		refs = append(refs, &fsmpb.MessageRef{MessageId: slices.Clone(r.Message[:]), Group: r.Group, Attempt: r.Attempt})
 	}
 	if len(refs) == 0 {
 		return
@@ -316,7 +316,7 @@ func (d *Dispatcher) release(ds []*sundialv1.Delivery) {
 		defer d.wg.Done()
 		ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 		defer cancel()
-		cmd := &raftv1.Command{Kind: &raftv1.Command_Nack{Nack: &raftv1.Nack{Refs: refs, VisibleAtMs: d.now().UnixMilli(), Reason: "consumer went away"}}}
+		cmd := &fsmpb.Command{Kind: &fsmpb.Command_Nack{Nack: &fsmpb.Nack{Refs: refs, VisibleAtMs: d.now().UnixMilli(), Reason: "consumer went away"}}}
 		if _, err := d.propose(ctx, cmd); err != nil && d.ctx.Err() == nil {
 			d.log.Warn("release undelivered copies", zap.Uint64("shard_id", d.shard), zap.Int("copies", len(refs)), zap.Error(err))
 		}

@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 func TestSweepRepeatsUntilNothingIsLeft(t *testing.T) {
@@ -16,8 +16,8 @@ func TestSweepRepeatsUntilNothingIsLeft(t *testing.T) {
 		r := newRigWith(t, Config{MaxSweepBatch: 4, DedupWindow: time.Minute})
 		publishedAt := time.UnixMilli(1_000_000)
 		publish := func(reqID string, at time.Time) []byte {
-			p := &raftv1.Publish{RequestId: reqID, NowMs: at.UnixMilli(), Messages: []*raftv1.StoredMessage{{Topic: "t", DueAtMs: at.UnixMilli() + int64(time.Hour/time.Millisecond)}}}
-			out, err := r.log.propose(context.Background(), &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}})
+			p := &fsmpb.Publish{RequestId: reqID, NowMs: at.UnixMilli(), Messages: []*fsmpb.StoredMessage{{Topic: "t", DueAtMs: at.UnixMilli() + int64(time.Hour/time.Millisecond)}}}
+			out, err := r.log.propose(context.Background(), &fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: p}})
 			if err != nil {
 				t.Fatalf("publish %s: %v", reqID, err)
 			}

@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 // pruneInterval is how often a round drops the state of queues nobody
@@ -55,7 +55,7 @@ func (d *Dispatcher) expireDue(now time.Time) time.Time {
 	defer cancel()
 	// A failed proposal forgets the named copies: the next round that finds
 	// them due names them again.
-	out, err := d.propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Expire{Expire: &raftv1.Expire{NowMs: nowMs, Limit: uint32(d.cfg.MaxExpireBatch), MessageIds: named}}})
+	out, err := d.propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Expire{Expire: &fsmpb.Expire{NowMs: nowMs, Limit: uint32(d.cfg.MaxExpireBatch), MessageIds: named}}})
 	if err != nil {
 		if d.ctx.Err() == nil {
 			d.log.Warn("ttl expiry failed", zap.Uint64("shard_id", d.shard), zap.Int("named", len(named)), zap.Error(err))
@@ -77,10 +77,10 @@ func (d *Dispatcher) expireDue(now time.Time) time.Time {
 // window and the key and end records whose time came, one bounded command
 // after another until a command answers that nothing is left.
 func (d *Dispatcher) sweep(now time.Time) {
-	sw := &raftv1.Sweep{BeforeMs: now.Add(-d.cfg.DedupWindow).UnixMilli(), NowMs: now.UnixMilli(), Limit: uint32(d.cfg.MaxSweepBatch)}
+	sw := &fsmpb.Sweep{BeforeMs: now.Add(-d.cfg.DedupWindow).UnixMilli(), NowMs: now.UnixMilli(), Limit: uint32(d.cfg.MaxSweepBatch)}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		out, err := d.propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Sweep{Sweep: sw}})
+		out, err := d.propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: sw}})
 		cancel()
 		if err != nil {
 			d.log.Warn("dedup sweep failed", zap.Uint64("shard_id", d.shard), zap.Error(err))

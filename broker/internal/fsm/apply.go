@@ -9,8 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // DefaultGroup is the group a topic has before any other is created.
@@ -40,7 +40,7 @@ type applier struct {
 
 	lows      map[keys.Queue]int64 // earliest visible_at inserted per queue
 	expiryLow int64                // earliest TTL expiry inserted, 0 if none
-	counters  map[counterKey]*raftv1.Counters
+	counters  map[counterKey]*fsmpb.Counters
 	groupsOf  map[string][]string // topic → groups on this shard, this run
 	// visited counts the keys maintenance scans stepped on, so tests can
 	// show a scan stays inside its range.
@@ -49,19 +49,19 @@ type applier struct {
 
 type counterKey struct{ topic, group string }
 
-func (a *applier) apply(c *raftv1.Command) (*raftv1.Outcome, error) {
+func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Outcome, error) {
 	switch k := c.Kind.(type) {
-	case *raftv1.Command_Publish:
+	case *fsmpb.Command_Publish:
 		return a.publish(k.Publish)
-	case *raftv1.Command_Lease:
+	case *fsmpb.Command_Lease:
 		return a.lease(k.Lease)
-	case *raftv1.Command_Ack:
-		return a.forEachRef(k.Ack.Refs, func(_ int, ref *raftv1.MessageRef, cs *raftv1.CopyState) error {
-			return a.dropCopy(ref.MessageId, ref.Group, cs, k.Ack.NowMs, raftv1.EndState_END_STATE_DELIVERED)
+	case *fsmpb.Command_Ack:
+		return a.forEachRef(k.Ack.Refs, func(_ int, ref *fsmpb.MessageRef, cs *fsmpb.CopyState) error {
+			return a.dropCopy(ref.MessageId, ref.Group, cs, k.Ack.NowMs, fsmpb.EndState_END_STATE_DELIVERED)
 		})
-	case *raftv1.Command_Nack:
+	case *fsmpb.Command_Nack:
 		n := k.Nack
-		return a.forEachRef(n.Refs, func(i int, ref *raftv1.MessageRef, cs *raftv1.CopyState) error {
+		return a.forEachRef(n.Refs, func(i int, ref *fsmpb.MessageRef, cs *fsmpb.CopyState) error {
 			cs.Reason = n.Reason
 			visibleAt := n.VisibleAtMs
 			if len(n.VisibleAtEachMs) == len(n.Refs) {
@@ -69,33 +69,33 @@ func (a *applier) apply(c *raftv1.Command) (*raftv1.Outcome, error) {
 			}
 			return a.moveTo(ref.MessageId, ref.Group, cs, visibleAt, false)
 		})
-	case *raftv1.Command_Extend:
-		return a.forEachRef(k.Extend.Refs, func(_ int, ref *raftv1.MessageRef, cs *raftv1.CopyState) error {
+	case *fsmpb.Command_Extend:
+		return a.forEachRef(k.Extend.Refs, func(_ int, ref *fsmpb.MessageRef, cs *fsmpb.CopyState) error {
 			return a.moveTo(ref.MessageId, ref.Group, cs, k.Extend.DeadlineMs, true)
 		})
-	case *raftv1.Command_Sweep:
+	case *fsmpb.Command_Sweep:
 		return a.sweep(k.Sweep)
-	case *raftv1.Command_Change:
+	case *fsmpb.Command_Change:
 		return a.change(k.Change)
-	case *raftv1.Command_Group:
+	case *fsmpb.Command_Group:
 		return a.group(k.Group)
-	case *raftv1.Command_Purge:
+	case *fsmpb.Command_Purge:
 		return a.purge(k.Purge)
-	case *raftv1.Command_Redrive:
+	case *fsmpb.Command_Redrive:
 		return a.redrive(k.Redrive)
-	case *raftv1.Command_Expire:
+	case *fsmpb.Command_Expire:
 		return a.expire(k.Expire)
 	}
-	return &raftv1.Outcome{}, nil
+	return &fsmpb.Outcome{}, nil
 }
 
 // counter returns the counters of a group, loaded once per run.
-func (a *applier) counter(topic, group string) (*raftv1.Counters, error) {
+func (a *applier) counter(topic, group string) (*fsmpb.Counters, error) {
 	k := counterKey{topic, group}
 	if c, ok := a.counters[k]; ok {
 		return c, nil
 	}
-	c := &raftv1.Counters{}
+	c := &fsmpb.Counters{}
 	if _, err := a.get(keys.Counter(a.shard, topic, group), c); err != nil {
 		return nil, err
 	}

@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/store"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // BenchmarkApplyLifecycle applies what one replica applies for a message
@@ -34,25 +34,25 @@ func BenchmarkApplyLifecycle(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		due := int64(1_000 + i)
-		p := &raftv1.Publish{RequestId: fmt.Sprint("req-", i), NowMs: due - 1}
+		p := &fsmpb.Publish{RequestId: fmt.Sprint("req-", i), NowMs: due - 1}
 		for range n {
-			p.Messages = append(p.Messages, &raftv1.StoredMessage{Topic: "t", Payload: payload, PublishedAtMs: due - 1, DueAtMs: due})
+			p.Messages = append(p.Messages, &fsmpb.StoredMessage{Topic: "t", Payload: payload, PublishedAtMs: due - 1, DueAtMs: due})
 		}
 		t0 := time.Now()
-		out := r.apply(&raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}})
+		out := r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: p}})
 		t1 := time.Now()
-		l := &raftv1.Lease{NowMs: due}
-		a := &raftv1.Ack{NowMs: due + 1}
+		l := &fsmpb.Lease{NowMs: due}
+		a := &fsmpb.Ack{NowMs: due + 1}
 		for _, po := range out[0].Published {
-			ref := &raftv1.MessageRef{MessageId: po.MessageId, Group: DefaultGroup}
-			l.Items = append(l.Items, &raftv1.LeaseItem{Ref: ref, VisibleAtMs: due, DeadlineMs: due + 30_000})
-			a.Refs = append(a.Refs, &raftv1.MessageRef{MessageId: po.MessageId, Group: DefaultGroup, Attempt: 1})
+			ref := &fsmpb.MessageRef{MessageId: po.MessageId, Group: DefaultGroup}
+			l.Items = append(l.Items, &fsmpb.LeaseItem{Ref: ref, VisibleAtMs: due, DeadlineMs: due + 30_000})
+			a.Refs = append(a.Refs, &fsmpb.MessageRef{MessageId: po.MessageId, Group: DefaultGroup, Attempt: 1})
 		}
-		codes := r.apply(&raftv1.Command{Kind: &raftv1.Command_Lease{Lease: l}})[0].Codes
+		codes := r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Lease{Lease: l}})[0].Codes
 		t2 := time.Now()
-		acked := r.apply(&raftv1.Command{Kind: &raftv1.Command_Ack{Ack: a}})[0].Codes
+		acked := r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Ack{Ack: a}})[0].Codes
 		t3 := time.Now()
-		if codes[n-1] != raftv1.RefCode_REF_CODE_OK || acked[n-1] != raftv1.RefCode_REF_CODE_OK {
+		if codes[n-1] != fsmpb.RefCode_REF_CODE_OK || acked[n-1] != fsmpb.RefCode_REF_CODE_OK {
 			b.Fatalf("lease %v, ack %v: want OK", codes[n-1], acked[n-1])
 		}
 		pub, lease, ack = pub+t1.Sub(t0), lease+t2.Sub(t1), ack+t3.Sub(t2)

@@ -7,34 +7,34 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // body reads a message's stored body, as the dispatcher does before it
 // leases a copy.
-func (r *replica) body(id []byte) *raftv1.StoredMessage {
+func (r *replica) body(id []byte) *fsmpb.StoredMessage {
 	r.t.Helper()
 	v, closer, err := r.s.db.Get(keys.Message(shard, id))
 	if err != nil {
 		r.t.Fatalf("read body: %v", err)
 	}
 	defer closer.Close()
-	var m raftv1.StoredMessage
+	var m fsmpb.StoredMessage
 	if err := proto.Unmarshal(v, &m); err != nil {
 		r.t.Fatalf("decode body: %v", err)
 	}
 	return &m
 }
 
-func (r *replica) copyOf(id []byte, group string) *raftv1.CopyState {
+func (r *replica) copyOf(id []byte, group string) *fsmpb.CopyState {
 	r.t.Helper()
 	v, closer, err := r.s.db.Get(keys.Copy(shard, id, group))
 	if err != nil {
 		r.t.Fatalf("read copy: %v", err)
 	}
 	defer closer.Close()
-	var cs raftv1.CopyState
+	var cs fsmpb.CopyState
 	if err := proto.Unmarshal(v, &cs); err != nil {
 		r.t.Fatalf("decode copy: %v", err)
 	}
@@ -56,9 +56,9 @@ func (r *replica) has(key []byte) bool {
 
 // leaseAt leases a copy the way the dispatcher does: attempt and visible_at
 // from the due index, version from the body it read the payload from.
-func leaseAt(id []byte, attempt uint32, visibleAt int64, version uint64, nowMs, deadline int64) *raftv1.Command {
-	return &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: nowMs, Items: []*raftv1.LeaseItem{{
-		Ref:         &raftv1.MessageRef{MessageId: id, Group: DefaultGroup, Attempt: attempt},
+func leaseAt(id []byte, attempt uint32, visibleAt int64, version uint64, nowMs, deadline int64) *fsmpb.Command {
+	return &fsmpb.Command{Kind: &fsmpb.Command_Lease{Lease: &fsmpb.Lease{NowMs: nowMs, Items: []*fsmpb.LeaseItem{{
+		Ref:         &fsmpb.MessageRef{MessageId: id, Group: DefaultGroup, Attempt: attempt},
 		VisibleAtMs: visibleAt, DeadlineMs: deadline, Version: version,
 	}}}}}
 }
@@ -70,21 +70,21 @@ func leaseAt(id []byte, attempt uint32, visibleAt int64, version uint64, nowMs, 
 func TestRewriteFencesALeaseOfTheOldContents(t *testing.T) {
 	tests := []struct {
 		name   string
-		first  *raftv1.StoredMessage
-		second *raftv1.StoredMessage
-		want   raftv1.KeyOutcome
+		first  *fsmpb.StoredMessage
+		second *fsmpb.StoredMessage
+		want   fsmpb.KeyOutcome
 	}{
 		{
 			name:   "debounce at its cap",
-			first:  &raftv1.StoredMessage{Key: "k", Payload: []byte("old"), DueAtMs: 500, OnConflict: raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE, MaxWaitMs: 400},
-			second: &raftv1.StoredMessage{Key: "k", Payload: []byte("new"), DueAtMs: 900, OnConflict: raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE, MaxWaitMs: 400},
-			want:   raftv1.KeyOutcome_KEY_OUTCOME_DEBOUNCED,
+			first:  &fsmpb.StoredMessage{Key: "k", Payload: []byte("old"), DueAtMs: 500, OnConflict: fsmpb.KeyConflict_KEY_CONFLICT_DEBOUNCE, MaxWaitMs: 400},
+			second: &fsmpb.StoredMessage{Key: "k", Payload: []byte("new"), DueAtMs: 900, OnConflict: fsmpb.KeyConflict_KEY_CONFLICT_DEBOUNCE, MaxWaitMs: 400},
+			want:   fsmpb.KeyOutcome_KEY_OUTCOME_DEBOUNCED,
 		},
 		{
 			name:   "replace with the same due time",
-			first:  &raftv1.StoredMessage{Key: "k", Payload: []byte("old"), DueAtMs: 500},
-			second: &raftv1.StoredMessage{Key: "k", Payload: []byte("new"), DueAtMs: 500, OnConflict: raftv1.KeyConflict_KEY_CONFLICT_REPLACE},
-			want:   raftv1.KeyOutcome_KEY_OUTCOME_REPLACED,
+			first:  &fsmpb.StoredMessage{Key: "k", Payload: []byte("old"), DueAtMs: 500},
+			second: &fsmpb.StoredMessage{Key: "k", Payload: []byte("new"), DueAtMs: 500, OnConflict: fsmpb.KeyConflict_KEY_CONFLICT_REPLACE},
+			want:   fsmpb.KeyOutcome_KEY_OUTCOME_REPLACED,
 		},
 	}
 	for _, tt := range tests {
@@ -100,7 +100,7 @@ func TestRewriteFencesALeaseOfTheOldContents(t *testing.T) {
 			if got.KeyOutcome != tt.want || got.DueAtMs != 500 {
 				t.Fatalf("rewrite = %v, want %v due 500", got, tt.want)
 			}
-			if code := r.apply(leaseAt(id, 0, 500, read.Version, 500, 5000))[0].Codes[0]; code != raftv1.RefCode_REF_CODE_STALE {
+			if code := r.apply(leaseAt(id, 0, 500, read.Version, 500, 5000))[0].Codes[0]; code != fsmpb.RefCode_REF_CODE_STALE {
 				t.Fatalf("lease of the contents read before the rewrite = %v, want STALE", code)
 			}
 			if c := r.counters("t", DefaultGroup); c.InFlight != 0 || c.Pending != 1 {
@@ -114,7 +114,7 @@ func TestRewriteFencesALeaseOfTheOldContents(t *testing.T) {
 			if cs := r.copyOf(id, DefaultGroup); cs.Version != now.Version {
 				t.Fatalf("copy version = %d, want the body's %d", cs.Version, now.Version)
 			}
-			if code := r.apply(leaseAt(id, 0, 500, now.Version, 500, 5000))[0].Codes[0]; code != raftv1.RefCode_REF_CODE_OK {
+			if code := r.apply(leaseAt(id, 0, 500, now.Version, 500, 5000))[0].Codes[0]; code != fsmpb.RefCode_REF_CODE_OK {
 				t.Fatalf("lease of the new contents = %v, want OK", code)
 			}
 		})
@@ -125,12 +125,12 @@ func TestRewriteFencesALeaseOfTheOldContents(t *testing.T) {
 // even if the new due time equals the old one.
 func TestRescheduleFencesALeaseOfTheOldContents(t *testing.T) {
 	r := newReplica(t)
-	id := r.apply(cmdPublish(100, &raftv1.StoredMessage{Key: "k", Payload: []byte("x"), DueAtMs: 500}))[0].Published[0].MessageId
+	id := r.apply(cmdPublish(100, &fsmpb.StoredMessage{Key: "k", Payload: []byte("x"), DueAtMs: 500}))[0].Published[0].MessageId
 	read := r.body(id)
-	if got := r.apply(cmdChange(&raftv1.Change{NowMs: 450, Key: "k", DueAtMs: 500}))[0].Change.Code; got != raftv1.ChangeCode_CHANGE_CODE_DONE {
+	if got := r.apply(cmdChange(&fsmpb.Change{NowMs: 450, Key: "k", DueAtMs: 500}))[0].Change.Code; got != fsmpb.ChangeCode_CHANGE_CODE_DONE {
 		t.Fatalf("reschedule = %v, want DONE", got)
 	}
-	if code := r.apply(leaseAt(id, 0, 500, read.Version, 500, 5000))[0].Codes[0]; code != raftv1.RefCode_REF_CODE_STALE {
+	if code := r.apply(leaseAt(id, 0, 500, read.Version, 500, 5000))[0].Codes[0]; code != fsmpb.RefCode_REF_CODE_STALE {
 		t.Fatalf("lease read before the reschedule = %v, want STALE", code)
 	}
 }

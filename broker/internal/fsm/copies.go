@@ -3,8 +3,8 @@ package fsm
 import (
 	"strconv"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 )
 
@@ -12,8 +12,8 @@ import (
 // same attempt and visible_at and, for a delivery, the same content version
 // as the body the round read its payload from. A dead letter is built from
 // the body at apply time, so it names no version.
-func (a *applier) lease(l *raftv1.Lease) (*raftv1.Outcome, error) {
-	out := &raftv1.Outcome{Codes: make([]raftv1.RefCode, 0, len(l.Items))}
+func (a *applier) lease(l *fsmpb.Lease) (*fsmpb.Outcome, error) {
+	out := &fsmpb.Outcome{Codes: make([]fsmpb.RefCode, 0, len(l.Items))}
 	for _, item := range l.Items {
 		ref := item.GetRef()
 		cs, err := a.copyState(ref.GetMessageId(), ref.GetGroup())
@@ -22,21 +22,21 @@ func (a *applier) lease(l *raftv1.Lease) (*raftv1.Outcome, error) {
 		}
 		switch {
 		case cs == nil:
-			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_NOT_FOUND)
+			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_NOT_FOUND)
 			continue
 		case cs.Attempt != ref.Attempt || cs.VisibleAtMs != item.VisibleAtMs:
-			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_STALE)
+			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_STALE)
 			continue
 		case !item.DeadLetter && cs.Version != item.Version:
 			// Rewritten since the round read the payload it delivers.
-			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_STALE)
+			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_STALE)
 			continue
 		}
 		switch {
 		case item.DeadLetter:
 			err = a.deadLetter(ref, cs, l.NowMs)
 		case item.Remove:
-			err = a.dropCopy(ref.MessageId, ref.Group, cs, l.NowMs, raftv1.EndState_END_STATE_DELIVERED)
+			err = a.dropCopy(ref.MessageId, ref.Group, cs, l.NowMs, fsmpb.EndState_END_STATE_DELIVERED)
 		default:
 			if !cs.Leased {
 				c, cerr := a.counter(cs.Topic, ref.Group)
@@ -51,15 +51,15 @@ func (a *applier) lease(l *raftv1.Lease) (*raftv1.Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_OK)
+		out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_OK)
 	}
 	return out, nil
 }
 
 // forEachRef validates each ref against its copy's current lease and runs
 // fn on the valid ones.
-func (a *applier) forEachRef(refs []*raftv1.MessageRef, fn func(int, *raftv1.MessageRef, *raftv1.CopyState) error) (*raftv1.Outcome, error) {
-	out := &raftv1.Outcome{Codes: make([]raftv1.RefCode, 0, len(refs))}
+func (a *applier) forEachRef(refs []*fsmpb.MessageRef, fn func(int, *fsmpb.MessageRef, *fsmpb.CopyState) error) (*fsmpb.Outcome, error) {
+	out := &fsmpb.Outcome{Codes: make([]fsmpb.RefCode, 0, len(refs))}
 	for i, ref := range refs {
 		cs, err := a.copyState(ref.GetMessageId(), ref.GetGroup())
 		if err != nil {
@@ -67,14 +67,14 @@ func (a *applier) forEachRef(refs []*raftv1.MessageRef, fn func(int, *raftv1.Mes
 		}
 		switch {
 		case cs == nil:
-			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_NOT_FOUND)
+			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_NOT_FOUND)
 		case cs.Attempt != ref.Attempt || !cs.Leased:
-			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_STALE)
+			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_STALE)
 		default:
 			if err := fn(i, ref, cs); err != nil {
 				return nil, err
 			}
-			out.Codes = append(out.Codes, raftv1.RefCode_REF_CODE_OK)
+			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_OK)
 		}
 	}
 	return out, nil
@@ -82,7 +82,7 @@ func (a *applier) forEachRef(refs []*raftv1.MessageRef, fn func(int, *raftv1.Mes
 
 // moveTo re-indexes a copy at visibleAtMs; leased says whether it stays
 // leased until then (lease, extend) or becomes visible then (nack).
-func (a *applier) moveTo(id []byte, group string, cs *raftv1.CopyState, visibleAtMs int64, leased bool) error {
+func (a *applier) moveTo(id []byte, group string, cs *fsmpb.CopyState, visibleAtMs int64, leased bool) error {
 	if err := a.unindex(id, group, cs); err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (a *applier) moveTo(id []byte, group string, cs *raftv1.CopyState, visibleA
 
 // dropCopy removes a group's copy and, with the last copy, the body; end
 // says how the message ended (unspecified for a purge: nothing remembered).
-func (a *applier) dropCopy(id []byte, group string, cs *raftv1.CopyState, nowMs int64, end raftv1.EndState) error {
+func (a *applier) dropCopy(id []byte, group string, cs *fsmpb.CopyState, nowMs int64, end fsmpb.EndState) error {
 	if err := a.unindex(id, group, cs); err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func (a *applier) dropCopy(id []byte, group string, cs *raftv1.CopyState, nowMs 
 		c.InFlight--
 	}
 	bodyKey := keys.Message(a.shard, id)
-	var body raftv1.StoredMessage
+	var body fsmpb.StoredMessage
 	found, err := a.get(bodyKey, &body)
 	if err != nil || !found {
 		return err
@@ -129,7 +129,7 @@ func (a *applier) dropCopy(id []byte, group string, cs *raftv1.CopyState, nowMs 
 
 // dropBody deletes a message whose last copy went and remembers how it
 // ended for the topic's dedup window.
-func (a *applier) dropBody(id []byte, body *raftv1.StoredMessage, nowMs int64, end raftv1.EndState) error {
+func (a *applier) dropBody(id []byte, body *fsmpb.StoredMessage, nowMs int64, end fsmpb.EndState) error {
 	if err := a.b.Delete(keys.Message(a.shard, id), nil); err != nil {
 		return err
 	}
@@ -138,18 +138,18 @@ func (a *applier) dropBody(id []byte, body *raftv1.StoredMessage, nowMs int64, e
 			return err
 		}
 	}
-	remember := end != raftv1.EndState_END_STATE_PENDING && body.DedupWindowMs > 0
+	remember := end != fsmpb.EndState_END_STATE_PENDING && body.DedupWindowMs > 0
 	forgetAt := nowMs + body.DedupWindowMs
 	if body.Key != "" {
 		keyKey := keys.Key(a.shard, body.Topic, body.Key)
-		var rec raftv1.KeyRecord
+		var rec fsmpb.KeyRecord
 		found, err := a.get(keyKey, &rec)
 		if err != nil {
 			return err
 		}
 		if found && string(rec.MessageId) == string(id) {
 			if remember {
-				if err := a.put(keyKey, &raftv1.KeyRecord{MessageId: id, End: end, ForgetAtMs: forgetAt}); err != nil {
+				if err := a.put(keyKey, &fsmpb.KeyRecord{MessageId: id, End: end, ForgetAtMs: forgetAt}); err != nil {
 					return err
 				}
 				if err := a.b.Set(keys.Forget(a.shard, forgetAt, keys.ForgetKey, keys.Tail(keyKey)), nil, nil); err != nil {
@@ -164,7 +164,7 @@ func (a *applier) dropBody(id []byte, body *raftv1.StoredMessage, nowMs int64, e
 		return nil
 	}
 	endKey := keys.End(a.shard, id)
-	if err := a.put(endKey, &raftv1.EndRecord{End: end, ForgetAtMs: forgetAt}); err != nil {
+	if err := a.put(endKey, &fsmpb.EndRecord{End: end, ForgetAtMs: forgetAt}); err != nil {
 		return err
 	}
 	return a.b.Set(keys.Forget(a.shard, forgetAt, keys.ForgetEnd, keys.Tail(endKey)), nil, nil)
@@ -172,8 +172,8 @@ func (a *applier) dropBody(id []byte, body *raftv1.StoredMessage, nowMs int64, e
 
 // deadLetter moves a copy that used up its attempts to the topic's
 // dead-letter topic, as a new message on the same shard and partition.
-func (a *applier) deadLetter(ref *raftv1.MessageRef, cs *raftv1.CopyState, nowMs int64) error {
-	var body raftv1.StoredMessage
+func (a *applier) deadLetter(ref *fsmpb.MessageRef, cs *fsmpb.CopyState, nowMs int64) error {
+	var body fsmpb.StoredMessage
 	found, err := a.get(keys.Message(a.shard, ref.MessageId), &body)
 	if err != nil || !found {
 		return err
@@ -198,7 +198,7 @@ func (a *applier) deadLetter(ref *raftv1.MessageRef, cs *raftv1.CopyState, nowMs
 	if body.Fair {
 		headers[HeaderOriginalFair] = "1"
 	}
-	dead := &raftv1.StoredMessage{
+	dead := &fsmpb.StoredMessage{
 		Topic: body.Topic + DLQSuffix, Partition: body.Partition, Payload: body.Payload, Headers: headers,
 		PublishedAtMs: nowMs, DueAtMs: nowMs, FairnessKey: body.FairnessKey, Priority: body.Priority,
 		DedupWindowMs: body.DedupWindowMs,
@@ -211,11 +211,11 @@ func (a *applier) deadLetter(ref *raftv1.MessageRef, cs *raftv1.CopyState, nowMs
 		return err
 	}
 	c.DeadLettered++
-	return a.dropCopy(ref.MessageId, ref.Group, cs, nowMs, raftv1.EndState_END_STATE_DEAD_LETTERED)
+	return a.dropCopy(ref.MessageId, ref.Group, cs, nowMs, fsmpb.EndState_END_STATE_DEAD_LETTERED)
 }
 
 // unindex deletes a copy's due-index entry (and fair-index entry).
-func (a *applier) unindex(id []byte, group string, cs *raftv1.CopyState) error {
+func (a *applier) unindex(id []byte, group string, cs *fsmpb.CopyState) error {
 	q := keys.Queue{Topic: cs.Topic, Partition: cs.Partition, Group: group}
 	if err := a.b.Delete(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id), nil); err != nil {
 		return err
@@ -228,7 +228,7 @@ func (a *applier) unindex(id []byte, group string, cs *raftv1.CopyState) error {
 
 // putCopy writes a copy state and its due-index entry (and fair-index
 // entry).
-func (a *applier) putCopy(id []byte, group string, cs *raftv1.CopyState) error {
+func (a *applier) putCopy(id []byte, group string, cs *fsmpb.CopyState) error {
 	if err := a.put(keys.Copy(a.shard, id, group), cs); err != nil {
 		return err
 	}
@@ -245,11 +245,11 @@ func (a *applier) putCopy(id []byte, group string, cs *raftv1.CopyState) error {
 	return a.b.Set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id), v, nil)
 }
 
-func (a *applier) copyState(id []byte, group string) (*raftv1.CopyState, error) {
+func (a *applier) copyState(id []byte, group string) (*fsmpb.CopyState, error) {
 	if len(id) != keys.IDBytes {
 		return nil, nil
 	}
-	var cs raftv1.CopyState
+	var cs fsmpb.CopyState
 	found, err := a.get(keys.Copy(a.shard, id, group), &cs)
 	if err != nil || !found {
 		return nil, err
@@ -258,14 +258,14 @@ func (a *applier) copyState(id []byte, group string) (*raftv1.CopyState, error) 
 }
 
 // copies returns every group's copy state of a message, by group order.
-func (a *applier) copies(id []byte) (groups []string, states []*raftv1.CopyState, err error) {
+func (a *applier) copies(id []byte) (groups []string, states []*fsmpb.CopyState, err error) {
 	prefix := keys.CopyPrefix(a.shard, id)
 	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), 0, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, k := range ks {
-		var cs raftv1.CopyState
+		var cs fsmpb.CopyState
 		if _, err := a.get(k, &cs); err != nil {
 			return nil, nil, err
 		}

@@ -5,18 +5,18 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // A rewrite moves the copy's fairness key and its fair-index entry with the
 // body's, so a FAIR topic serves the message under its new key only.
 func TestRewriteMovesTheFairnessKey(t *testing.T) {
 	r := newReplica(t)
-	first := &raftv1.StoredMessage{Key: "k", Payload: []byte("a"), DueAtMs: 500, Fair: true, FairnessKey: "tenant-a"}
+	first := &fsmpb.StoredMessage{Key: "k", Payload: []byte("a"), DueAtMs: 500, Fair: true, FairnessKey: "tenant-a"}
 	id := r.apply(cmdPublish(100, first))[0].Published[0].MessageId
-	second := &raftv1.StoredMessage{Key: "k", Payload: []byte("b"), DueAtMs: 600, Fair: true, FairnessKey: "tenant-b", OnConflict: raftv1.KeyConflict_KEY_CONFLICT_REPLACE}
-	if got := r.apply(cmdPublish(200, second))[0].Published[0]; got.KeyOutcome != raftv1.KeyOutcome_KEY_OUTCOME_REPLACED {
+	second := &fsmpb.StoredMessage{Key: "k", Payload: []byte("b"), DueAtMs: 600, Fair: true, FairnessKey: "tenant-b", OnConflict: fsmpb.KeyConflict_KEY_CONFLICT_REPLACE}
+	if got := r.apply(cmdPublish(200, second))[0].Published[0]; got.KeyOutcome != fsmpb.KeyOutcome_KEY_OUTCOME_REPLACED {
 		t.Fatalf("replace = %v, want REPLACED", got)
 	}
 	if cs := r.copyOf(id, DefaultGroup); cs.FairnessKey != "tenant-b" {
@@ -30,7 +30,7 @@ func TestRewriteMovesTheFairnessKey(t *testing.T) {
 		t.Fatalf("fair index has no entry under tenant-b at 600")
 	}
 	// Delivered and acked, the copy leaves no fair-index entry behind.
-	if code := r.apply(leaseAt(id, 0, 600, r.body(id).Version, 600, 5000))[0].Codes[0]; code != raftv1.RefCode_REF_CODE_OK {
+	if code := r.apply(leaseAt(id, 0, 600, r.body(id).Version, 600, 5000))[0].Codes[0]; code != fsmpb.RefCode_REF_CODE_OK {
 		t.Fatalf("lease = %v, want OK", code)
 	}
 	r.apply(ack(id, 1))

@@ -11,13 +11,13 @@ import (
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // Result values of an applied entry.
 const (
-	// ResultApplied: Data holds the encoded raftv1.Outcomes, one per command.
+	// ResultApplied: Data holds the encoded fsmpb.Outcomes, one per command.
 	ResultApplied uint64 = 1
 	// ResultMalformed: the entry did not decode; it was skipped.
 	ResultMalformed uint64 = 2
@@ -95,16 +95,16 @@ func (s *StateMachine) Open(<-chan struct{}) (uint64, error) {
 func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	a := applier{b: b, shard: s.shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*raftv1.Counters{}, groupsOf: map[string][]string{}}
+	a := applier{b: b, shard: s.shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*fsmpb.Counters{}, groupsOf: map[string][]string{}}
 	for i := range entries {
 		e := &entries[i]
-		var batch raftv1.Batch
+		var batch fsmpb.Batch
 		if err := proto.Unmarshal(e.Cmd, &batch); err != nil {
 			e.Result = sm.Result{Value: ResultMalformed}
 			continue
 		}
 		a.index, a.pos = e.Index, 0
-		outs := &raftv1.Outcomes{Outcomes: make([]*raftv1.Outcome, 0, len(batch.Commands))}
+		outs := &fsmpb.Outcomes{Outcomes: make([]*fsmpb.Outcome, 0, len(batch.Commands))}
 		for _, c := range batch.Commands {
 			out, err := a.apply(c)
 			if err != nil {
@@ -165,13 +165,17 @@ func (s *StateMachine) PrepareSnapshot() (interface{}, error) {
 	return s.db.NewSnapshot(), nil
 }
 
-// SaveSnapshot streams the shard's key range as length-prefixed pairs.
+// SaveSnapshot streams the format header (keys.FormatVersion) and the
+// shard's key range as length-prefixed pairs.
 func (s *StateMachine) SaveSnapshot(ctx interface{}, w io.Writer, done <-chan struct{}) error {
 	snap, ok := ctx.(*pebble.Snapshot)
 	if !ok {
 		return fmt.Errorf("fsm: snapshot context %T", ctx)
 	}
 	defer snap.Close()
+	if _, err := w.Write(appendSnapshotHeader(nil)); err != nil {
+		return err
+	}
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: keys.ShardPrefix(s.shard), UpperBound: keys.ShardEnd(s.shard)})
 	if err != nil {
 		return err

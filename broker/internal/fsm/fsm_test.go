@@ -10,7 +10,7 @@ import (
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"google.golang.org/protobuf/proto"
 
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 const shard = 101
@@ -40,10 +40,10 @@ func newReplica(t testing.TB) *replica {
 	return &replica{t: t, s: s}
 }
 
-func (r *replica) apply(cmds ...*raftv1.Command) []*raftv1.Outcome {
+func (r *replica) apply(cmds ...*fsmpb.Command) []*fsmpb.Outcome {
 	r.t.Helper()
 	r.index++
-	data, err := proto.Marshal(&raftv1.Batch{Commands: cmds})
+	data, err := proto.Marshal(&fsmpb.Batch{Commands: cmds})
 	if err != nil {
 		r.t.Fatalf("marshal: %v", err)
 	}
@@ -51,7 +51,7 @@ func (r *replica) apply(cmds ...*raftv1.Command) []*raftv1.Outcome {
 	if err != nil {
 		r.t.Fatalf("Update() error = %v", err)
 	}
-	var outs raftv1.Outcomes
+	var outs fsmpb.Outcomes
 	if err := proto.Unmarshal(out[0].Result.Data, &outs); err != nil {
 		r.t.Fatalf("decode outcome: %v", err)
 	}
@@ -89,22 +89,22 @@ func (quiet) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf(format, args...))
 }
 
-func publish(reqID string, nowMs int64, dues ...int64) *raftv1.Command {
-	p := &raftv1.Publish{RequestId: reqID, NowMs: nowMs}
+func publish(reqID string, nowMs int64, dues ...int64) *fsmpb.Command {
+	p := &fsmpb.Publish{RequestId: reqID, NowMs: nowMs}
 	for _, d := range dues {
-		p.Messages = append(p.Messages, &raftv1.StoredMessage{Topic: "t", Payload: []byte("x"), PublishedAtMs: nowMs, DueAtMs: d})
+		p.Messages = append(p.Messages, &fsmpb.StoredMessage{Topic: "t", Payload: []byte("x"), PublishedAtMs: nowMs, DueAtMs: d})
 	}
-	return &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}}
+	return &fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: p}}
 }
 
-func lease(id []byte, attempt uint32, visibleAt, deadline int64) *raftv1.Command {
-	return &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: visibleAt, Items: []*raftv1.LeaseItem{{
-		Ref: &raftv1.MessageRef{MessageId: id, Group: DefaultGroup, Attempt: attempt}, VisibleAtMs: visibleAt, DeadlineMs: deadline,
+func lease(id []byte, attempt uint32, visibleAt, deadline int64) *fsmpb.Command {
+	return &fsmpb.Command{Kind: &fsmpb.Command_Lease{Lease: &fsmpb.Lease{NowMs: visibleAt, Items: []*fsmpb.LeaseItem{{
+		Ref: &fsmpb.MessageRef{MessageId: id, Group: DefaultGroup, Attempt: attempt}, VisibleAtMs: visibleAt, DeadlineMs: deadline,
 	}}}}}
 }
 
-func ack(id []byte, attempt uint32) *raftv1.Command {
-	return &raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{Refs: []*raftv1.MessageRef{{MessageId: id, Group: DefaultGroup, Attempt: attempt}}}}}
+func ack(id []byte, attempt uint32) *fsmpb.Command {
+	return &fsmpb.Command{Kind: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Refs: []*fsmpb.MessageRef{{MessageId: id, Group: DefaultGroup, Attempt: attempt}}}}}
 }
 
 func TestPublishLeaseAck(t *testing.T) {
@@ -114,28 +114,28 @@ func TestPublishLeaseAck(t *testing.T) {
 	id := out[0].Published[0].MessageId
 
 	// Leasing with the wrong expected due time is refused.
-	if got := r.apply(lease(id, 0, 1999, 5000))[0].Codes[0]; got != raftv1.RefCode_REF_CODE_STALE {
+	if got := r.apply(lease(id, 0, 1999, 5000))[0].Codes[0]; got != fsmpb.RefCode_REF_CODE_STALE {
 		t.Fatalf("lease at wrong due time = %v, want STALE", got)
 	}
-	if got := r.apply(lease(id, 0, 2000, 5000))[0].Codes[0]; got != raftv1.RefCode_REF_CODE_OK {
+	if got := r.apply(lease(id, 0, 2000, 5000))[0].Codes[0]; got != fsmpb.RefCode_REF_CODE_OK {
 		t.Fatalf("lease = %v, want OK", got)
 	}
 	// The lease expired: the copy is leased again as attempt 2.
-	if got := r.apply(lease(id, 1, 5000, 9000))[0].Codes[0]; got != raftv1.RefCode_REF_CODE_OK {
+	if got := r.apply(lease(id, 1, 5000, 9000))[0].Codes[0]; got != fsmpb.RefCode_REF_CODE_OK {
 		t.Fatalf("second lease = %v, want OK", got)
 	}
-	if got := r.apply(ack(id, 1))[0].Codes[0]; got != raftv1.RefCode_REF_CODE_STALE {
+	if got := r.apply(ack(id, 1))[0].Codes[0]; got != fsmpb.RefCode_REF_CODE_STALE {
 		t.Fatalf("ack of attempt 1 = %v, want STALE", got)
 	}
-	if got := r.apply(ack(id, 2))[0].Codes[0]; got != raftv1.RefCode_REF_CODE_OK {
+	if got := r.apply(ack(id, 2))[0].Codes[0]; got != fsmpb.RefCode_REF_CODE_OK {
 		t.Fatalf("ack of attempt 2 = %v, want OK", got)
 	}
-	if got := r.apply(ack(id, 2))[0].Codes[0]; got != raftv1.RefCode_REF_CODE_NOT_FOUND {
+	if got := r.apply(ack(id, 2))[0].Codes[0]; got != fsmpb.RefCode_REF_CODE_NOT_FOUND {
 		t.Fatalf("second ack = %v, want NOT_FOUND", got)
 	}
 	// Forget the dedup record: the shard is back to empty but for the
 	// default group registration.
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Sweep{Sweep: &raftv1.Sweep{BeforeMs: 1001}}})
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{BeforeMs: 1001}}})
 	if bytes.Equal(r.hash(), empty) {
 		t.Fatalf("state hash equals the empty shard's: the group registration is missing")
 	}
@@ -158,7 +158,7 @@ func TestPublishDedup(t *testing.T) {
 // (another digest or count) is refused and writes nothing; the same
 // digest, or a request or record without one, answers the first outcome.
 func TestPublishDedupChecksDigest(t *testing.T) {
-	withDigest := func(c *raftv1.Command, d string) *raftv1.Command {
+	withDigest := func(c *fsmpb.Command, d string) *fsmpb.Command {
 		c.GetPublish().Digest = []byte(d)
 		return c
 	}
@@ -167,7 +167,7 @@ func TestPublishDedupChecksDigest(t *testing.T) {
 	before := r.keyCount()
 	tests := []struct {
 		name   string
-		cmd    *raftv1.Command
+		cmd    *fsmpb.Command
 		reused bool
 	}{
 		{"same digest", withDigest(publish("req-1", 1500, 2500, 3500), "A"), false},
@@ -181,7 +181,7 @@ func TestPublishDedupChecksDigest(t *testing.T) {
 			got := r.apply(tc.cmd)[0]
 			want := first
 			if tc.reused {
-				want = &raftv1.Outcome{RequestIdReused: true}
+				want = &fsmpb.Outcome{RequestIdReused: true}
 			}
 			if !proto.Equal(got, want) {
 				t.Errorf("publish(%s) = %v, want %v", tc.name, got, want)
@@ -255,7 +255,7 @@ func TestMalformedEntryIsSkipped(t *testing.T) {
 }
 
 func FuzzUpdate(f *testing.F) {
-	data, _ := proto.Marshal(&raftv1.Batch{Commands: []*raftv1.Command{publish("r", 1, 2)}})
+	data, _ := proto.Marshal(&fsmpb.Batch{Commands: []*fsmpb.Command{publish("r", 1, 2)}})
 	f.Add(data)
 	f.Fuzz(func(t *testing.T, cmd []byte) {
 		r := newReplica(t)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // DefaultSweepLimit bounds the records one sweep forgets when its command
@@ -21,7 +21,7 @@ const DefaultSweepLimit = 1024
 // sweep forgets up to limit records in all: publish dedup records applied
 // before before_ms, then key and end records whose own forget time is at or
 // before now_ms. more says records are left for another sweep.
-func (a *applier) sweep(s *raftv1.Sweep) (*raftv1.Outcome, error) {
+func (a *applier) sweep(s *fsmpb.Sweep) (*fsmpb.Outcome, error) {
 	limit := int(s.Limit)
 	if limit == 0 {
 		limit = DefaultSweepLimit
@@ -48,7 +48,7 @@ func (a *applier) sweep(s *raftv1.Sweep) (*raftv1.Outcome, error) {
 		}
 	}
 	if more {
-		return &raftv1.Outcome{More: true}, nil
+		return &fsmpb.Outcome{More: true}, nil
 	}
 	left := limit - len(doomed)
 	lower, upper = keys.ForgetUntil(a.shard, nowMs)
@@ -61,7 +61,7 @@ func (a *applier) sweep(s *raftv1.Sweep) (*raftv1.Outcome, error) {
 			return nil, err
 		}
 	}
-	return &raftv1.Outcome{More: more}, nil
+	return &fsmpb.Outcome{More: more}, nil
 }
 
 // forget deletes one forget-index entry and the key or end record it
@@ -79,10 +79,10 @@ func (a *applier) forget(k []byte) error {
 		// The record may have been reused since (a key's new message):
 		// forget it only if it still ends at this time.
 		rk := keys.FromTail(a.shard, keys.TagKey, rest)
-		var rec raftv1.KeyRecord
+		var rec fsmpb.KeyRecord
 		if found, err := a.get(rk, &rec); err != nil || !found {
 			return err
-		} else if rec.End != raftv1.EndState_END_STATE_PENDING && rec.ForgetAtMs == at {
+		} else if rec.End != fsmpb.EndState_END_STATE_PENDING && rec.ForgetAtMs == at {
 			return a.b.Delete(rk, nil)
 		}
 	case keys.ForgetEnd:
@@ -92,44 +92,44 @@ func (a *applier) forget(k []byte) error {
 }
 
 // change cancels or reschedules one message and answers definitely.
-func (a *applier) change(c *raftv1.Change) (*raftv1.Outcome, error) {
-	answer := func(code raftv1.ChangeCode, id []byte, due int64) (*raftv1.Outcome, error) {
-		return &raftv1.Outcome{Change: &raftv1.ChangeResult{Code: code, MessageId: id, DueAtMs: due}}, nil
+func (a *applier) change(c *fsmpb.Change) (*fsmpb.Outcome, error) {
+	answer := func(code fsmpb.ChangeCode, id []byte, due int64) (*fsmpb.Outcome, error) {
+		return &fsmpb.Outcome{Change: &fsmpb.ChangeResult{Code: code, MessageId: id, DueAtMs: due}}, nil
 	}
 	id := c.MessageId
 	if len(id) == 0 {
-		var rec raftv1.KeyRecord
+		var rec fsmpb.KeyRecord
 		found, err := a.get(keys.Key(a.shard, c.Topic, c.Key), &rec)
 		if err != nil {
 			return nil, err
 		}
-		if !found || (rec.End != raftv1.EndState_END_STATE_PENDING && rec.ForgetAtMs <= c.NowMs) {
-			return answer(raftv1.ChangeCode_CHANGE_CODE_NOT_FOUND, nil, 0)
+		if !found || (rec.End != fsmpb.EndState_END_STATE_PENDING && rec.ForgetAtMs <= c.NowMs) {
+			return answer(fsmpb.ChangeCode_CHANGE_CODE_NOT_FOUND, nil, 0)
 		}
-		if rec.End != raftv1.EndState_END_STATE_PENDING {
+		if rec.End != fsmpb.EndState_END_STATE_PENDING {
 			return answer(endCode(rec.End, c.Cancel), rec.MessageId, 0)
 		}
 		id = rec.MessageId
 	}
 	if len(id) != keys.IDBytes {
-		return answer(raftv1.ChangeCode_CHANGE_CODE_NOT_FOUND, nil, 0)
+		return answer(fsmpb.ChangeCode_CHANGE_CODE_NOT_FOUND, nil, 0)
 	}
-	var body raftv1.StoredMessage
+	var body fsmpb.StoredMessage
 	found, err := a.get(keys.Message(a.shard, id), &body)
 	if err != nil {
 		return nil, err
 	}
 	if found && c.Topic != "" && body.Topic != c.Topic {
-		return answer(raftv1.ChangeCode_CHANGE_CODE_NOT_FOUND, id, 0)
+		return answer(fsmpb.ChangeCode_CHANGE_CODE_NOT_FOUND, id, 0)
 	}
 	if !found {
-		var end raftv1.EndRecord
+		var end fsmpb.EndRecord
 		if ok, err := a.get(keys.End(a.shard, id), &end); err != nil {
 			return nil, err
 		} else if ok && end.ForgetAtMs > c.NowMs {
 			return answer(endCode(end.End, c.Cancel), id, 0)
 		}
-		return answer(raftv1.ChangeCode_CHANGE_CODE_NOT_FOUND, id, 0)
+		return answer(fsmpb.ChangeCode_CHANGE_CODE_NOT_FOUND, id, 0)
 	}
 	groups, states, err := a.copies(id)
 	if err != nil {
@@ -137,47 +137,47 @@ func (a *applier) change(c *raftv1.Change) (*raftv1.Outcome, error) {
 	}
 	for _, cs := range states {
 		if cs.Leased {
-			return answer(raftv1.ChangeCode_CHANGE_CODE_IN_FLIGHT, id, body.DueAtMs)
+			return answer(fsmpb.ChangeCode_CHANGE_CODE_IN_FLIGHT, id, body.DueAtMs)
 		}
 	}
 	if c.Cancel {
 		for i, cs := range states {
-			if err := a.dropCopy(id, groups[i], cs, c.NowMs, raftv1.EndState_END_STATE_CANCELLED); err != nil {
+			if err := a.dropCopy(id, groups[i], cs, c.NowMs, fsmpb.EndState_END_STATE_CANCELLED); err != nil {
 				return nil, err
 			}
 		}
-		return answer(raftv1.ChangeCode_CHANGE_CODE_DONE, id, 0)
+		return answer(fsmpb.ChangeCode_CHANGE_CODE_DONE, id, 0)
 	}
-	m := &raftv1.StoredMessage{Payload: body.Payload, Headers: body.Headers, FairnessKey: body.FairnessKey, Priority: body.Priority, DueAtMs: body.DueAtMs, ExpiresAtMs: body.ExpiresAtMs}
+	m := &fsmpb.StoredMessage{Payload: body.Payload, Headers: body.Headers, FairnessKey: body.FairnessKey, Priority: body.Priority, DueAtMs: body.DueAtMs, ExpiresAtMs: body.ExpiresAtMs}
 	if err := a.rewrite(id, &body, m, c.DueAtMs, groups, states); err != nil {
 		return nil, err
 	}
-	return answer(raftv1.ChangeCode_CHANGE_CODE_DONE, id, c.DueAtMs)
+	return answer(fsmpb.ChangeCode_CHANGE_CODE_DONE, id, c.DueAtMs)
 }
 
 // endCode answers a change of a message that ended already.
-func endCode(end raftv1.EndState, cancel bool) raftv1.ChangeCode {
+func endCode(end fsmpb.EndState, cancel bool) fsmpb.ChangeCode {
 	switch end {
-	case raftv1.EndState_END_STATE_DELIVERED, raftv1.EndState_END_STATE_DEAD_LETTERED:
-		return raftv1.ChangeCode_CHANGE_CODE_ALREADY_DELIVERED
-	case raftv1.EndState_END_STATE_CANCELLED:
+	case fsmpb.EndState_END_STATE_DELIVERED, fsmpb.EndState_END_STATE_DEAD_LETTERED:
+		return fsmpb.ChangeCode_CHANGE_CODE_ALREADY_DELIVERED
+	case fsmpb.EndState_END_STATE_CANCELLED:
 		if cancel {
-			return raftv1.ChangeCode_CHANGE_CODE_DONE // a retried cancel
+			return fsmpb.ChangeCode_CHANGE_CODE_DONE // a retried cancel
 		}
 	}
-	return raftv1.ChangeCode_CHANGE_CODE_NOT_FOUND
+	return fsmpb.ChangeCode_CHANGE_CODE_NOT_FOUND
 }
 
 // group registers a group on a topic, or removes it and up to limit of its
 // copies. A removal that names no group removes the whole topic from the
 // shard (see forgetTopic).
-func (a *applier) group(g *raftv1.Group) (*raftv1.Outcome, error) {
+func (a *applier) group(g *fsmpb.Group) (*fsmpb.Outcome, error) {
 	defer delete(a.groupsOf, g.Topic)
 	if !g.Delete {
 		if _, err := a.groups(g.Topic); err != nil { // the default group comes first
 			return nil, err
 		}
-		return &raftv1.Outcome{}, a.b.Set(keys.Group(a.shard, g.Topic, g.Group), nil, nil)
+		return &fsmpb.Outcome{}, a.b.Set(keys.Group(a.shard, g.Topic, g.Group), nil, nil)
 	}
 	if g.Group == "" {
 		return a.forgetTopic(g.Topic, g.Limit)
@@ -187,12 +187,12 @@ func (a *applier) group(g *raftv1.Group) (*raftv1.Outcome, error) {
 	}
 	n, err := a.dropTopicCopies(g.Topic, g.Group, g.Limit, 0)
 	if err != nil || (g.Limit > 0 && n == g.Limit) {
-		return &raftv1.Outcome{Count: n}, err
+		return &fsmpb.Outcome{Count: n}, err
 	}
 	// The last copy went: the group's counters go too, so a group created
 	// again under the name starts at zero.
 	delete(a.counters, counterKey{g.Topic, g.Group})
-	return &raftv1.Outcome{Count: n}, a.b.Delete(keys.Counter(a.shard, g.Topic, g.Group), nil)
+	return &fsmpb.Outcome{Count: n}, a.b.Delete(keys.Counter(a.shard, g.Topic, g.Group), nil)
 }
 
 // forgetTopic removes a deleted topic from the shard, up to limit records
@@ -200,12 +200,12 @@ func (a *applier) group(g *raftv1.Group) (*raftv1.Outcome, error) {
 // and group registrations, so a topic created again under the name starts
 // with the default group only, zero counters and no remembered keys. count
 // is the copies removed; more says records are left for another command.
-func (a *applier) forgetTopic(topic string, limit uint32) (*raftv1.Outcome, error) {
+func (a *applier) forgetTopic(topic string, limit uint32) (*fsmpb.Outcome, error) {
 	n, err := a.dropTopicCopies(topic, "", limit, 0)
 	if err != nil {
 		return nil, err
 	}
-	out := &raftv1.Outcome{Count: n}
+	out := &fsmpb.Outcome{Count: n}
 	bounded, left := limit > 0, int(limit)-int(n)
 	if bounded && left == 0 {
 		out.More = true
@@ -247,9 +247,9 @@ func (a *applier) forgetTopic(topic string, limit uint32) (*raftv1.Outcome, erro
 }
 
 // purge removes up to limit pending copies of a topic, or of one group.
-func (a *applier) purge(p *raftv1.Purge) (*raftv1.Outcome, error) {
+func (a *applier) purge(p *fsmpb.Purge) (*fsmpb.Outcome, error) {
 	n, err := a.dropTopicCopies(p.Topic, p.Group, p.Limit, p.NowMs)
-	return &raftv1.Outcome{Count: n}, err
+	return &fsmpb.Outcome{Count: n}, err
 }
 
 // dropTopicCopies removes up to limit copies of topic (of group, if set),
@@ -276,7 +276,7 @@ func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64
 		if err != nil || cs == nil {
 			return n, err
 		}
-		if err := a.dropCopy(e.ID, q.Group, cs, nowMs, raftv1.EndState_END_STATE_PENDING); err != nil {
+		if err := a.dropCopy(e.ID, q.Group, cs, nowMs, fsmpb.EndState_END_STATE_PENDING); err != nil {
 			return n, err
 		}
 		n++
@@ -318,7 +318,7 @@ func (a *applier) groupDueKeys(topic, group string, limit int) ([][]byte, error)
 // for the group it was dead-lettered from. Dead letters leased by a reader
 // and dead letters that name no origin stay in the DLQ and do not count
 // toward the limit.
-func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
+func (a *applier) redrive(r *fsmpb.Redrive) (*fsmpb.Outcome, error) {
 	dlq := r.Topic + DLQSuffix
 	prefix := keys.TopicDuePrefix(a.shard, dlq)
 	seen := map[string]bool{} // one entry per dead letter, whatever its groups
@@ -345,7 +345,7 @@ func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		var body raftv1.StoredMessage
+		var body fsmpb.StoredMessage
 		if _, err := a.get(keys.Message(a.shard, e.ID), &body); err != nil {
 			return nil, err
 		}
@@ -357,19 +357,19 @@ func (a *applier) redrive(r *raftv1.Redrive) (*raftv1.Outcome, error) {
 			return nil, err
 		}
 		for i, cs := range states {
-			if err := a.dropCopy(e.ID, groups[i], cs, r.NowMs, raftv1.EndState_END_STATE_PENDING); err != nil {
+			if err := a.dropCopy(e.ID, groups[i], cs, r.NowMs, fsmpb.EndState_END_STATE_PENDING); err != nil {
 				return nil, err
 			}
 		}
 		n++
 	}
-	return &raftv1.Outcome{Count: n}, nil
+	return &fsmpb.Outcome{Count: n}, nil
 }
 
 // redrivable says whether a dead letter can go back now: it names the topic
 // and group it came from, and no reader of the DLQ holds it.
 func (a *applier) redrivable(id []byte) (bool, error) {
-	var body raftv1.StoredMessage
+	var body fsmpb.StoredMessage
 	found, err := a.get(keys.Message(a.shard, id), &body)
 	if err != nil || !found {
 		return false, err
@@ -391,7 +391,7 @@ func (a *applier) redrivable(id []byte) (bool, error) {
 
 // restore publishes a dead letter again on its original topic, due now,
 // for the group it came from only; the dead letter names both.
-func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
+func (a *applier) restore(dead *fsmpb.StoredMessage, nowMs int64) error {
 	headers := maps.Clone(dead.Headers)
 	topic, group := headers[HeaderOriginalTopic], headers[HeaderOriginalGroup]
 	for k := range headers {
@@ -399,7 +399,7 @@ func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 			delete(headers, k)
 		}
 	}
-	m := &raftv1.StoredMessage{
+	m := &fsmpb.StoredMessage{
 		Topic: topic, Partition: dead.Partition, Payload: dead.Payload, Headers: headers,
 		PublishedAtMs: nowMs, DueAtMs: nowMs, FairnessKey: dead.FairnessKey, Priority: dead.Priority,
 		DedupWindowMs: dead.DedupWindowMs, GroupsPending: 1, Fair: dead.Headers[HeaderOriginalFair] == "1",
@@ -413,7 +413,7 @@ func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 		return err
 	}
 	c.Pending++
-	return a.putCopy(id, group, &raftv1.CopyState{VisibleAtMs: nowMs, Priority: m.Priority, Partition: m.Partition, Topic: topic, Fair: m.Fair, FairnessKey: m.FairnessKey})
+	return a.putCopy(id, group, &fsmpb.CopyState{VisibleAtMs: nowMs, Priority: m.Priority, Partition: m.Partition, Topic: topic, Fair: m.Fair, FairnessKey: m.FairnessKey})
 }
 
 // expire removes up to limit messages whose TTL ended by now, from the TTL
@@ -421,7 +421,7 @@ func (a *applier) restore(dead *raftv1.StoredMessage, nowMs int64) error {
 // the copies of the messages the dispatcher named because it found them due
 // and expired: copies that were leased when their TTL ended, whose expiry
 // entry is gone, once their lease ran out or was nacked.
-func (a *applier) expire(e *raftv1.Expire) (*raftv1.Outcome, error) {
+func (a *applier) expire(e *fsmpb.Expire) (*fsmpb.Outcome, error) {
 	lower, upper := keys.ExpiryRange(a.shard, e.NowMs)
 	ks, err := a.scanKeys(lower, upper, int(e.Limit), nil)
 	if err != nil {
@@ -445,7 +445,7 @@ func (a *applier) expire(e *raftv1.Expire) (*raftv1.Outcome, error) {
 		if len(id) != keys.IDBytes {
 			continue
 		}
-		var body raftv1.StoredMessage
+		var body fsmpb.StoredMessage
 		found, err := a.get(keys.Message(a.shard, id), &body)
 		if err != nil {
 			return nil, err
@@ -462,7 +462,7 @@ func (a *applier) expire(e *raftv1.Expire) (*raftv1.Outcome, error) {
 			n++
 		}
 	}
-	return &raftv1.Outcome{Count: n}, nil
+	return &fsmpb.Outcome{Count: n}, nil
 }
 
 // dropExpired drops, as EXPIRED, a message's copies that are not under a
@@ -478,7 +478,7 @@ func (a *applier) dropExpired(id []byte, nowMs int64) (int, error) {
 		if cs.Leased && cs.VisibleAtMs > nowMs {
 			continue
 		}
-		if err := a.dropCopy(id, groups[i], cs, nowMs, raftv1.EndState_END_STATE_EXPIRED); err != nil {
+		if err := a.dropCopy(id, groups[i], cs, nowMs, fsmpb.EndState_END_STATE_EXPIRED); err != nil {
 			return n, err
 		}
 		n++

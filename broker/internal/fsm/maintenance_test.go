@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
-func sweep(beforeMs, nowMs int64, limit uint32) *raftv1.Command {
-	return &raftv1.Command{Kind: &raftv1.Command_Sweep{Sweep: &raftv1.Sweep{BeforeMs: beforeMs, NowMs: nowMs, Limit: limit}}}
+func sweep(beforeMs, nowMs int64, limit uint32) *fsmpb.Command {
+	return &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{BeforeMs: beforeMs, NowMs: nowMs, Limit: limit}}}
 }
 
 // countPrefix counts the stored keys starting with prefix.
@@ -54,7 +54,7 @@ func TestSweepIsBounded(t *testing.T) {
 	if got := r.countPrefix(dedupAt); got != 0 {
 		t.Fatalf("dedup records after the repeated sweep = %d, want 0", got)
 	}
-	if again := r.apply(publish("req-3", 300, 300))[0].Published[0]; again.KeyOutcome != raftv1.KeyOutcome_KEY_OUTCOME_CREATED {
+	if again := r.apply(publish("req-3", 300, 300))[0].Published[0]; again.KeyOutcome != fsmpb.KeyOutcome_KEY_OUTCOME_CREATED {
 		t.Fatalf("publish of a forgotten request id = %v, want a new message", again)
 	}
 }
@@ -62,12 +62,12 @@ func TestSweepIsBounded(t *testing.T) {
 func TestSweepForgetsKeyRecordsAtTheirOwnTime(t *testing.T) {
 	const window = 1000 // cmdPublish's dedup window
 	r := newReplica(t)
-	m := func() *raftv1.StoredMessage {
-		return &raftv1.StoredMessage{Key: "k", DueAtMs: 100, OnConflict: raftv1.KeyConflict_KEY_CONFLICT_IGNORE}
+	m := func() *fsmpb.StoredMessage {
+		return &fsmpb.StoredMessage{Key: "k", DueAtMs: 100, OnConflict: fsmpb.KeyConflict_KEY_CONFLICT_IGNORE}
 	}
 	id := r.apply(cmdPublish(100, m()))[0].Published[0].MessageId
 	r.apply(lease(id, 0, 100, 5000))
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{NowMs: 200, Refs: []*raftv1.MessageRef{{MessageId: id, Group: DefaultGroup, Attempt: 1}}}}})
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{NowMs: 200, Refs: []*fsmpb.MessageRef{{MessageId: id, Group: DefaultGroup, Attempt: 1}}}}})
 	forgetAt := int64(200 + window)
 	keyRec, endRec := keys.Key(shard, "t", "k"), keys.End(shard, id)
 
@@ -77,7 +77,7 @@ func TestSweepForgetsKeyRecordsAtTheirOwnTime(t *testing.T) {
 	if !r.has(keyRec) || !r.has(endRec) {
 		t.Fatalf("key record kept = %v, end record kept = %v before their forget time, want both kept", r.has(keyRec), r.has(endRec))
 	}
-	if got := r.apply(cmdPublish(forgetAt-1, m()))[0].Published[0]; got.KeyOutcome != raftv1.KeyOutcome_KEY_OUTCOME_IGNORED {
+	if got := r.apply(cmdPublish(forgetAt-1, m()))[0].Published[0]; got.KeyOutcome != fsmpb.KeyOutcome_KEY_OUTCOME_IGNORED {
 		t.Fatalf("keyed IGNORE publish inside the window = %v, want IGNORED", got)
 	}
 	if out := r.apply(sweep(forgetAt-window, forgetAt, 0))[0]; out.More {
@@ -91,7 +91,7 @@ func TestSweepForgetsKeyRecordsAtTheirOwnTime(t *testing.T) {
 		t.Fatalf("forget-index entries left = %d, want 0", got)
 	}
 	later := r.apply(cmdPublish(forgetAt, m()))[0].Published[0]
-	if later.KeyOutcome != raftv1.KeyOutcome_KEY_OUTCOME_CREATED || bytes.Equal(later.MessageId, id) {
+	if later.KeyOutcome != fsmpb.KeyOutcome_KEY_OUTCOME_CREATED || bytes.Equal(later.MessageId, id) {
 		t.Fatalf("keyed IGNORE publish right after the window = %v, want a new message", later)
 	}
 }
@@ -100,17 +100,17 @@ func TestSweepForgetsKeyRecordsAtTheirOwnTime(t *testing.T) {
 // others copies per partition, and whose group m has one.
 func groupRig(t *testing.T, others int) *replica {
 	r := newReplica(t)
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "zz"}}})
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: "t", Group: "zz"}}})
 	for p := range uint32(4) {
-		var msgs []*raftv1.StoredMessage
+		var msgs []*fsmpb.StoredMessage
 		for range others {
-			msgs = append(msgs, &raftv1.StoredMessage{Partition: p, DueAtMs: 100})
+			msgs = append(msgs, &fsmpb.StoredMessage{Partition: p, DueAtMs: 100})
 		}
 		r.apply(cmdPublish(100, msgs...))
 	}
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "m"}}})
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: "t", Group: "m"}}})
 	for p := range uint32(4) {
-		r.apply(cmdPublish(100, &raftv1.StoredMessage{Partition: p, DueAtMs: 100}))
+		r.apply(cmdPublish(100, &fsmpb.StoredMessage{Partition: p, DueAtMs: 100}))
 	}
 	return r
 }
@@ -120,7 +120,7 @@ func TestGroupRemovalVisitsOnlyItsOwnCopies(t *testing.T) {
 		r := groupRig(t, others)
 		b := r.s.db.NewIndexedBatch()
 		defer b.Close()
-		a := &applier{b: b, shard: shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*raftv1.Counters{}, groupsOf: map[string][]string{}}
+		a := &applier{b: b, shard: shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*fsmpb.Counters{}, groupsOf: map[string][]string{}}
 		n, err := a.dropTopicCopies("t", "m", 100, 0)
 		if err != nil || n != 4 {
 			t.Fatalf("dropTopicCopies(m) with %d other copies = %d, %v; want 4", others, n, err)
@@ -135,11 +135,11 @@ func TestGroupRemovalVisitsOnlyItsOwnCopies(t *testing.T) {
 
 func TestGroupPurgeAndRemovalKeepOtherGroups(t *testing.T) {
 	r := groupRig(t, 3)
-	out := r.apply(&raftv1.Command{Kind: &raftv1.Command_Purge{Purge: &raftv1.Purge{Topic: "t", Group: "m", Limit: 3, NowMs: 200}}})[0]
+	out := r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Purge{Purge: &fsmpb.Purge{Topic: "t", Group: "m", Limit: 3, NowMs: 200}}})[0]
 	if out.Count != 3 {
 		t.Fatalf("purge of m with limit 3 removed %d, want 3", out.Count)
 	}
-	out = r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "m", Delete: true, Limit: 10}}})[0]
+	out = r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: "t", Group: "m", Delete: true, Limit: 10}}})[0]
 	if out.Count != 1 {
 		t.Fatalf("removal of m removed %d copies, want the 1 left", out.Count)
 	}
@@ -159,9 +159,9 @@ func TestGroupPurgeAndRemovalKeepOtherGroups(t *testing.T) {
 // deadLetter publishes a message on t due at dueMs and dead-letters it.
 func (r *replica) deadLetter(dueMs int64) {
 	r.t.Helper()
-	id := r.apply(cmdPublish(dueMs, &raftv1.StoredMessage{DueAtMs: dueMs, Payload: []byte("x")}))[0].Published[0].MessageId
-	item := &raftv1.LeaseItem{Ref: &raftv1.MessageRef{MessageId: id, Group: DefaultGroup}, VisibleAtMs: dueMs, DeadLetter: true}
-	if got := r.apply(&raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: dueMs, Items: []*raftv1.LeaseItem{item}}}})[0].Codes[0]; got != raftv1.RefCode_REF_CODE_OK {
+	id := r.apply(cmdPublish(dueMs, &fsmpb.StoredMessage{DueAtMs: dueMs, Payload: []byte("x")}))[0].Published[0].MessageId
+	item := &fsmpb.LeaseItem{Ref: &fsmpb.MessageRef{MessageId: id, Group: DefaultGroup}, VisibleAtMs: dueMs, DeadLetter: true}
+	if got := r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Lease{Lease: &fsmpb.Lease{NowMs: dueMs, Items: []*fsmpb.LeaseItem{item}}}})[0].Codes[0]; got != fsmpb.RefCode_REF_CODE_OK {
 		r.t.Fatalf("dead-letter lease = %v", got)
 	}
 }
@@ -189,8 +189,8 @@ func (r *replica) due(topic string) []keys.DueEntry {
 	return out
 }
 
-func redrive(limit uint32, nowMs int64) *raftv1.Command {
-	return &raftv1.Command{Kind: &raftv1.Command_Redrive{Redrive: &raftv1.Redrive{Topic: "t", Limit: limit, NowMs: nowMs}}}
+func redrive(limit uint32, nowMs int64) *fsmpb.Command {
+	return &fsmpb.Command{Kind: &fsmpb.Command_Redrive{Redrive: &fsmpb.Redrive{Topic: "t", Limit: limit, NowMs: nowMs}}}
 }
 
 func TestRedriveSkipsLeasedDeadLettersWithoutSpendingTheLimit(t *testing.T) {
@@ -221,7 +221,7 @@ func TestRedriveSkipsLeasedDeadLettersWithoutSpendingTheLimit(t *testing.T) {
 func TestRedriveKeepsDeadLettersWithoutOrigin(t *testing.T) {
 	r := newReplica(t)
 	// A message published straight to the DLQ names no origin to go back to.
-	r.apply(cmdPublish(50, &raftv1.StoredMessage{Topic: "t.dlq", DueAtMs: 50, Payload: []byte("stray")}))
+	r.apply(cmdPublish(50, &fsmpb.StoredMessage{Topic: "t.dlq", DueAtMs: 50, Payload: []byte("stray")}))
 	r.deadLetter(100)
 	if got := r.apply(redrive(1, 500))[0].Count; got != 1 {
 		t.Fatalf("Redrive(limit 1) behind a dead letter without origin moved %d, want 1", got)
@@ -246,7 +246,7 @@ func TestRedriveKeepsDeadLettersWithoutOrigin(t *testing.T) {
 func (r *replica) forgetTopic(topic string, limit uint32) {
 	r.t.Helper()
 	for range 100 {
-		out := r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: topic, Delete: true, Limit: limit}}})[0]
+		out := r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: topic, Delete: true, Limit: limit}}})[0]
 		if !out.More && out.Count < limit {
 			return
 		}
@@ -256,13 +256,13 @@ func (r *replica) forgetTopic(topic string, limit uint32) {
 
 func TestDeletedTopicLeavesNothingOnTheShard(t *testing.T) {
 	r := newReplica(t)
-	keyed := func(nowMs int64) *raftv1.StoredMessage {
-		return &raftv1.StoredMessage{Key: "k", DueAtMs: nowMs, OnConflict: raftv1.KeyConflict_KEY_CONFLICT_IGNORE}
+	keyed := func(nowMs int64) *fsmpb.StoredMessage {
+		return &fsmpb.StoredMessage{Key: "k", DueAtMs: nowMs, OnConflict: fsmpb.KeyConflict_KEY_CONFLICT_IGNORE}
 	}
-	r.apply(cmdPublish(100, &raftv1.StoredMessage{DueAtMs: 100}))
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "g2"}}})
+	r.apply(cmdPublish(100, &fsmpb.StoredMessage{DueAtMs: 100}))
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: "t", Group: "g2"}}})
 	for range 3 {
-		r.apply(cmdPublish(100, &raftv1.StoredMessage{DueAtMs: 100}))
+		r.apply(cmdPublish(100, &fsmpb.StoredMessage{DueAtMs: 100}))
 	}
 	// A delivered keyed message is remembered, a dead letter counted.
 	id := r.apply(cmdPublish(100, keyed(100)))[0].Published[0].MessageId
@@ -280,9 +280,9 @@ func TestDeletedTopicLeavesNothingOnTheShard(t *testing.T) {
 
 	// The topic is created again: only its default group gets copies, and
 	// its key starts afresh.
-	r.apply(cmdPublish(300, &raftv1.StoredMessage{DueAtMs: 300}))
+	r.apply(cmdPublish(300, &fsmpb.StoredMessage{DueAtMs: 300}))
 	again := r.apply(cmdPublish(300, keyed(300)))[0].Published[0]
-	if again.KeyOutcome != raftv1.KeyOutcome_KEY_OUTCOME_CREATED {
+	if again.KeyOutcome != fsmpb.KeyOutcome_KEY_OUTCOME_CREATED {
 		t.Fatalf("keyed IGNORE publish on the re-created topic = %v, want a new message", again)
 	}
 	if c := r.counters("t", "g2"); c.Pending != 0 || c.DeadLettered != 0 {
@@ -298,16 +298,16 @@ func TestDeletedTopicLeavesNothingOnTheShard(t *testing.T) {
 
 func TestRemovedGroupCreatedAgainStartsAtZero(t *testing.T) {
 	r := newReplica(t)
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "g2"}}})
-	id := r.apply(cmdPublish(100, &raftv1.StoredMessage{DueAtMs: 100}))[0].Published[0].MessageId
-	item := &raftv1.LeaseItem{Ref: &raftv1.MessageRef{MessageId: id, Group: "g2"}, VisibleAtMs: 100, DeadLetter: true}
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: 100, Items: []*raftv1.LeaseItem{item}}}})
-	r.apply(cmdPublish(100, &raftv1.StoredMessage{DueAtMs: 100}))
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: "t", Group: "g2"}}})
+	id := r.apply(cmdPublish(100, &fsmpb.StoredMessage{DueAtMs: 100}))[0].Published[0].MessageId
+	item := &fsmpb.LeaseItem{Ref: &fsmpb.MessageRef{MessageId: id, Group: "g2"}, VisibleAtMs: 100, DeadLetter: true}
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Lease{Lease: &fsmpb.Lease{NowMs: 100, Items: []*fsmpb.LeaseItem{item}}}})
+	r.apply(cmdPublish(100, &fsmpb.StoredMessage{DueAtMs: 100}))
 	if c := r.counters("t", "g2"); c.DeadLettered != 1 || c.Pending != 1 {
 		t.Fatalf("g2 counters = %v, want 1 pending, 1 dead-lettered", c)
 	}
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "g2", Delete: true, Limit: 10}}})
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: "t", Group: "g2"}}})
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: "t", Group: "g2", Delete: true, Limit: 10}}})
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: "t", Group: "g2"}}})
 	if c := r.counters("t", "g2"); c.DeadLettered != 0 || c.Pending != 0 || c.InFlight != 0 {
 		t.Fatalf("counters of g2 created again after its removal = %v, want zero", c)
 	}

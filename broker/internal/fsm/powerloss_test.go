@@ -16,9 +16,9 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	"github.com/sundialmq/sundial/broker/internal/store"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // workload builds a seeded run of real commands against the state a
@@ -32,15 +32,15 @@ type workload struct {
 	db   *pebble.DB // the replica the commands are built against
 	now  int64
 	ids  [][]byte // every message id published so far
-	pubs []*raftv1.Command
+	pubs []*fsmpb.Command
 	reqs int
 	// seen counts the effects the run had ("lease OK", "publish
 	// KEY_OUTCOME_REPLACED", "change CHANGE_CODE_DONE", ...).
 	seen map[string]int
 }
 
-func (w *workload) copyOf(id []byte) (*raftv1.CopyState, bool) {
-	cs := &raftv1.CopyState{}
+func (w *workload) copyOf(id []byte) (*fsmpb.CopyState, bool) {
+	cs := &fsmpb.CopyState{}
 	return cs, w.get(keys.Copy(shard, id, DefaultGroup), cs)
 }
 
@@ -61,7 +61,7 @@ func (w *workload) get(key []byte, m proto.Message) bool {
 }
 
 func (w *workload) version(id []byte) uint64 {
-	var body raftv1.StoredMessage
+	var body fsmpb.StoredMessage
 	if !w.get(keys.Message(shard, id), &body) {
 		return 0
 	}
@@ -81,10 +81,10 @@ func (w *workload) someID() []byte {
 }
 
 // leased picks one of the leased copies among the recent messages.
-func (w *workload) leased() ([]byte, *raftv1.CopyState, bool) {
+func (w *workload) leased() ([]byte, *fsmpb.CopyState, bool) {
 	type leasedCopy struct {
 		id []byte
-		cs *raftv1.CopyState
+		cs *fsmpb.CopyState
 	}
 	var found []leasedCopy
 	for _, id := range w.ids[max(0, len(w.ids)-40):] {
@@ -99,25 +99,25 @@ func (w *workload) leased() ([]byte, *raftv1.CopyState, bool) {
 	return c.id, c.cs, true
 }
 
-func (w *workload) ref(id []byte, attempt uint32) []*raftv1.MessageRef {
-	return []*raftv1.MessageRef{{MessageId: id, Group: DefaultGroup, Attempt: attempt}}
+func (w *workload) ref(id []byte, attempt uint32) []*fsmpb.MessageRef {
+	return []*fsmpb.MessageRef{{MessageId: id, Group: DefaultGroup, Attempt: attempt}}
 }
 
-func (w *workload) command() *raftv1.Command {
-	conflicts := []raftv1.KeyConflict{raftv1.KeyConflict_KEY_CONFLICT_IGNORE, raftv1.KeyConflict_KEY_CONFLICT_REPLACE, raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE, raftv1.KeyConflict_KEY_CONFLICT_REJECT}
+func (w *workload) command() *fsmpb.Command {
+	conflicts := []fsmpb.KeyConflict{fsmpb.KeyConflict_KEY_CONFLICT_IGNORE, fsmpb.KeyConflict_KEY_CONFLICT_REPLACE, fsmpb.KeyConflict_KEY_CONFLICT_DEBOUNCE, fsmpb.KeyConflict_KEY_CONFLICT_REJECT}
 	switch k := w.rng.IntN(20); {
 	case k < 6: // publish
 		if len(w.pubs) > 0 && w.rng.IntN(8) == 0 {
 			return w.pubs[w.rng.IntN(len(w.pubs))] // a retry, same request id and contents
 		}
 		w.reqs++
-		p := &raftv1.Publish{NowMs: w.now}
+		p := &fsmpb.Publish{NowMs: w.now}
 		if w.rng.IntN(2) == 0 {
 			p.RequestId = fmt.Sprintf("req-%d", w.reqs)
 			p.Digest = []byte(p.RequestId)
 		}
 		for range 1 + w.rng.IntN(3) {
-			m := &raftv1.StoredMessage{Topic: "t", Payload: w.payload(), PublishedAtMs: w.now,
+			m := &fsmpb.StoredMessage{Topic: "t", Payload: w.payload(), PublishedAtMs: w.now,
 				DueAtMs: w.now + int64(w.rng.IntN(200)), DedupWindowMs: 300, Priority: int32(w.rng.IntN(3))}
 			if w.rng.IntN(2) == 0 {
 				m.Key = fmt.Sprintf("k%d", w.rng.IntN(6))
@@ -131,7 +131,7 @@ func (w *workload) command() *raftv1.Command {
 			}
 			p.Messages = append(p.Messages, m)
 		}
-		c := &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: p}}
+		c := &fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: p}}
 		if p.RequestId != "" {
 			w.pubs = append(w.pubs, c)
 		}
@@ -142,14 +142,14 @@ func (w *workload) command() *raftv1.Command {
 		if !ok || cs.VisibleAtMs > w.now {
 			return w.sweep()
 		}
-		item := &raftv1.LeaseItem{Ref: w.ref(id, cs.Attempt)[0], VisibleAtMs: cs.VisibleAtMs, DeadlineMs: w.now + 50 + int64(w.rng.IntN(200)), Version: w.version(id)}
+		item := &fsmpb.LeaseItem{Ref: w.ref(id, cs.Attempt)[0], VisibleAtMs: cs.VisibleAtMs, DeadlineMs: w.now + 50 + int64(w.rng.IntN(200)), Version: w.version(id)}
 		switch w.rng.IntN(10) {
 		case 0:
 			item.Remove = true
 		case 1:
 			item.DeadLetter = true
 		}
-		return &raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: w.now, Items: []*raftv1.LeaseItem{item}}}}
+		return &fsmpb.Command{Kind: &fsmpb.Command_Lease{Lease: &fsmpb.Lease{NowMs: w.now, Items: []*fsmpb.LeaseItem{item}}}}
 	case k < 15: // settle a delivery
 		id, cs, ok := w.leased()
 		if !ok {
@@ -158,14 +158,14 @@ func (w *workload) command() *raftv1.Command {
 		refs := w.ref(id, cs.Attempt)
 		switch w.rng.IntN(4) {
 		case 0:
-			return &raftv1.Command{Kind: &raftv1.Command_Nack{Nack: &raftv1.Nack{Refs: refs, VisibleAtMs: w.now + int64(w.rng.IntN(100)), Reason: "nack"}}}
+			return &fsmpb.Command{Kind: &fsmpb.Command_Nack{Nack: &fsmpb.Nack{Refs: refs, VisibleAtMs: w.now + int64(w.rng.IntN(100)), Reason: "nack"}}}
 		case 1:
-			return &raftv1.Command{Kind: &raftv1.Command_Extend{Extend: &raftv1.Extend{Refs: refs, DeadlineMs: w.now + 300}}}
+			return &fsmpb.Command{Kind: &fsmpb.Command_Extend{Extend: &fsmpb.Extend{Refs: refs, DeadlineMs: w.now + 300}}}
 		default:
-			return &raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{Refs: refs, NowMs: w.now}}}
+			return &fsmpb.Command{Kind: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Refs: refs, NowMs: w.now}}}
 		}
 	case k < 17: // cancel or reschedule, by id or key
-		c := &raftv1.Change{NowMs: w.now, Topic: "t", Cancel: w.rng.IntN(2) == 0, DedupWindowMs: 300}
+		c := &fsmpb.Change{NowMs: w.now, Topic: "t", Cancel: w.rng.IntN(2) == 0, DedupWindowMs: 300}
 		if w.rng.IntN(2) == 0 {
 			c.Key = fmt.Sprintf("k%d", w.rng.IntN(6))
 		} else {
@@ -174,9 +174,9 @@ func (w *workload) command() *raftv1.Command {
 		if !c.Cancel {
 			c.DueAtMs = w.now + int64(w.rng.IntN(300))
 		}
-		return &raftv1.Command{Kind: &raftv1.Command_Change{Change: c}}
+		return &fsmpb.Command{Kind: &fsmpb.Command_Change{Change: c}}
 	case k < 18:
-		return &raftv1.Command{Kind: &raftv1.Command_Expire{Expire: &raftv1.Expire{NowMs: w.now, Limit: 8}}}
+		return &fsmpb.Command{Kind: &fsmpb.Command_Expire{Expire: &fsmpb.Expire{NowMs: w.now, Limit: 8}}}
 	default:
 		return w.sweep()
 	}
@@ -189,8 +189,8 @@ func (w *workload) payload() []byte {
 	return append(p, bytes.Repeat([]byte{'x'}, w.rng.IntN(3<<10))...)
 }
 
-func (w *workload) sweep() *raftv1.Command {
-	return &raftv1.Command{Kind: &raftv1.Command_Sweep{Sweep: &raftv1.Sweep{BeforeMs: w.now - 300, NowMs: w.now, Limit: 4}}}
+func (w *workload) sweep() *fsmpb.Command {
+	return &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{BeforeMs: w.now - 300, NowMs: w.now, Limit: 4}}}
 }
 
 // entries builds n entries from index on, each a batch of a few commands,
@@ -200,7 +200,7 @@ func (w *workload) entries(index uint64, n int) []sm.Entry {
 	es := make([]sm.Entry, n)
 	for i := range es {
 		w.now += int64(1 + w.rng.IntN(40))
-		b := &raftv1.Batch{}
+		b := &fsmpb.Batch{}
 		for range 1 + w.rng.IntN(3) {
 			b.Commands = append(b.Commands, w.command())
 		}
@@ -218,8 +218,8 @@ func (w *workload) entries(index uint64, n int) []sm.Entry {
 func (w *workload) learn(applied []sm.Entry) {
 	w.t.Helper()
 	for _, e := range applied {
-		var b raftv1.Batch
-		var outs raftv1.Outcomes
+		var b fsmpb.Batch
+		var outs fsmpb.Outcomes
 		if err := proto.Unmarshal(e.Cmd, &b); err != nil {
 			w.t.Fatalf("decode batch: %v", err)
 		}
@@ -227,7 +227,7 @@ func (w *workload) learn(applied []sm.Entry) {
 			w.t.Fatalf("decode outcome: %v", err)
 		}
 		for i, o := range outs.Outcomes {
-			kind := strings.ToLower(strings.TrimPrefix(fmt.Sprintf("%T", b.Commands[i].Kind), "*raftv1.Command_"))
+			kind := strings.ToLower(strings.TrimPrefix(fmt.Sprintf("%T", b.Commands[i].Kind), "*fsmpb.Command_"))
 			for _, c := range o.Codes {
 				w.seen[kind+" "+strings.TrimPrefix(c.String(), "REF_CODE_")]++
 			}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 )
 
@@ -17,9 +17,9 @@ import (
 // and the outcome says so (RequestIdReused) instead of handing out another
 // request's ids. A record or request without a digest matches any of the
 // same count, so the outcome always has one result per message.
-func (a *applier) publish(p *raftv1.Publish) (*raftv1.Outcome, error) {
+func (a *applier) publish(p *fsmpb.Publish) (*fsmpb.Outcome, error) {
 	if p.RequestId != "" {
-		var rec raftv1.DedupRecord
+		var rec fsmpb.DedupRecord
 		found, err := a.get(keys.Dedup(a.shard, p.RequestId), &rec)
 		if err != nil {
 			return nil, err
@@ -27,12 +27,12 @@ func (a *applier) publish(p *raftv1.Publish) (*raftv1.Outcome, error) {
 		if found {
 			if len(rec.GetOutcome().GetPublished()) != len(p.Messages) ||
 				len(rec.Digest) > 0 && len(p.Digest) > 0 && !bytes.Equal(rec.Digest, p.Digest) {
-				return &raftv1.Outcome{RequestIdReused: true}, nil
+				return &fsmpb.Outcome{RequestIdReused: true}, nil
 			}
 			return rec.Outcome, nil
 		}
 	}
-	out := &raftv1.Outcome{Published: make([]*raftv1.PublishOutcome, 0, len(p.Messages))}
+	out := &fsmpb.Outcome{Published: make([]*fsmpb.PublishOutcome, 0, len(p.Messages))}
 	for _, m := range p.Messages {
 		po, err := a.publishOne(p.NowMs, m)
 		if err != nil {
@@ -41,7 +41,7 @@ func (a *applier) publish(p *raftv1.Publish) (*raftv1.Outcome, error) {
 		out.Published = append(out.Published, po)
 	}
 	if p.RequestId != "" {
-		if err := a.put(keys.Dedup(a.shard, p.RequestId), &raftv1.DedupRecord{AppliedAtMs: p.NowMs, Outcome: out, Digest: p.Digest}); err != nil {
+		if err := a.put(keys.Dedup(a.shard, p.RequestId), &fsmpb.DedupRecord{AppliedAtMs: p.NowMs, Outcome: out, Digest: p.Digest}); err != nil {
 			return nil, err
 		}
 		if err := a.b.Set(keys.DedupAt(a.shard, p.NowMs, p.RequestId), nil, nil); err != nil {
@@ -53,41 +53,41 @@ func (a *applier) publish(p *raftv1.Publish) (*raftv1.Outcome, error) {
 
 // publishOne stores m, or meets the pending message of its key as its
 // on_conflict says.
-func (a *applier) publishOne(nowMs int64, m *raftv1.StoredMessage) (*raftv1.PublishOutcome, error) {
+func (a *applier) publishOne(nowMs int64, m *fsmpb.StoredMessage) (*fsmpb.PublishOutcome, error) {
 	if m.Key == "" {
 		return a.store(m)
 	}
-	var rec raftv1.KeyRecord
+	var rec fsmpb.KeyRecord
 	found, err := a.get(keys.Key(a.shard, m.Topic, m.Key), &rec)
 	if err != nil {
 		return nil, err
 	}
-	if found && rec.End != raftv1.EndState_END_STATE_PENDING && rec.ForgetAtMs <= nowMs {
+	if found && rec.End != fsmpb.EndState_END_STATE_PENDING && rec.ForgetAtMs <= nowMs {
 		found = false // remembered no longer
 	}
 	if !found {
 		return a.store(m)
 	}
-	ignored := &raftv1.PublishOutcome{MessageId: rec.MessageId, KeyOutcome: raftv1.KeyOutcome_KEY_OUTCOME_IGNORED}
-	rejected := &raftv1.PublishOutcome{MessageId: rec.MessageId, KeyOutcome: raftv1.KeyOutcome_KEY_OUTCOME_REJECTED}
-	if rec.End != raftv1.EndState_END_STATE_PENDING {
+	ignored := &fsmpb.PublishOutcome{MessageId: rec.MessageId, KeyOutcome: fsmpb.KeyOutcome_KEY_OUTCOME_IGNORED}
+	rejected := &fsmpb.PublishOutcome{MessageId: rec.MessageId, KeyOutcome: fsmpb.KeyOutcome_KEY_OUTCOME_REJECTED}
+	if rec.End != fsmpb.EndState_END_STATE_PENDING {
 		switch m.OnConflict {
-		case raftv1.KeyConflict_KEY_CONFLICT_IGNORE:
+		case fsmpb.KeyConflict_KEY_CONFLICT_IGNORE:
 			return ignored, nil
-		case raftv1.KeyConflict_KEY_CONFLICT_REJECT:
+		case fsmpb.KeyConflict_KEY_CONFLICT_REJECT:
 			return rejected, nil
 		}
 		return a.store(m) // replace or debounce after the end: a new message
 	}
-	var body raftv1.StoredMessage
+	var body fsmpb.StoredMessage
 	if _, err := a.get(keys.Message(a.shard, rec.MessageId), &body); err != nil {
 		return nil, err
 	}
 	switch m.OnConflict {
-	case raftv1.KeyConflict_KEY_CONFLICT_IGNORE:
+	case fsmpb.KeyConflict_KEY_CONFLICT_IGNORE:
 		ignored.DueAtMs = body.DueAtMs
 		return ignored, nil
-	case raftv1.KeyConflict_KEY_CONFLICT_REJECT:
+	case fsmpb.KeyConflict_KEY_CONFLICT_REJECT:
 		rejected.DueAtMs = body.DueAtMs
 		return rejected, nil
 	}
@@ -103,9 +103,9 @@ func (a *applier) publishOne(nowMs int64, m *raftv1.StoredMessage) (*raftv1.Publ
 		}
 	}
 	due := m.DueAtMs
-	outcome := raftv1.KeyOutcome_KEY_OUTCOME_REPLACED
-	if m.OnConflict == raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE {
-		outcome = raftv1.KeyOutcome_KEY_OUTCOME_DEBOUNCED
+	outcome := fsmpb.KeyOutcome_KEY_OUTCOME_REPLACED
+	if m.OnConflict == fsmpb.KeyConflict_KEY_CONFLICT_DEBOUNCE {
+		outcome = fsmpb.KeyOutcome_KEY_OUTCOME_DEBOUNCED
 		if rec.DueCapMs > 0 {
 			due = min(due, rec.DueCapMs)
 		}
@@ -113,14 +113,14 @@ func (a *applier) publishOne(nowMs int64, m *raftv1.StoredMessage) (*raftv1.Publ
 	if err := a.rewrite(rec.MessageId, &body, m, due, groups, states); err != nil {
 		return nil, err
 	}
-	return &raftv1.PublishOutcome{MessageId: rec.MessageId, DueAtMs: due, KeyOutcome: outcome}, nil
+	return &fsmpb.PublishOutcome{MessageId: rec.MessageId, DueAtMs: due, KeyOutcome: outcome}, nil
 }
 
 // rewrite gives a pending message new contents and a new due time, moving
 // every group's copy. It raises the content version on the body and every
 // copy, so a lease of what a round read before (whose attempt and visible_at
 // may still match, e.g. a DEBOUNCE at its cap) is refused as stale.
-func (a *applier) rewrite(id []byte, body, m *raftv1.StoredMessage, due int64, groups []string, states []*raftv1.CopyState) error {
+func (a *applier) rewrite(id []byte, body, m *fsmpb.StoredMessage, due int64, groups []string, states []*fsmpb.CopyState) error {
 	if body.ExpiresAtMs != 0 {
 		if err := a.b.Delete(keys.Expiry(a.shard, body.ExpiresAtMs, id), nil); err != nil {
 			return err
@@ -153,15 +153,15 @@ func (a *applier) rewrite(id []byte, body, m *raftv1.StoredMessage, due int64, g
 
 // store writes a new message with a copy for every group of its topic on
 // this shard, and makes it its key's message.
-func (a *applier) store(m *raftv1.StoredMessage) (*raftv1.PublishOutcome, error) {
+func (a *applier) store(m *fsmpb.StoredMessage) (*fsmpb.PublishOutcome, error) {
 	gs, err := a.groups(m.Topic)
 	if err != nil {
 		return nil, err
 	}
 	id := a.nextID()
 	if m.Key != "" {
-		nr := &raftv1.KeyRecord{MessageId: id}
-		if m.OnConflict == raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE && m.MaxWaitMs > 0 {
+		nr := &fsmpb.KeyRecord{MessageId: id}
+		if m.OnConflict == fsmpb.KeyConflict_KEY_CONFLICT_DEBOUNCE && m.MaxWaitMs > 0 {
 			nr.DueCapMs = m.PublishedAtMs + m.MaxWaitMs
 			m.DueAtMs = min(m.DueAtMs, nr.DueCapMs)
 		}
@@ -181,7 +181,7 @@ func (a *applier) store(m *raftv1.StoredMessage) (*raftv1.PublishOutcome, error)
 		}
 	}
 	for _, g := range gs {
-		cs := &raftv1.CopyState{VisibleAtMs: m.DueAtMs, Priority: m.Priority, Partition: m.Partition, Topic: m.Topic, Fair: m.Fair, FairnessKey: m.FairnessKey}
+		cs := &fsmpb.CopyState{VisibleAtMs: m.DueAtMs, Priority: m.Priority, Partition: m.Partition, Topic: m.Topic, Fair: m.Fair, FairnessKey: m.FairnessKey}
 		if err := a.putCopy(id, g, cs); err != nil {
 			return nil, err
 		}
@@ -191,7 +191,7 @@ func (a *applier) store(m *raftv1.StoredMessage) (*raftv1.PublishOutcome, error)
 		}
 		c.Pending++
 	}
-	return &raftv1.PublishOutcome{MessageId: id, DueAtMs: m.DueAtMs, KeyOutcome: raftv1.KeyOutcome_KEY_OUTCOME_CREATED}, nil
+	return &fsmpb.PublishOutcome{MessageId: id, DueAtMs: m.DueAtMs, KeyOutcome: fsmpb.KeyOutcome_KEY_OUTCOME_CREATED}, nil
 }
 
 // nextID is the id of the next message this entry creates.

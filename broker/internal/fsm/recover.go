@@ -27,12 +27,22 @@ const recoverBatchBytes = 4 << 20
 // range is half written: Open finds it after a crash or a stop in the
 // middle, deletes the range and answers applied index 0, and Dragonboat
 // recovers the snapshot again.
+//
+// A snapshot in another format than keys.FormatVersion is refused with a
+// *SnapshotFormatError before anything is written.
 func (s *StateMachine) RecoverFromSnapshot(r io.Reader, done <-chan struct{}) error {
+	br := byteReader(r)
+	format, err := readSnapshotFormat(br)
+	if err != nil {
+		return fmt.Errorf("fsm: read snapshot header: %w", err)
+	}
+	if format != keys.FormatVersion {
+		return &SnapshotFormatError{Shard: s.shard, Found: format, Known: keys.FormatVersion}
+	}
 	marker := keys.Recovering(s.shard)
 	if err := s.db.Set(marker, nil, pebble.Sync); err != nil {
 		return fmt.Errorf("fsm: set recovery marker: %w", err)
 	}
-	br := byteReader(r)
 	prefix := keys.ShardPrefix(s.shard)
 	b := s.db.NewBatch()
 	defer func() { b.Close() }()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -15,6 +16,61 @@ import (
 
 // maxChunkBytes bounds one key or value read from a snapshot stream.
 const maxChunkBytes = 64 << 20
+
+// A snapshot stream is a header, then the shard's key range as
+// length-prefixed pairs (uvarint length, bytes; key then value). The header
+// is a pair whose key is empty, which no shard key is, and whose value is
+// keys.FormatVersion (4 bytes, big-endian). A stream from a broker that
+// predates the header starts with a shard key (or is empty): format 1.
+
+// SnapshotFormatError refuses a snapshot whose format this broker cannot
+// read.
+type SnapshotFormatError struct {
+	Shard uint64
+	// Found is the snapshot's format version; Known is this binary's
+	// (keys.FormatVersion).
+	Found, Known uint32
+}
+
+func (e *SnapshotFormatError) Error() string {
+	if e.Found > e.Known {
+		return fmt.Sprintf("fsm: snapshot of shard %d is in state format %d, newer than format %d of this sundial-broker: "+
+			"upgrade this broker to the release of the other replicas", e.Shard, e.Found, e.Known)
+	}
+	return fmt.Sprintf("fsm: snapshot of shard %d is in state format %d, older than format %d of this sundial-broker, which has no migration for it: "+
+		"upgrade the other replicas' brokers first", e.Shard, e.Found, e.Known)
+}
+
+// appendSnapshotHeader appends the header of a snapshot in this binary's
+// format.
+func appendSnapshotHeader(buf []byte) []byte {
+	buf = binary.AppendUvarint(buf, 0)
+	buf = binary.AppendUvarint(buf, 4)
+	return binary.BigEndian.AppendUint32(buf, keys.FormatVersion)
+}
+
+// readSnapshotFormat consumes the header of a snapshot stream, if it has
+// one, and returns its format version (1 for a stream without a header).
+func readSnapshotFormat(br *bufio.Reader) (uint32, error) {
+	first, err := br.Peek(1)
+	if errors.Is(err, io.EOF) || (err == nil && first[0] != 0) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if _, err := br.ReadByte(); err != nil { // the empty key
+		return 0, err
+	}
+	v, err := readChunk(br, nil)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 4 {
+		return 0, fmt.Errorf("format version of %d bytes", len(v))
+	}
+	return binary.BigEndian.Uint32(v), nil
+}
 
 func byteReader(r io.Reader) *bufio.Reader {
 	if br, ok := r.(*bufio.Reader); ok {

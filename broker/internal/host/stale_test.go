@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	"github.com/sundialmq/sundial/meta"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 func poll(t *testing.T, timeout time.Duration, check func() error) {
@@ -110,7 +110,7 @@ func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
 			if lead, _, _, _ := h.LeaderInfo(shard); lead != nil {
 				pctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 				defer cancel()
-				_, err := lead.Proposer.Propose(pctx, &raftv1.Command{Kind: &raftv1.Command_Sweep{Sweep: &raftv1.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}})
+				_, err := lead.Proposer.Propose(pctx, &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}})
 				return err
 			}
 		}

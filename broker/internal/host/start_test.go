@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 func loopbackAddr(t *testing.T) string {
@@ -59,7 +59,7 @@ func TestStartContextBoundsOnlyTheStart(t *testing.T) {
 	}
 	pctx, pcancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer pcancel()
-	sweep := &raftv1.Command{Kind: &raftv1.Command_Sweep{Sweep: &raftv1.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}}
+	sweep := &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}}
 	if _, err := lead.Proposer.Propose(pctx, sweep); err != nil {
 		t.Fatalf("Propose(sweep) after the start ctx was cancelled: %v", err)
 	}

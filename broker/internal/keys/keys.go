@@ -26,6 +26,10 @@
 //
 //	'R' <shard 8>                            snapshot recovery in progress
 //
+// and one key per DB, outside every range:
+//
+//	'F'                                      format version (4, big-endian)
+//
 // The due-index value is the copy's attempt (4 bytes) and a flag byte,
 // 1 when the entry is a lease deadline.
 // Topic and group names never contain a zero byte (their charset excludes
@@ -424,3 +428,15 @@ func ParseFair(shard uint64, q Queue, key []byte) (string, DueEntry, error) {
 func Recovering(shard uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{'R'}, shard)
 }
+
+// FormatVersion is the version of the layout above and of the records in
+// broker/internal/fsm/fsmpb, as this binary writes them: stored in the DB
+// under Format and at the head of every shard snapshot. Raise it with a
+// change an older broker cannot read, and register a migration from the
+// previous version in package store. Version 1 is the layout of the data
+// dirs made before the version was recorded.
+const FormatVersion uint32 = 1
+
+// Format is the key of the DB's format version. It lies outside every shard
+// range.
+func Format() []byte { return []byte{'F'} }

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 // An entry whose result does not decode keeps the decoder's error in the
@@ -19,11 +19,11 @@ func TestOutcomesOfAMalformedResult(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "outcome") {
 		t.Fatalf("outcomes(undecodable) error = %v, want one about the outcome", err)
 	}
-	if perr := proto.Unmarshal([]byte{0xff}, &raftv1.Outcomes{}); perr == nil || errors.Unwrap(err) == nil || errors.Unwrap(err).Error() != perr.Error() {
+	if perr := proto.Unmarshal([]byte{0xff}, &fsmpb.Outcomes{}); perr == nil || errors.Unwrap(err) == nil || errors.Unwrap(err).Error() != perr.Error() {
 		t.Fatalf("outcomes(undecodable) error = %v, want it to wrap the decoder's error %v", err, perr)
 	}
 
-	two, err := proto.Marshal(&raftv1.Outcomes{Outcomes: []*raftv1.Outcome{{}, {}}})
+	two, err := proto.Marshal(&fsmpb.Outcomes{Outcomes: []*fsmpb.Outcome{{}, {}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 // ErrClosed is returned by Propose after Close.
@@ -59,13 +59,13 @@ func (c *Config) fill() {
 
 type request struct {
 	ctx  context.Context
-	cmd  *raftv1.Command
+	cmd  *fsmpb.Command
 	size int
 	done chan result
 }
 
 type result struct {
-	out *raftv1.Outcome
+	out *fsmpb.Outcome
 	err error
 }
 
@@ -108,7 +108,7 @@ func (p *Proposer) Close() {
 }
 
 // Propose commits cmd and returns its outcome.
-func (p *Proposer) Propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Outcome, error) {
+func (p *Proposer) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Outcome, error) {
 	req := &request{ctx: ctx, cmd: cmd, size: proto.Size(cmd), done: make(chan result, 1)}
 	select {
 	case p.queue <- req:
@@ -175,7 +175,7 @@ func (p *Proposer) propose(ctx context.Context, batch []*request) {
 	if len(live) == 0 {
 		return
 	}
-	entry := &raftv1.Batch{Commands: make([]*raftv1.Command, len(live))}
+	entry := &fsmpb.Batch{Commands: make([]*fsmpb.Command, len(live))}
 	for i, req := range live {
 		entry.Commands[i] = req.cmd
 	}
@@ -200,14 +200,14 @@ func (p *Proposer) propose(ctx context.Context, batch []*request) {
 }
 
 // outcomes decodes the result of an entry of n commands.
-func outcomes(res sm.Result, err error, n int) ([]*raftv1.Outcome, error) {
+func outcomes(res sm.Result, err error, n int) ([]*fsmpb.Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
 	if res.Value != fsm.ResultApplied {
 		return nil, ErrMalformed
 	}
-	var outs raftv1.Outcomes
+	var outs fsmpb.Outcomes
 	if err := proto.Unmarshal(res.Data, &outs); err != nil {
 		return nil, fmt.Errorf("proposer: outcome of %d commands: %w", n, err)
 	}
@@ -221,8 +221,8 @@ func outcomes(res sm.Result, err error, n int) ([]*raftv1.Outcome, error) {
 // group-commit queue, and returns a function that waits for its outcome.
 // Anything proposed on the shard after Start returns is ordered after cmd
 // in the Raft log (as long as the leader does not change).
-func (p *Proposer) Start(ctx context.Context, cmd *raftv1.Command) (func() (*raftv1.Outcome, error), error) {
-	data, err := proto.Marshal(&raftv1.Batch{Commands: []*raftv1.Command{cmd}})
+func (p *Proposer) Start(ctx context.Context, cmd *fsmpb.Command) (func() (*fsmpb.Outcome, error), error) {
+	data, err := proto.Marshal(&fsmpb.Batch{Commands: []*fsmpb.Command{cmd}})
 	if err != nil {
 		return nil, fmt.Errorf("proposer: encode command: %w", err)
 	}
@@ -236,7 +236,7 @@ func (p *Proposer) Start(ctx context.Context, cmd *raftv1.Command) (func() (*raf
 		p.metrics.observe(0, 1, err)
 		return nil, err
 	}
-	return func() (*raftv1.Outcome, error) {
+	return func() (*fsmpb.Outcome, error) {
 		defer rs.Release()
 		var res sm.Result
 		var err error

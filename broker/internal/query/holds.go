@@ -1,8 +1,8 @@
 package query
 
 import (
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	"github.com/sundialmq/sundial/proto/ring"
 )
 
@@ -43,7 +43,7 @@ func (r *Reader) HoldsCopies(topic string, partition uint32) (bool, error) {
 // DedupDigest is the digest of the publish recorded under requestID, and
 // whether one is recorded (within the dedup window).
 func (r *Reader) DedupDigest(requestID string) ([]byte, bool, error) {
-	var rec raftv1.DedupRecord
+	var rec fsmpb.DedupRecord
 	found, err := r.get(keys.Dedup(r.shard, requestID), &rec)
 	if err != nil || !found {
 		return nil, false, err

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/proto/ring"
 )
 
@@ -18,7 +18,7 @@ func TestHolds(t *testing.T) {
 	key := "k1"
 	kp := ring.KeyPartition(key, parts)
 	other := (kp + 1) % parts
-	ids := r.publish(msg("a", other, 1000), &raftv1.StoredMessage{Payload: []byte("b"), Partition: kp, DueAtMs: 1000, Key: key, DedupWindowMs: 60000})
+	ids := r.publish(msg("a", other, 1000), &fsmpb.StoredMessage{Payload: []byte("b"), Partition: kp, DueAtMs: 1000, Key: key, DedupWindowMs: 60000})
 	check := func(when string, part uint32, wantCopies, wantKeys bool) {
 		t.Helper()
 		q := New(r.db, shard, 1000)
@@ -48,8 +48,8 @@ func TestHolds(t *testing.T) {
 
 func TestDedupDigest(t *testing.T) {
 	r := newRig(t)
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Publish{Publish: &raftv1.Publish{
-		RequestId: "req-1", Digest: []byte("d1"), NowMs: 1000, Messages: []*raftv1.StoredMessage{msg("a", 0, 1000)},
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: &fsmpb.Publish{
+		RequestId: "req-1", Digest: []byte("d1"), NowMs: 1000, Messages: []*fsmpb.StoredMessage{msg("a", 0, 1000)},
 	}}})
 	q := New(r.db, shard, 1000)
 	if d, ok, err := q.DedupDigest("req-1"); err != nil || !ok || string(d) != "d1" {

@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // ListArgs selects one page of a topic's messages on the shard.
@@ -59,8 +59,8 @@ func (r *Reader) listByKey(a ListArgs) ([]Listed, error) {
 		if examined++; examined > MaxListExamined {
 			return false, nil
 		}
-		var rec raftv1.KeyRecord
-		if err := proto.Unmarshal(v, &rec); err != nil || rec.End != raftv1.EndState_END_STATE_PENDING {
+		var rec fsmpb.KeyRecord
+		if err := proto.Unmarshal(v, &rec); err != nil || rec.End != fsmpb.EndState_END_STATE_PENDING {
 			return err == nil, err
 		}
 		m, err := r.Message(rec.MessageId)

@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // CopyState is where one group's copy of a message stands at the
@@ -49,7 +49,7 @@ type Message struct {
 
 // Message answers the message with id (16 bytes), nil if it is gone.
 func (r *Reader) Message(id []byte) (*Message, error) {
-	var m raftv1.StoredMessage
+	var m fsmpb.StoredMessage
 	if found, err := r.get(keys.Message(r.shard, id), &m); err != nil || !found {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (r *Reader) Message(id []byte) (*Message, error) {
 	}
 	prefix := keys.CopyPrefix(r.shard, id)
 	err := r.each(prefix, keys.PrefixEnd(prefix), func(k, v []byte) (bool, error) {
-		var cs raftv1.CopyState
+		var cs fsmpb.CopyState
 		if err := proto.Unmarshal(v, &cs); err != nil {
 			return false, err
 		}
@@ -92,9 +92,9 @@ func (r *Reader) MessageByKey(topic, key string) (*Message, error) {
 // pendingID answers the message id of the key record at k if it is
 // pending, nil otherwise.
 func (r *Reader) pendingID(k []byte) ([]byte, error) {
-	var rec raftv1.KeyRecord
+	var rec fsmpb.KeyRecord
 	found, err := r.get(k, &rec)
-	if err != nil || !found || rec.End != raftv1.EndState_END_STATE_PENDING {
+	if err != nil || !found || rec.End != fsmpb.EndState_END_STATE_PENDING {
 		return nil, err
 	}
 	return rec.MessageId, nil

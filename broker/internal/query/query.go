@@ -21,8 +21,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // Read budgets: how many index entries one call examines at most. A call
@@ -110,7 +110,7 @@ func (r *Reader) Groups(topic string) ([]string, error) {
 // CopyTopic answers the topic of message id's copy for group; false if
 // the copy is gone.
 func (r *Reader) CopyTopic(id []byte, group string) (string, bool, error) {
-	var cs raftv1.CopyState
+	var cs fsmpb.CopyState
 	found, err := r.get(keys.Copy(r.shard, id, group), &cs)
 	if err != nil || !found {
 		return "", false, err

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 const shard = 7
@@ -41,10 +41,10 @@ func newRig(t *testing.T) *rig {
 }
 
 // apply applies cmds as one entry and answers their outcomes.
-func (r *rig) apply(cmds ...*raftv1.Command) []*raftv1.Outcome {
+func (r *rig) apply(cmds ...*fsmpb.Command) []*fsmpb.Outcome {
 	r.t.Helper()
 	r.index++
-	data, err := proto.Marshal(&raftv1.Batch{Commands: cmds})
+	data, err := proto.Marshal(&fsmpb.Batch{Commands: cmds})
 	if err != nil {
 		r.t.Fatalf("marshal: %v", err)
 	}
@@ -52,7 +52,7 @@ func (r *rig) apply(cmds ...*raftv1.Command) []*raftv1.Outcome {
 	if err != nil {
 		r.t.Fatalf("Update() error = %v", err)
 	}
-	var outs raftv1.Outcomes
+	var outs fsmpb.Outcomes
 	if err := proto.Unmarshal(out[0].Result.Data, &outs); err != nil {
 		r.t.Fatalf("decode outcome: %v", err)
 	}
@@ -60,7 +60,7 @@ func (r *rig) apply(cmds ...*raftv1.Command) []*raftv1.Outcome {
 }
 
 // publish stores msgs (published at 1000) and answers their ids.
-func (r *rig) publish(msgs ...*raftv1.StoredMessage) [][]byte {
+func (r *rig) publish(msgs ...*fsmpb.StoredMessage) [][]byte {
 	r.t.Helper()
 	for _, m := range msgs {
 		m.PublishedAtMs = 1000
@@ -68,7 +68,7 @@ func (r *rig) publish(msgs ...*raftv1.StoredMessage) [][]byte {
 			m.Topic = "t"
 		}
 	}
-	out := r.apply(&raftv1.Command{Kind: &raftv1.Command_Publish{Publish: &raftv1.Publish{NowMs: 1000, Messages: msgs}}})
+	out := r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: &fsmpb.Publish{NowMs: 1000, Messages: msgs}}})
 	var ids [][]byte
 	for _, po := range out[0].Published {
 		ids = append(ids, po.MessageId)
@@ -77,23 +77,23 @@ func (r *rig) publish(msgs ...*raftv1.StoredMessage) [][]byte {
 }
 
 func (r *rig) group(topic, group string) {
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: topic, Group: group}}})
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: topic, Group: group}}})
 }
 
 // lease leases the default group's copy of id, due at visibleAt, until
 // deadline.
 func (r *rig) lease(id []byte, visibleAt, deadline int64) {
 	r.t.Helper()
-	out := r.apply(&raftv1.Command{Kind: &raftv1.Command_Lease{Lease: &raftv1.Lease{NowMs: visibleAt, Items: []*raftv1.LeaseItem{{
-		Ref: &raftv1.MessageRef{MessageId: id, Group: fsm.DefaultGroup}, VisibleAtMs: visibleAt, DeadlineMs: deadline,
+	out := r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Lease{Lease: &fsmpb.Lease{NowMs: visibleAt, Items: []*fsmpb.LeaseItem{{
+		Ref: &fsmpb.MessageRef{MessageId: id, Group: fsm.DefaultGroup}, VisibleAtMs: visibleAt, DeadlineMs: deadline,
 	}}}}})
-	if got := out[0].Codes[0]; got != raftv1.RefCode_REF_CODE_OK {
+	if got := out[0].Codes[0]; got != fsmpb.RefCode_REF_CODE_OK {
 		r.t.Fatalf("lease = %v, want OK", got)
 	}
 }
 
 func (r *rig) ack(id []byte, attempt uint32) {
-	r.apply(&raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{Refs: []*raftv1.MessageRef{{MessageId: id, Group: fsm.DefaultGroup, Attempt: attempt}}}}})
+	r.apply(&fsmpb.Command{Kind: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Refs: []*fsmpb.MessageRef{{MessageId: id, Group: fsm.DefaultGroup, Attempt: attempt}}}}})
 }
 
 type quiet struct{}
@@ -112,8 +112,8 @@ func payloads(page []Listed) []string {
 	return out
 }
 
-func msg(payload string, part uint32, due int64) *raftv1.StoredMessage {
-	return &raftv1.StoredMessage{Payload: []byte(payload), Partition: part, DueAtMs: due}
+func msg(payload string, part uint32, due int64) *fsmpb.StoredMessage {
+	return &fsmpb.StoredMessage{Payload: []byte(payload), Partition: part, DueAtMs: due}
 }
 
 func TestMessage(t *testing.T) {
@@ -121,7 +121,7 @@ func TestMessage(t *testing.T) {
 	r.group("t", fsm.DefaultGroup)
 	r.group("t", "g2")
 	ids := r.publish(
-		&raftv1.StoredMessage{Payload: []byte("a"), DueAtMs: 5000, Key: "k1", Headers: map[string]string{"h": "v"}, Priority: 3, ExpiresAtMs: 90000},
+		&fsmpb.StoredMessage{Payload: []byte("a"), DueAtMs: 5000, Key: "k1", Headers: map[string]string{"h": "v"}, Priority: 3, ExpiresAtMs: 90000},
 		msg("b", 0, 2000),
 	)
 	r.lease(ids[1], 2000, 8000)
@@ -167,8 +167,8 @@ func TestMessage(t *testing.T) {
 
 func TestMessageByKey(t *testing.T) {
 	r := newRig(t)
-	ids := r.publish(&raftv1.StoredMessage{Payload: []byte("a"), DueAtMs: 1000, Key: "done", DedupWindowMs: 60000},
-		&raftv1.StoredMessage{Payload: []byte("b"), DueAtMs: 1000, Key: "pending"})
+	ids := r.publish(&fsmpb.StoredMessage{Payload: []byte("a"), DueAtMs: 1000, Key: "done", DedupWindowMs: 60000},
+		&fsmpb.StoredMessage{Payload: []byte("b"), DueAtMs: 1000, Key: "pending"})
 	r.lease(ids[0], 1000, 5000)
 	r.ack(ids[0], 1)
 
@@ -206,7 +206,7 @@ func TestListByDue(t *testing.T) {
 		msg("p0-3000", 0, 3000), msg("p1-2000", 1, 2000), msg("p0-1000", 0, 1000),
 		msg("p1-4000", 1, 4000), msg("p2-500", 2, 500),
 	)
-	r.publish(&raftv1.StoredMessage{Payload: []byte("p0-2500-h"), DueAtMs: 2500, Headers: map[string]string{"tenant": "a"}})
+	r.publish(&fsmpb.StoredMessage{Payload: []byte("p0-2500-h"), DueAtMs: 2500, Headers: map[string]string{"tenant": "a"}})
 	r.lease(ids[2], 1000, 9000) // p0-1000 is in flight for the default group
 
 	rd := New(r.db, shard, 1000)
@@ -284,11 +284,11 @@ func TestListByDueMessageIDs(t *testing.T) {
 func TestListByKeyPrefix(t *testing.T) {
 	r := newRig(t)
 	ids := r.publish(
-		&raftv1.StoredMessage{Payload: []byte("order-2"), DueAtMs: 2000, Key: "order-2"},
-		&raftv1.StoredMessage{Payload: []byte("order-1"), DueAtMs: 5000, Key: "order-1"},
-		&raftv1.StoredMessage{Payload: []byte("order-3"), DueAtMs: 1000, Key: "order-3", DedupWindowMs: 60000},
-		&raftv1.StoredMessage{Payload: []byte("user-1"), DueAtMs: 1000, Key: "user-1"},
-		&raftv1.StoredMessage{Payload: []byte("order-4"), DueAtMs: 3000, Key: "order-4", Headers: map[string]string{"h": "x"}},
+		&fsmpb.StoredMessage{Payload: []byte("order-2"), DueAtMs: 2000, Key: "order-2"},
+		&fsmpb.StoredMessage{Payload: []byte("order-1"), DueAtMs: 5000, Key: "order-1"},
+		&fsmpb.StoredMessage{Payload: []byte("order-3"), DueAtMs: 1000, Key: "order-3", DedupWindowMs: 60000},
+		&fsmpb.StoredMessage{Payload: []byte("user-1"), DueAtMs: 1000, Key: "user-1"},
+		&fsmpb.StoredMessage{Payload: []byte("order-4"), DueAtMs: 3000, Key: "order-4", Headers: map[string]string{"h": "x"}},
 	)
 	r.lease(ids[2], 1000, 5000)
 	r.ack(ids[2], 1) // order-3 is done: its key record stays, not pending

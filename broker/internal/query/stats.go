@@ -3,8 +3,8 @@ package query
 import (
 	"encoding/binary"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 )
 
 // GroupStats are one group's counts of a topic on the shard.
@@ -28,7 +28,7 @@ func (r *Reader) Stats(topic string, partitions []uint32) ([]GroupStats, error) 
 	}
 	out := make([]GroupStats, 0, len(groups))
 	for _, g := range groups {
-		var c raftv1.Counters
+		var c fsmpb.Counters
 		if _, err := r.get(keys.Counter(r.shard, topic, g), &c); err != nil {
 			return nil, err
 		}

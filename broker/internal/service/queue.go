@@ -9,12 +9,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 	"github.com/sundialmq/sundial/proto/ring"
@@ -34,7 +34,7 @@ func (s *Shard) ensureGroup(ctx context.Context, lead *host.Leading, topic, grou
 		return err
 	}
 	if !registered {
-		if _, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: topic, Group: group}}}); err != nil {
+		if _, err := lead.Proposer.Propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: topic, Group: group}}}); err != nil {
 			return err
 		}
 	}
@@ -47,7 +47,7 @@ func (s *Shard) ensureGroup(ctx context.Context, lead *host.Leading, topic, grou
 }
 
 // copyTopic answers the meta topic of a receipt's copy, nil if unknown.
-func (s *Shard) copyTopic(ref *raftv1.MessageRef) *meta.Topic {
+func (s *Shard) copyTopic(ref *fsmpb.MessageRef) *meta.Topic {
 	id, err := receipt.MessageIDFromBytes(ref.MessageId)
 	if err != nil {
 		return nil
@@ -151,9 +151,9 @@ func (s *Shard) Reschedule(ctx context.Context, req *brokerv1.ShardChangeRequest
 	return &sundialv1.RescheduleResponse{Outcome: changeOutcome(res.Code), MessageId: messageID(res.MessageId), DueAtUnixMs: res.DueAtMs}, nil
 }
 
-func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, cancel bool, due int64) (*raftv1.ChangeResult, error) {
+func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, cancel bool, due int64) (*fsmpb.ChangeResult, error) {
 	sel := req.GetMessage()
-	c := &raftv1.Change{NowMs: s.opts.Now().UnixMilli(), Topic: sel.GetTopic(), Cancel: cancel, DueAtMs: due}
+	c := &fsmpb.Change{NowMs: s.opts.Now().UnixMilli(), Topic: sel.GetTopic(), Cancel: cancel, DueAtMs: due}
 	bad := validate.Selector("message", sel, s.opts.Limits)
 	switch by := sel.GetBy().(type) {
 	case *sundialv1.MessageSelector_Key:
@@ -200,7 +200,7 @@ func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, ca
 	// applies is pushed only after its lease commits, so a cancel answered
 	// DONE is never delivered.
 	end := lead.Dispatcher.BeginChange()
-	out, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Change{Change: c}})
+	out, err := lead.Proposer.Propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Change{Change: c}})
 	end(err)
 	if err != nil {
 		return nil, err
@@ -208,13 +208,13 @@ func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, ca
 	return out.GetChange(), nil
 }
 
-func changeOutcome(c raftv1.ChangeCode) sundialv1.ChangeOutcome {
+func changeOutcome(c fsmpb.ChangeCode) sundialv1.ChangeOutcome {
 	switch c {
-	case raftv1.ChangeCode_CHANGE_CODE_DONE:
+	case fsmpb.ChangeCode_CHANGE_CODE_DONE:
 		return sundialv1.ChangeOutcome_CHANGE_OUTCOME_DONE
-	case raftv1.ChangeCode_CHANGE_CODE_IN_FLIGHT:
+	case fsmpb.ChangeCode_CHANGE_CODE_IN_FLIGHT:
 		return sundialv1.ChangeOutcome_CHANGE_OUTCOME_IN_FLIGHT
-	case raftv1.ChangeCode_CHANGE_CODE_ALREADY_DELIVERED:
+	case fsmpb.ChangeCode_CHANGE_CODE_ALREADY_DELIVERED:
 		return sundialv1.ChangeOutcome_CHANGE_OUTCOME_ALREADY_DELIVERED
 	}
 	return sundialv1.ChangeOutcome_CHANGE_OUTCOME_NOT_FOUND
@@ -244,7 +244,7 @@ func (s *Shard) Group(ctx context.Context, req *brokerv1.ShardGroupRequest) (*br
 		return nil, toStatus(err)
 	}
 	if !req.GetDelete() {
-		_, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: req.GetTopic(), Group: req.GetGroup()}}})
+		_, err := lead.Proposer.Propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: req.GetTopic(), Group: req.GetGroup()}}})
 		return &brokerv1.ShardGroupResponse{}, toStatus(err)
 	}
 	if req.GetGroup() == "" {
@@ -252,8 +252,8 @@ func (s *Shard) Group(ctx context.Context, req *brokerv1.ShardGroupRequest) (*br
 			return nil, toStatus(err)
 		}
 	}
-	n, err := s.repeat(ctx, lead, 0, func(limit uint32) *raftv1.Command {
-		return &raftv1.Command{Kind: &raftv1.Command_Group{Group: &raftv1.Group{Topic: req.GetTopic(), Group: req.GetGroup(), Delete: true, Limit: limit}}}
+	n, err := s.repeat(ctx, lead, 0, func(limit uint32) *fsmpb.Command {
+		return &fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: req.GetTopic(), Group: req.GetGroup(), Delete: true, Limit: limit}}}
 	})
 	return &brokerv1.ShardGroupResponse{Removed: n}, toStatus(err)
 }
@@ -292,8 +292,8 @@ func (s *Shard) Purge(ctx context.Context, req *brokerv1.ShardTopicRequest) (*su
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	n, err := s.repeat(ctx, lead, 0, func(limit uint32) *raftv1.Command {
-		return &raftv1.Command{Kind: &raftv1.Command_Purge{Purge: &raftv1.Purge{Topic: req.GetTopic(), Group: req.GetGroup(), Limit: limit, NowMs: s.opts.Now().UnixMilli()}}}
+	n, err := s.repeat(ctx, lead, 0, func(limit uint32) *fsmpb.Command {
+		return &fsmpb.Command{Kind: &fsmpb.Command_Purge{Purge: &fsmpb.Purge{Topic: req.GetTopic(), Group: req.GetGroup(), Limit: limit, NowMs: s.opts.Now().UnixMilli()}}}
 	})
 	return &sundialv1.PurgeTopicResponse{Purged: n}, toStatus(err)
 }
@@ -311,8 +311,8 @@ func (s *Shard) Redrive(ctx context.Context, req *brokerv1.ShardRedriveRequest) 
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	n, err := s.repeat(ctx, lead, req.GetMaxMessages(), func(limit uint32) *raftv1.Command {
-		return &raftv1.Command{Kind: &raftv1.Command_Redrive{Redrive: &raftv1.Redrive{Topic: req.GetTopic(), Limit: limit, NowMs: s.opts.Now().UnixMilli()}}}
+	n, err := s.repeat(ctx, lead, req.GetMaxMessages(), func(limit uint32) *fsmpb.Command {
+		return &fsmpb.Command{Kind: &fsmpb.Command_Redrive{Redrive: &fsmpb.Redrive{Topic: req.GetTopic(), Limit: limit, NowMs: s.opts.Now().UnixMilli()}}}
 	})
 	return &sundialv1.RedriveDeadLettersResponse{Moved: n}, toStatus(err)
 }
@@ -320,7 +320,7 @@ func (s *Shard) Redrive(ctx context.Context, req *brokerv1.ShardRedriveRequest) 
 // repeat proposes batches built by cmd until one touches fewer than its
 // limit without answering more, or total (0: unbounded) is reached, and
 // answers the sum.
-func (s *Shard) repeat(ctx context.Context, lead *host.Leading, total int64, cmd func(limit uint32) *raftv1.Command) (int64, error) {
+func (s *Shard) repeat(ctx context.Context, lead *host.Leading, total int64, cmd func(limit uint32) *fsmpb.Command) (int64, error) {
 	var n int64
 	for {
 		limit := uint32(batchLimit)

@@ -16,12 +16,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
-	raftv1 "github.com/sundialmq/sundial/proto/gen/sundial/raft/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 	"github.com/sundialmq/sundial/proto/ring"
@@ -117,7 +117,7 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	cmd := &raftv1.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*raftv1.StoredMessage, len(req.Messages))}
+	cmd := &fsmpb.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*fsmpb.StoredMessage, len(req.Messages))}
 	if cmd.RequestId != "" {
 		cmd.Digest = publishDigest(req.Messages)
 	}
@@ -137,7 +137,7 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 			}
 		}
 		expires := expiresAt(due, m.GetTtlMs(), retention)
-		cmd.Messages[i] = &raftv1.StoredMessage{
+		cmd.Messages[i] = &fsmpb.StoredMessage{
 			Topic: m.GetTopic(), Partition: pm.GetPartition(), Payload: m.GetPayload(), Headers: m.GetHeaders(),
 			PublishedAtMs: nowMs, DueAtMs: due, ExpiresAtMs: expires,
 			Key: m.GetKey(), FairnessKey: m.GetFairnessKey(), Priority: m.GetPriority(),
@@ -158,7 +158,7 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	for i, p := range out.GetPublished() {
 		id, _ := receipt.MessageIDFromBytes(p.MessageId)
 		r := &sundialv1.PublishResult{MessageId: id.String(), DueAtUnixMs: p.DueAtMs, KeyOutcome: keyOutcome(p.KeyOutcome)}
-		if p.KeyOutcome == raftv1.KeyOutcome_KEY_OUTCOME_REJECTED {
+		if p.KeyOutcome == fsmpb.KeyOutcome_KEY_OUTCOME_REJECTED {
 			r.Error = statusProto(codes.AlreadyExists, "the key is pending (or was done within the dedup window) and on_key_conflict is REJECT")
 			r.KeyOutcome = sundialv1.KeyOutcome_KEY_OUTCOME_UNSPECIFIED
 		}
@@ -172,20 +172,20 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 // a round that read the old contents meanwhile pushes only after its lease
 // commits, and that lease fails on the content version, so the old payload
 // is never pushed once the rewrite was answered.
-func (s *Shard) proposePublish(ctx context.Context, lead *host.Leading, cmd *raftv1.Publish) (*raftv1.Outcome, error) {
+func (s *Shard) proposePublish(ctx context.Context, lead *host.Leading, cmd *fsmpb.Publish) (*fsmpb.Outcome, error) {
 	if !slices.ContainsFunc(cmd.Messages, rewrites) {
-		return lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: cmd}})
+		return lead.Proposer.Propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: cmd}})
 	}
 	end := lead.Dispatcher.BeginChange()
-	out, err := lead.Proposer.Propose(ctx, &raftv1.Command{Kind: &raftv1.Command_Publish{Publish: cmd}})
+	out, err := lead.Proposer.Propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: cmd}})
 	end(err)
 	return out, err
 }
 
 // rewrites tells whether publishing m may change a pending message's
 // contents or due time.
-func rewrites(m *raftv1.StoredMessage) bool {
-	return m.Key != "" && (m.OnConflict == raftv1.KeyConflict_KEY_CONFLICT_REPLACE || m.OnConflict == raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE)
+func rewrites(m *fsmpb.StoredMessage) bool {
+	return m.Key != "" && (m.OnConflict == fsmpb.KeyConflict_KEY_CONFLICT_REPLACE || m.OnConflict == fsmpb.KeyConflict_KEY_CONFLICT_DEBOUNCE)
 }
 
 // expiresAt is when a message due at due is dropped undelivered (or
@@ -203,25 +203,25 @@ func expiresAt(due, ttlMs, retentionMs int64) int64 {
 	return due + life
 }
 
-func keyConflict(k sundialv1.KeyConflict) raftv1.KeyConflict {
+func keyConflict(k sundialv1.KeyConflict) fsmpb.KeyConflict {
 	switch k {
 	case sundialv1.KeyConflict_KEY_CONFLICT_REPLACE:
-		return raftv1.KeyConflict_KEY_CONFLICT_REPLACE
+		return fsmpb.KeyConflict_KEY_CONFLICT_REPLACE
 	case sundialv1.KeyConflict_KEY_CONFLICT_DEBOUNCE:
-		return raftv1.KeyConflict_KEY_CONFLICT_DEBOUNCE
+		return fsmpb.KeyConflict_KEY_CONFLICT_DEBOUNCE
 	case sundialv1.KeyConflict_KEY_CONFLICT_REJECT:
-		return raftv1.KeyConflict_KEY_CONFLICT_REJECT
+		return fsmpb.KeyConflict_KEY_CONFLICT_REJECT
 	}
-	return raftv1.KeyConflict_KEY_CONFLICT_IGNORE
+	return fsmpb.KeyConflict_KEY_CONFLICT_IGNORE
 }
 
-func keyOutcome(k raftv1.KeyOutcome) sundialv1.KeyOutcome {
+func keyOutcome(k fsmpb.KeyOutcome) sundialv1.KeyOutcome {
 	switch k {
-	case raftv1.KeyOutcome_KEY_OUTCOME_IGNORED:
+	case fsmpb.KeyOutcome_KEY_OUTCOME_IGNORED:
 		return sundialv1.KeyOutcome_KEY_OUTCOME_IGNORED
-	case raftv1.KeyOutcome_KEY_OUTCOME_REPLACED:
+	case fsmpb.KeyOutcome_KEY_OUTCOME_REPLACED:
 		return sundialv1.KeyOutcome_KEY_OUTCOME_REPLACED
-	case raftv1.KeyOutcome_KEY_OUTCOME_DEBOUNCED:
+	case fsmpb.KeyOutcome_KEY_OUTCOME_DEBOUNCED:
 		return sundialv1.KeyOutcome_KEY_OUTCOME_DEBOUNCED
 	}
 	return sundialv1.KeyOutcome_KEY_OUTCOME_CREATED
@@ -318,7 +318,7 @@ func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.Partitione
 // proxy splits a request by the ring from before a hand-over while the
 // hand-over is open, so a retry of a request sent before the change
 // reaches the shards that stored it: G6).
-func (s *Shard) recorded(shard uint64, cmd *raftv1.Publish, nowMs int64) bool {
+func (s *Shard) recorded(shard uint64, cmd *fsmpb.Publish, nowMs int64) bool {
 	if cmd.RequestId == "" {
 		return false
 	}
@@ -491,8 +491,8 @@ func (s *Shard) topicVisibility(topic string) time.Duration {
 
 // Ack completes deliveries.
 func (s *Shard) Ack(ctx context.Context, req *brokerv1.ShardAckRequest) (*sundialv1.AckResponse, error) {
-	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*raftv1.MessageRef, _ int64) *raftv1.Command {
-		return &raftv1.Command{Kind: &raftv1.Command_Ack{Ack: &raftv1.Ack{Refs: refs, NowMs: s.opts.Now().UnixMilli()}}}
+	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*fsmpb.MessageRef, _ int64) *fsmpb.Command {
+		return &fsmpb.Command{Kind: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Refs: refs, NowMs: s.opts.Now().UnixMilli()}}}
 	})
 	s.metrics.settled("ack", results)
 	return &sundialv1.AckResponse{Results: results}, toStatus(err)
@@ -503,15 +503,15 @@ func (s *Shard) Nack(ctx context.Context, req *brokerv1.ShardNackRequest) (*sund
 	if bad := validate.NackDelayMs("delay_ms", req.GetDelayMs(), s.opts.Limits); len(bad) > 0 {
 		return nil, toStatus(apierr.InvalidArgument(bad...))
 	}
-	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*raftv1.MessageRef, nowMs int64) *raftv1.Command {
-		nack := &raftv1.Nack{Refs: refs, VisibleAtMs: nowMs + req.GetDelayMs(), Reason: req.GetReason()}
+	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*fsmpb.MessageRef, nowMs int64) *fsmpb.Command {
+		nack := &fsmpb.Nack{Refs: refs, VisibleAtMs: nowMs + req.GetDelayMs(), Reason: req.GetReason()}
 		if req.GetDelayMs() == 0 {
 			nack.VisibleAtEachMs = make([]int64, len(refs))
 			for i, ref := range refs {
 				nack.VisibleAtEachMs[i] = nowMs + s.backoff(ref).Milliseconds()
 			}
 		}
-		return &raftv1.Command{Kind: &raftv1.Command_Nack{Nack: nack}}
+		return &fsmpb.Command{Kind: &fsmpb.Command_Nack{Nack: nack}}
 	})
 	s.metrics.settled("nack", results)
 	return &sundialv1.NackResponse{Results: results}, toStatus(err)
@@ -523,13 +523,13 @@ func (s *Shard) Extend(ctx context.Context, req *brokerv1.ShardExtendRequest) (*
 		return nil, toStatus(apierr.InvalidArgument(bad...))
 	}
 	var deadline int64
-	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*raftv1.MessageRef, nowMs int64) *raftv1.Command {
+	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*fsmpb.MessageRef, nowMs int64) *fsmpb.Command {
 		ext := req.GetExtendMs()
 		if ext == 0 {
 			ext = s.opts.DefaultVisibilityTimeout.Milliseconds()
 		}
 		deadline = nowMs + ext
-		return &raftv1.Command{Kind: &raftv1.Command_Extend{Extend: &raftv1.Extend{Refs: refs, DeadlineMs: deadline}}}
+		return &fsmpb.Command{Kind: &fsmpb.Command_Extend{Extend: &fsmpb.Extend{Refs: refs, DeadlineMs: deadline}}}
 	})
 	for _, r := range results {
 		if r.Error == nil {
@@ -542,7 +542,7 @@ func (s *Shard) Extend(ctx context.Context, req *brokerv1.ShardExtendRequest) (*
 
 // settle parses receipts, proposes one command for the valid ones and
 // answers one result per receipt, in order.
-func (s *Shard) settle(ctx context.Context, shardID uint64, receipts []string, build func([]*raftv1.MessageRef, int64) *raftv1.Command) ([]*sundialv1.ReceiptResult, error) {
+func (s *Shard) settle(ctx context.Context, shardID uint64, receipts []string, build func([]*fsmpb.MessageRef, int64) *fsmpb.Command) ([]*sundialv1.ReceiptResult, error) {
 	if len(receipts) == 0 {
 		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "receipts", Description: "must not be empty"})
 	}
@@ -551,7 +551,7 @@ func (s *Shard) settle(ctx context.Context, shardID uint64, receipts []string, b
 		return nil, err
 	}
 	results := make([]*sundialv1.ReceiptResult, len(receipts))
-	var refs []*raftv1.MessageRef
+	var refs []*fsmpb.MessageRef
 	var at []int
 	for i, text := range receipts {
 		results[i] = &sundialv1.ReceiptResult{Receipt: text}
@@ -562,7 +562,7 @@ func (s *Shard) settle(ctx context.Context, shardID uint64, receipts []string, b
 		case r.Shard() != shardID:
 			results[i].Error = statusProto(codes.InvalidArgument, "receipt belongs to another shard")
 		default:
-			refs = append(refs, &raftv1.MessageRef{MessageId: r.Message[:], Group: r.Group, Attempt: r.Attempt})
+			refs = append(refs, &fsmpb.MessageRef{MessageId: r.Message[:], Group: r.Group, Attempt: r.Attempt})
 			at = append(at, i)
 		}
 	}
@@ -575,9 +575,9 @@ func (s *Shard) settle(ctx context.Context, shardID uint64, receipts []string, b
 	}
 	for j, code := range out.GetCodes() {
 		switch code {
-		case raftv1.RefCode_REF_CODE_NOT_FOUND:
+		case fsmpb.RefCode_REF_CODE_NOT_FOUND:
 			results[at[j]].Error = statusProto(codes.NotFound, "no delivery of this receipt is in flight: it was acked already or never existed")
-		case raftv1.RefCode_REF_CODE_STALE:
+		case fsmpb.RefCode_REF_CODE_STALE:
 			results[at[j]].Error = statusProto(codes.FailedPrecondition, "receipt is stale: the message was nacked or delivered again since this attempt")
 		}
 	}
@@ -586,7 +586,7 @@ func (s *Shard) settle(ctx context.Context, shardID uint64, receipts []string, b
 
 // backoff is the redelivery delay after a nack without delay: the topic's
 // base doubled per attempt, capped, with jitter in [d/2, d].
-func (s *Shard) backoff(ref *raftv1.MessageRef) time.Duration {
+func (s *Shard) backoff(ref *fsmpb.MessageRef) time.Duration {
 	base, ceiling := time.Second, 5*time.Minute
 	// The topic is not in the receipt: the copy's topic is, on disk.
 	if t := s.copyTopic(ref); t != nil {

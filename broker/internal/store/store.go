@@ -1,6 +1,9 @@
 // Package store opens the one Pebble DB a broker shares among all its
 // event-shard state machines. Each shard owns the key range under its
-// prefix (see package keys); nothing else writes to the DB.
+// prefix (see package keys); nothing else writes to the DB but Open itself,
+// which owns the DB's format version (keys.Format): it marks a new DB with
+// keys.FormatVersion, migrates an older one by the registered steps and
+// refuses a newer one (FormatError) before any shard reads it.
 package store
 
 import (
@@ -10,6 +13,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
+
+	"github.com/sundialmq/sundial/broker/internal/keys"
 )
 
 // Config sizes the DB.
@@ -25,8 +30,10 @@ type Config struct {
 	FS vfs.FS
 }
 
-// Open opens (creating if needed) the DB in cfg.Dir. Pebble's own log lines
-// go to log at warn level and above only.
+// Open opens (creating if needed) the DB in cfg.Dir and brings it to
+// keys.FormatVersion (see checkFormat); a data dir it cannot read is refused
+// with a *FormatError. Pebble's own log lines go to log at warn level and
+// above only.
 func Open(cfg Config, log *zap.Logger) (*pebble.DB, error) {
 	if cfg.CacheBytes == 0 {
 		cfg.CacheBytes = 32 << 20
@@ -53,6 +60,10 @@ func Open(cfg Config, log *zap.Logger) (*pebble.DB, error) {
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
+	}
+	if err := checkFormat(db, cfg.Dir, keys.FormatVersion, migrations, log); err != nil {
+		db.Close()
+		return nil, err
 	}
 	return db, nil
 }
