@@ -12,6 +12,62 @@ import (
 	"github.com/sundialmq/sundial/meta"
 )
 
+// A fresh cluster's first shards go the way of every added shard: the
+// meta leader proposes them (add_shards, once all three initial members
+// registered), they start off the ring, and serve_shards puts them on it
+// once each has a leader, which is the only command that stores the
+// serving state (the old bootstrap stored none). Three hosts, two shards of
+// three replicas.
+func TestFirstShardsStartThenServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NodeHosts")
+	}
+	members := map[uint64]Member{}
+	for id := uint64(1); id <= 3; id++ {
+		members[id] = Member{RaftAddr: loopbackAddr(t), GRPCAddr: loopbackAddr(t)}
+	}
+	hosts := map[uint64]*Host{}
+	defer func() {
+		for _, h := range hosts {
+			h.Stop()
+		}
+	}()
+	for id := uint64(1); id <= 3; id++ {
+		h, err := New(Config{
+			NodeID: id, RaftAddr: members[id].RaftAddr, GRPCAddr: members[id].GRPCAddr, DataDir: t.TempDir(),
+			InitialMembers: members, Shards: 2, ReplicationFactor: 3,
+			RTT: 10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
+			RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
+		}, zaptest.NewLogger(t).Named(fmt.Sprint("node-", id)), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(t.Context()); err != nil {
+			h.Stop()
+			t.Fatal(err)
+		}
+		hosts[id] = h
+	}
+	poll(t, 60*time.Second, func() error {
+		for id, h := range hosts {
+			st := h.Meta()
+			if len(st.Shards) != 2 || len(st.RingShards()) != 2 || st.ClusterID == "" {
+				return fmt.Errorf("node %d: shards %v, ring %v, cluster id %q; want 2 on the ring, named", id, st.ShardIDs(), st.RingShards(), st.ClusterID)
+			}
+			for _, sid := range st.ShardIDs() {
+				sh := st.Shards[sid]
+				if sh.State != meta.ShardServing || len(sh.Replicas) != 3 {
+					return fmt.Errorf("node %d: shard %d state %q with %d replicas, want %q (set by serve_shards) with 3", id, sid, sh.State, len(sh.Replicas), meta.ShardServing)
+				}
+			}
+			if len(h.HostedShards()) != 2 {
+				return fmt.Errorf("node %d hosts %v, want 2 shards", id, h.HostedShards())
+			}
+		}
+		return nil
+	})
+}
+
 // A data dir bootstrapped the old way (bootstrap_shards in the meta log:
 // shards serving at once, with no state) keeps working with no migration:
 // its shards start, elect leaders and stay on the ring, and a node
