@@ -10,8 +10,8 @@ import (
 type Op string
 
 // The ops Apply knows, with the Command fields each reads: register_node
-// (Node), bootstrap_shards (Count, RF, ClusterID), create_topic (Topic, IfNotExists),
-// update_topic (Topic), delete_topic (Name), create_group (Name, Group,
+// (Node), bootstrap_shards (Count, RF, ClusterID), create_topic (Topic,
+// IfNotExists), update_topic (Topic), delete_topic (Name), create_group (Name, Group,
 // IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID),
 // submit_operations (Operations), start_operation (OperationID),
 // advance_operation (OperationID, Step), finish_operation (OperationID,
@@ -58,10 +58,10 @@ type Command struct {
 	// add_shards: create Count shards, spread across the values of node
 	// label ZoneLabel (none when empty; see meta.ZoneLabel); with
 	// Bootstrap, the cluster's first shards (none once shards exist), of
-	// RF replicas each, naming the cluster ClusterID. bootstrap_shards (logs of older brokers, and
-	// naming a cluster bootstrapped before cluster ids): Count, RF,
-	// ClusterID. Join: the cluster id the joining data dir holds, empty
-	// if none.
+	// RF replicas each, naming the cluster ClusterID. bootstrap_shards
+	// (logs of older brokers, and naming a cluster bootstrapped before
+	// cluster ids): Count, RF, ClusterID. Join: the cluster id the
+	// joining data dir holds, empty if none.
 	Count     int    `json:"count,omitempty"`
 	RF        int    `json:"rf,omitempty"`
 	ClusterID string `json:"cluster_id,omitempty"`
