@@ -9,7 +9,7 @@ import (
 )
 
 // readiness says whether a broker can serve, and if not why: the cluster is
-// bootstrapped, every replica the meta state places on this node is
+// bootstrapped (its first shards are on the ring), every replica the meta state places on this node is
 // started, each of them knows its shard's leader, and the meta group has a
 // leader. hosted lists the started event-shard replicas, leaders maps each
 // to its leader's node id (0: unknown), metaLeader is the meta group's
@@ -20,6 +20,9 @@ func readiness(st *meta.State, node uint64, hosted []uint64, leaders map[uint64]
 	}
 	if len(st.Shards) == 0 {
 		return false, "the cluster has no event shards yet (bootstrap in progress)"
+	}
+	if len(st.RingShards()) == 0 {
+		return false, "the cluster's first shards are starting: none is on the ring yet (bootstrap in progress)"
 	}
 	for _, id := range st.ShardIDs() {
 		if _, placed := st.Shards[id].ReplicaOn(meta.NodeID(node)); placed && !slices.Contains(hosted, uint64(id)) {

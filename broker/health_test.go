@@ -20,6 +20,10 @@ func TestReadiness(t *testing.T) {
 		1: {ID: 1, Replicas: []meta.Replica{{ID: 1, Node: 1}, {ID: 2, Node: 2}}},
 		2: {ID: 2, Replicas: []meta.Replica{{ID: 3, Node: 2}, {ID: 4, Node: 3}}},
 	}
+	starting := placed.Clone()
+	for _, sh := range starting.Shards {
+		sh.State = meta.ShardStarting
+	}
 	tests := []struct {
 		name       string
 		st         *meta.State
@@ -31,6 +35,7 @@ func TestReadiness(t *testing.T) {
 		{"ready", placed, []uint64{1}, map[uint64]uint64{1: 2}, 3, ""},
 		{"no meta leader", placed, []uint64{1}, map[uint64]uint64{1: 2}, 0, "meta group"},
 		{"not bootstrapped", meta.NewState(), nil, nil, 1, "no event shards"},
+		{"first shards starting", starting, []uint64{1}, map[uint64]uint64{1: 2}, 3, "none is on the ring yet"},
 		{"placed replica not started", placed, nil, nil, 1, "shard 1 placed on this node has not started"},
 		{"shard without a leader", placed, []uint64{1}, map[uint64]uint64{1: 0}, 1, "shard 1 has no known leader"},
 	}

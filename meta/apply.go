@@ -3,8 +3,6 @@ package meta
 import (
 	"encoding/json"
 	"slices"
-
-	"github.com/sundialmq/sundial/meta/internal/placement"
 )
 
 // Apply changes s by c and returns a result code and, for topics, the
@@ -55,7 +53,7 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 	case OpSetMetaVoter:
 		return s.setMetaVoter(c.NodeID, c.MetaVoter), nil
 	case OpAddShards:
-		return s.addShards(c.Count, c.NowMs)
+		return s.addShards(c)
 	case OpServeShards:
 		return s.serveShards(c.Shards, c.NowMs), nil
 	case OpSealHandover:
@@ -172,10 +170,16 @@ func (s *State) declareAlive(id NodeID) uint64 {
 	return ResultOK
 }
 
+// bootstrapShards applies bootstrap_shards, the command that bootstrapped
+// clusters before add_shards did (each initial member proposed it; its
+// shards served at once): it stays for the logs that hold it, applied as
+// it was then. It creates count serving shards of rf replicas (at most one
+// per active node, no zone spread) unless shards exist, and names the
+// cluster clusterID unless it has a name; brokers now propose it only to
+// name a cluster bootstrapped before cluster ids (count ignored: shards
+// exist).
 func (s *State) bootstrapShards(count, rf int, clusterID string) uint64 {
 	if s.ClusterID == "" && clusterID != "" {
-		// Clusters bootstrapped before cluster ids get theirs from the next
-		// bootstrap proposal, which creates no shards.
 		s.ClusterID = clusterID
 		if len(s.Shards) > 0 {
 			s.Version++
@@ -185,25 +189,9 @@ func (s *State) bootstrapShards(count, rf int, clusterID string) uint64 {
 	if len(s.Shards) > 0 {
 		return ResultNoop
 	}
-	var nodes []placement.Node
-	for _, id := range s.NodeIDs() {
-		if s.Nodes[id].State == NodeActive {
-			nodes = append(nodes, placement.Node{ID: uint64(id)})
-		}
-	}
-	rf = min(rf, len(nodes))
-	plan := placement.Spread(nodes, count, rf)
-	if plan == nil {
+	rf = min(rf, len(s.activeNodes()))
+	if s.placeShards(count, rf, "", "") == nil {
 		return ResultInvalid
-	}
-	for _, onNodes := range plan {
-		sh := &Shard{ID: s.NextShardID}
-		s.NextShardID++
-		for _, n := range onNodes {
-			sh.Replicas = append(sh.Replicas, Replica{ID: s.NextReplicaID, Node: NodeID(n)})
-			s.NextReplicaID++
-		}
-		s.Shards[sh.ID] = sh
 	}
 	s.Version++
 	return ResultOK

@@ -10,15 +10,16 @@ import (
 type Op string
 
 // The ops Apply knows, with the Command fields each reads: register_node
-// (Node), bootstrap_shards (Count, RF), create_topic (Topic, IfNotExists),
-// update_topic (Topic), delete_topic (Name), create_group (Name, Group,
+// (Node), bootstrap_shards (Count, RF, ClusterID), create_topic (Topic,
+// IfNotExists), update_topic (Topic), delete_topic (Name), create_group (Name, Group,
 // IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID),
 // submit_operations (Operations), start_operation (OperationID),
 // advance_operation (OperationID, Step), finish_operation (OperationID,
 // Status, Error), declare_dead (NodeID), declare_alive (NodeID),
 // submit_admin (Operations: one admin operation, IfNotExists for
 // create-group), set_node_state (NodeID, NodeState, Force),
-// set_meta_voter (NodeID, MetaVoter), add_shards (Count), serve_shards
+// set_meta_voter (NodeID, MetaVoter), add_shards (Count, ZoneLabel,
+// Bootstrap; with Bootstrap RF and ClusterID too), serve_shards
 // (Shards), seal_handover and close_handover (Name, Partition).
 const (
 	OpRegisterNode    Op = "register_node"
@@ -54,12 +55,18 @@ type Command struct {
 
 	Node *Node `json:"node,omitempty"`
 
-	// Bootstrap: create Count shards of RF replicas unless shards exist,
-	// and name the cluster ClusterID unless it has a name. Join: the
-	// cluster id the joining data dir holds, empty if none.
+	// add_shards: create Count shards, spread across the values of node
+	// label ZoneLabel (none when empty; see meta.ZoneLabel); with
+	// Bootstrap, the cluster's first shards (none once shards exist), of
+	// RF replicas each, naming the cluster ClusterID. bootstrap_shards
+	// (logs of older brokers, and naming a cluster bootstrapped before
+	// cluster ids): Count, RF, ClusterID. Join: the cluster id the
+	// joining data dir holds, empty if none.
 	Count     int    `json:"count,omitempty"`
 	RF        int    `json:"rf,omitempty"`
 	ClusterID string `json:"cluster_id,omitempty"`
+	ZoneLabel string `json:"zone_label,omitempty"`
+	Bootstrap bool   `json:"bootstrap,omitempty"`
 
 	Topic       *Topic `json:"topic,omitempty"`
 	IfNotExists bool   `json:"if_not_exists,omitempty"`
@@ -193,8 +200,12 @@ func DecodeCommand(b []byte) (*Command, error) {
 			return nil, fmt.Errorf("%w: set_meta_voter without a node id", ErrMalformedCommand)
 		}
 	case OpAddShards:
-		if c.Count < 1 || c.Count > MaxAddShards {
-			return nil, fmt.Errorf("%w: add_shards needs a count in 1..%d", ErrMalformedCommand, MaxAddShards)
+		limit := MaxAddShards
+		if c.Bootstrap {
+			limit = MaxBootstrapShards
+		}
+		if c.Count < 1 || c.Count > limit || c.Bootstrap && c.RF < 1 {
+			return nil, fmt.Errorf("%w: add_shards needs a count in 1..%d (and rf for a bootstrap)", ErrMalformedCommand, limit)
 		}
 	case OpServeShards:
 		if len(c.Shards) == 0 {

@@ -16,9 +16,10 @@ type ShardState string
 // Shard states. A shard of a state made before shard states has none and
 // is serving.
 const (
-	// ShardStarting: made by add_shards; its replicas start as the initial
-	// members of a new Raft shard on their nodes, but the ring does not
-	// hold it, so nothing is routed to a shard that could not answer yet.
+	// ShardStarting: made by add_shards (the bootstrap's first shards
+	// too); its replicas start as the initial members of a new Raft shard
+	// on their nodes, but the ring does not hold it, so nothing is routed
+	// to a shard that could not answer yet.
 	ShardStarting ShardState = "starting"
 	// ShardServing: on the ring.
 	ShardServing ShardState = "serving"
@@ -103,33 +104,96 @@ func compareHandover(a, b Handover) int {
 	return cmp.Compare(a.Partition, b.Partition)
 }
 
-// MaxAddShards is the most shards one add_shards creates.
-const MaxAddShards = 256
+// MaxAddShards is the most shards one add_shards creates on a
+// bootstrapped cluster; MaxBootstrapShards the most its bootstrap creates.
+const (
+	MaxAddShards       = 256
+	MaxBootstrapShards = 4096
+)
 
-// addShards creates count shards in the starting state, with the
-// replication factor of the existing shards, on the least-loaded active
-// nodes (never two replicas of one shard on a node), stores the
-// seed-groups operations that register the topics' groups on them
-// (seedGroups), and answers their ids (JSON). While shards are starting or
-// hand-overs are open (one growth at a time keeps every partition's
+// ZoneLabel is the node label whose values replicas of a shard spread
+// across; proposers of add_shards name it in the command (ZoneLabel).
+const ZoneLabel = "zone"
+
+// addShards applies add_shards c: it creates c.Count shards in the
+// starting state on the least-loaded active nodes, never two replicas of
+// one shard on a node and spread across the values of node label
+// c.ZoneLabel (none when empty), and answers their ids (JSON);
+// serve_shards puts them on the ring once each has a leader.
+//
+// With c.Bootstrap it creates the cluster's first shards, with c.RF
+// replicas each (at most one per active node), and names the cluster
+// c.ClusterID unless it has a name; ResultNoop once shards exist, so a
+// repeated bootstrap changes nothing. Without it the cluster must be
+// bootstrapped, and the shards get the replication factor of the
+// existing ones.
+//
+// A growth also stores the seed-groups operations that register the
+// topics' groups on the new shards (seedGroups). While shards are starting
+// or hand-overs are open (one growth at a time keeps every partition's
 // hand-over a single step) it answers ResultNoop with the ids of that
-// growth when count is the one it was made with (a retry of the same
-// request, after a timeout), and refuses another count with ResultExists.
-// ResultInvalid before the bootstrap, for a count outside
-// 1..MaxAddShards, or when fewer active nodes than the replication factor
-// exist.
-func (s *State) addShards(count int, nowMs int64) (uint64, []byte) {
-	if len(s.Shards) == 0 || count < 1 || count > MaxAddShards {
+// growth when c.Count is the one it was made with (a retry of the same
+// request, after a timeout), and refuses another count with ResultExists;
+// it refuses with ResultInvalid a count outside 1..MaxAddShards
+// (1..MaxBootstrapShards for the bootstrap), a bootstrap without RF or a
+// cluster id, a growth before the bootstrap, or too few active nodes.
+func (s *State) addShards(c *Command) (uint64, []byte) {
+	limit, rf := MaxAddShards, 0
+	switch {
+	case c.Bootstrap && len(s.Shards) > 0:
+		return ResultNoop, nil
+	case c.Bootstrap:
+		if c.RF < 1 || s.ClusterID == "" && c.ClusterID == "" {
+			return ResultInvalid, nil
+		}
+		limit, rf = MaxBootstrapShards, min(c.RF, len(s.activeNodes()))
+	case len(s.Shards) == 0:
+		return ResultInvalid, nil
+	default:
+		rf = len(s.Shards[s.ShardIDs()[0]].Replicas)
+	}
+	if c.Count < 1 || c.Count > limit {
 		return ResultInvalid, nil
 	}
 	if len(s.StartingShards()) > 0 || len(s.Handovers) > 0 {
-		if len(s.Growth) == count {
+		if !c.Bootstrap && len(s.Growth) == c.Count {
 			b, _ := json.Marshal(s.Growth)
 			return ResultNoop, b
 		}
 		return ResultExists, nil
 	}
-	rf := len(s.Shards[s.ShardIDs()[0]].Replicas)
+	ids := s.placeShards(c.Count, rf, ShardStarting, c.ZoneLabel)
+	if ids == nil {
+		return ResultInvalid, nil
+	}
+	if s.ClusterID == "" {
+		s.ClusterID = c.ClusterID
+	}
+	if !c.Bootstrap {
+		s.Growth = ids
+		s.seedGroups(c.NowMs)
+	}
+	s.Version++
+	b, _ := json.Marshal(ids)
+	return ResultOK, b
+}
+
+// activeNodes returns the ids of the active nodes, ascending.
+func (s *State) activeNodes() []NodeID {
+	var ids []NodeID
+	for _, id := range s.NodeIDs() {
+		if s.Nodes[id].State == NodeActive {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// placeShards creates count shards of state with rf replicas each, placed
+// by placement.Spread on the active nodes (their loads counted from the
+// existing shards, their zones the values of label zoneLabel), and returns
+// their ids; nil, changing nothing, when fewer than rf nodes are active.
+func (s *State) placeShards(count, rf int, state ShardState, zoneLabel string) []EventShardID {
 	load := map[NodeID]int{}
 	for _, sh := range s.Shards {
 		for _, r := range sh.Replicas {
@@ -137,18 +201,20 @@ func (s *State) addShards(count int, nowMs int64) (uint64, []byte) {
 		}
 	}
 	var nodes []placement.Node
-	for _, id := range s.NodeIDs() {
-		if s.Nodes[id].State == NodeActive {
-			nodes = append(nodes, placement.Node{ID: uint64(id), Replicas: load[id]})
+	for _, id := range s.activeNodes() {
+		n := placement.Node{ID: uint64(id), Replicas: load[id]}
+		if zoneLabel != "" {
+			n.Zone = s.Nodes[id].Labels[zoneLabel]
 		}
+		nodes = append(nodes, n)
 	}
 	plan := placement.Spread(nodes, count, rf)
 	if plan == nil {
-		return ResultInvalid, nil
+		return nil
 	}
 	ids := make([]EventShardID, 0, count)
 	for _, onNodes := range plan {
-		sh := &Shard{ID: s.NextShardID, State: ShardStarting}
+		sh := &Shard{ID: s.NextShardID, State: state}
 		s.NextShardID++
 		for _, n := range onNodes {
 			sh.Replicas = append(sh.Replicas, Replica{ID: s.NextReplicaID, Node: NodeID(n)})
@@ -157,11 +223,7 @@ func (s *State) addShards(count int, nowMs int64) (uint64, []byte) {
 		s.Shards[sh.ID] = sh
 		ids = append(ids, sh.ID)
 	}
-	s.Growth = ids
-	s.seedGroups(nowMs)
-	s.Version++
-	b, _ := json.Marshal(ids)
-	return ResultOK, b
+	return ids
 }
 
 // seedGroups stores, for every topic with a partition whose ring owner the

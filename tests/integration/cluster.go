@@ -123,7 +123,8 @@ func New(t testing.TB, cfg Config) *Cluster {
 	return c
 }
 
-// WaitReady waits until every shard has a leader and the proxy knows it.
+// WaitReady waits until every shard is on the ring with a leader and the
+// proxy knows it.
 func (c *Cluster) WaitReady() {
 	c.t.Helper()
 	Eventually(c.t, 60*time.Second, func() error {
@@ -142,6 +143,9 @@ func (c *Cluster) WaitReady() {
 		for _, s := range info.Shards {
 			if s.LeaderNodeId == 0 {
 				return fmt.Errorf("shard %d has no leader", s.ShardId)
+			}
+			if s.Starting {
+				return fmt.Errorf("shard %d is not on the ring yet", s.ShardId)
 			}
 			if !c.running(s.LeaderNodeId) {
 				return fmt.Errorf("shard %d still led by stopped node %d", s.ShardId, s.LeaderNodeId)

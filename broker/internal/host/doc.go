@@ -5,11 +5,13 @@
 // node leads the shard — a dispatcher.
 //
 // A single loop goroutine (run) reacts to meta changes, leadership changes
-// and a slow retry tick: it registers the node in the meta group, proposes
-// the initial shard bootstrap once every initial member registered, starts
-// the replicas placed here (shards added at runtime start the same way),
-// puts added shards on the ring once each has a leader (on the meta
-// leader), and starts or stops dispatchers as leadership moves.
+// and a slow retry tick: it registers the node in the meta group; on the
+// meta leader, once every initial member registered, proposes the first
+// shards (an add_shards bootstrap: they start off the ring like shards
+// added at runtime); starts the replicas placed here; on the meta leader
+// puts starting shards (the first ones and added ones alike) on the ring
+// once each has a leader (serve_shards); and starts or stops dispatchers
+// as leadership moves.
 // Dragonboat's callbacks only post events to that loop. A second goroutine
 // (runHandovers) seals and closes the partition hand-overs of the shards
 // this node leads (handover.go). Join runs on the gRPC goroutine of a

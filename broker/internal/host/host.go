@@ -336,13 +336,7 @@ func (h *Host) reconcile(ctx context.Context) {
 		return
 	}
 	if len(st.Shards) == 0 {
-		if initial && len(st.Nodes) >= len(h.cfg.InitialMembers) {
-			rf := h.cfg.ReplicationFactor
-			if rf == 0 {
-				rf = min(3, len(h.cfg.InitialMembers))
-			}
-			h.proposeMeta(ctx, &meta.Command{Op: meta.OpBootstrapShards, Count: h.cfg.Shards, RF: rf, ClusterID: identity.NewClusterID()})
-		}
+		h.bootstrap(ctx, st)
 		return
 	}
 	if st.ClusterID == "" {
@@ -372,6 +366,31 @@ func (h *Host) reconcile(ctx context.Context) {
 	}
 	h.dropUnplaced(ctx, st)
 	h.serveStarting(ctx, st)
+}
+
+// bootstrap creates the cluster's first shards: the meta leader, once
+// every initial member registered, proposes them as an add_shards
+// bootstrap (cfg.Shards shards of cfg.ReplicationFactor replicas, 0 meaning
+// min(3, initial members)); they start like any added shard, and
+// serveStarting puts them on the ring once each has a leader. A bootstrap
+// proposed twice (a retry, a new meta leader) is a no-op in the meta
+// state.
+func (h *Host) bootstrap(ctx context.Context, st *meta.State) {
+	if _, initial := h.cfg.InitialMembers[h.cfg.NodeID]; !initial || h.MetaLeader() != h.cfg.NodeID {
+		return
+	}
+	for id := range h.cfg.InitialMembers {
+		if _, ok := st.Nodes[meta.NodeID(id)]; !ok {
+			return
+		}
+	}
+	rf := h.cfg.ReplicationFactor
+	if rf == 0 {
+		rf = min(3, len(h.cfg.InitialMembers))
+	}
+	h.log.Info("initial members registered: creating the first shards", zap.Int("shards", h.cfg.Shards), zap.Int("replication_factor", rf))
+	h.proposeMeta(ctx, &meta.Command{Op: meta.OpAddShards, Bootstrap: true, Count: h.cfg.Shards, RF: rf,
+		ClusterID: identity.NewClusterID(), ZoneLabel: meta.ZoneLabel})
 }
 
 func (h *Host) proposeMeta(ctx context.Context, c *meta.Command) {

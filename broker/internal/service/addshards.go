@@ -29,7 +29,7 @@ func (c *Cluster) AddShards(ctx context.Context, req *sundialv1.AddShardsRequest
 	if bad := validate.AddShards(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpAddShards, Count: int(req.GetCount())})
+	code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpAddShards, Count: int(req.GetCount()), ZoneLabel: meta.ZoneLabel})
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -41,14 +41,14 @@ func singleNode(t *testing.T) (*Shard, uint64) {
 	s := NewShard(h, NewAdmin(h, opts), opts, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if ids := h.HostedShards(); len(ids) == 1 {
+		if ids := h.HostedShards(); len(ids) == 1 && len(h.Meta().RingShards()) == 1 { // led and on the ring
 			if _, err := s.leading(ids[0]); err == nil {
 				return s, ids[0]
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("the event shard elected no leader within 60s")
+	t.Fatal("the event shard elected no leader or was not put on the ring within 60s")
 	return nil, 0
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/meta/internal/placement"
 )
 
 // cluster is the working copy a plan is made on: the view with the
@@ -175,34 +176,39 @@ func (c *cluster) zones(ids []meta.NodeID, without, with meta.NodeID) int {
 }
 
 // target picks the node to receive a replica of sh that replaces the one
-// on leaving (zero: an added replica): an active node without a replica of
-// sh, spreading sh over the most zones, then the fewest replicas, the
-// fewest bytes, the lowest id. It returns nil when no node can take one.
+// on leaving (zero: an added replica): among the active nodes without a
+// replica of sh, the one placement.Better prefers for the zones of sh's live
+// replicas other than leaving (a new zone, then the fewest replicas, the
+// fewest bytes, the lowest id), the order add_shards places new shards by.
+// It returns nil when no node can take one.
 func (c *cluster) target(sh *shard, leaving meta.NodeID) *node {
-	live := c.live(sh)
+	var zones []string
+	for _, id := range c.live(sh) {
+		if id != leaving {
+			zones = append(zones, c.byID[id].zone)
+		}
+	}
 	var best *node
-	bestZones := 0
 	for _, n := range c.nodes {
 		if n.State != NodeActive || slices.Contains(sh.replicas, n.ID) {
 			continue
 		}
-		z := c.zones(live, leaving, n.ID)
-		if best == nil || z > bestZones || z == bestZones && lessLoaded(n, best) {
-			best, bestZones = n, z
+		if best == nil || placement.Better(n.placement(), best.placement(), zones) {
+			best = n
 		}
 	}
 	return best
 }
 
-// lessLoaded orders nodes by replicas, then bytes, then id.
+// placement is n as package placement sees it.
+func (n *node) placement() placement.Node {
+	return placement.Node{ID: uint64(n.ID), Replicas: n.replicas, Zone: n.zone, DiskBytes: n.DiskBytes}
+}
+
+// lessLoaded orders nodes by replicas, then bytes, then id (placement.Better
+// for nodes of one zone).
 func lessLoaded(a, b *node) bool {
-	if a.replicas != b.replicas {
-		return a.replicas < b.replicas
-	}
-	if a.DiskBytes != b.DiskBytes {
-		return a.DiskBytes < b.DiskBytes
-	}
-	return a.ID < b.ID
+	return placement.Better(a.placement(), b.placement(), nil)
 }
 
 // leaderAfter is the node to take sh's leadership when leaving (its
