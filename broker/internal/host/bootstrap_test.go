@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/sundialmq/sundial/meta"
 )
 
@@ -22,10 +19,7 @@ func TestFirstShardsStartThenServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three NodeHosts")
 	}
-	members := map[uint64]Member{}
-	for id := uint64(1); id <= 3; id++ {
-		members[id] = Member{RaftAddr: loopbackAddr(t), GRPCAddr: loopbackAddr(t)}
-	}
+	c := newTestCluster(t, 3, 2, 3)
 	hosts := map[uint64]*Host{}
 	defer func() {
 		for _, h := range hosts {
@@ -33,20 +27,7 @@ func TestFirstShardsStartThenServe(t *testing.T) {
 		}
 	}()
 	for id := uint64(1); id <= 3; id++ {
-		h, err := New(Config{
-			NodeID: id, RaftAddr: members[id].RaftAddr, GRPCAddr: members[id].GRPCAddr, DataDir: t.TempDir(),
-			InitialMembers: members, Shards: 2, ReplicationFactor: 3,
-			RTT: 10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
-			RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
-		}, zaptest.NewLogger(t).Named(fmt.Sprint("node-", id)), prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Start(t.Context()); err != nil {
-			h.Stop()
-			t.Fatal(err)
-		}
-		hosts[id] = h
+		hosts[id] = c.start(id)
 	}
 	poll(t, 60*time.Second, func() error {
 		for id, h := range hosts {
@@ -79,27 +60,8 @@ func TestOldBootstrapDataDirKeepsServing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two NodeHosts")
 	}
-	members := map[uint64]Member{}
-	for id := uint64(1); id <= 3; id++ {
-		members[id] = Member{RaftAddr: loopbackAddr(t), GRPCAddr: loopbackAddr(t)}
-	}
-	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir()}
-	start := func(id uint64) *Host {
-		h, err := New(Config{
-			NodeID: id, RaftAddr: members[id].RaftAddr, GRPCAddr: members[id].GRPCAddr, DataDir: dirs[id],
-			InitialMembers: members, Shards: 2, ReplicationFactor: 2,
-			RTT: 10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
-			RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
-		}, zaptest.NewLogger(t).Named(fmt.Sprint("node-", id)), prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Start(t.Context()); err != nil {
-			h.Stop()
-			t.Fatal(err)
-		}
-		return h
-	}
+	c := newTestCluster(t, 3, 2, 2)
+	start := c.start
 	hosts := map[uint64]*Host{1: start(1), 2: start(2)}
 	defer func() {
 		for _, h := range hosts {

@@ -11,8 +11,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/raftio"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
@@ -47,27 +45,8 @@ func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three NodeHosts")
 	}
-	members := map[uint64]Member{}
-	for id := uint64(1); id <= 3; id++ {
-		members[id] = Member{RaftAddr: loopbackAddr(t), GRPCAddr: loopbackAddr(t)}
-	}
-	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
-	start := func(id uint64) *Host {
-		h, err := New(Config{
-			NodeID: id, RaftAddr: members[id].RaftAddr, GRPCAddr: members[id].GRPCAddr, DataDir: dirs[id],
-			InitialMembers: members, Shards: 1, ReplicationFactor: 3,
-			RTT: 10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
-			RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
-		}, zaptest.NewLogger(t).Named(fmt.Sprint("node-", id)), prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Start(t.Context()); err != nil {
-			h.Stop()
-			t.Fatal(err)
-		}
-		return h
-	}
+	c := newTestCluster(t, 3, 1, 3)
+	start := c.start
 	hosts := map[uint64]*Host{}
 	for id := uint64(1); id <= 3; id++ {
 		hosts[id] = start(id)
