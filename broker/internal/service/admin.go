@@ -111,14 +111,16 @@ func (a *Admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest
 	return resp, nil
 }
 
-// GetClusterInfo answers nodes, shards, leaders and the routing version.
+// GetClusterInfo answers nodes, shards, leaders, the routing version, the
+// open hand-overs and the operations in progress.
 func (a *Admin) GetClusterInfo(ctx context.Context, _ *sundialv1.GetClusterInfoRequest) (*sundialv1.ClusterInfo, error) {
 	st, err := a.host.ReadMeta(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	rt := routingTable(st, a.host.ShardLeaders(), true)
-	return &sundialv1.ClusterInfo{RoutingVersion: rt.Version, Nodes: rt.Nodes, Shards: rt.Shards, MetaLeaderNodeId: a.host.MetaLeader(), Handovers: rt.Handovers}, nil
+	return &sundialv1.ClusterInfo{RoutingVersion: rt.Version, Nodes: rt.Nodes, Shards: rt.Shards, MetaLeaderNodeId: a.host.MetaLeader(),
+		Handovers: rt.Handovers, Operations: operationsProto(st.Unfinished())}, nil
 }
 
 func topicProto(t *meta.Topic) *sundialv1.Topic {

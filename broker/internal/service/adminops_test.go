@@ -98,6 +98,12 @@ func TestDeleteTopicRunsAsAnOperation(t *testing.T) {
 		}
 	}
 
+	// GetClusterInfo shows the operation in progress.
+	info, err := a.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
+	if err != nil || len(info.GetOperations()) != 1 || info.GetOperations()[0].GetKind() != "delete-topic" || info.GetOperations()[0].GetStatus() != "pending" {
+		t.Fatalf("GetClusterInfo() operations = %v, %v; want the pending delete-topic", info.GetOperations(), err)
+	}
+
 	startExecutor(t, s)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -3912,7 +3912,11 @@ type ClusterInfo struct {
 	Shards           []*Shard               `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
 	MetaLeaderNodeId uint64                 `protobuf:"varint,4,opt,name=meta_leader_node_id,json=metaLeaderNodeId,proto3" json:"meta_leader_node_id,omitempty"`
 	// handovers are the open partition hand-overs (RoutingTable.handovers).
-	Handovers     []*Handover `protobuf:"bytes,5,rep,name=handovers,proto3" json:"handovers,omitempty"`
+	Handovers []*Handover `protobuf:"bytes,5,rep,name=handovers,proto3" json:"handovers,omitempty"`
+	// operations are the cluster operations in progress (pending or
+	// running), in id order: what ListOperations answers with
+	// unfinished_only.
+	Operations    []*Operation `protobuf:"bytes,6,rep,name=operations,proto3" json:"operations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3978,6 +3982,13 @@ func (x *ClusterInfo) GetMetaLeaderNodeId() uint64 {
 func (x *ClusterInfo) GetHandovers() []*Handover {
 	if x != nil {
 		return x.Handovers
+	}
+	return nil
+}
+
+func (x *ClusterInfo) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
 	}
 	return nil
 }
@@ -5887,13 +5898,16 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x12ListTopicsResponse\x12)\n" +
 	"\x06topics\x18\x01 \x03(\v2\x11.sundial.v1.TopicR\x06topics\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x17\n" +
-	"\x15GetClusterInfoRequest\"\xec\x01\n" +
+	"\x15GetClusterInfoRequest\"\xa3\x02\n" +
 	"\vClusterInfo\x12'\n" +
 	"\x0frouting_version\x18\x01 \x01(\x04R\x0eroutingVersion\x12&\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x10.sundial.v1.NodeR\x05nodes\x12)\n" +
 	"\x06shards\x18\x03 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x12-\n" +
 	"\x13meta_leader_node_id\x18\x04 \x01(\x04R\x10metaLeaderNodeId\x122\n" +
-	"\thandovers\x18\x05 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\"\x96\x02\n" +
+	"\thandovers\x18\x05 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\x125\n" +
+	"\n" +
+	"operations\x18\x06 \x03(\v2\x15.sundial.v1.OperationR\n" +
+	"operations\"\x96\x02\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -6271,92 +6285,93 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	62, // 43: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
 	63, // 44: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
 	75, // 45: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
-	7,  // 46: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	91, // 47: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
-	64, // 48: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	92, // 49: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
-	71, // 50: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
-	71, // 51: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
-	72, // 52: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
-	62, // 53: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	63, // 54: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	76, // 55: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	75, // 56: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
-	63, // 57: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	62, // 58: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
-	71, // 59: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
-	62, // 60: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
-	63, // 61: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
-	75, // 62: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
-	9,  // 63: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 64: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 65: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 66: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 67: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 68: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 69: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 70: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 71: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 72: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 73: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 74: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 75: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 76: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 77: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 78: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 79: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 80: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 81: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 82: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 83: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 84: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 85: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	73, // 86: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	77, // 87: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	79, // 88: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	67, // 89: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	69, // 90: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	65, // 91: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	81, // 92: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
-	83, // 93: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
-	85, // 94: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
-	11, // 95: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 96: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 97: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 98: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 99: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 100: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 101: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 102: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 103: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 104: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 105: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 106: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 107: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 108: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 109: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 110: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 111: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 112: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 113: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 114: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 115: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 116: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 117: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	74, // 118: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	78, // 119: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	80, // 120: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	68, // 121: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	70, // 122: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	66, // 123: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	82, // 124: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
-	84, // 125: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
-	86, // 126: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
-	95, // [95:127] is the sub-list for method output_type
-	63, // [63:95] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	71, // 46: sundial.v1.ClusterInfo.operations:type_name -> sundial.v1.Operation
+	7,  // 47: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
+	91, // 48: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
+	64, // 49: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
+	92, // 50: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
+	71, // 51: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
+	71, // 52: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
+	72, // 53: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
+	62, // 54: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	63, // 55: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	76, // 56: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	75, // 57: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
+	63, // 58: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	62, // 59: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
+	71, // 60: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
+	62, // 61: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
+	63, // 62: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
+	75, // 63: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
+	9,  // 64: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 65: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 66: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 67: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 68: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	25, // 69: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	26, // 70: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	27, // 71: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 72: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	56, // 73: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	57, // 74: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	58, // 75: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	60, // 76: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	36, // 77: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	37, // 78: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	39, // 79: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	41, // 80: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	42, // 81: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	44, // 82: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	46, // 83: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	48, // 84: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	51, // 85: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	54, // 86: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	73, // 87: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	77, // 88: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	79, // 89: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	67, // 90: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	69, // 91: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	65, // 92: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	81, // 93: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
+	83, // 94: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
+	85, // 95: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
+	11, // 96: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 97: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 98: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 99: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 100: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	30, // 101: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	31, // 102: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	32, // 103: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 104: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	33, // 105: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	33, // 106: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	59, // 107: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	61, // 108: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	33, // 109: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	38, // 110: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	40, // 111: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	35, // 112: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	43, // 113: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	45, // 114: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	47, // 115: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	50, // 116: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	52, // 117: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	55, // 118: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	74, // 119: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	78, // 120: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	80, // 121: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	68, // 122: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	70, // 123: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	66, // 124: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	82, // 125: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
+	84, // 126: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
+	86, // 127: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
+	96, // [96:128] is the sub-list for method output_type
+	64, // [64:96] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
