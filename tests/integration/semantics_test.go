@@ -38,7 +38,10 @@ func collect(t *testing.T, c *Cluster, sub *Subscriber, n int, noAck bool) []Rec
 
 func TestGroupsFanOutIndependently(t *testing.T) {
 	c := New(t, Config{Brokers: 1, Shards: 2})
-	ctx := ctx10(t)
+	// The whole test runs under ctx: two groups receive and ack 1,000
+	// messages each, one by one, before ListGroups.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	if _, err := c.Admin.CreateGroup(ctx, &sundialv1.CreateGroupRequest{Topic: "events", Group: "billing"}); err != nil {
 		t.Fatalf("CreateGroup() error = %v", err)
 	}
