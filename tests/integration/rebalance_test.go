@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,8 +87,8 @@ func TestRebalanceRPC(t *testing.T) {
 // dead) is a target only until the meta leader has missed its answers for
 // suspect_node_timeout. Through the proxy (which may ask any broker: the
 // plan is made on the meta leader), the dry run soon plans nothing onto it
-// (before the fix: 3 moves onto node 4, forever), and neither does the
-// rebalance it previews.
+// (before the fix: 3 moves onto node 4, forever) and names node 4 as left
+// out, and neither does the rebalance it previews.
 func TestRebalanceSkipsSuspectNode(t *testing.T) {
 	c := New(t, Config{Shards: 4, Tune: func(bc *broker.Config) { bc.SuspectNodeTimeout = 2 * time.Second }})
 	cl := clusterClient(t, c.Proxy.GRPCAddr())
@@ -110,6 +111,9 @@ func TestRebalanceSkipsSuspectNode(t *testing.T) {
 			if op.GetToNodeId() == 4 {
 				return fmt.Errorf("dry run still plans %v onto node 4", op)
 			}
+		}
+		if !slices.Equal(plan.GetSuspectNodeIds(), []uint64{4}) {
+			return fmt.Errorf("dry run names suspect nodes %v, want [4]", plan.GetSuspectNodeIds())
 		}
 		return nil
 	})

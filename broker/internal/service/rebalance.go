@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -58,8 +60,9 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 		c.log.Info("rebalance planned around suspect nodes (not heard from lately): nothing moves onto or off them",
 			zap.Bool("dry_run", req.GetDryRun()), zap.Int("operations", len(plan)), operator.SuspectsField(suspects))
 	}
+	skipped := slices.Sorted(maps.Keys(suspects))
 	if req.GetDryRun() || len(plan) == 0 {
-		return &sundialv1.RebalanceResponse{Operations: operationsProto(plan)}, nil
+		return &sundialv1.RebalanceResponse{Operations: operationsProto(plan), SuspectNodeIds: nodeIDs(skipped)}, nil
 	}
 	code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: plan})
 	if err != nil {
@@ -75,7 +78,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	resp := &sundialv1.RebalanceResponse{}
+	resp := &sundialv1.RebalanceResponse{SuspectNodeIds: nodeIDs(skipped)}
 	for _, id := range ids {
 		if op := st.Operations[id]; op != nil {
 			resp.Operations = append(resp.Operations, operationProto(op))
@@ -101,6 +104,14 @@ func (c *Cluster) ListOperations(ctx context.Context, req *sundialv1.ListOperati
 		}
 	}
 	return resp, nil
+}
+
+func nodeIDs(ids []meta.NodeID) []uint64 {
+	out := make([]uint64, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, uint64(id))
+	}
+	return out
 }
 
 func operationsProto(ops []meta.Operation) []*sundialv1.Operation {
