@@ -59,7 +59,8 @@ type HealerConfig struct {
 	// declared dead. Required (> 0).
 	DeadNodeTimeout time.Duration
 	// SuspectAfter is how long a node may go unseen before plans stop
-	// choosing it as a target (Suspects). Default 3 × Interval.
+	// choosing it as a target (Suspects). Default 3 × Interval (the
+	// broker passes suspect_node_timeout).
 	SuspectAfter time.Duration
 	// Interval between probe rounds. Default 1s.
 	Interval time.Duration
