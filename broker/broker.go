@@ -173,9 +173,11 @@ func (s *Server) Start(ctx context.Context) error {
 	s.operator.Start(context.WithoutCancel(ctx))
 	s.prober = operator.NewPeerProber()
 	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
-		DeadNodeTimeout: s.cfg.DeadNodeTimeout, MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
+		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
+		MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
 		MetaVoterDead: cluster.ReplaceDeadVoter,
 	}, s.log, s.reg)
+	cluster.SetSuspects(s.healer.Suspects)
 	s.healer.Start(context.WithoutCancel(ctx))
 	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID))
 	s.health = health.NewServer()

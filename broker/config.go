@@ -130,6 +130,12 @@ type Config struct {
 	// starts its clocks fresh, so a node is never declared dead sooner than
 	// this after the leader took over. Default 5m.
 	DeadNodeTimeout time.Duration `yaml:"dead_node_timeout"`
+	// SuspectNodeTimeout is how long the meta leader goes without a sign
+	// of a node before its plans (rebalance, drain, repairs) stop choosing
+	// it as a target: such a suspect node keeps its replicas and still
+	// counts for quorum, but nothing moves onto or off it until it answers
+	// again or is declared dead. Default 3s (three probe rounds).
+	SuspectNodeTimeout time.Duration `yaml:"suspect_node_timeout"`
 	// Operations tunes the executor of cluster operations (replica moves,
 	// leadership transfers) and the step timeouts Rebalance plans with.
 	Operations Operations `yaml:"operations"`
@@ -168,32 +174,33 @@ type Testing struct {
 // DefaultConfig is a single-node broker on the local ports.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:            1,
-		GRPCAddr:          "127.0.0.1:7501",
-		RaftAddr:          "127.0.0.1:7601",
-		MetricsAddr:       "127.0.0.1:7701",
-		DataDir:           "./data/broker-1",
-		InitialMembers:    map[uint64]Member{1: {RaftAddr: "127.0.0.1:7601", GRPCAddr: "127.0.0.1:7501"}},
-		Shards:            8,
-		RTT:               20 * time.Millisecond,
-		ElectionRTT:       15,
-		HeartbeatRTT:      5,
-		SnapshotEntries:   10000,
-		AutoCreateTopics:  true,
-		MaxMessageBytes:   validate.DefaultLimits().MaxMessageBytes,
-		MaxDelay:          validate.DefaultLimits().MaxDelay,
-		VisibilityTimeout: 30 * time.Second,
-		MaxAttempts:       10,
-		DedupWindow:       10 * time.Minute,
-		LogLevel:          "info",
-		RaftWorkers:       2,
-		RaftLogShards:     1,
-		CacheBytes:        32 << 20,
-		MemTableBytes:     16 << 20,
-		GoMemoryLimit:     128 << 20,
-		JoinTimeout:       time.Minute,
-		DeadNodeTimeout:   5 * time.Minute,
-		Operations:        Operations{MaxRunning: 4, StepTimeout: 30 * time.Second, CatchUpTimeout: 10 * time.Minute},
+		NodeID:             1,
+		GRPCAddr:           "127.0.0.1:7501",
+		RaftAddr:           "127.0.0.1:7601",
+		MetricsAddr:        "127.0.0.1:7701",
+		DataDir:            "./data/broker-1",
+		InitialMembers:     map[uint64]Member{1: {RaftAddr: "127.0.0.1:7601", GRPCAddr: "127.0.0.1:7501"}},
+		Shards:             8,
+		RTT:                20 * time.Millisecond,
+		ElectionRTT:        15,
+		HeartbeatRTT:       5,
+		SnapshotEntries:    10000,
+		AutoCreateTopics:   true,
+		MaxMessageBytes:    validate.DefaultLimits().MaxMessageBytes,
+		MaxDelay:           validate.DefaultLimits().MaxDelay,
+		VisibilityTimeout:  30 * time.Second,
+		MaxAttempts:        10,
+		DedupWindow:        10 * time.Minute,
+		LogLevel:           "info",
+		RaftWorkers:        2,
+		RaftLogShards:      1,
+		CacheBytes:         32 << 20,
+		MemTableBytes:      16 << 20,
+		GoMemoryLimit:      128 << 20,
+		JoinTimeout:        time.Minute,
+		DeadNodeTimeout:    5 * time.Minute,
+		SuspectNodeTimeout: 3 * time.Second,
+		Operations:         Operations{MaxRunning: 4, StepTimeout: 30 * time.Second, CatchUpTimeout: 10 * time.Minute},
 	}
 }
 
@@ -269,6 +276,9 @@ func (c Config) Validate() error {
 	}
 	if c.DeadNodeTimeout <= 0 {
 		bad("dead_node_timeout", "must be positive (how long a node may be unreachable before its replicas are re-created elsewhere), got %v", c.DeadNodeTimeout)
+	}
+	if c.SuspectNodeTimeout <= 0 {
+		bad("suspect_node_timeout", "must be positive (how long a node may be unreachable before plans stop moving replicas onto it), got %v", c.SuspectNodeTimeout)
 	}
 	if c.RaftWorkers < 1 || c.RaftWorkers > 64 {
 		bad("raft_workers", "must be between 1 and 64")

@@ -30,6 +30,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"replication above members", func(c *Config) { c.ReplicationFactor = 3 }, "replication_factor"},
 		{"zero dead node timeout", func(c *Config) { c.DeadNodeTimeout = 0 }, "dead_node_timeout"},
 		{"negative dead node timeout", func(c *Config) { c.DeadNodeTimeout = -time.Minute }, "dead_node_timeout"},
+		{"zero suspect node timeout", func(c *Config) { c.SuspectNodeTimeout = 0 }, "suspect_node_timeout"},
 		{"negative operations timeout", func(c *Config) { c.Operations.CatchUpTimeout = -time.Second }, "operations"},
 		{"election not above heartbeats", func(c *Config) { c.ElectionRTT = 4 }, "rtt"},
 		{"short visibility timeout", func(c *Config) { c.VisibilityTimeout = 0 }, "limits"},

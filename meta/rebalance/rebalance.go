@@ -23,6 +23,13 @@ type Options struct {
 	// declares dead (meta.NodeDead): their replicas are re-created
 	// elsewhere.
 	Dead map[meta.NodeID]bool
+	// Unavailable names nodes to leave alone for now: active nodes the
+	// meta leader has not heard from lately, not yet declared dead
+	// (operator.Healer.Suspects). They receive no replica and no
+	// leadership, and keep theirs: nothing is moved onto or off them, and
+	// their replicas still count as live. A draining or dead node stays
+	// what it is.
+	Unavailable map[meta.NodeID]bool
 }
 
 // ReasonRepair is the Reason of the operations that re-create the
@@ -35,7 +42,8 @@ const ReasonRepair = balancer.ReasonRepair
 // but for one force-removed while it still held replicas: it is planned
 // as dead, so its replicas are re-created on live nodes. Dead ones
 // (meta.NodeDead or Options.Dead) keep their replicas in the view and the
-// planner repairs them first.
+// planner repairs them first. Active nodes in Options.Unavailable are
+// planned as suspect: nothing moves onto or off them.
 func Plan(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) []meta.Operation {
 	cfg := balancer.DefaultConfig()
 	if o.MaxOperations > 0 {
@@ -60,6 +68,8 @@ func View(st *meta.State, leaders map[meta.EventShardID]meta.NodeID, o Options) 
 			state = balancer.NodeDead
 		case n.State == meta.NodeDraining:
 			state = balancer.NodeDraining
+		case o.Unavailable[id]:
+			state = balancer.NodeSuspect
 		default:
 			state = balancer.NodeActive
 		}

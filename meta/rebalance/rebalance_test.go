@@ -99,3 +99,49 @@ func TestPlanRecreatesReplicasOfAForceRemovedNode(t *testing.T) {
 		t.Fatalf("Plan() = %v, want %d add-replica operations from node 1 to node 4", ops, held)
 	}
 }
+
+// A node the meta leader has not heard from lately (Options.Unavailable)
+// is no target: with node 4 down and node 5 up, both empty, every move goes
+// to node 5. An unavailable node that holds replicas keeps them: no
+// operation moves a replica or a leadership off node 3 either, and its
+// replicas still count, so nothing is repaired.
+func TestPlanSkipsUnavailableNodes(t *testing.T) {
+	s := unbalanced(t)
+	s.Apply(&meta.Command{Op: meta.OpRegisterNode, Node: &meta.Node{ID: 5}})
+	leaders := map[meta.EventShardID]meta.NodeID{}
+	for i, id := range s.ShardIDs() {
+		leaders[id] = meta.NodeID(i%3 + 1)
+	}
+	ops := Plan(s, leaders, Options{MaxOperations: 100, Unavailable: map[meta.NodeID]bool{3: true, 4: true}})
+	if len(ops) == 0 {
+		t.Fatal("Plan() = no operations, want moves to node 5")
+	}
+	for _, op := range ops {
+		if op.To != 5 || op.From == 3 || op.Reason == ReasonRepair {
+			t.Fatalf("operation %v, want only moves to node 5, none off node 3, no repair", op)
+		}
+	}
+}
+
+// A drain with an unavailable empty node moves the draining node's
+// replicas to the available one only.
+func TestDrainSkipsUnavailableNodes(t *testing.T) {
+	s := unbalanced(t)
+	s.Apply(&meta.Command{Op: meta.OpRegisterNode, Node: &meta.Node{ID: 5}})
+	if code, _ := s.Apply(&meta.Command{Op: meta.OpSetNodeState, NodeID: 1, NodeState: meta.NodeDraining}); code != meta.ResultOK {
+		t.Fatalf("drain node 1 = %d, want ResultOK", code)
+	}
+	ops := Plan(s, nil, Options{MaxOperations: 100, Unavailable: map[meta.NodeID]bool{4: true}})
+	drains := 0
+	for _, op := range ops {
+		if op.To == 4 {
+			t.Fatalf("operation %v targets unavailable node 4", op)
+		}
+		if op.Reason == "drain" && op.From == 1 {
+			drains++
+		}
+	}
+	if drains == 0 {
+		t.Fatalf("Plan() = %v, want drain moves off node 1", ops)
+	}
+}

@@ -412,6 +412,10 @@ func TestKillMetaLeaderMidRebalance(t *testing.T) {
 // replicas it had, and once the broker is back a rebalance completes.
 func TestMoveTargetDiesMidway(t *testing.T) {
 	const topic = "target-dies"
+	// The target is isolated before the rebalance is planned (so it catches
+	// up on nothing): keep the meta leader from judging it suspect (3 s
+	// unheard by default) before the plan names it. The brokers inherit it.
+	t.Setenv("SUNDIAL_SUSPECT_NODE_TIMEOUT", "1h")
 	c, w, cl, ctx := start(t, 3, 4, 10*time.Second, topic)
 	publishPending(ctx, t, w, topic, 3000, 20*time.Second, 15*time.Second)
 	target, err := c.Join(90 * time.Second)

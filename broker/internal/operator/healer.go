@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -28,6 +29,12 @@ import (
 // dead one), at most MaxRunning operations unfinished at once, on shards no
 // operation touches; the Executor runs them. A shard whose repair found no
 // live node to go to is logged and counted, and planned again next round.
+//
+// A node unseen for SuspectAfter (a few probe rounds), not yet declared
+// dead, is suspect: Suspects names it, and every plan made on the meta
+// leader (these repairs, Rebalance, DrainNode) leaves it alone as
+// rebalance.Options.Unavailable: no replica or leadership moves onto it,
+// where the move would wait for it to catch up and roll back, nor off it.
 
 // HealerHost is what the healer needs of the broker's host.
 type HealerHost interface {
@@ -51,6 +58,10 @@ type HealerConfig struct {
 	// DeadNodeTimeout is how long a node may go unseen before it is
 	// declared dead. Required (> 0).
 	DeadNodeTimeout time.Duration
+	// SuspectAfter is how long a node may go unseen before plans stop
+	// choosing it as a target (Suspects). Default 3 × Interval (the
+	// broker passes suspect_node_timeout).
+	SuspectAfter time.Duration
 	// Interval between probe rounds. Default 1s.
 	Interval time.Duration
 	// ProbeTimeout bounds one probe. Default 1s.
@@ -82,6 +93,9 @@ func (c HealerConfig) withDefaults() HealerConfig {
 	if c.ProbeTimeout <= 0 {
 		c.ProbeTimeout = time.Second
 	}
+	if c.SuspectAfter <= 0 {
+		c.SuspectAfter = 3 * c.Interval
+	}
 	if c.MaxRunning <= 0 {
 		c.MaxRunning = 4
 	}
@@ -112,8 +126,30 @@ type Healer struct {
 	guarded  bool                            // the majority guard held last round
 	repaired map[meta.EventShardID]time.Time // when a repair of the shard was last submitted
 
+	mu      sync.Mutex
+	suspect map[meta.NodeID]bool // as of the last round; nil while not leading meta
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+}
+
+// Suspects names the nodes this healer has not heard from for
+// SuspectAfter, as of its last round, not declared dead; nil while this
+// broker does not lead meta (it probes nothing then). Safe from any
+// goroutine; the map is the caller's.
+func (h *Healer) Suspects() map[meta.NodeID]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.suspect == nil {
+		return nil
+	}
+	return maps.Clone(h.suspect)
+}
+
+func (h *Healer) setSuspects(set map[meta.NodeID]bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.suspect = set
 }
 
 // NewHealer returns the healer of node self; Start runs it.
@@ -157,6 +193,7 @@ func (h *Healer) tick(ctx context.Context) {
 		if h.live != nil {
 			h.live, h.guarded = nil, false
 			h.repaired = map[meta.EventShardID]time.Time{}
+			h.setSuspects(nil)
 			h.m.reset()
 		}
 		return
@@ -179,7 +216,8 @@ func (h *Healer) tick(ctx context.Context) {
 			return
 		}
 	}
-	h.repair(ctx, st, now)
+	suspects := h.noteSuspects(h.live.suspects(st, h.self, h.cfg.SuspectAfter, now), now)
+	h.repair(ctx, st, suspects, now)
 }
 
 // probeAll probes every registered, non-removed node but this one at once
@@ -251,8 +289,9 @@ func (h *Healer) declare(ctx context.Context, st *meta.State, v verdict, now tim
 	}
 }
 
-// repair submits repairs of the replicas on dead nodes.
-func (h *Healer) repair(ctx context.Context, st *meta.State, now time.Time) {
+// repair submits repairs of the replicas on dead nodes, none onto the
+// suspect nodes.
+func (h *Healer) repair(ctx context.Context, st *meta.State, suspects map[meta.NodeID]bool, now time.Time) {
 	// The shards with a replica on a dead node, and whether an operation
 	// touches them already.
 	need := map[meta.EventShardID]bool{}
@@ -291,7 +330,7 @@ func (h *Healer) repair(ctx context.Context, st *meta.State, now time.Time) {
 	// Plan everything the planner would (it puts repairs first), keep the
 	// repairs of dead replicas.
 	var ops []meta.Operation
-	for _, op := range rebalance.Plan(st, leaders, rebalance.Options{MaxOperations: len(st.Shards) + 1, Timeouts: h.cfg.Timeouts}) {
+	for _, op := range rebalance.Plan(st, leaders, rebalance.Options{MaxOperations: len(st.Shards) + 1, Timeouts: h.cfg.Timeouts, Unavailable: suspects}) {
 		if op.Reason != rebalance.ReasonRepair || !need[op.Shard] || op.From == 0 || st.Nodes[op.From] == nil || st.Nodes[op.From].State != meta.NodeDead {
 			continue
 		}
@@ -305,7 +344,7 @@ func (h *Healer) repair(ctx context.Context, st *meta.State, now time.Time) {
 		h.m.noTarget.Inc()
 		h.repaired[sid] = now
 		h.log.Warn("repair: no live node can take a replica of the shard; retried later",
-			zap.Uint64("shard_id", uint64(sid)), zap.Duration("retry_in", h.cfg.RetryInterval))
+			zap.Uint64("shard_id", uint64(sid)), zap.Duration("retry_in", h.cfg.RetryInterval), SuspectsField(suspects))
 	}
 	if len(ops) == 0 {
 		return
@@ -325,7 +364,40 @@ func (h *Healer) repair(ctx context.Context, st *meta.State, now time.Time) {
 			zap.Uint64("to_node_id", uint64(op.To)), zap.Stringer("operation", op))
 	}
 	h.m.repairs.Add(float64(len(ids)))
-	h.log.Info("repairs submitted", zap.Int("planned", len(ops)), zap.Any("operation_ids", ids))
+	h.log.Info("repairs submitted", zap.Int("planned", len(ops)), zap.Any("operation_ids", ids), SuspectsField(suspects))
+}
+
+// noteSuspects publishes this round's suspects, logs the nodes that became
+// or stopped being suspect, sets the gauge and returns them as a set.
+func (h *Healer) noteSuspects(ids []meta.NodeID, now time.Time) map[meta.NodeID]bool {
+	before, set := h.Suspects(), map[meta.NodeID]bool{}
+	for _, id := range ids {
+		set[id] = true
+		if !before[id] {
+			last := h.live.lastSeen(id)
+			h.log.Warn("node suspect: not heard from lately; plans move nothing onto or off it until it answers or is declared dead",
+				zap.Uint64("node_id", uint64(id)), zap.Time("last_seen", last), zap.Duration("unseen_for", now.Sub(last)),
+				zap.Duration("suspect_after", h.cfg.SuspectAfter))
+		}
+	}
+	for id := range before {
+		if !set[id] {
+			h.log.Info("node no longer suspect", zap.Uint64("node_id", uint64(id)))
+		}
+	}
+	h.setSuspects(set)
+	h.m.suspects.Set(float64(len(ids)))
+	return set
+}
+
+// SuspectsField is the log field of a plan that skipped suspect nodes as
+// targets: suspect_nodes, their ids in order; zap.Skip when there are none.
+func SuspectsField(suspects map[meta.NodeID]bool) zap.Field {
+	if len(suspects) == 0 {
+		return zap.Skip()
+	}
+	ids := slices.Sorted(maps.Keys(suspects))
+	return zap.Any("suspect_nodes", ids)
 }
 
 func sortedShards(set map[meta.EventShardID]bool) []meta.EventShardID {

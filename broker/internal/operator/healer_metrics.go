@@ -15,6 +15,7 @@ type healerMetrics struct {
 	nodes        *prometheus.GaugeVec
 	lastSeen     *prometheus.GaugeVec
 	deadReplicas prometheus.Gauge
+	suspects     prometheus.Gauge
 	declared     *prometheus.CounterVec
 	repairs      prometheus.Counter
 	noTarget     prometheus.Counter
@@ -36,6 +37,10 @@ func newHealerMetrics(reg prometheus.Registerer) *healerMetrics {
 			Namespace: "sundial", Subsystem: "operator", Name: "dead_replicas",
 			Help: "Replicas placed on nodes declared dead, still to be repaired; set by the healer on the meta leader.",
 		}),
+		suspects: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sundial", Subsystem: "operator", Name: "suspect_nodes",
+			Help: "Nodes the meta leader's healer has not heard from for suspect_after, not declared dead: plans move no replica or leadership onto or off them.",
+		}),
 		declared: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "operator", Name: "node_declarations_total",
 			Help: "Nodes this broker's healer declared dead or alive again, by verdict.",
@@ -56,7 +61,7 @@ func newHealerMetrics(reg prometheus.Registerer) *healerMetrics {
 		m.nodes.WithLabelValues(string(st)) // 0 until this broker leads meta
 	}
 	if reg != nil {
-		reg.MustRegister(m.nodes, m.lastSeen, m.deadReplicas, m.declared, m.repairs, m.noTarget)
+		reg.MustRegister(m.nodes, m.lastSeen, m.deadReplicas, m.suspects, m.declared, m.repairs, m.noTarget)
 	}
 	return m
 }
@@ -89,4 +94,5 @@ func (m *healerMetrics) reset() {
 	}
 	m.lastSeen.Reset()
 	m.deadReplicas.Set(0)
+	m.suspects.Set(0)
 }

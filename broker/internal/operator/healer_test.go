@@ -301,3 +301,60 @@ func TestHealerReportsADeadMetaVoter(t *testing.T) {
 		t.Fatalf("nodes 2, 3: %q, %q; MetaVoterDead called for %v; want both dead, called for [2]", got.Nodes[2].State, got.Nodes[3].State, called)
 	}
 }
+
+// A node unseen for SuspectAfter (but not the dead timeout) is suspect:
+// Suspects names it, and a repair of a dead node's replicas goes to an
+// answering node, not to it. It stops being suspect once it answers, and
+// a broker that does not lead meta names none.
+func TestHealerSuspectsGetNoRepairs(t *testing.T) {
+	fh := &fakeHost{st: cluster(5), leader: 1}
+	fp := &fakeProber{up: map[meta.NodeID]bool{2: true, 3: true, 4: true, 5: true}}
+	now := t0
+	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: 10 * time.Second, SuspectAfter: 3 * time.Second, MaxRunning: 8,
+		Now: func() time.Time { return now }}, zaptest.NewLogger(t), nil)
+	ctx := context.Background()
+	round := func(d time.Duration) *meta.State {
+		now = now.Add(d)
+		h.tick(ctx)
+		st, _ := fh.ReadMeta(ctx)
+		return st
+	}
+	round(time.Second)
+	fp.set(2, false)
+	round(5 * time.Second)
+	if got := h.Suspects(); len(got) != 1 || !got[2] {
+		t.Fatalf("Suspects() 5s after node 2's last answer = %v, want node 2", got)
+	}
+	fp.set(4, false) // node 4 stops answering 5s before node 2 is declared dead
+	round(2 * time.Second)
+	if got := h.Suspects(); len(got) != 1 || !got[2] {
+		t.Fatalf("Suspects() 2s after node 4's last answer = %v, want node 2 only", got)
+	}
+	st := round(3 * time.Second)
+	if st.Nodes[2].State != meta.NodeDead || st.Nodes[4].State != meta.NodeActive {
+		t.Fatalf("nodes 2, 4: %q, %q; want dead, active", st.Nodes[2].State, st.Nodes[4].State)
+	}
+	if got := h.Suspects(); len(got) != 1 || !got[4] {
+		t.Fatalf("Suspects() with node 2 dead, node 4 unseen for 5s = %v, want node 4 only", got)
+	}
+	ops := st.Unfinished()
+	if len(ops) == 0 {
+		t.Fatal("no repairs of node 2's replicas submitted")
+	}
+	for _, op := range ops {
+		if op.From != 2 || op.To != 5 {
+			t.Fatalf("repair %v, want add-replica from dead node 2 to node 5 (node 4 is suspect)", op)
+		}
+	}
+	fp.set(4, true)
+	round(time.Second)
+	if got := h.Suspects(); len(got) != 0 {
+		t.Fatalf("Suspects() after node 4 answered = %v, want none", got)
+	}
+	fh.leader = 2
+	fp.set(3, false)
+	round(time.Minute)
+	if got := h.Suspects(); got != nil {
+		t.Fatalf("Suspects() while not leading meta = %v, want nil", got)
+	}
+}

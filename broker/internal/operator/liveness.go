@@ -53,6 +53,24 @@ func (l *liveness) lastSeen(id meta.NodeID) time.Time {
 	return l.since
 }
 
+// suspects are the active or draining nodes but self unseen for after
+// (shorter than the dead timeout) at now: they may be down, and plans
+// give them nothing until they answer or are declared dead. Removed and
+// dead nodes are not suspects. In id order.
+func (l *liveness) suspects(st *meta.State, self meta.NodeID, after time.Duration, now time.Time) []meta.NodeID {
+	var out []meta.NodeID
+	for _, id := range st.NodeIDs() {
+		n := st.Nodes[id]
+		if id == self || (n.State != meta.NodeActive && n.State != meta.NodeDraining) {
+			continue
+		}
+		if now.Sub(l.lastSeen(id)) >= after {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // verdict is what decide concludes for one round.
 type verdict struct {
 	// Dead are the active or draining nodes unseen for the timeout, to be

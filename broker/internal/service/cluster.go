@@ -22,11 +22,27 @@ type Cluster struct {
 	host *host.Host
 	opts Options
 	log  *zap.Logger
+	// suspects names the nodes the meta leader's healer has not heard
+	// from lately (operator.Healer.Suspects); nil: none known.
+	suspects func() map[meta.NodeID]bool
 }
 
 // NewCluster returns the Cluster service.
 func NewCluster(h *host.Host, opts Options, log *zap.Logger) *Cluster {
 	return &Cluster{host: h, opts: opts, log: log.Named("cluster")}
+}
+
+// SetSuspects gives the plans made here (Rebalance, DrainNode) the nodes
+// to leave alone as targets: the healer's suspects. Call it before the
+// service serves.
+func (c *Cluster) SetSuspects(f func() map[meta.NodeID]bool) { c.suspects = f }
+
+// unavailable is the suspect nodes now, nil when none are known.
+func (c *Cluster) unavailable() map[meta.NodeID]bool {
+	if c.suspects == nil {
+		return nil
+	}
+	return c.suspects()
 }
 
 // WatchRouting sends the routing table now and after every change. A

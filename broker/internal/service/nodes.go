@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sundialmq/sundial/broker/internal/operator"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/meta/rebalance"
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -29,7 +30,10 @@ import (
 // draining nodes, around the operations already unfinished: a shard busy
 // with another operation is planned by a later call). It is idempotent:
 // calling it again until nothing remains carries the drain on. Served on
-// the meta leader; any other broker forwards it (see forwardMeta).
+// the meta leader; any other broker forwards it (see forwardMeta). The
+// plan moves nothing onto the nodes the meta leader's healer has not heard
+// from lately (suspect, see operator.Healer.Suspects): a drain whose only
+// targets are suspect waits for a later call.
 func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest) (*sundialv1.DrainNodeResponse, error) {
 	if bad := validate.DrainNode(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
@@ -64,7 +68,12 @@ func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest
 	}
 	resp := &sundialv1.DrainNodeResponse{}
 	if h := st.HoldingsOf(id); len(h.Shards) > 0 {
-		plan := rebalance.Plan(st, c.leaders(), rebalance.Options{Timeouts: c.opts.StepTimeouts})
+		suspects := c.unavailable()
+		plan := rebalance.Plan(st, c.leaders(), rebalance.Options{Timeouts: c.opts.StepTimeouts, Unavailable: suspects})
+		if len(suspects) > 0 {
+			c.log.Info("drain planned around suspect nodes (not heard from lately): nothing moves onto them",
+				zap.Uint64("node_id", uint64(id)), zap.Int("operations", len(plan)), operator.SuspectsField(suspects))
+		}
 		if len(plan) > 0 {
 			code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: plan})
 			if err != nil {

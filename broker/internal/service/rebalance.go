@@ -3,10 +3,15 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"go.uber.org/zap"
+
+	"github.com/sundialmq/sundial/broker/internal/operator"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/meta/rebalance"
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -19,11 +24,22 @@ import (
 // on topics do not count) it answers
 // them (running) and plans nothing; a dry run answers the plan; else the
 // plan is submitted to the meta group and the operations it stored are
-// answered with their ids. Any broker serves it: the proposal goes to the
-// meta leader, whose executor runs the operations.
+// answered with their ids. Served on the meta leader, whose executor runs
+// the operations and whose healer knows which nodes have not answered
+// lately: the plan (a dry run's too) moves nothing onto or off those
+// suspect nodes. Any other broker forwards it (see forwardMeta), so a dry
+// run answers what a rebalance would submit.
 func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest) (*sundialv1.RebalanceResponse, error) {
 	if bad := validate.Rebalance(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
+	}
+	if addr, err := c.metaLeaderElsewhere(ctx); err != nil || addr != "" {
+		if err != nil {
+			return nil, err
+		}
+		return forwardMeta(ctx, addr, func(ctx context.Context, cl sundialv1.ClusterClient) (*sundialv1.RebalanceResponse, error) {
+			return cl.Rebalance(ctx, req)
+		})
 	}
 	st, err := c.host.ReadMeta(ctx)
 	if err != nil {
@@ -38,9 +54,15 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 			leaders[meta.EventShardID(id)] = meta.NodeID(n)
 		}
 	}
-	plan := rebalance.Plan(st, leaders, rebalance.Options{MaxOperations: int(req.GetMaxOperations()), Timeouts: c.opts.StepTimeouts})
+	suspects := c.unavailable()
+	plan := rebalance.Plan(st, leaders, rebalance.Options{MaxOperations: int(req.GetMaxOperations()), Timeouts: c.opts.StepTimeouts, Unavailable: suspects})
+	if len(suspects) > 0 {
+		c.log.Info("rebalance planned around suspect nodes (not heard from lately): nothing moves onto or off them",
+			zap.Bool("dry_run", req.GetDryRun()), zap.Int("operations", len(plan)), operator.SuspectsField(suspects))
+	}
+	skipped := slices.Sorted(maps.Keys(suspects))
 	if req.GetDryRun() || len(plan) == 0 {
-		return &sundialv1.RebalanceResponse{Operations: operationsProto(plan)}, nil
+		return &sundialv1.RebalanceResponse{Operations: operationsProto(plan), SuspectNodeIds: nodeIDs(skipped)}, nil
 	}
 	code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: plan})
 	if err != nil {
@@ -56,7 +78,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	resp := &sundialv1.RebalanceResponse{}
+	resp := &sundialv1.RebalanceResponse{SuspectNodeIds: nodeIDs(skipped)}
 	for _, id := range ids {
 		if op := st.Operations[id]; op != nil {
 			resp.Operations = append(resp.Operations, operationProto(op))
@@ -82,6 +104,14 @@ func (c *Cluster) ListOperations(ctx context.Context, req *sundialv1.ListOperati
 		}
 	}
 	return resp, nil
+}
+
+func nodeIDs(ids []meta.NodeID) []uint64 {
+	out := make([]uint64, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, uint64(id))
+	}
+	return out
 }
 
 func operationsProto(ops []meta.Operation) []*sundialv1.Operation {

@@ -24,6 +24,9 @@
 //     transferred (along a chain of shards when no single transfer helps)
 //     until leaders per active node differ by at most one.
 //
+// Suspect nodes (NodeSuspect) take part in no rule: they receive nothing,
+// give nothing and lose nothing, and their replicas count as live.
+//
 // The best eligible node for a replica is an active node without a replica
 // of the shard that spreads it over the most zones, then has the fewest
 // replicas, then the fewest disk bytes, then the lowest id. No rule puts two
@@ -115,20 +118,23 @@ func (c *cluster) deadReplica(sh *shard) meta.NodeID {
 }
 
 // surplus picks the replica of sh to drop: one on a draining node first,
-// then one whose loss keeps the most zones, then the most loaded node, a
-// follower before the leader.
+// then one not on a suspect node, then one whose loss keeps the most
+// zones, then the most loaded node, a follower before the leader.
 func (c *cluster) surplus(sh *shard) meta.NodeID {
 	var best meta.NodeID
 	score := func(id meta.NodeID) []int {
 		n := c.byID[id]
-		draining, follower := 0, 0
+		draining, available, follower := 0, 1, 0
 		if n.State == NodeDraining {
 			draining = 1
+		}
+		if n.State == NodeSuspect {
+			available = 0
 		}
 		if sh.leader != id {
 			follower = 1
 		}
-		return []int{draining, c.zones(sh.replicas, id, 0), n.replicas, follower}
+		return []int{draining, available, c.zones(sh.replicas, id, 0), n.replicas, follower}
 	}
 	for _, r := range sh.replicas {
 		if best == 0 || slices.Compare(score(r), score(best)) > 0 {
@@ -180,11 +186,12 @@ func (c *cluster) spreadZones() {
 			continue
 		}
 		// The replica to move: in a shared zone, on the most loaded node,
-		// a follower before the leader, the highest id.
+		// a follower before the leader, the highest id; none off a suspect
+		// node.
 		var from *node
 		for _, r := range live {
 			n := c.byID[r]
-			if c.zones(live, r, 0) < have {
+			if n.State == NodeSuspect || c.zones(live, r, 0) < have {
 				continue
 			}
 			if from == nil || givesBefore(sh, n, from) {

@@ -9,7 +9,8 @@ import (
 
 // NodeState is a node's state as the planner sees it: the meta state's
 // active and draining, plus dead, which the meta leader declares for a node
-// down longer than dead_node_timeout. Removed nodes are left out of a view.
+// down longer than dead_node_timeout, and suspect, an active node the meta
+// leader has not heard from lately. Removed nodes are left out of a view.
 type NodeState string
 
 // Node states.
@@ -22,6 +23,13 @@ const (
 	// NodeDead nodes are gone: their replicas are re-created elsewhere and
 	// then dropped from the membership.
 	NodeDead NodeState = "dead"
+	// NodeSuspect nodes are active nodes that missed their last probes
+	// but are not declared dead: they may be down, or only slow. They
+	// receive no replica and no leadership (a move onto one would wait
+	// for it to catch up and roll back), and keep what they hold: no
+	// replica or leadership moves off them, and their replicas count as
+	// live, so no repair is planned for them until they are declared dead.
+	NodeSuspect NodeState = "suspect"
 )
 
 // Node is one broker of the view. Its replica and leader counts are not

@@ -62,6 +62,9 @@ type operationsView struct {
 	// Running: a rebalance was already running; these are its operations.
 	Running    bool            `json:"already_running,omitempty" yaml:"already_running,omitempty"`
 	Operations []operationView `json:"operations" yaml:"operations"`
+	// SuspectNodes are the nodes the meta leader has not heard from
+	// lately: the plan left them out (nothing moves onto or off them).
+	SuspectNodes []uint64 `json:"suspect_nodes,omitempty" yaml:"suspect_nodes,omitempty"`
 }
 
 func viewOperations(ops []*sundialv1.Operation) []operationView {
@@ -94,7 +97,14 @@ func viewOperations(ops []*sundialv1.Operation) []operationView {
 
 func renderOperations(w io.Writer, format string, v operationsView) error {
 	return render(w, format, v, func(w io.Writer) {
+		if len(v.SuspectNodes) > 0 {
+			fmt.Fprintf(w, "nodes %s not heard from lately (not declared dead): left out of the plan, nothing moves onto or off them\n",
+				joinIDs(v.SuspectNodes))
+		}
 		switch {
+		case len(v.Operations) == 0 && v.DryRun && len(v.SuspectNodes) > 0:
+			fmt.Fprintln(w, "nothing to move among the other nodes")
+			return
 		case len(v.Operations) == 0 && v.DryRun:
 			fmt.Fprintln(w, "balanced: nothing to move")
 			return
@@ -123,6 +133,14 @@ func renderOperations(w io.Writer, format string, v operationsView) error {
 				"(a shard moves one replica per plan, so more may follow)\n", len(v.Operations))
 		}
 	})
+}
+
+func joinIDs(ids []uint64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	return strings.Join(s, ", ")
 }
 
 func idOrDash(id uint64) any {
@@ -156,7 +174,8 @@ func runRebalance(ctx context.Context, c *cli.Context, e *env) error {
 	if err != nil {
 		return &opError{op: "rebalance", err: err}
 	}
-	v := operationsView{DryRun: req.GetDryRun(), Running: resp.GetRunning(), Operations: viewOperations(resp.GetOperations())}
+	v := operationsView{DryRun: req.GetDryRun(), Running: resp.GetRunning(), Operations: viewOperations(resp.GetOperations()),
+		SuspectNodes: resp.GetSuspectNodeIds()}
 	if req.GetDryRun() || c.Bool("no-wait") || len(v.Operations) == 0 {
 		return renderOperations(e.stdout, e.output, v)
 	}
@@ -196,7 +215,7 @@ func runRebalance(ctx context.Context, c *cli.Context, e *env) error {
 				continue
 			}
 		}
-		v.Operations = viewOperations(all)
+		v.Operations, v.SuspectNodes = viewOperations(all), resp.GetSuspectNodeIds()
 		if err := renderOperations(e.stdout, e.output, v); err != nil {
 			return err
 		}
@@ -207,6 +226,8 @@ func runRebalance(ctx context.Context, c *cli.Context, e *env) error {
 		}
 		switch {
 		case e.output != "table":
+		case len(resp.GetOperations()) == 0 && len(v.SuspectNodes) > 0:
+			fmt.Fprintln(e.stdout, "nothing left to move among the other nodes: run shardctl rebalance again once the nodes left out answer")
 		case len(resp.GetOperations()) == 0:
 			fmt.Fprintln(e.stdout, "balanced: nothing left to move")
 		case resp.GetRunning():

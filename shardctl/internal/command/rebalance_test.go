@@ -169,3 +169,36 @@ func TestViewOperationsNamesAdminStepShards(t *testing.T) {
 		t.Errorf("viewOperations(create-group).Steps = %q, step %q, want %q, step 2/2 register-group", got, v[0].Step, want)
 	}
 }
+
+// suspectRebalance plans nothing and names node 5 suspect, as the meta
+// leader answers while broker 5 misses its probes.
+type suspectRebalance struct {
+	sundialv1.UnimplementedClusterServer
+}
+
+func (suspectRebalance) Rebalance(context.Context, *sundialv1.RebalanceRequest) (*sundialv1.RebalanceResponse, error) {
+	return &sundialv1.RebalanceResponse{SuspectNodeIds: []uint64{5}}, nil
+}
+
+// A dry run that left a suspect node out says so and does not call the
+// cluster balanced (the empty node 5 would get replicas once it answers).
+func TestRebalanceDryRunNamesSuspectNodes(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	sundialv1.RegisterClusterServer(s, suspectRebalance{})
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	for _, args := range [][]string{{"rebalance", "--dry-run"}, {"rebalance"}} {
+		code, out, stderr := run(t, "", append([]string{"--proxy", lis.Addr().String()}, args...)...)
+		if code != ExitOK || !strings.Contains(out, "nodes 5 not heard from lately") || strings.Contains(out, "balanced") {
+			t.Errorf("Run(%q) = %d, stdout %q, stderr %q; want node 5 named as left out, not balanced", args, code, out, stderr)
+		}
+	}
+	code, out, _ := run(t, "", "--proxy", lis.Addr().String(), "rebalance", "--dry-run", "-o", "json")
+	if code != ExitOK || !strings.Contains(out, `"suspect_nodes": [`) {
+		t.Errorf("rebalance --dry-run -o json = %d, %q; want suspect_nodes", code, out)
+	}
+}

@@ -4412,9 +4412,13 @@ type RebalanceResponse struct {
 	Operations []*Operation `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
 	// running is set when operations were already unfinished: nothing new
 	// was planned.
-	Running       bool `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Running bool `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
+	// suspect_node_ids are the nodes the meta leader has not heard from
+	// lately (suspect_node_timeout), not declared dead: the plan moves no
+	// replica or leadership onto or off them.
+	SuspectNodeIds []uint64 `protobuf:"varint,3,rep,packed,name=suspect_node_ids,json=suspectNodeIds,proto3" json:"suspect_node_ids,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RebalanceResponse) Reset() {
@@ -4459,6 +4463,13 @@ func (x *RebalanceResponse) GetRunning() bool {
 		return x.Running
 	}
 	return false
+}
+
+func (x *RebalanceResponse) GetSuspectNodeIds() []uint64 {
+	if x != nil {
+		return x.SuspectNodeIds
+	}
+	return nil
 }
 
 type ListOperationsRequest struct {
@@ -5945,12 +5956,13 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\"R\n" +
 	"\x10RebalanceRequest\x12\x17\n" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12%\n" +
-	"\x0emax_operations\x18\x02 \x01(\rR\rmaxOperations\"d\n" +
+	"\x0emax_operations\x18\x02 \x01(\rR\rmaxOperations\"\x8e\x01\n" +
 	"\x11RebalanceResponse\x125\n" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x15.sundial.v1.OperationR\n" +
 	"operations\x12\x18\n" +
-	"\arunning\x18\x02 \x01(\bR\arunning\"@\n" +
+	"\arunning\x18\x02 \x01(\bR\arunning\x12(\n" +
+	"\x10suspect_node_ids\x18\x03 \x03(\x04R\x0esuspectNodeIds\"@\n" +
 	"\x15ListOperationsRequest\x12'\n" +
 	"\x0funfinished_only\x18\x01 \x01(\bR\x0eunfinishedOnly\"O\n" +
 	"\x16ListOperationsResponse\x125\n" +
