@@ -350,8 +350,23 @@ func (h *Host) reconcile(ctx context.Context) {
 			continue
 		}
 		h.mu.RLock()
-		_, running := h.shards[uint64(id)]
+		s, running := h.shards[uint64(id)]
 		h.mu.RUnlock()
+		if running && s.replicaID != uint64(r.ID) {
+			// An earlier replica of the shard runs here: a move onto this
+			// node rolled back and was planned again (a new replica id)
+			// while this node was down or behind, so it never saw the
+			// shard unplaced. The old replica left the membership (once
+			// it applies that, Dragonboat stops it): drop it and its data,
+			// then start the one placed.
+			h.log.Warn("replacing a replica of an earlier placement", zap.Uint64("shard_id", uint64(id)),
+				zap.Uint64("replica_id", s.replicaID), zap.Uint64("placed_replica_id", uint64(r.ID)))
+			if err := h.dropReplica(ctx, uint64(id), s); err != nil {
+				h.log.Error("drop a replica of an earlier placement", zap.Uint64("shard_id", uint64(id)), zap.Uint64("replica_id", s.replicaID), zap.Error(err))
+				continue
+			}
+			running = false
+		}
 		if !running {
 			start := h.startShard
 			if r.Join {

@@ -147,10 +147,51 @@ func (h *Host) ShardLeader(shard uint64) uint64 {
 }
 
 // startJoining starts r, a replica added to a running shard, with
-// join=true and no initial members: it catches up from the leader.
+// join=true and no initial members: it catches up from the leader. On its
+// first start nothing of an earlier replica of the shard may be left on
+// this node (one a rolled-back move placed here): its Raft data is removed
+// and the shard's key range deleted, so r's state machine opens empty
+// (Open answers the applied index of the keys it finds) and takes the
+// leader's snapshot.
 func (h *Host) startJoining(ctx context.Context, sh *meta.Shard, r meta.Replica) error {
-	join := !h.nh.HasNodeInfo(uint64(sh.ID), uint64(r.ID))
+	id := uint64(sh.ID)
+	join := !h.nh.HasNodeInfo(id, uint64(r.ID))
+	if join {
+		for _, ni := range h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{}).LogInfo {
+			if ni.ShardID != id || ni.ReplicaID == uint64(r.ID) {
+				continue
+			}
+			h.log.Warn("removing the data of an earlier replica before a replica joins", zap.Uint64("shard_id", id),
+				zap.Uint64("replica_id", ni.ReplicaID), zap.Uint64("placed_replica_id", uint64(r.ID)))
+			if err := h.removeData(ctx, id, ni.ReplicaID); err != nil {
+				return fmt.Errorf("remove earlier replica %d: %w", ni.ReplicaID, err)
+			}
+		}
+		if err := h.db.DeleteRange(keys.ShardPrefix(id), keys.ShardEnd(id), pebble.Sync); err != nil {
+			return fmt.Errorf("delete key range before a join: %w", err)
+		}
+	}
 	return h.startReplica(ctx, sh, r, nil, join)
+}
+
+// dropReplica stops s, a replica running here, removes its Raft data and
+// its shard's key range, and forgets it; on an error s stays, to be
+// dropped again.
+func (h *Host) dropReplica(ctx context.Context, id uint64, s *shard) error {
+	if err := h.removeData(ctx, id, s.replicaID); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if h.shards[id] == s {
+		delete(h.shards, id)
+	}
+	h.mu.Unlock()
+	if s.dispatcher != nil {
+		s.dispatcher.Stop()
+	}
+	s.proposer.Close()
+	h.notifyChanged()
+	return nil
 }
 
 // dropUnplaced stops the replicas running here that the meta state no
