@@ -175,7 +175,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
 		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
 		MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
-		MetaVoterDead: cluster.ReplaceDeadVoter,
+		MetaVoterDead: cluster.ReplaceDeadVoter, MetaVoters: cluster.MetaVoters,
 	}, s.log, s.reg)
 	cluster.SetSuspects(s.healer.Suspects)
 	s.healer.Start(context.WithoutCancel(ctx))

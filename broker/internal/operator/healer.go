@@ -35,6 +35,9 @@ import (
 // leader (these repairs, Rebalance, DrainNode) leaves it alone as
 // rebalance.Options.Unavailable: no replica or leadership moves onto it,
 // where the move would wait for it to catch up and roll back, nor off it.
+//
+// Each round ends with HealerConfig.MetaVoters, which the broker uses to
+// keep three live meta voters as the cluster grows by joins.
 
 // HealerHost is what the healer needs of the broker's host.
 type HealerHost interface {
@@ -84,6 +87,12 @@ type HealerConfig struct {
 	// meta group survives the next loss. Default nil: the dead voter stays
 	// a member and the meta group runs on the others.
 	MetaVoterDead func(ctx context.Context, id meta.NodeID)
+	// MetaVoters, when set, is called (on the healer's goroutine) at the
+	// end of every round on the meta leader, once this round's suspects
+	// are known: the place to promote non-voting members while the meta
+	// group has fewer than 3 live voters. Default nil: the voters stay as
+	// they are.
+	MetaVoters func(ctx context.Context)
 }
 
 func (c HealerConfig) withDefaults() HealerConfig {
@@ -187,7 +196,7 @@ func (h *Healer) loop(ctx context.Context) {
 	}
 }
 
-// tick runs one round: probe, declare, repair.
+// tick runs one round: probe, declare, repair, then the MetaVoters hook.
 func (h *Healer) tick(ctx context.Context) {
 	if meta.NodeID(h.host.MetaLeader()) != h.self {
 		if h.live != nil {
@@ -218,6 +227,9 @@ func (h *Healer) tick(ctx context.Context) {
 	}
 	suspects := h.noteSuspects(h.live.suspects(st, h.self, h.cfg.SuspectAfter, now), now)
 	h.repair(ctx, st, suspects, now)
+	if h.cfg.MetaVoters != nil {
+		h.cfg.MetaVoters(ctx)
+	}
 }
 
 // probeAll probes every registered, non-removed node but this one at once

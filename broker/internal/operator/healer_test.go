@@ -358,3 +358,34 @@ func TestHealerSuspectsGetNoRepairs(t *testing.T) {
 		t.Fatalf("Suspects() while not leading meta = %v, want nil", got)
 	}
 }
+
+// MetaVoters is called once a round on the meta leader, after the round
+// published its suspects (the hook plans around them), and never on a
+// broker that does not lead meta.
+func TestHealerCallsMetaVotersEachRound(t *testing.T) {
+	fh := &fakeHost{st: cluster(3), leader: 1}
+	fp := &fakeProber{up: map[meta.NodeID]bool{2: true}}
+	now := t0
+	var h *Healer
+	var calls int
+	var sawSuspect bool
+	h = NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: time.Minute, Now: func() time.Time { return now },
+		MetaVoters: func(context.Context) {
+			calls++
+			sawSuspect = h.Suspects()[3]
+		}}, zaptest.NewLogger(t), nil)
+	for range 5 {
+		now = now.Add(time.Second)
+		h.tick(context.Background())
+	}
+	if calls != 5 || !sawSuspect {
+		t.Fatalf("after 5 rounds leading meta: MetaVoters called %d times, last saw node 3 suspect: %v; want 5, true", calls, sawSuspect)
+	}
+	fh.mu.Lock()
+	fh.leader = 2
+	fh.mu.Unlock()
+	h.tick(context.Background())
+	if calls != 5 {
+		t.Fatalf("a round not leading meta called MetaVoters (%d calls), want none", calls)
+	}
+}

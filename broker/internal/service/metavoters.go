@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -13,6 +14,10 @@ import (
 // can: three survive the loss of any one host.
 const metaVoterTarget = 3
 
+// metaVotersTimeout bounds one MetaVoters call, so a meta group that does
+// not answer holds the healer's round up no longer.
+const metaVotersTimeout = 30 * time.Second
+
 // MetaVoters promotes non-voting members of the meta group to voters
 // while fewer than three of its voters are live, as metaVoterPromotions
 // decides, so a cluster that grew from one broker by joins survives the
@@ -20,6 +25,8 @@ const metaVoterTarget = 3
 // promoted`, reason "fewer than 3 voters") and recorded (set_meta_voter).
 // The healer calls it each round on the meta leader.
 func (c *Cluster) MetaVoters(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, metaVotersTimeout)
+	defer cancel()
 	st, err := c.host.ReadMeta(ctx)
 	if err != nil {
 		c.log.Warn("meta voters: read meta", zap.Error(err))
