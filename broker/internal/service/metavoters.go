@@ -54,8 +54,10 @@ func (c *Cluster) MetaVoters(ctx context.Context) {
 // metaVoterPromotions decides which non-voting members of the meta group
 // (voters and nonVoting are its membership, node id → Raft address) to
 // promote so that it has metaVoterTarget live voters: a voter is live
-// when it is registered, not dead and not suspect; a candidate when it is
-// active, not suspect and live (asked only while voters are missing). It
+// when it is registered and neither dead nor removed (a suspect voter
+// still counts: it may answer again soon, and a promotion is never undone;
+// once declared dead it no longer does); a candidate when it is active,
+// not suspect and live (asked only while voters are missing). It
 // answers the lowest ids first, as many as are missing, but never a count
 // that leaves the group with an even number of voters short of the
 // target: 1 voter and one candidate stay 1 voter, since 2 voters survive
@@ -63,7 +65,7 @@ func (c *Cluster) MetaVoters(ctx context.Context) {
 func metaVoterPromotions(st *meta.State, voters, nonVoting map[uint64]string, suspect map[meta.NodeID]bool, live func(*meta.Node) bool) []uint64 {
 	alive := 0
 	for id := range voters {
-		if n := st.Nodes[meta.NodeID(id)]; n != nil && n.State != meta.NodeDead && n.State != meta.NodeRemoved && !suspect[n.ID] {
+		if n := st.Nodes[meta.NodeID(id)]; n != nil && n.State != meta.NodeDead && n.State != meta.NodeRemoved {
 			alive++
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"github.com/sundialmq/sundial/meta"
 )
 
-// metaVoterPromotions tops the meta group up to 3 live voters with the
-// lowest active, answering, unsuspected non-voting members, and never
-// stops short at an even number of voters.
+// metaVoterPromotions tops the meta group up to 3 live (not dead) voters
+// with the lowest active, answering, unsuspected non-voting members, and
+// never stops short at an even number of voters.
 func TestMetaVoterPromotions(t *testing.T) {
 	members := func(ids ...uint64) map[uint64]string {
 		m := map[uint64]string{}
@@ -25,6 +25,7 @@ func TestMetaVoterPromotions(t *testing.T) {
 		down      []uint64 // nodes that do not answer
 		suspect   []uint64
 		dead      []uint64
+		removed   []uint64
 		draining  []uint64
 		want      []uint64
 	}{
@@ -34,7 +35,9 @@ func TestMetaVoterPromotions(t *testing.T) {
 		{name: "2 voters, 1 joined", voters: []uint64{1, 2}, nonVoting: []uint64{3, 4}, want: []uint64{3}},
 		{name: "3 voters: nothing", voters: []uint64{1, 2, 3}, nonVoting: []uint64{4, 5}},
 		{name: "a dead voter is not live", voters: []uint64{1, 2, 3}, nonVoting: []uint64{4}, dead: []uint64{3}, want: []uint64{4}},
-		{name: "a suspect voter is not live", voters: []uint64{1, 2, 3}, nonVoting: []uint64{4}, suspect: []uint64{2}, want: []uint64{4}},
+		{name: "a suspect voter still counts", voters: []uint64{1, 2, 3}, nonVoting: []uint64{4}, suspect: []uint64{2}},
+		{name: "a removed voter is not live", voters: []uint64{1, 2, 3}, nonVoting: []uint64{4}, removed: []uint64{2}, want: []uint64{4}},
+		{name: "2 live of 4 voters, 1 joined", voters: []uint64{1, 2, 3, 4}, nonVoting: []uint64{5}, dead: []uint64{3, 4}, want: []uint64{5}},
 		{name: "skip the down, suspect and draining", voters: []uint64{1}, nonVoting: []uint64{2, 3, 4, 5, 6}, down: []uint64{2}, suspect: []uint64{3}, draining: []uint64{4}, want: []uint64{5, 6}},
 		{name: "1 voter, 2 joined, one down: stay at 1", voters: []uint64{1}, nonVoting: []uint64{2, 3}, down: []uint64{3}},
 		{name: "1 voter, nobody joined", voters: []uint64{1}},
@@ -51,6 +54,9 @@ func TestMetaVoterPromotions(t *testing.T) {
 			}
 			for _, id := range tc.dead {
 				st.Nodes[meta.NodeID(id)].State = meta.NodeDead
+			}
+			for _, id := range tc.removed {
+				st.Nodes[meta.NodeID(id)].State = meta.NodeRemoved
 			}
 			suspect := map[meta.NodeID]bool{}
 			for _, id := range tc.suspect {
