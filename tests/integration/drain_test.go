@@ -47,6 +47,67 @@ func nodeInfo(t *testing.T, c *Cluster, id uint64) *sundialv1.Node {
 	return nil
 }
 
+// newDrainCluster starts 3 brokers with shards shards and joins a 4th (node
+// 4, not a meta voter, so it is the one promoted when a voter is removed).
+// Operation steps get generous timeouts: the machine is slow and moves run
+// under traffic. It returns the cluster and a Cluster client through the
+// proxy.
+func newDrainCluster(t *testing.T, shards int) (*Cluster, sundialv1.ClusterClient) {
+	t.Helper()
+	c := New(t, Config{Shards: shards, Tune: func(bc *broker.Config) {
+		bc.Operations.StepTimeout = 20 * time.Second
+		bc.Operations.CatchUpTimeout = 60 * time.Second
+	}})
+	cfg := joinConfig(t, c, 0, seedsFollowerFirst(t, c)...)
+	c.Nodes = append(c.Nodes, &Node{Config: cfg})
+	c.StartBroker(3)
+	return c, clusterClient(t, c.Proxy.GRPCAddr())
+}
+
+// initialMemberOtherThan is the lowest id of the 3 initial members that is
+// not id.
+func initialMemberOtherThan(id uint64) uint64 {
+	if id == 1 {
+		return 2
+	}
+	return 1
+}
+
+// drainUntilEmpty repeats DrainNode(id), as shardctl drain-node does, until
+// the node holds no replica, leads no shard and no operation is pending.
+func drainUntilEmpty(t *testing.T, cl sundialv1.ClusterClient, id uint64) {
+	t.Helper()
+	Eventually(t, 150*time.Second, func() error {
+		ctx, cancel := callCtx()
+		defer cancel()
+		resp, err := cl.DrainNode(ctx, &sundialv1.DrainNodeRequest{NodeId: id})
+		if err != nil {
+			return err
+		}
+		if resp.RemainingReplicas+resp.RemainingLeaders+resp.PendingOperations > 0 {
+			return fmt.Errorf("node %d still holds %d replicas, leads %d, %d operations pending", id,
+				resp.RemainingReplicas, resp.RemainingLeaders, resp.PendingOperations)
+		}
+		return nil
+	})
+}
+
+// waitMetaAnswers waits until the meta group, after voter stopped was
+// stopped, commits again: creating topic succeeds (or finds it made by an
+// earlier try).
+func waitMetaAnswers(t *testing.T, c *Cluster, stopped uint64, topic string) {
+	t.Helper()
+	Eventually(t, 60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := c.Admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: topic}})
+		if err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("meta group does not answer after stopping voter %d: %w", stopped, err)
+		}
+		return nil
+	})
+}
+
 // TestDrainAndRemoveNodeUnderTraffic: 3 brokers and a 4th joined, under
 // the recorded publish/consume workload. Node removal is refused with what
 // to do (unknown id, id 0, a node not drained, --force on a live node, a
@@ -61,21 +122,9 @@ func nodeInfo(t *testing.T, c *Cluster, id uint64) *sundialv1.Node {
 // drain, so the meta leader hosts every shard the drain moves (the
 // executor changes membership through the meta leader's replicas).
 func TestDrainAndRemoveNodeUnderTraffic(t *testing.T) {
-	c := New(t, Config{Shards: 4, Tune: func(bc *broker.Config) {
-		bc.Operations.StepTimeout = 20 * time.Second
-		bc.Operations.CatchUpTimeout = 60 * time.Second
-	}})
-	cfg := joinConfig(t, c, 0, seedsFollowerFirst(t, c)...)
-	c.Nodes = append(c.Nodes, &Node{Config: cfg})
-	c.StartBroker(3)
-	cl := clusterClient(t, c.Proxy.GRPCAddr())
+	c, cl := newDrainCluster(t, 4)
 	metaLeader := clusterInfo(t, c).MetaLeaderNodeId
-	var victim uint64
-	for n := uint64(1); n <= 3 && victim == 0; n++ {
-		if n != metaLeader {
-			victim = n
-		}
-	}
+	victim := initialMemberOtherThan(metaLeader)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -116,19 +165,7 @@ func TestDrainAndRemoveNodeUnderTraffic(t *testing.T) {
 
 	// Repeat the drain (as shardctl drain-node does) until the node holds
 	// nothing.
-	Eventually(t, 150*time.Second, func() error {
-		ctx, cancel := callCtx()
-		defer cancel()
-		resp, err := cl.DrainNode(ctx, &sundialv1.DrainNodeRequest{NodeId: victim})
-		if err != nil {
-			return err
-		}
-		if resp.RemainingReplicas+resp.RemainingLeaders+resp.PendingOperations > 0 {
-			return fmt.Errorf("node %d still holds %d replicas, leads %d, %d operations pending", victim,
-				resp.RemainingReplicas, resp.RemainingLeaders, resp.PendingOperations)
-		}
-		return nil
-	})
+	drainUntilEmpty(t, cl, victim)
 	for shard, on := range shards(t, cl) {
 		if slices.Contains(on, victim) || len(on) != 3 {
 			t.Fatalf("shard %d on nodes %v after draining node %d, want 3 replicas, none on it", shard, on, victim)
@@ -209,14 +246,11 @@ func TestDrainAndRemoveNodeUnderTraffic(t *testing.T) {
 	// The meta group has 3 voters again (the 2 left and node 4): it
 	// survives losing one more, here its leader.
 	c.StopBroker(int(metaLeader - 1))
+	waitMetaAnswers(t, c, metaLeader, "after-removal")
 	Eventually(t, 60*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err := c.Admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "after-removal"}})
-		if err != nil && status.Code(err) != codes.AlreadyExists {
-			return fmt.Errorf("meta group does not answer after stopping voter %d: %w", metaLeader, err)
-		}
-		_, err = cl.ListOperations(ctx, &sundialv1.ListOperationsRequest{})
+		_, err := cl.ListOperations(ctx, &sundialv1.ListOperationsRequest{})
 		return err
 	})
 }
@@ -228,22 +262,10 @@ func TestDrainAndRemoveNodeUnderTraffic(t *testing.T) {
 // the dead node held, so each shard is back to 3 replicas, none on it.
 // The meta group then survives losing another voter.
 func TestForceRemoveDeadNode(t *testing.T) {
-	c := New(t, Config{Shards: 2, Tune: func(bc *broker.Config) {
-		bc.Operations.StepTimeout = 20 * time.Second
-		bc.Operations.CatchUpTimeout = 60 * time.Second
-	}})
-	cfg := joinConfig(t, c, 0, seedsFollowerFirst(t, c)...)
-	c.Nodes = append(c.Nodes, &Node{Config: cfg})
-	c.StartBroker(3)
-	cl := clusterClient(t, c.Proxy.GRPCAddr())
+	c, cl := newDrainCluster(t, 2)
 	publish(t, c, &sundialv1.Message{Topic: "dead", Payload: []byte("before the death")})
 	metaLeader := clusterInfo(t, c).MetaLeaderNodeId
-	var dead uint64
-	for n := uint64(1); n <= 3 && dead == 0; n++ {
-		if n != metaLeader {
-			dead = n
-		}
-	}
+	dead := initialMemberOtherThan(metaLeader)
 	c.StopBroker(int(dead - 1))
 	c.WaitReady()
 
@@ -277,15 +299,7 @@ func TestForceRemoveDeadNode(t *testing.T) {
 	// Voters now: the two initial members left and node 4. Stop the
 	// leader: the other two still answer.
 	c.StopBroker(int(metaLeader - 1))
-	Eventually(t, 60*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err := c.Admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "after-force"}})
-		if err != nil && status.Code(err) != codes.AlreadyExists {
-			return fmt.Errorf("meta group does not answer after stopping voter %d: %w", metaLeader, err)
-		}
-		return nil
-	})
+	waitMetaAnswers(t, c, metaLeader, "after-force")
 }
 
 // TestDrainAndRemoveMetaLeader: the broker leading the meta group (and
@@ -294,28 +308,9 @@ func TestForceRemoveDeadNode(t *testing.T) {
 // removal and promotes the joined broker, and the cluster keeps 3 meta
 // voters and 3 replicas of every shard, none on the removed node.
 func TestDrainAndRemoveMetaLeader(t *testing.T) {
-	c := New(t, Config{Shards: 2, Tune: func(bc *broker.Config) {
-		bc.Operations.StepTimeout = 20 * time.Second
-		bc.Operations.CatchUpTimeout = 60 * time.Second
-	}})
-	cfg := joinConfig(t, c, 0, seedsFollowerFirst(t, c)...)
-	c.Nodes = append(c.Nodes, &Node{Config: cfg})
-	c.StartBroker(3)
-	cl := clusterClient(t, c.Proxy.GRPCAddr())
+	c, cl := newDrainCluster(t, 2)
 	leader := clusterInfo(t, c).MetaLeaderNodeId
-	Eventually(t, 150*time.Second, func() error {
-		ctx, cancel := callCtx()
-		defer cancel()
-		resp, err := cl.DrainNode(ctx, &sundialv1.DrainNodeRequest{NodeId: leader})
-		if err != nil {
-			return err
-		}
-		if resp.RemainingReplicas+resp.RemainingLeaders+resp.PendingOperations > 0 {
-			return fmt.Errorf("node %d still holds %d replicas, leads %d, %d operations pending", leader,
-				resp.RemainingReplicas, resp.RemainingLeaders, resp.PendingOperations)
-		}
-		return nil
-	})
+	drainUntilEmpty(t, cl, leader)
 	rctx, rcancel := callCtx()
 	defer rcancel()
 	rm, err := cl.RemoveNode(rctx, &sundialv1.RemoveNodeRequest{NodeId: leader})
