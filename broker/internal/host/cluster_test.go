@@ -1,12 +1,17 @@
 package host
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
+	"github.com/sundialmq/sundial/meta"
 )
 
 // testCluster is n initial members on loopback addresses, each with its
@@ -48,4 +53,61 @@ func (c *testCluster) start(id uint64) *Host {
 		c.t.Fatal(err)
 	}
 	return h
+}
+
+// startAll runs the hosts of every member and stops, when the test ends,
+// the hosts the returned map holds then: a test that stops a host deletes
+// it from the map, and puts the restarted one back.
+func (c *testCluster) startAll() map[uint64]*Host {
+	c.t.Helper()
+	hosts := map[uint64]*Host{}
+	c.t.Cleanup(func() {
+		for _, h := range hosts {
+			h.Stop()
+		}
+	})
+	for id := uint64(1); id <= uint64(len(c.members)); id++ {
+		hosts[id] = c.start(id)
+	}
+	return hosts
+}
+
+// proposeSweep proposes one sweep command to shard through whichever of
+// hosts leads it, retrying until a leader takes it: an entry in the
+// shard's log and a write to every replica's state DB.
+func proposeSweep(t *testing.T, hosts map[uint64]*Host, shard uint64) {
+	t.Helper()
+	poll(t, 30*time.Second, func() error {
+		for _, h := range hosts {
+			if lead, _, _, _ := h.LeaderInfo(shard); lead != nil {
+				pctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				_, err := lead.Proposer.Propose(pctx, &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}})
+				cancel()
+				if err == nil {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no leader of shard %d took a proposal", shard)
+	})
+}
+
+// submitOperation submits op to the meta group through via, retrying
+// until it is accepted, and answers the operation's id.
+func submitOperation(ctx context.Context, t *testing.T, via *Host, op meta.Operation) meta.OperationID {
+	t.Helper()
+	var opID meta.OperationID
+	poll(t, 60*time.Second, func() error {
+		code, data, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: []meta.Operation{op}})
+		if err != nil || code != meta.ResultOK {
+			return fmt.Errorf("submit = %d: %w", code, err)
+		}
+		var ids []meta.OperationID
+		if err := json.Unmarshal(data, &ids); err != nil || len(ids) != 1 {
+			return fmt.Errorf("submit answered %q", data)
+		}
+		opID = ids[0]
+		return nil
+	})
+	return opID
 }

@@ -2,12 +2,10 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/meta"
 )
 
@@ -46,113 +44,24 @@ func TestMovedReplicaRunsAfterRestart(t *testing.T) {
 func testMovedReplicaRestart(t *testing.T, stopAt meta.StepKind, snapshotAfter bool) {
 	c := newTestCluster(t, 4, 1, 3)
 	c.snapshots = 20
-	hosts := map[uint64]*Host{}
-	for id := uint64(1); id <= 4; id++ {
-		hosts[id] = c.start(id)
-	}
-	defer func() {
-		for _, h := range hosts {
-			h.Stop()
-		}
-	}()
-	var shard uint64
-	var target uint64
-	var from meta.NodeID
-	poll(t, 60*time.Second, func() error {
-		st := hosts[1].Meta()
-		if len(st.Shards) != 1 {
-			return fmt.Errorf("meta has %d shards", len(st.Shards))
-		}
-		for _, id := range st.ShardIDs() {
-			shard = uint64(id)
-			for n := uint64(1); n <= 4; n++ {
-				if _, ok := st.Shards[id].ReplicaOn(meta.NodeID(n)); !ok {
-					target = n
-				}
-			}
-			from = st.Shards[id].Replicas[0].Node
-		}
-		for n, h := range hosts {
-			if n != target && h.ShardLeader(shard) == 0 {
-				return fmt.Errorf("node %d knows no leader of shard %d", n, shard)
-			}
-		}
-		return nil
-	})
+	hosts := c.startAll()
+	shard, target, from := moveTarget(t, hosts)
 	via := hosts[uint64(from)]
-	propose := func(h *Host) error {
-		if lead, _, _, _ := h.LeaderInfo(shard); lead != nil {
-			pctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-			defer cancel()
-			_, err := lead.Proposer.Propose(pctx, &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}})
-			return err
-		}
-		return fmt.Errorf("not the leader")
-	}
 	// Entries in the log before the move, past a snapshot of the source.
 	for i := 0; i < 30; i++ {
-		poll(t, 30*time.Second, func() error {
-			for _, h := range hosts {
-				if propose(h) == nil {
-					return nil
-				}
-			}
-			return fmt.Errorf("no leader of shard %d took a proposal", shard)
-		})
+		proposeSweep(t, hosts, shard)
 	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
 	defer cancel()
-	var opID meta.OperationID
-	poll(t, 30*time.Second, func() error {
-		code, data, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations,
-			Operations: []meta.Operation{meta.NewMoveReplica(meta.EventShardID(shard), from, meta.NodeID(target), 0, "test", meta.DefaultStepTimeouts())}})
-		if err != nil || code != meta.ResultOK {
-			return fmt.Errorf("submit = %d: %w", code, err)
-		}
-		var ids []meta.OperationID
-		if err := json.Unmarshal(data, &ids); err != nil || len(ids) != 1 {
-			return fmt.Errorf("submit answered %q", data)
-		}
-		opID = ids[0]
-		return nil
-	})
-	op := func() *meta.Operation { return via.Meta().Operations[opID] }
-	advance := func(step int) {
-		poll(t, 30*time.Second, func() error {
-			if o := op(); o != nil && o.Current > step {
-				return nil
-			}
-			_, _, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: opID, Step: step})
-			if err != nil {
-				return err
-			}
-			return fmt.Errorf("operation %d at step %d, want past %d", opID, op().Current, step)
-		})
-	}
-	poll(t, 30*time.Second, func() error {
-		if op() == nil {
-			return fmt.Errorf("operation %d not in node %d's meta state yet", opID, from)
-		}
-		return nil
-	})
-	newReplica := uint64(op().NewReplica)
-	raftAddr := c.members[target].RaftAddr
-	poll(t, 30*time.Second, func() error { return via.AddLearner(ctx, shard, newReplica, raftAddr) })
-	advance(0) // add-learner: node 4's host starts the learner joining
+	// add-learner: node 4's host starts the learner joining
+	opID, newReplica := startMove(ctx, t, c, via, shard, target, from)
 	stopAndRestart := func() {
 		hosts[target].Stop()
 		delete(hosts, target)
 		if snapshotAfter {
 			for i := 0; i < 50; i++ {
-				poll(t, 30*time.Second, func() error {
-					for _, h := range hosts {
-						if propose(h) == nil {
-							return nil
-						}
-					}
-					return fmt.Errorf("no leader of shard %d took a proposal", shard)
-				})
+				proposeSweep(t, hosts, shard)
 			}
 		}
 		hosts[target] = c.start(target)
@@ -162,17 +71,12 @@ func testMovedReplicaRestart(t *testing.T, stopAt meta.StepKind, snapshotAfter b
 	}
 	// wait-catch-up: node 4's host reports it once its replica serves a
 	// read index.
-	poll(t, 60*time.Second, func() error {
-		if cur := op().Current; cur < 2 {
-			return fmt.Errorf("operation %d at step %d, want node %d to report its catch-up", opID, cur, target)
-		}
-		return nil
-	})
+	waitCatchUpReported(t, via, opID, target)
 	if stopAt == meta.StepWaitCatchUp {
 		stopAndRestart()
 	}
-	poll(t, 30*time.Second, func() error { return via.Promote(ctx, shard, newReplica, raftAddr) })
-	advance(2)
+	poll(t, 30*time.Second, func() error { return via.Promote(ctx, shard, newReplica, c.members[target].RaftAddr) })
+	advanceOperation(ctx, t, via, opID, 2)
 	if stopAt == meta.StepPromote {
 		stopAndRestart()
 	}
@@ -181,13 +85,7 @@ func testMovedReplicaRestart(t *testing.T, stopAt meta.StepKind, snapshotAfter b
 		if !h.HostsShard(shard) {
 			return fmt.Errorf("node %d restarted does not host shard %d", target, shard)
 		}
-		if _, err := h.StateHash(shard); err != nil {
-			return fmt.Errorf("node %d restarted: state hash of shard %d: %w", target, shard, err)
-		}
-		if !h.caughtUp(shard) {
-			return fmt.Errorf("node %d restarted: shard %d serves no read index", target, shard)
-		}
-		return nil
+		return serves(h, target, shard)
 	})
 	// The replica votes once promoted: the shard's leadership can move to it.
 	{
@@ -217,17 +115,47 @@ func TestReplannedMoveRunsNewReplicaAfterRestart(t *testing.T) {
 		t.Skip("starts four NodeHosts")
 	}
 	c := newTestCluster(t, 4, 1, 3)
-	hosts := map[uint64]*Host{}
-	for id := uint64(1); id <= 4; id++ {
-		hosts[id] = c.start(id)
+	hosts := c.startAll()
+	shard, target, from := moveTarget(t, hosts)
+	via := hosts[uint64(from)]
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	first, r1 := startMove(ctx, t, c, via, shard, target, from)
+	waitCatchUpReported(t, via, first, target)
+	hosts[target].Stop()
+	delete(hosts, target)
+	// While target is down: the first move rolls back (its learner leaves
+	// the membership and the placement) and a second move onto target adds
+	// a new learner.
+	poll(t, 30*time.Second, func() error { return via.RemoveReplica(ctx, shard, r1) })
+	poll(t, 30*time.Second, func() error {
+		_, _, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpFinishOperation, OperationID: first, Status: meta.OperationRolledBack, Error: "test"})
+		return err
+	})
+	_, r2 := startMove(ctx, t, c, via, shard, target, from)
+	if r2 == r1 {
+		t.Fatalf("second move reused replica id %d", r1)
 	}
-	defer func() {
-		for _, h := range hosts {
-			h.Stop()
+
+	hosts[target] = c.start(target)
+	h := hosts[target]
+	poll(t, 60*time.Second, func() error {
+		h.mu.RLock()
+		s := h.shards[shard]
+		h.mu.RUnlock()
+		if s == nil || s.replicaID != r2 {
+			return fmt.Errorf("node %d restarted runs %+v of shard %d, want replica %d", target, s, shard, r2)
 		}
-	}()
-	var shard, target uint64
-	var from meta.NodeID
+		return serves(h, target, shard)
+	})
+}
+
+// moveTarget waits until hosts (4 nodes, one shard of 3 replicas) agree on
+// the shard and every node that runs it knows its leader, and answers the
+// shard, the node without a replica of it (where a move goes) and the node
+// of its first replica (where the move comes from).
+func moveTarget(t *testing.T, hosts map[uint64]*Host) (shard, target uint64, from meta.NodeID) {
+	t.Helper()
 	poll(t, 60*time.Second, func() error {
 		st := hosts[1].Meta()
 		if len(st.Shards) != 1 {
@@ -249,86 +177,65 @@ func TestReplannedMoveRunsNewReplicaAfterRestart(t *testing.T) {
 		}
 		return nil
 	})
-	via := hosts[uint64(from)]
-	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
-	defer cancel()
-	raftAddr := c.members[target].RaftAddr
-	// addLearner submits a move onto target and carries out its add-learner
-	// step: target's host then starts the learner. It answers the
-	// operation id and the new replica's id.
-	addLearner := func() (meta.OperationID, uint64) {
-		var opID meta.OperationID
-		poll(t, 30*time.Second, func() error {
-			code, data, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations,
-				Operations: []meta.Operation{meta.NewMoveReplica(meta.EventShardID(shard), from, meta.NodeID(target), 0, "test", meta.DefaultStepTimeouts())}})
-			if err != nil || code != meta.ResultOK {
-				return fmt.Errorf("submit = %d: %w", code, err)
-			}
-			var ids []meta.OperationID
-			if err := json.Unmarshal(data, &ids); err != nil || len(ids) != 1 {
-				return fmt.Errorf("submit answered %q", data)
-			}
-			opID = ids[0]
-			return nil
-		})
-		var replica uint64
-		poll(t, 30*time.Second, func() error {
-			if op := via.Meta().Operations[opID]; op != nil {
-				replica = uint64(op.NewReplica)
-				return nil
-			}
-			return fmt.Errorf("operation %d not in node %d's meta state yet", opID, from)
-		})
-		poll(t, 30*time.Second, func() error { return via.AddLearner(ctx, shard, replica, raftAddr) })
-		poll(t, 30*time.Second, func() error {
-			if op := via.Meta().Operations[opID]; op != nil && op.Current > 0 {
-				return nil
-			}
-			_, _, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: opID, Step: 0})
-			if err != nil {
-				return err
-			}
-			return fmt.Errorf("operation %d still at add-learner", opID)
-		})
-		return opID, replica
-	}
-	first, r1 := addLearner()
-	poll(t, 60*time.Second, func() error {
-		if op := via.Meta().Operations[first]; op.Current < 2 {
-			return fmt.Errorf("operation %d at step %d, want node %d to report its catch-up", first, op.Current, target)
-		}
-		return nil
-	})
-	hosts[target].Stop()
-	delete(hosts, target)
-	// While target is down: the first move rolls back (its learner leaves
-	// the membership and the placement) and a second move onto target adds
-	// a new learner.
-	poll(t, 30*time.Second, func() error { return via.RemoveReplica(ctx, shard, r1) })
-	poll(t, 30*time.Second, func() error {
-		_, _, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpFinishOperation, OperationID: first, Status: meta.OperationRolledBack, Error: "test"})
-		return err
-	})
-	_, r2 := addLearner()
-	if r2 == r1 {
-		t.Fatalf("second move reused replica id %d", r1)
-	}
+	return shard, target, from
+}
 
-	hosts[target] = c.start(target)
-	h := hosts[target]
+// startMove submits a move of shard's replica on from onto target through
+// via and carries out its add-learner step, as the executor would:
+// target's host then starts the learner. It answers the operation id and
+// the new replica's id.
+func startMove(ctx context.Context, t *testing.T, c *testCluster, via *Host, shard, target uint64, from meta.NodeID) (meta.OperationID, uint64) {
+	t.Helper()
+	opID := submitOperation(ctx, t, via, meta.NewMoveReplica(meta.EventShardID(shard), from, meta.NodeID(target), 0, "test", meta.DefaultStepTimeouts()))
+	var replica uint64
+	poll(t, 30*time.Second, func() error {
+		if op := via.Meta().Operations[opID]; op != nil {
+			replica = uint64(op.NewReplica)
+			return nil
+		}
+		return fmt.Errorf("operation %d not in node %d's meta state yet", opID, from)
+	})
+	poll(t, 30*time.Second, func() error { return via.AddLearner(ctx, shard, replica, c.members[target].RaftAddr) })
+	advanceOperation(ctx, t, via, opID, 0)
+	return opID, replica
+}
+
+// advanceOperation proposes through via that operation opID is past step,
+// retrying until via's meta state shows it so.
+func advanceOperation(ctx context.Context, t *testing.T, via *Host, opID meta.OperationID, step int) {
+	t.Helper()
+	poll(t, 30*time.Second, func() error {
+		if op := via.Meta().Operations[opID]; op != nil && op.Current > step {
+			return nil
+		}
+		_, _, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: opID, Step: step})
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("operation %d not past step %d yet", opID, step)
+	})
+}
+
+// waitCatchUpReported waits until operation opID is past wait-catch-up:
+// target's host reported that its learner serves a read index.
+func waitCatchUpReported(t *testing.T, via *Host, opID meta.OperationID, target uint64) {
+	t.Helper()
 	poll(t, 60*time.Second, func() error {
-		h.mu.RLock()
-		s := h.shards[shard]
-		h.mu.RUnlock()
-		if s == nil || s.replicaID != r2 {
-			return fmt.Errorf("node %d restarted runs %+v of shard %d, want replica %d", target, s, shard, r2)
-		}
-		if _, err := h.StateHash(shard); err != nil {
-			return fmt.Errorf("node %d restarted: state hash of shard %d: %w", target, shard, err)
-		}
-		if !h.caughtUp(shard) {
-			return fmt.Errorf("node %d restarted: shard %d serves no read index", target, shard)
+		if op := via.Meta().Operations[opID]; op == nil || op.Current < 2 {
+			return fmt.Errorf("operation %d at %+v, want node %d to report its catch-up", opID, op, target)
 		}
 		return nil
 	})
+}
+
+// serves says why node's host h does not serve shard yet: no state hash,
+// or no read index.
+func serves(h *Host, node, shard uint64) error {
+	if _, err := h.StateHash(shard); err != nil {
+		return fmt.Errorf("node %d restarted: state hash of shard %d: %w", node, shard, err)
+	}
+	if !h.caughtUp(shard) {
+		return fmt.Errorf("node %d restarted: shard %d serves no read index", node, shard)
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/raftio"
 
-	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	"github.com/sundialmq/sundial/meta"
 )
@@ -46,16 +44,7 @@ func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
 		t.Skip("starts three NodeHosts")
 	}
 	c := newTestCluster(t, 3, 1, 3)
-	start := c.start
-	hosts := map[uint64]*Host{}
-	for id := uint64(1); id <= 3; id++ {
-		hosts[id] = start(id)
-	}
-	defer func() {
-		for _, h := range hosts {
-			h.Stop()
-		}
-	}()
+	hosts := c.startAll()
 	var shard uint64
 	poll(t, 60*time.Second, func() error {
 		for id, h := range hosts {
@@ -84,17 +73,7 @@ func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
 	}
 	// One command through the leader, so every replica's state DB holds
 	// keys of the shard (its applied index at least).
-	poll(t, 30*time.Second, func() error {
-		for _, h := range hosts {
-			if lead, _, _, _ := h.LeaderInfo(shard); lead != nil {
-				pctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-				defer cancel()
-				_, err := lead.Proposer.Propose(pctx, &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}})
-				return err
-			}
-		}
-		return fmt.Errorf("no leader of shard %d", shard)
-	})
+	proposeSweep(t, hosts, shard)
 	poll(t, 30*time.Second, func() error {
 		if raft, n := onDisk(hosts[3]); !raft || n == 0 {
 			return fmt.Errorf("node 3 before the stop: raft data %v, %d keys of shard %d; want both", raft, n, shard)
@@ -111,26 +90,13 @@ func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
 	st := hosts[1].Meta()
 	r3, _ := st.Shards[meta.EventShardID(shard)].ReplicaOn(3)
 	poll(t, 60*time.Second, func() error { return hosts[1].RemoveReplica(ctx, shard, uint64(r3.ID)) })
-	var opID meta.OperationID
-	poll(t, 60*time.Second, func() error {
-		code, data, err := hosts[1].ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations,
-			Operations: []meta.Operation{meta.NewRemoveReplica(meta.EventShardID(shard), 3, 0, false, "test", meta.DefaultStepTimeouts())}})
-		if err != nil || code != meta.ResultOK {
-			return fmt.Errorf("submit = %d: %w", code, err)
-		}
-		var ids []meta.OperationID
-		if err := json.Unmarshal(data, &ids); err != nil || len(ids) != 1 {
-			return fmt.Errorf("submit answered %q", data)
-		}
-		opID = ids[0]
-		return nil
-	})
+	opID := submitOperation(ctx, t, hosts[1], meta.NewRemoveReplica(meta.EventShardID(shard), 3, 0, false, "test", meta.DefaultStepTimeouts()))
 	poll(t, 30*time.Second, func() error {
 		_, _, err := hosts[1].ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: opID, Step: 0})
 		return err
 	})
 
-	hosts[3] = start(3)
+	hosts[3] = c.start(3)
 	poll(t, 60*time.Second, func() error {
 		op := hosts[3].Meta().Operations[opID]
 		if op == nil || op.Status != meta.OperationDone {
