@@ -64,19 +64,6 @@ func (f *fakeWaiting) AddToCluster(_ context.Context, req *brokerv1.AddToCluster
 	return &brokerv1.AddToClusterResponse{NodeId: 4, ClusterId: "c0ffee"}, nil
 }
 
-func serve(t *testing.T, register func(*grpc.Server)) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	register(s)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
-}
-
 func TestAddNodeCommand(t *testing.T) {
 	proxy := serve(t, func(s *grpc.Server) { sundialv1.RegisterAdminServer(s, fakeInfo{}) })
 	waiting := &fakeWaiting{}
@@ -88,13 +75,7 @@ func TestAddNodeCommand(t *testing.T) {
 	}
 	deadAddr := dead.Addr().String()
 	dead.Close() // nothing listens there now
-	for _, tc := range []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantOut    string
-		wantStderr string
-	}{
+	for _, tc := range []cliCase{
 		{"no address", []string{"add-node"}, ExitUsage, "", "takes one argument"},
 		{"not host:port", []string{"add-node", "broker-4"}, ExitUsage, "", "want the broker's gRPC address as host:port"},
 		{"added", []string{"add-node", waitingAddr}, ExitOK, "added", ""},
@@ -103,17 +84,7 @@ func TestAddNodeCommand(t *testing.T) {
 		{"refused", []string{"add-node", refusing}, ExitFailure, "", "node 2 is already registered with another data dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--proxy", proxy}, tc.args...)
-			code, out, stderr := run(t, "", args...)
-			if code != tc.wantCode {
-				t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, tc.wantCode, stderr)
-			}
-			if !strings.Contains(out, tc.wantOut) {
-				t.Errorf("Run(%q) stdout = %q, want it to contain %q", tc.args, out, tc.wantOut)
-			}
-			if !strings.Contains(stderr, tc.wantStderr) {
-				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantStderr)
-			}
+			stderr := tc.check(t, proxy)
 			// The proxy answered: a hint blaming it sends the operator the wrong way.
 			if strings.Contains(stderr, "is the proxy running") {
 				t.Errorf("Run(%q) stderr = %q, want no hint about the proxy (it answered)", tc.args, stderr)

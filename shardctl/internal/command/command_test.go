@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,18 +231,12 @@ func apierrStatus() *spbStatus {
 
 func serveFake(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	sundialv1.RegisterAdminServer(s, fakeServer{})
-	sundialv1.RegisterProducerServer(s, fakeServer{})
-	sundialv1.RegisterConsumerServer(s, fakeServer{})
-	sundialv1.RegisterClusterServer(s, fakeOperations{})
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
+	return serve(t, func(s *grpc.Server) {
+		sundialv1.RegisterAdminServer(s, fakeServer{})
+		sundialv1.RegisterProducerServer(s, fakeServer{})
+		sundialv1.RegisterConsumerServer(s, fakeServer{})
+		sundialv1.RegisterClusterServer(s, fakeOperations{})
+	})
 }
 
 func TestAgainstFakeProxy(t *testing.T) {

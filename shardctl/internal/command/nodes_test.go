@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"strings"
 	"sync"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -83,27 +80,8 @@ func (f *fakeNodes) RemoveNode(_ context.Context, req *sundialv1.RemoveNodeReque
 	return &sundialv1.RemoveNodeResponse{Node: &sundialv1.Node{NodeId: 4, State: sundialv1.NodeState_NODE_STATE_REMOVED}, LeftMetaGroup: true, PromotedMetaVoter: 5}, nil
 }
 
-func serveFakeNodes(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	sundialv1.RegisterClusterServer(s, &fakeNodes{})
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
-}
-
 func TestNodeCommands(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantOut    string
-		wantStderr string
-	}{
+	for _, tc := range []cliCase{
 		{"drain and wait", []string{"drain-node", "4"}, ExitOK, "node 4 drained: it holds no replicas and leads no shard; remove it with shardctl remove-node 4",
 			"node 4: 2 replicas, 1 leadership left, 2 operations pending\nnode 4: 1 replica, 0 leaderships left, 1 operation pending\n"},
 		{"drain lists its moves", []string{"drain-node", "4"}, ExitOK, "took 3s", ""},
@@ -119,19 +97,7 @@ func TestNodeCommands(t *testing.T) {
 		{"remove unknown", []string{"remove-node", "12"}, ExitFailure, "", "node 12 is not a member of the cluster"},
 		{"remove not a number", []string{"remove-node", "four"}, ExitUsage, "", `remove-node "four": want a node id`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--proxy", serveFakeNodes(t)}, tc.args...)
-			code, out, stderr := run(t, "", args...)
-			if code != tc.wantCode {
-				t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, tc.wantCode, stderr)
-			}
-			if !strings.Contains(out, tc.wantOut) {
-				t.Errorf("Run(%q) stdout = %q, want it to contain %q", tc.args, out, tc.wantOut)
-			}
-			if !strings.Contains(stderr, tc.wantStderr) {
-				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantStderr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, serveCluster(t, &fakeNodes{})) })
 	}
 }
 

@@ -279,13 +279,7 @@ func TestRenderQueueViews(t *testing.T) {
 
 func TestQueueAgainstFakeProxy(t *testing.T) {
 	addr := serveFake(t)
-	for _, tc := range []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantOut    string
-		wantStderr string
-	}{
+	for _, tc := range []cliCase{
 		{"topics get stats", []string{"topics", "get", "orders"}, ExitOK, "LATENESS P99", ""},
 		{"topics get missing", []string{"topics", "get", "nope"}, ExitFailure, "", "not found"},
 		{"topics update mask", []string{"topics", "update", "orders", "--release-rate", "100", "--backoff-max", "1m", "-o", "json"}, ExitOK, `"backoff_max_ms+release_rate_per_sec"`, ""},
@@ -305,18 +299,6 @@ func TestQueueAgainstFakeProxy(t *testing.T) {
 		{"reschedule", []string{"reschedule", "--topic", "orders", "--id", "m1", "--delay", "10m"}, ExitOK, "in_flight", ""},
 		{"receive", []string{"receive", "--topic", "orders", "--max", "5", "--wait", "1s"}, ExitOK, "pulled", ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--proxy", addr}, tc.args...)
-			code, out, stderr := run(t, "", args...)
-			if code != tc.wantCode {
-				t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, tc.wantCode, stderr)
-			}
-			if !strings.Contains(out, tc.wantOut) {
-				t.Errorf("Run(%q) stdout = %q, want it to contain %q", tc.args, out, tc.wantOut)
-			}
-			if !strings.Contains(stderr, tc.wantStderr) {
-				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantStderr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, addr) })
 	}
 }

@@ -2,12 +2,9 @@ package command
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
-
-	"google.golang.org/grpc"
 
 	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -71,27 +68,8 @@ func (f *fakeRebalance) ListOperations(context.Context, *sundialv1.ListOperation
 	return &sundialv1.ListOperationsResponse{Operations: []*sundialv1.Operation{f.op}}, nil
 }
 
-func serveFakeRebalance(t *testing.T, f *fakeRebalance) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	sundialv1.RegisterClusterServer(s, f)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
-}
-
 func TestRebalanceCommand(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantOut    string
-		wantStderr string
-	}{
+	for _, tc := range []cliCase{
 		{"dry run", []string{"rebalance", "--dry-run"}, ExitOK, "add-learner 4, remove-replica 1", ""},
 		{"dry run says nothing changed", []string{"rebalance", "--dry-run"}, ExitOK, "dry run: 1 operations planned, nothing changed", ""},
 		{"dry run json", []string{"rebalance", "--dry-run", "-o", "json"}, ExitOK, `"status": "planned"`, ""},
@@ -101,19 +79,7 @@ func TestRebalanceCommand(t *testing.T) {
 		{"arguments", []string{"rebalance", "now"}, ExitUsage, "", "takes no arguments"},
 		{"too many operations", []string{"rebalance", "--max-operations", "5000"}, ExitFailure, "", "max_operations"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--proxy", serveFakeRebalance(t, &fakeRebalance{})}, tc.args...)
-			code, out, stderr := run(t, "", args...)
-			if code != tc.wantCode {
-				t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, tc.wantCode, stderr)
-			}
-			if !strings.Contains(out, tc.wantOut) {
-				t.Errorf("Run(%q) stdout = %q, want it to contain %q", tc.args, out, tc.wantOut)
-			}
-			if !strings.Contains(stderr, tc.wantStderr) {
-				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantStderr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, serveCluster(t, &fakeRebalance{})) })
 	}
 }
 
@@ -122,7 +88,7 @@ func TestRebalanceCommand(t *testing.T) {
 // than one move is balanced when the command returns, not after one plan.
 func TestRebalanceWaitsUntilBalanced(t *testing.T) {
 	f := &fakeRebalance{more: 2}
-	code, out, stderr := run(t, "", "--proxy", serveFakeRebalance(t, f), "rebalance")
+	code, out, stderr := run(t, "", "--proxy", serveCluster(t, f), "rebalance")
 	if code != ExitOK {
 		t.Fatalf("rebalance = %d (stderr %q)", code, stderr)
 	}
@@ -144,7 +110,7 @@ func TestRebalanceWaitsUntilBalanced(t *testing.T) {
 // A rebalance while one runs reports the running operations; operations
 // lists them.
 func TestRebalanceWhileRunning(t *testing.T) {
-	addr := serveFakeRebalance(t, &fakeRebalance{})
+	addr := serveCluster(t, &fakeRebalance{})
 	if code, _, stderr := run(t, "", "--proxy", addr, "rebalance", "--no-wait"); code != ExitOK {
 		t.Fatalf("first rebalance = %d (%s)", code, stderr)
 	}
@@ -183,21 +149,14 @@ func (suspectRebalance) Rebalance(context.Context, *sundialv1.RebalanceRequest) 
 // A dry run that left a suspect node out says so and does not call the
 // cluster balanced (the empty node 5 would get replicas once it answers).
 func TestRebalanceDryRunNamesSuspectNodes(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	sundialv1.RegisterClusterServer(s, suspectRebalance{})
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
+	addr := serveCluster(t, suspectRebalance{})
 	for _, args := range [][]string{{"rebalance", "--dry-run"}, {"rebalance"}} {
-		code, out, stderr := run(t, "", append([]string{"--proxy", lis.Addr().String()}, args...)...)
+		code, out, stderr := run(t, "", append([]string{"--proxy", addr}, args...)...)
 		if code != ExitOK || !strings.Contains(out, "nodes 5 not heard from lately") || strings.Contains(out, "balanced") {
 			t.Errorf("Run(%q) = %d, stdout %q, stderr %q; want node 5 named as left out, not balanced", args, code, out, stderr)
 		}
 	}
-	code, out, _ := run(t, "", "--proxy", lis.Addr().String(), "rebalance", "--dry-run", "-o", "json")
+	code, out, _ := run(t, "", "--proxy", addr, "rebalance", "--dry-run", "-o", "json")
 	if code != ExitOK || !strings.Contains(out, `"suspect_nodes": [`) {
 		t.Errorf("rebalance --dry-run -o json = %d, %q; want suspect_nodes", code, out)
 	}

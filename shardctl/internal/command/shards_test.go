@@ -3,11 +3,8 @@ package command
 import (
 	"bytes"
 	"context"
-	"net"
-	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -55,21 +52,8 @@ func (f *fakeGrow) AddShards(_ context.Context, req *sundialv1.AddShardsRequest)
 }
 
 func TestShardsAddCommand(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	sundialv1.RegisterClusterServer(s, &fakeGrow{})
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	for _, tc := range []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantOut    string
-		wantStderr string
-	}{
+	addr := serveCluster(t, &fakeGrow{})
+	for _, tc := range []cliCase{
 		{"no count", []string{"shards", "add"}, ExitUsage, "", "takes one argument"},
 		{"zero", []string{"shards", "add", "0"}, ExitUsage, "", "from 1 to 256"},
 		{"too many", []string{"shards", "add", "257"}, ExitUsage, "", "from 1 to 256"},
@@ -77,17 +61,6 @@ func TestShardsAddCommand(t *testing.T) {
 		{"added", []string{"shards", "add", "2"}, ExitOK, "2 partition hand-overs open", ""},
 		{"refused while growing", []string{"shards", "add", "1"}, ExitFailure, "", "being added already"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, out, stderr := run(t, "", append([]string{"--proxy", lis.Addr().String()}, tc.args...)...)
-			if code != tc.wantCode {
-				t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, tc.wantCode, stderr)
-			}
-			if !strings.Contains(out, tc.wantOut) {
-				t.Errorf("Run(%q) stdout = %q, want it to contain %q", tc.args, out, tc.wantOut)
-			}
-			if !strings.Contains(stderr, tc.wantStderr) {
-				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantStderr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, addr) })
 	}
 }

@@ -3,12 +3,9 @@ package command
 import (
 	"bytes"
 	"context"
-	"net"
-	"strings"
 	"sync"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -65,27 +62,8 @@ func (f *fakeCluster) ListShards(context.Context, *sundialv1.ListShardsRequest) 
 	return &sundialv1.ListShardsResponse{Shards: []*sundialv1.Shard{{ShardId: 100, LeaderNodeId: f.leader}}}, nil
 }
 
-func serveFakeCluster(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	sundialv1.RegisterClusterServer(s, &fakeCluster{leader: 1})
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
-}
-
 func TestTransferLeaderCommand(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantOut    string
-		wantStderr string
-	}{
+	for _, tc := range []cliCase{
 		{"no shard", []string{"transfer-leader"}, ExitUsage, "", "--shard is required"},
 		{"arguments", []string{"transfer-leader", "--shard", "100", "2"}, ExitUsage, "", "takes no arguments"},
 		{"bad shard", []string{"transfer-leader", "--shard", "x"}, ExitUsage, "", "invalid value"},
@@ -95,18 +73,6 @@ func TestTransferLeaderCommand(t *testing.T) {
 		{"unknown shard", []string{"transfer-leader", "--shard", "7"}, ExitFailure, "", "shard 7 not found"},
 		{"node without replica", []string{"transfer-leader", "--shard", "100", "--to", "9"}, ExitFailure, "", "to_node_id: node 9 holds no replica"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--proxy", serveFakeCluster(t)}, tc.args...)
-			code, out, stderr := run(t, "", args...)
-			if code != tc.wantCode {
-				t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, tc.wantCode, stderr)
-			}
-			if !strings.Contains(out, tc.wantOut) {
-				t.Errorf("Run(%q) stdout = %q, want it to contain %q", tc.args, out, tc.wantOut)
-			}
-			if !strings.Contains(stderr, tc.wantStderr) {
-				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantStderr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, serveCluster(t, &fakeCluster{leader: 1})) })
 	}
 }
