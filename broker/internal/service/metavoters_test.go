@@ -11,13 +11,6 @@ import (
 // with the lowest active, answering, unsuspected non-voting members, and
 // never stops short at an even number of voters.
 func TestMetaVoterPromotions(t *testing.T) {
-	members := func(ids ...uint64) map[uint64]string {
-		m := map[uint64]string{}
-		for _, id := range ids {
-			m[id] = "r"
-		}
-		return m
-	}
 	cases := []struct {
 		name      string
 		voters    []uint64
@@ -45,13 +38,7 @@ func TestMetaVoterPromotions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := meta.NewState()
-			for id := meta.NodeID(1); id <= 6; id++ {
-				st.Nodes[id] = &meta.Node{ID: id, State: meta.NodeActive}
-			}
-			for _, id := range tc.draining {
-				st.Nodes[meta.NodeID(id)].State = meta.NodeDraining
-			}
+			st := sixNodeState(tc.draining)
 			for _, id := range tc.dead {
 				st.Nodes[meta.NodeID(id)].State = meta.NodeDead
 			}
@@ -62,8 +49,7 @@ func TestMetaVoterPromotions(t *testing.T) {
 			for _, id := range tc.suspect {
 				suspect[meta.NodeID(id)] = true
 			}
-			live := func(n *meta.Node) bool { return !slices.Contains(tc.down, uint64(n.ID)) }
-			got := metaVoterPromotions(st, members(tc.voters...), members(tc.nonVoting...), suspect, live)
+			got := metaVoterPromotions(st, membershipOf(tc.voters...), membershipOf(tc.nonVoting...), suspect, answeringBut(tc.down))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("metaVoterPromotions(voters %v, non-voting %v) = %v, want %v", tc.voters, tc.nonVoting, got, tc.want)
 			}

@@ -14,13 +14,6 @@ import (
 // refuses to shrink the meta group below 3 voters with nobody to promote
 // unless forced, and never leaves fewer live voters than a quorum.
 func TestVoterReplacement(t *testing.T) {
-	members := func(ids ...uint64) map[uint64]string {
-		m := map[uint64]string{}
-		for _, id := range ids {
-			m[id] = "r"
-		}
-		return m
-	}
 	cases := []struct {
 		name      string
 		voters    []uint64
@@ -42,22 +35,8 @@ func TestVoterReplacement(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := meta.NewState()
-			for id := meta.NodeID(1); id <= 6; id++ {
-				st.Nodes[id] = &meta.Node{ID: id, State: meta.NodeActive}
-			}
-			for _, id := range tc.draining {
-				st.Nodes[meta.NodeID(id)].State = meta.NodeDraining
-			}
-			live := func(n *meta.Node) bool {
-				for _, d := range tc.down {
-					if uint64(n.ID) == d {
-						return false
-					}
-				}
-				return true
-			}
-			got, err := voterReplacement(st, 1, members(tc.voters...), members(tc.nonVoting...), live, tc.force)
+			st := sixNodeState(tc.draining)
+			got, err := voterReplacement(st, 1, membershipOf(tc.voters...), membershipOf(tc.nonVoting...), answeringBut(tc.down), tc.force)
 			switch {
 			case tc.refused == "" && (err != nil || got != tc.want):
 				t.Fatalf("voterReplacement() = %d, %v; want %d, nil", got, err, tc.want)
