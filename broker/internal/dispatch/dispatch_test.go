@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
@@ -110,19 +109,11 @@ func newRigLog(t *testing.T, cfg Config, log *shardLog) *rig {
 	if cfg.LeaderLeaseTimeout == 0 {
 		cfg.LeaderLeaseTimeout = time.Hour
 	}
-	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quiet{}})
-	if err != nil {
-		t.Fatalf("pebble.Open() error = %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
 	r := &rig{t: t}
 	r.log = log
 	r.log.t = t
-	r.log.s = fsm.New(db, shard, func(_ uint64, c fsm.Change) {
-		if r.d != nil {
-			r.d.Changed(c.Lows, c.ExpiryLow, c.Reset)
-		}
-	})
+	var db *pebble.DB
+	r.log.s, db = memStateMachine(t, &r.d)
 	r.d = New(shard, db, r.log.propose, r.log.start, r.log.readIndex, time.Now, cfg, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
 	r.d.Start()
 	t.Cleanup(r.d.Stop)

@@ -10,13 +10,11 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sundialmq/sundial/broker/internal/fsm"
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	"github.com/sundialmq/sundial/proto/receipt"
@@ -30,24 +28,15 @@ type expiryRig struct {
 }
 
 func newExpiryRig(t *testing.T, cfg Config) *expiryRig {
-	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quiet{}})
-	if err != nil {
-		t.Fatalf("pebble.Open() error = %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	r := &expiryRig{rig: &rig{t: t, log: &shardLog{t: t}}, db: db}
-	r.log.s = fsm.New(db, shard, func(_ uint64, c fsm.Change) {
-		if r.d != nil {
-			r.d.Changed(c.Lows, c.ExpiryLow, c.Reset)
-		}
-	})
+	r := &expiryRig{rig: &rig{t: t, log: &shardLog{t: t}}}
+	r.log.s, r.db = memStateMachine(t, &r.d)
 	propose := func(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Outcome, error) {
 		if cmd.GetExpire() != nil {
 			r.expires.Add(1)
 		}
 		return r.log.propose(ctx, cmd)
 	}
-	r.d = New(shard, db, propose, r.log.start, r.log.readIndex, time.Now, cfg, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
+	r.d = New(shard, r.db, propose, r.log.start, r.log.readIndex, time.Now, cfg, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
 	return r
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -29,17 +28,9 @@ type roundRig struct {
 }
 
 func newRoundRig(tb testing.TB) *roundRig {
-	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quiet{}})
-	if err != nil {
-		tb.Fatalf("pebble.Open() error = %v", err)
-	}
-	tb.Cleanup(func() { db.Close() })
 	r := &roundRig{tb: tb}
-	r.s = fsm.New(db, shard, func(_ uint64, c fsm.Change) {
-		if r.d != nil {
-			r.d.Changed(c.Lows, c.ExpiryLow, c.Reset)
-		}
-	})
+	var db *pebble.DB
+	r.s, db = memStateMachine(tb, &r.d)
 	propose := func(context.Context, *fsmpb.Command) (*fsmpb.Outcome, error) {
 		return nil, fmt.Errorf("roundRig: no proposals")
 	}
