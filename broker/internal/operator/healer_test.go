@@ -164,6 +164,44 @@ func (p *fakeProber) set(id meta.NodeID, up bool) {
 	p.mu.Unlock()
 }
 
+// healerRig is a healer on node 1 over a fake meta state (node 1 leads
+// meta until the test changes fh.leader) and fake probes, on a clock that
+// only round moves.
+type healerRig struct {
+	fh  *fakeHost
+	fp  *fakeProber
+	h   *Healer
+	now time.Time
+}
+
+// newHealerRig starts st at t0 with the nodes in up answering; cfg.Now is
+// the rig's clock.
+func newHealerRig(t *testing.T, st *meta.State, up map[meta.NodeID]bool, cfg HealerConfig) *healerRig {
+	r := &healerRig{fh: &fakeHost{st: st, leader: 1}, fp: &fakeProber{up: up}, now: t0}
+	cfg.Now = func() time.Time { return r.now }
+	r.h = NewHealer(r.fh, r.fp, 1, cfg, zaptest.NewLogger(t), nil)
+	return r
+}
+
+// round moves the clock on by d, runs one healer round and answers the
+// meta state after it.
+func (r *healerRig) round(d time.Duration) *meta.State {
+	r.now = r.now.Add(d)
+	r.h.tick(context.Background())
+	st, _ := r.fh.ReadMeta(context.Background())
+	return st
+}
+
+// rounds runs n rounds a second apart and answers the meta state after the
+// last.
+func (r *healerRig) rounds(n int) *meta.State {
+	var st *meta.State
+	for range n {
+		st = r.round(time.Second)
+	}
+	return st
+}
+
 // The healer on the meta leader, driven round by round on an injected
 // clock: node 2 stops answering; it is declared dead once the timeout has
 // passed (not before), and repairs of its replicas onto node 4 are
@@ -171,18 +209,8 @@ func (p *fakeProber) set(id meta.NodeID, up bool) {
 // operation touches; when node 2 answers again it is declared alive. A
 // broker that does not lead meta declares nothing.
 func TestHealerDeclaresAndRepairs(t *testing.T) {
-	fh := &fakeHost{st: cluster(4), leader: 1}
-	fp := &fakeProber{up: map[meta.NodeID]bool{2: true, 3: true, 4: true}}
-	now := t0
-	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: 10 * time.Second, MaxRunning: 3, Now: func() time.Time { return now }},
-		zaptest.NewLogger(t), nil)
-	ctx := context.Background()
-	round := func(d time.Duration) *meta.State {
-		now = now.Add(d)
-		h.tick(ctx)
-		st, _ := fh.ReadMeta(ctx)
-		return st
-	}
+	r := newHealerRig(t, cluster(4), map[meta.NodeID]bool{2: true, 3: true, 4: true}, HealerConfig{DeadNodeTimeout: 10 * time.Second, MaxRunning: 3})
+	fh, fp, round := r.fh, r.fp, r.round
 
 	round(time.Second)
 	fp.set(2, false)
@@ -248,15 +276,8 @@ func TestHealerDeclaresAndRepairs(t *testing.T) {
 
 // With most of the cluster silent the healer declares nothing.
 func TestHealerMajorityGuard(t *testing.T) {
-	fh := &fakeHost{st: cluster(4), leader: 1}
-	fp := &fakeProber{up: map[meta.NodeID]bool{2: false, 3: false, 4: false}}
-	now := t0
-	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: 10 * time.Second, Now: func() time.Time { return now }}, zaptest.NewLogger(t), nil)
-	for range 30 {
-		now = now.Add(time.Second)
-		h.tick(context.Background())
-	}
-	st, _ := fh.ReadMeta(context.Background())
+	r := newHealerRig(t, cluster(4), map[meta.NodeID]bool{2: false, 3: false, 4: false}, HealerConfig{DeadNodeTimeout: 10 * time.Second})
+	st := r.rounds(30)
 	for id := meta.NodeID(2); id <= 4; id++ {
 		if st.Nodes[id].State != meta.NodeActive {
 			t.Fatalf("node %d state %q with 3 of 4 nodes silent, want active", id, st.Nodes[id].State)
@@ -267,15 +288,8 @@ func TestHealerMajorityGuard(t *testing.T) {
 // A dead node whose shards have no live node to go to gets no repair; it
 // is counted and tried again later.
 func TestHealerWithoutRepairTarget(t *testing.T) {
-	fh := &fakeHost{st: cluster(3), leader: 1}
-	fp := &fakeProber{up: map[meta.NodeID]bool{2: true, 3: false}}
-	now := t0
-	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: 10 * time.Second, Now: func() time.Time { return now }}, zaptest.NewLogger(t), nil)
-	for range 12 {
-		now = now.Add(time.Second)
-		h.tick(context.Background())
-	}
-	st, _ := fh.ReadMeta(context.Background())
+	r := newHealerRig(t, cluster(3), map[meta.NodeID]bool{2: true, 3: false}, HealerConfig{DeadNodeTimeout: 10 * time.Second})
+	st := r.rounds(12)
 	if st.Nodes[3].State != meta.NodeDead || len(st.Operations) != 0 {
 		t.Fatalf("node 3: state %q, %d operations; want dead, none (no live node without a replica)", st.Nodes[3].State, len(st.Operations))
 	}
@@ -286,17 +300,10 @@ func TestHealerWithoutRepairTarget(t *testing.T) {
 func TestHealerReportsADeadMetaVoter(t *testing.T) {
 	st := cluster(4)
 	st.Nodes[2].MetaVoter = true
-	fh := &fakeHost{st: st, leader: 1}
-	fp := &fakeProber{up: map[meta.NodeID]bool{4: true}}
-	now := t0
 	var called []meta.NodeID
-	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: 10 * time.Second, Now: func() time.Time { return now },
-		MetaVoterDead: func(_ context.Context, id meta.NodeID) { called = append(called, id) }}, zaptest.NewLogger(t), nil)
-	for range 15 {
-		now = now.Add(time.Second)
-		h.tick(context.Background())
-	}
-	got, _ := fh.ReadMeta(context.Background())
+	r := newHealerRig(t, st, map[meta.NodeID]bool{4: true}, HealerConfig{DeadNodeTimeout: 10 * time.Second,
+		MetaVoterDead: func(_ context.Context, id meta.NodeID) { called = append(called, id) }})
+	got := r.rounds(15)
 	if got.Nodes[2].State != meta.NodeDead || got.Nodes[3].State != meta.NodeDead || !slices.Equal(called, []meta.NodeID{2}) {
 		t.Fatalf("nodes 2, 3: %q, %q; MetaVoterDead called for %v; want both dead, called for [2]", got.Nodes[2].State, got.Nodes[3].State, called)
 	}
@@ -307,18 +314,9 @@ func TestHealerReportsADeadMetaVoter(t *testing.T) {
 // answering node, not to it. It stops being suspect once it answers, and
 // a broker that does not lead meta names none.
 func TestHealerSuspectsGetNoRepairs(t *testing.T) {
-	fh := &fakeHost{st: cluster(5), leader: 1}
-	fp := &fakeProber{up: map[meta.NodeID]bool{2: true, 3: true, 4: true, 5: true}}
-	now := t0
-	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: 10 * time.Second, SuspectAfter: 3 * time.Second, MaxRunning: 8,
-		Now: func() time.Time { return now }}, zaptest.NewLogger(t), nil)
-	ctx := context.Background()
-	round := func(d time.Duration) *meta.State {
-		now = now.Add(d)
-		h.tick(ctx)
-		st, _ := fh.ReadMeta(ctx)
-		return st
-	}
+	r := newHealerRig(t, cluster(5), map[meta.NodeID]bool{2: true, 3: true, 4: true, 5: true},
+		HealerConfig{DeadNodeTimeout: 10 * time.Second, SuspectAfter: 3 * time.Second, MaxRunning: 8})
+	fh, fp, h, round := r.fh, r.fp, r.h, r.round
 	round(time.Second)
 	fp.set(2, false)
 	round(5 * time.Second)
@@ -363,28 +361,22 @@ func TestHealerSuspectsGetNoRepairs(t *testing.T) {
 // published its suspects (the hook plans around them), and never on a
 // broker that does not lead meta.
 func TestHealerCallsMetaVotersEachRound(t *testing.T) {
-	fh := &fakeHost{st: cluster(3), leader: 1}
-	fp := &fakeProber{up: map[meta.NodeID]bool{2: true}}
-	now := t0
-	var h *Healer
+	var r *healerRig
 	var calls int
 	var sawSuspect bool
-	h = NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: time.Minute, Now: func() time.Time { return now },
+	r = newHealerRig(t, cluster(3), map[meta.NodeID]bool{2: true}, HealerConfig{DeadNodeTimeout: time.Minute,
 		MetaVoters: func(context.Context) {
 			calls++
-			sawSuspect = h.Suspects()[3]
-		}}, zaptest.NewLogger(t), nil)
-	for range 5 {
-		now = now.Add(time.Second)
-		h.tick(context.Background())
-	}
+			sawSuspect = r.h.Suspects()[3]
+		}})
+	r.rounds(5)
 	if calls != 5 || !sawSuspect {
 		t.Fatalf("after 5 rounds leading meta: MetaVoters called %d times, last saw node 3 suspect: %v; want 5, true", calls, sawSuspect)
 	}
-	fh.mu.Lock()
-	fh.leader = 2
-	fh.mu.Unlock()
-	h.tick(context.Background())
+	r.fh.mu.Lock()
+	r.fh.leader = 2
+	r.fh.mu.Unlock()
+	r.round(0)
 	if calls != 5 {
 		t.Fatalf("a round not leading meta called MetaVoters (%d calls), want none", calls)
 	}
