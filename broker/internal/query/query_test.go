@@ -112,6 +112,21 @@ func payloads(page []Listed) []string {
 	return out
 }
 
+// wantListed lists args of topic t through rd and fails the test unless
+// the page holds the payloads want, in order. It answers the page.
+func wantListed(t *testing.T, rd *Reader, args ListArgs, want []string) []Listed {
+	t.Helper()
+	args.Topic = "t"
+	page, err := rd.List(args)
+	if err != nil {
+		t.Fatalf("List() error = %v", err)
+	}
+	if got := payloads(page); !slices.Equal(got, want) {
+		t.Errorf("List(%+v) = %v, want %v", args, got, want)
+	}
+	return page
+}
+
 func msg(payload string, part uint32, due int64) *fsmpb.StoredMessage {
 	return &fsmpb.StoredMessage{Payload: []byte(payload), Partition: part, DueAtMs: due}
 }
@@ -230,16 +245,7 @@ func TestListByDue(t *testing.T) {
 		{"unknown group", ListArgs{Group: "nobody", Partitions: []uint32{0, 1}, PageSize: 10}, nil},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.args.Topic = "t"
-			page, err := rd.List(tt.args)
-			if err != nil {
-				t.Fatalf("List() error = %v", err)
-			}
-			if got := payloads(page); !slices.Equal(got, tt.want) {
-				t.Errorf("List(%+v) = %v, want %v", tt.args, got, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantListed(t, rd, tt.args, tt.want) })
 	}
 
 	// Paging by cursor visits every scheduled message once, in order.
@@ -307,15 +313,7 @@ func TestListByKeyPrefix(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.args.Topic = "t"
-			page, err := rd.List(tt.args)
-			if err != nil {
-				t.Fatalf("List() error = %v", err)
-			}
-			if got := payloads(page); !slices.Equal(got, tt.want) {
-				t.Errorf("List(%+v) = %v, want %v", tt.args, got, tt.want)
-			}
-			for _, l := range page {
+			for _, l := range wantListed(t, rd, tt.args, tt.want) {
 				if want := "k" + l.Message.Key; string(l.Cursor) != want {
 					t.Errorf("cursor of %q = %q, want %q", l.Message.Key, l.Cursor, want)
 				}
