@@ -261,16 +261,7 @@ func TestAgainstFakeProxy(t *testing.T) {
 		{"unreachable proxy", "", []string{"--proxy", "127.0.0.1:1", "--timeout", "300ms", "status"}, ExitFailure, "", "hint: is the proxy running"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, stderr := run(t, tc.stdin, tc.args...)
-			if code != tc.wantCode {
-				t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, tc.wantCode, stderr)
-			}
-			if !strings.Contains(out, tc.wantOut) {
-				t.Errorf("Run(%q) stdout = %q, want it to contain %q", tc.args, out, tc.wantOut)
-			}
-			if !strings.Contains(stderr, tc.wantStderr) {
-				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantStderr)
-			}
+			cliCase{tc.name, tc.args, tc.wantCode, tc.wantOut, tc.wantStderr}.checkRun(t, tc.stdin, tc.args)
 		})
 	}
 }

@@ -47,7 +47,14 @@ type cliCase struct {
 // of what it must not say.
 func (tc cliCase) check(t *testing.T, proxy string) string {
 	t.Helper()
-	code, out, stderr := run(t, "", append([]string{"--proxy", proxy}, tc.args...)...)
+	return tc.checkRun(t, "", append([]string{"--proxy", proxy}, tc.args...))
+}
+
+// checkRun is check for a command line args of its own (tc.args with the
+// flags a case puts around them) that reads stdin.
+func (tc cliCase) checkRun(t *testing.T, stdin string, args []string) string {
+	t.Helper()
+	code, out, stderr := run(t, stdin, args...)
 	if code != tc.wantCode {
 		t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, tc.wantCode, stderr)
 	}
