@@ -59,13 +59,7 @@ func TestUsageErrors(t *testing.T) {
 		{"consume negative max in flight", []string{"consume", "--topic", "t", "--max-in-flight", "-3"}, "--max-in-flight -3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := run(t, "", tc.args...)
-			if code != ExitUsage {
-				t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, ExitUsage, stderr)
-			}
-			if !strings.Contains(stderr, tc.wantErr) {
-				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantErr)
-			}
+			cliCase{name: tc.name, args: tc.args, wantCode: ExitUsage, wantStderr: tc.wantErr}.checkRun(t, "", tc.args)
 		})
 	}
 }

@@ -182,13 +182,7 @@ func TestQueueUsageErrors(t *testing.T) {
 		{"unknown groups command", []string{"groups", "frob"}, `unknown command "frob"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := run(t, "", tc.args...)
-			if code != ExitUsage {
-				t.Errorf("Run(%q) = %d, want %d (stderr %q)", tc.args, code, ExitUsage, stderr)
-			}
-			if !strings.Contains(stderr, tc.wantErr) {
-				t.Errorf("Run(%q) stderr = %q, want it to contain %q", tc.args, stderr, tc.wantErr)
-			}
+			cliCase{name: tc.name, args: tc.args, wantCode: ExitUsage, wantStderr: tc.wantErr}.checkRun(t, "", tc.args)
 		})
 	}
 }
