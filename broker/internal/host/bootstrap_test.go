@@ -13,7 +13,8 @@ import (
 )
 
 // A fresh cluster's first shards go the way of every added shard: the
-// meta leader proposes them (add_shards, once all three initial members
+// meta leader's shard decisions (operator.Shards, beside each host as in a
+// broker) propose them (add_shards, once all three initial members
 // registered), they start off the ring, and serve_shards puts them on it
 // once each has a leader, which is the only command that stores the
 // serving state (the old bootstrap stored none). Three hosts, two shards of
@@ -57,7 +58,7 @@ func TestFirstShardsStartThenServe(t *testing.T) {
 // its shards start, elect leaders and stay on the ring, and a node
 // restarted on it replays that log to the same meta state as its peer.
 // Two hosts of three initial members (node 3 never starts, so the meta
-// leader never bootstraps on its own); the test proposes the old command
+// leader's shard decisions never bootstrap); the test proposes the old command
 // as the brokers before add_shards did.
 func TestOldBootstrapDataDirKeepsServing(t *testing.T) {
 	if testing.Short() {

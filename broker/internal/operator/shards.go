@@ -144,9 +144,11 @@ func (s *Shards) Step(ctx context.Context) {
 	case len(st.Shards) == 0:
 		s.bootstrap(ctx, st)
 	case st.ClusterID == "":
-		// Bootstrapped before cluster ids: this bootstrap only names it.
-		if _, ok := s.propose(ctx, changeNameCluster, &meta.Command{Op: meta.OpBootstrapShards, Count: 1, RF: 1, ClusterID: identity.NewClusterID()}); ok {
-			s.log.Info("cluster bootstrapped before cluster ids: named")
+		// Bootstrapped before cluster ids: this bootstrap only names it
+		// (its count and replication factor are not used).
+		id := identity.NewClusterID()
+		if _, ok := s.propose(ctx, changeNameCluster, &meta.Command{Op: meta.OpBootstrapShards, Count: 1, RF: 1, ClusterID: id}); ok {
+			s.log.Info("cluster bootstrapped before cluster ids: named", zap.String("cluster_id", id))
 		}
 	default:
 		s.serve(ctx, st)
