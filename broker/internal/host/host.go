@@ -334,6 +334,9 @@ func (h *Host) reconcile(ctx context.Context) {
 		h.proposeMeta(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: &self})
 		return
 	}
+	if len(st.Shards) == 0 {
+		return // not bootstrapped yet: the meta leader's executor creates the first shards
+	}
 	for _, id := range st.ShardIDs() {
 		sh := st.Shards[id]
 		r, ok := sh.ReplicaOn(self.ID)
