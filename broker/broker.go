@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -169,7 +170,7 @@ func (s *Server) Start(ctx context.Context) error {
 	cluster := service.NewCluster(h, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
 	s.moves = newMoveHost(h, s.cfg.NodeID, s.log, s.reg)
-	s.operator = operator.New(s.moves, s.cfg.NodeID, operator.Config{MaxRunning: s.cfg.Operations.MaxRunning}, s.log, s.reg)
+	s.operator = operator.New(s.moves, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
 	s.prober = operator.NewPeerProber()
 	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
@@ -210,7 +211,7 @@ func hostConfig(cfg Config, advertise string) host.Config {
 	}
 	return host.Config{
 		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftListenAddr: cfg.RaftListenAddr, GRPCAddr: advertise, DataDir: cfg.DataDir,
-		InitialMembers: members, Join: len(cfg.InitialMembers) == 0, Shards: cfg.Shards, ReplicationFactor: cfg.ReplicationFactor,
+		InitialMembers: members, Join: len(cfg.InitialMembers) == 0,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 		SnapshotEntries: cfg.SnapshotEntries, RaftWorkers: cfg.RaftWorkers, RaftLogShards: cfg.RaftLogShards,
 		CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes,
@@ -220,6 +221,15 @@ func hostConfig(cfg Config, advertise string) host.Config {
 		HoldMeta: cfg.Testing.HoldMeta,
 		Labels:   maps.Clone(cfg.Labels),
 	}
+}
+
+// operatorConfig maps cfg onto the executor's settings: its cap, and what
+// the meta leader's executor needs to create the first shards (the initial
+// members it waits for, the shard count and replication factor).
+func operatorConfig(cfg Config) operator.Config {
+	return operator.Config{MaxRunning: cfg.Operations.MaxRunning, Shards: operator.ShardsConfig{
+		InitialMembers: slices.Sorted(maps.Keys(cfg.InitialMembers)), Shards: cfg.Shards, ReplicationFactor: cfg.ReplicationFactor,
+	}}
 }
 
 // serveHTTP serves /metrics, pprof, /debug/pebble, /debug/statehash and the

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +100,13 @@ func TestHostConfigCarriesEverySetting(t *testing.T) {
 	if got.Dispatch.DedupWindow != 3*time.Minute {
 		t.Errorf("hostConfig(dedup_window 3m).Dispatch.DedupWindow = %v, want 3m: request ids would be forgotten on the dispatcher's own default", got.Dispatch.DedupWindow)
 	}
-	if got.GRPCAddr != "10.0.0.1:7501" || got.Shards != c.Shards || got.CacheBytes != c.CacheBytes || got.InitialMembers[1].RaftAddr != c.InitialMembers[1].RaftAddr {
-		t.Errorf("hostConfig() = %+v, want the broker's addresses, shards and sizes", got)
+	if got.GRPCAddr != "10.0.0.1:7501" || got.CacheBytes != c.CacheBytes || got.InitialMembers[1].RaftAddr != c.InitialMembers[1].RaftAddr {
+		t.Errorf("hostConfig() = %+v, want the broker's addresses and sizes", got)
+	}
+	c.ReplicationFactor = 1
+	op := operatorConfig(c).Shards
+	if !slices.Equal(op.InitialMembers, slices.Sorted(maps.Keys(c.InitialMembers))) || op.Shards != c.Shards || op.ReplicationFactor != 1 {
+		t.Errorf("operatorConfig(shards %d, replication_factor 1).Shards = %+v, want the initial members, shards and replication factor the first shards are made with",
+			c.Shards, op)
 	}
 }

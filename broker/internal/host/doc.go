@@ -5,13 +5,13 @@
 // node leads the shard — a dispatcher.
 //
 // A single loop goroutine (run) reacts to meta changes, leadership changes
-// and a slow retry tick: it registers the node in the meta group; on the
-// meta leader, once every initial member registered, proposes the first
-// shards (an add_shards bootstrap: they start off the ring like shards
-// added at runtime); starts the replicas placed here; on the meta leader
-// puts starting shards (the first ones and added ones alike) on the ring
-// once each has a leader (serve_shards); and starts or stops dispatchers
-// as leadership moves.
+// and a slow retry tick: it registers the node in the meta group, starts
+// the replicas placed here (and drops those no longer placed), and starts
+// or stops dispatchers as leadership moves. It makes no decision for the
+// cluster: creating the first shards (an add_shards bootstrap, once every
+// initial member registered) and putting starting shards on the ring
+// (serve_shards) are the meta leader's executor's (operator.Shards), which
+// the host only follows by starting the replicas the meta state places.
 // Dragonboat's callbacks only post events to that loop. A second goroutine
 // (runHandovers) seals and closes the partition hand-overs of the shards
 // this node leads (handover.go). Join runs on the gRPC goroutine of a

@@ -11,9 +11,9 @@ import (
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
-// Hand-over checks (see meta.Handover). serveStarting runs on the run
-// goroutine; checkHandovers on its own (runHandovers), so its barriers and
-// scans never delay the reaction to meta and leadership changes.
+// Hand-over checks (see meta.Handover). checkHandovers runs on its own
+// goroutine (runHandovers), not the run loop's, so its barriers and scans
+// never delay the reaction to meta and leadership changes.
 const (
 	// handoverCheckInterval is how often the leader of a shard that hands
 	// partitions over checks whether one can be sealed or closed.
@@ -23,26 +23,6 @@ const (
 	// from before the seal has committed and applied by then.
 	handoverGrace = 5 * time.Second
 )
-
-// serveStarting puts the starting shards on the ring once every one of
-// them has a leader and the seed-groups operations registered the topics'
-// groups on them (the executor runs those). Only the meta leader proposes
-// it (it learns the leaders of shards it does not host by gossip); a
-// repeated proposal is a no-op.
-func (h *Host) serveStarting(ctx context.Context, st *meta.State) {
-	starting := st.StartingShards()
-	if len(starting) == 0 || h.MetaLeader() != h.cfg.NodeID || st.Seeding() {
-		return
-	}
-	leaders := h.ShardLeaders()
-	for _, id := range starting {
-		if leaders[uint64(id)] == 0 {
-			return
-		}
-	}
-	h.log.Info("new shards have leaders: putting them on the ring", zap.Int("shards", len(starting)))
-	h.proposeMeta(ctx, &meta.Command{Op: meta.OpServeShards, Shards: starting})
-}
 
 // checkHandovers seals and closes the hand-overs whose From shard this
 // node leads, reading the shard's applied state after a read-index

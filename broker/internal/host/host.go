@@ -21,7 +21,6 @@ import (
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/fsm"
-	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/proposer"
 	"github.com/sundialmq/sundial/broker/internal/store"
 	"github.com/sundialmq/sundial/meta"
@@ -45,15 +44,11 @@ type Config struct {
 	// Join: this node is not an initial member but joined a running
 	// cluster (see Join), which added it to the meta group as a non-voting
 	// member; its meta replica starts with join on a new data dir.
-	Join bool
-	// Shards is the number of event shards created at bootstrap.
-	Shards int
-	// ReplicationFactor of event shards; 0 means min(3, initial members).
-	ReplicationFactor int
-	RTT               time.Duration
-	ElectionRTT       uint64
-	HeartbeatRTT      uint64
-	SnapshotEntries   uint64
+	Join            bool
+	RTT             time.Duration
+	ElectionRTT     uint64
+	HeartbeatRTT    uint64
+	SnapshotEntries uint64
 	// RaftWorkers sizes Dragonboat's step, commit, apply, snapshot and
 	// close worker pools; RaftLogShards is its number of LogDB shards.
 	// Both are fixed for the life of a data dir.
@@ -307,7 +302,11 @@ func (h *Host) run(ctx context.Context) {
 	}
 }
 
-// reconcile brings this node in line with the meta state.
+// reconcile brings this node in line with the meta state: it registers
+// the node, starts the replicas placed here (joining the ones an operation
+// placed) and drops those no longer placed. It decides nothing for the
+// cluster: the first shards and the serving of starting shards are the
+// meta leader's executor's (operator.Shards).
 func (h *Host) reconcile(ctx context.Context) {
 	v, err := h.nh.StaleRead(meta.ShardID, meta.Query{})
 	if err != nil {
@@ -336,12 +335,7 @@ func (h *Host) reconcile(ctx context.Context) {
 		return
 	}
 	if len(st.Shards) == 0 {
-		h.bootstrap(ctx, st)
-		return
-	}
-	if st.ClusterID == "" {
-		// Bootstrapped before cluster ids: this bootstrap only names it.
-		h.proposeMeta(ctx, &meta.Command{Op: meta.OpBootstrapShards, Count: h.cfg.Shards, RF: 1, ClusterID: identity.NewClusterID()})
+		return // not bootstrapped yet: the meta leader's executor creates the first shards
 	}
 	for _, id := range st.ShardIDs() {
 		sh := st.Shards[id]
@@ -380,32 +374,6 @@ func (h *Host) reconcile(ctx context.Context) {
 		}
 	}
 	h.dropUnplaced(ctx, st)
-	h.serveStarting(ctx, st)
-}
-
-// bootstrap creates the cluster's first shards: the meta leader, once
-// every initial member registered, proposes them as an add_shards
-// bootstrap (cfg.Shards shards of cfg.ReplicationFactor replicas, 0 meaning
-// min(3, initial members)); they start like any added shard, and
-// serveStarting puts them on the ring once each has a leader. A bootstrap
-// proposed twice (a retry, a new meta leader) is a no-op in the meta
-// state.
-func (h *Host) bootstrap(ctx context.Context, st *meta.State) {
-	if _, initial := h.cfg.InitialMembers[h.cfg.NodeID]; !initial || h.MetaLeader() != h.cfg.NodeID {
-		return
-	}
-	for id := range h.cfg.InitialMembers {
-		if _, ok := st.Nodes[meta.NodeID(id)]; !ok {
-			return
-		}
-	}
-	rf := h.cfg.ReplicationFactor
-	if rf == 0 {
-		rf = min(3, len(h.cfg.InitialMembers))
-	}
-	h.log.Info("initial members registered: creating the first shards", zap.Int("shards", h.cfg.Shards), zap.Int("replication_factor", rf))
-	h.proposeMeta(ctx, &meta.Command{Op: meta.OpAddShards, Bootstrap: true, Count: h.cfg.Shards, RF: rf,
-		ClusterID: identity.NewClusterID(), ZoneLabel: meta.ZoneLabel})
 }
 
 func (h *Host) proposeMeta(ctx context.Context, c *meta.Command) {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
+	"github.com/sundialmq/sundial/broker/internal/operator"
 )
 
 func loopbackAddr(t *testing.T) string {
@@ -23,14 +24,15 @@ func loopbackAddr(t *testing.T) string {
 }
 
 // Start's ctx bounds only the start: once Start returned, cancelling it
-// must not stop the host from registering, bootstrapping its shard, leading
-// it and committing through its proposer.
+// must not stop the host from registering, starting the shard its
+// executor's shard decisions create (a one-broker bootstrap), leading it
+// and committing through its proposer.
 func TestStartContextBoundsOnlyTheStart(t *testing.T) {
 	raftAddr, grpcAddr := loopbackAddr(t), loopbackAddr(t)
 	h, err := New(Config{
 		NodeID: 1, RaftAddr: raftAddr, GRPCAddr: grpcAddr, DataDir: t.TempDir(),
 		InitialMembers: map[uint64]Member{1: {RaftAddr: raftAddr, GRPCAddr: grpcAddr}},
-		Shards:         1, RTT: 10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
+		RTT:            10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
 		RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
 	}, zaptest.NewLogger(t), prometheus.NewRegistry())
 	if err != nil {
@@ -42,6 +44,11 @@ func TestStartContextBoundsOnlyTheStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
+	// The broker's executor creates the shard (a one-member cluster: one
+	// shard of one replica) once the node registered.
+	shards := operator.NewShards(h, 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
+	shards.Start(t.Context())
+	t.Cleanup(shards.Stop)
 	cancel()
 
 	var lead *Leading

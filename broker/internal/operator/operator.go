@@ -23,7 +23,10 @@
 // again; none ends the operation failed.
 //
 // Admin operations (topic and group changes across shards) run through the
-// same step loop, in a loop of their own: see admin.go.
+// same step loop, in a loop of their own: see admin.go. The executor also
+// runs the shard decisions of the meta leader, creating the first shards
+// and putting starting shards on the ring (Shards, shards.go), on a
+// goroutine of their own.
 package operator
 
 import (
@@ -64,6 +67,9 @@ type Config struct {
 	MaxRunning int
 	// Poll is how often the executor looks at the meta state. Default 500ms.
 	Poll time.Duration
+	// Shards is what the executor's Shards knows of the first shards; its
+	// Poll defaults to Poll.
+	Shards ShardsConfig
 }
 
 // runner is one running operation's goroutine.
@@ -81,6 +87,7 @@ type Executor struct {
 	running map[meta.OperationID]*runner
 
 	adminOps adminRuns // admin.go
+	shards   *Shards   // shards.go
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -94,8 +101,11 @@ func New(h Host, self uint64, cfg Config, log *zap.Logger, reg prometheus.Regist
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
 	}
+	if cfg.Shards.Poll <= 0 {
+		cfg.Shards.Poll = cfg.Poll
+	}
 	return &Executor{host: h, self: self, cfg: cfg, log: log.Named("operator"), m: newMetrics(reg),
-		running: map[meta.OperationID]*runner{}}
+		running: map[meta.OperationID]*runner{}, shards: NewShards(h, self, cfg.Shards, log, reg)}
 }
 
 // Start runs the executor's loop until Stop.
@@ -104,6 +114,7 @@ func (e *Executor) Start(ctx context.Context) {
 	e.wg.Add(2)
 	go e.loop(ctx)
 	go e.adminLoop(ctx)
+	e.shards.Start(ctx)
 }
 
 // Stop ends the loop and every running operation and waits for them; the
@@ -112,6 +123,7 @@ func (e *Executor) Stop() {
 	if e.cancel != nil {
 		e.cancel()
 	}
+	e.shards.Stop()
 	e.wg.Wait()
 }
 

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/operator"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -23,7 +24,7 @@ func singleNode(t *testing.T) (*Shard, uint64) {
 	h, err := host.New(host.Config{
 		NodeID: 1, RaftAddr: raftAddr, GRPCAddr: grpcAddr, DataDir: t.TempDir(),
 		InitialMembers: map[uint64]host.Member{1: {RaftAddr: raftAddr, GRPCAddr: grpcAddr}},
-		Shards:         1, RTT: 10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
+		RTT:            10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
 		RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
 	}, zaptest.NewLogger(t), prometheus.NewRegistry())
 	if err != nil {
@@ -34,6 +35,10 @@ func singleNode(t *testing.T) (*Shard, uint64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
+	// The meta leader's executor creates the shard and puts it on the ring.
+	shards := operator.NewShards(h, 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
+	shards.Start(t.Context())
+	t.Cleanup(shards.Stop)
 	opts := Options{
 		Limits: validate.DefaultLimits(), AutoCreateTopics: true, DefaultVisibilityTimeout: 30 * time.Second,
 		DefaultMaxAttempts: 10, DefaultRetention: time.Hour, DefaultDedupWindow: time.Minute, Now: time.Now,
