@@ -67,6 +67,18 @@ type operationsView struct {
 	SuspectNodes []uint64 `json:"suspect_nodes,omitempty" yaml:"suspect_nodes,omitempty"`
 }
 
+// progress is the STEP column of an operation in a table: its error once
+// it failed, how long it took once it ended, else the step it is at.
+func (op operationView) progress() string {
+	switch {
+	case op.Error != "":
+		return op.Error
+	case op.Duration != "":
+		return "took " + op.Duration
+	}
+	return op.Step
+}
+
 func viewOperations(ops []*sundialv1.Operation) []operationView {
 	out := make([]operationView, 0, len(ops))
 	for _, op := range ops {
@@ -116,14 +128,9 @@ func renderOperations(w io.Writer, format string, v operationsView) error {
 		}
 		t := newTable(w, "ID", "KIND", "SHARD", "FROM", "TO", "REASON", "STATUS", "STEP")
 		for _, op := range v.Operations {
-			step := op.Step
-			switch {
-			case v.DryRun:
+			step := op.progress()
+			if v.DryRun {
 				step = strings.Join(op.Steps, ", ")
-			case op.Error != "":
-				step = op.Error
-			case op.Duration != "":
-				step = "took " + op.Duration
 			}
 			t.AppendRow([]any{idOrDash(op.ID), op.Kind, op.Shard, nodeOrDash(op.From), nodeOrDash(op.To), op.Reason, op.Status, step})
 		}
