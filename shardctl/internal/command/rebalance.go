@@ -174,11 +174,16 @@ func runRebalance(ctx context.Context, c *cli.Context, e *env) error {
 	}
 	defer cl.Close()
 	var resp *sundialv1.RebalanceResponse
-	err = withTimeout(ctx, e.timeout, func(ctx context.Context) error {
-		resp, err = cl.Cluster().Rebalance(ctx, req)
-		return err
-	})
-	if err != nil {
+	// plan asks the meta leader for a plan (ctx is the wait-bounded one
+	// once waiting starts).
+	plan := func() error {
+		return withTimeout(ctx, e.timeout, func(ctx context.Context) error {
+			var err error
+			resp, err = cl.Cluster().Rebalance(ctx, req)
+			return err
+		})
+	}
+	if err := plan(); err != nil {
 		return &opError{op: "rebalance", err: err}
 	}
 	v := operationsView{DryRun: req.GetDryRun(), Running: resp.GetRunning(), Operations: viewOperations(resp.GetOperations()),
@@ -211,11 +216,7 @@ func runRebalance(ctx context.Context, c *cli.Context, e *env) error {
 			failed = failed || op.GetStatus() != "done"
 		}
 		if !failed && round < maxRebalancePlans {
-			err = withTimeout(ctx, e.timeout, func(ctx context.Context) error {
-				resp, err = cl.Cluster().Rebalance(ctx, req)
-				return err
-			})
-			if err != nil {
+			if err := plan(); err != nil {
 				return &opError{op: "rebalance: planning again", err: err}
 			}
 			if len(resp.GetOperations()) > 0 && !resp.GetRunning() {
