@@ -268,22 +268,12 @@ func waitOperations(ctx context.Context, cl *client.Client, e *env, want map[uin
 	defer cancel()
 	ended := map[uint64]bool{}
 	for {
-		var resp *sundialv1.ListOperationsResponse
-		err := withTimeout(ctx, e.timeout, func(ctx context.Context) error {
-			var err error
-			resp, err = cl.Cluster().ListOperations(ctx, &sundialv1.ListOperationsRequest{})
-			return err
-		})
+		mine, err := listOperations(ctx, cl, e, want)
 		if err != nil {
 			return nil, err
 		}
-		var mine []*sundialv1.Operation
 		open := 0
-		for _, op := range resp.GetOperations() {
-			if !want[op.GetOperationId()] {
-				continue
-			}
-			mine = append(mine, op)
+		for _, op := range mine {
 			switch op.GetStatus() {
 			case "pending", "running":
 				open++
