@@ -115,6 +115,31 @@ func positive(c *cli.Context, names ...string) error {
 	return nil
 }
 
+// fillFlags are the flags of a scenario that fills a number of messages
+// (burst, backlog): the load flags, --messages and --max-fill.
+func fillFlags(messagesUsage string, maxFill time.Duration) []cli.Flag {
+	return append(loadFlags(),
+		&cli.Uint64Flag{Name: "messages", Value: 1_000_000, Usage: messagesUsage},
+		&cli.DurationFlag{Name: "max-fill", Value: maxFill, Usage: "stop filling after this long"},
+	)
+}
+
+// fill reads the flags fillFlags adds, or a usage error.
+func fill(c *cli.Context) (messages uint64, maxFill time.Duration, err error) {
+	if c.Uint64("messages") == 0 {
+		return 0, 0, usagef("--messages: want at least 1")
+	}
+	return c.Uint64("messages"), c.Duration("max-fill"), positive(c, "max-fill")
+}
+
+// rate checks the --rate of a steady-rate scenario (precision, failover).
+func rate(c *cli.Context) error {
+	if r := c.Int("rate"); r < 1 || r > 1000000 {
+		return usagef("--rate %d: want 1..1000000", r)
+	}
+	return nil
+}
+
 // Run runs loadtest with args and returns the exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	onUsage := func(_ *cli.Context, err error, _ bool) error { return &usageError{err.Error()} }
@@ -193,17 +218,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				Name:         bench.Burst,
 				Usage:        "many messages due at one instant; drain rate and lateness",
 				OnUsageError: onUsage,
-				Flags: append(loadFlags(),
-					&cli.Uint64Flag{Name: "messages", Value: 1_000_000, Usage: "messages due at once"},
-					&cli.DurationFlag{Name: "max-fill", Value: 60 * time.Second, Usage: "stop filling after this long"},
-				),
+				Flags:        fillFlags("messages due at once", 60*time.Second),
 				Action: func(c *cli.Context) error {
-					return runScenario(c, bench.Burst, func(cfg *bench.Config) error {
-						if c.Uint64("messages") == 0 {
-							return usagef("--messages: want at least 1")
-						}
-						cfg.Burst.Messages, cfg.Burst.MaxFill = c.Uint64("messages"), c.Duration("max-fill")
-						return positive(c, "max-fill")
+					return runScenario(c, bench.Burst, func(cfg *bench.Config) (err error) {
+						cfg.Burst.Messages, cfg.Burst.MaxFill, err = fill(c)
+						return err
 					})
 				},
 			},
@@ -219,8 +238,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				),
 				Action: func(c *cli.Context) error {
 					return runScenario(c, bench.Precision, func(cfg *bench.Config) error {
-						if r := c.Int("rate"); r < 1 || r > 1000000 {
-							return usagef("--rate %d: want 1..1000000", r)
+						if err := rate(c); err != nil {
+							return err
 						}
 						cfg.Precision.Rate, cfg.Precision.Delay, cfg.Precision.Duration, cfg.Precision.Grace = c.Int("rate"), c.Duration("delay"), c.Duration("duration"), c.Duration("grace")
 						return positive(c, "delay", "duration", "grace")
@@ -231,17 +250,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				Name:         bench.Backlog,
 				Usage:        "fill a pending backlog; RSS and disk, then restart and time the first due delivery",
 				OnUsageError: onUsage,
-				Flags: append(loadFlags(),
-					&cli.Uint64Flag{Name: "messages", Value: 1_000_000, Usage: "pending messages (10000000 for the 10M target)"},
-					&cli.DurationFlag{Name: "max-fill", Value: 120 * time.Second, Usage: "stop filling after this long"},
-				),
+				Flags:        fillFlags("pending messages (10000000 for the 10M target)", 120*time.Second),
 				Action: func(c *cli.Context) error {
-					return runScenario(c, bench.Backlog, func(cfg *bench.Config) error {
-						if c.Uint64("messages") == 0 {
-							return usagef("--messages: want at least 1")
-						}
-						cfg.Backlog.Messages, cfg.Backlog.MaxFill = c.Uint64("messages"), c.Duration("max-fill")
-						return positive(c, "max-fill")
+					return runScenario(c, bench.Backlog, func(cfg *bench.Config) (err error) {
+						cfg.Backlog.Messages, cfg.Backlog.MaxFill, err = fill(c)
+						return err
 					})
 				},
 			},
@@ -256,8 +269,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				),
 				Action: func(c *cli.Context) error {
 					return runScenario(c, bench.Failover, func(cfg *bench.Config) error {
-						if r := c.Int("rate"); r < 1 || r > 1000000 {
-							return usagef("--rate %d: want 1..1000000", r)
+						if err := rate(c); err != nil {
+							return err
 						}
 						cfg.Failover.Rate, cfg.Failover.Before, cfg.Failover.After = c.Int("rate"), c.Duration("before"), c.Duration("after")
 						cfg.Failover.Load.Batch = min(cfg.Failover.Load.Batch, 10)

@@ -21,10 +21,9 @@ import (
 // A batch is its puts pipelined on one connection; each consumer worker is
 // one connection doing reserve then delete.
 type beanstalkQueue struct {
-	dir, path, addr string
-	args            []string
-	procs           []*proc.Process
-	tube            string
+	peerServer
+	addr string
+	tube string
 
 	mu   sync.Mutex // guards pool
 	pool []*beanstalk.Conn
@@ -51,36 +50,27 @@ func startBeanstalkd(ctx context.Context, spec Spec, opts Options) (Instance, er
 		return nil, err
 	}
 	_, port, _ := splitHostPort(addr)
-	q := &beanstalkQueue{dir: dir, path: path, addr: addr, tube: opts.queue(),
-		args: []string{"-l", "127.0.0.1", "-p", port, "-b", filepath.Join(dir, "binlog"), fsync}}
-	p, err := q.startProc()
-	if err != nil {
+	q := &beanstalkQueue{addr: addr, tube: opts.queue(), peerServer: peerServer{name: "beanstalkd", path: path, dir: dir, log: "beanstalkd",
+		args: []string{"-l", "127.0.0.1", "-p", port, "-b", filepath.Join(dir, "binlog"), fsync}}}
+	if err := q.start(); err != nil {
 		return nil, err
 	}
-	q.procs = []*proc.Process{p}
-	if err := q.waitReady(ctx); err != nil {
+	if err := q.waitReady(ctx, 120*time.Second, q.ready); err != nil {
 		q.Close()
 		return nil, err
 	}
 	return q, nil
 }
 
-func (q *beanstalkQueue) startProc() (*proc.Process, error) {
-	return proc.Start("beanstalkd", q.path, filepath.Join(q.dir, "beanstalkd.log"), q.args...)
-}
-
-func (q *beanstalkQueue) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
-	defer cancel()
-	return proc.WaitFor(ctx, 20*time.Millisecond, func(context.Context) error {
-		c, err := beanstalk.DialTimeout("tcp", q.addr, time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_, err = c.Stats()
+// ready answers nil once beanstalkd answers a stats request.
+func (q *beanstalkQueue) ready(context.Context) error {
+	c, err := beanstalk.DialTimeout("tcp", q.addr, time.Second)
+	if err != nil {
 		return err
-	}, q.procs...)
+	}
+	defer c.Close()
+	_, err = c.Stats()
+	return err
 }
 
 func (q *beanstalkQueue) conn() (*beanstalk.Conn, error) {
@@ -136,17 +126,7 @@ func (q *beanstalkQueue) Publish(ctx context.Context, msgs []scenario.Message) e
 }
 
 func (q *beanstalkQueue) Consume(ctx context.Context, opts scenario.ConsumeOptions, handle func(scenario.Delivery)) error {
-	var wg sync.WaitGroup
-	errs := make([]error, max(1, opts.Workers))
-	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[w] = q.consumeWorker(ctx, handle)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return runWorkers(opts.Workers, func() error { return q.consumeWorker(ctx, handle) })
 }
 
 func (q *beanstalkQueue) consumeWorker(ctx context.Context, handle func(scenario.Delivery)) error {
@@ -173,16 +153,9 @@ func (q *beanstalkQueue) consumeWorker(ctx context.Context, handle func(scenario
 	return nil
 }
 
-func (q *beanstalkQueue) Pids() []int        { return []int{q.procs[0].Pid()} }
-func (q *beanstalkQueue) DataDirs() []string { return []string{q.dir} }
-
 func (q *beanstalkQueue) Restart(ctx context.Context) (time.Time, error) {
 	q.dropPool()
-	started, err := restartProcs(q.procs, func(int) (*proc.Process, error) { return q.startProc() })
-	if err != nil {
-		return started, err
-	}
-	return started, q.waitReady(ctx)
+	return q.restart(ctx, func(ctx context.Context) error { return q.waitReady(ctx, 120*time.Second, q.ready) })
 }
 
 func (q *beanstalkQueue) dropPool() {
@@ -196,9 +169,5 @@ func (q *beanstalkQueue) dropPool() {
 
 func (q *beanstalkQueue) Close() error {
 	q.dropPool()
-	var errs []error
-	for _, p := range q.procs {
-		errs = append(errs, p.Stop())
-	}
-	return errors.Join(errs...)
+	return q.stop()
 }

@@ -2,7 +2,6 @@ package target
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,13 +26,13 @@ import (
 // consumer worker is one Consume subscription with Prefetch messages
 // pulled; a delivery is acked with Ack.
 type natsQueue struct {
-	dir, path, addr string
-	procs           []*proc.Process
-	nc              *nats.Conn
-	js              jetstream.JetStream
-	stream          string
-	schedPrefix     string
-	target          string
+	peerServer
+	addr        string
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	stream      string
+	schedPrefix string
+	target      string
 }
 
 func startNATS(ctx context.Context, spec Spec, opts Options) (Instance, error) {
@@ -59,12 +58,11 @@ func startNATS(ctx context.Context, spec Spec, opts Options) (Instance, error) {
 		return nil, err
 	}
 	name := opts.queue()
-	q := &natsQueue{dir: dir, path: path, addr: addr, stream: name, schedPrefix: name + ".sched.", target: name + ".due"}
-	p, err := q.startProc()
-	if err != nil {
+	q := &natsQueue{addr: addr, stream: name, schedPrefix: name + ".sched.", target: name + ".due",
+		peerServer: peerServer{name: "nats-server", path: path, dir: dir, log: "nats", args: []string{"-c", filepath.Join(dir, "nats.conf")}}}
+	if err := q.start(); err != nil {
 		return nil, err
 	}
-	q.procs = []*proc.Process{p}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := proc.WaitFor(wctx, 20*time.Millisecond, proc.TCPOpen(addr), q.procs...); err != nil {
@@ -103,10 +101,6 @@ func startNATS(ctx context.Context, spec Spec, opts Options) (Instance, error) {
 		return nil, fmt.Errorf("target: nats consumer: %w", err)
 	}
 	return q, nil
-}
-
-func (q *natsQueue) startProc() (*proc.Process, error) {
-	return proc.Start("nats-server", q.path, filepath.Join(q.dir, "nats.log"), "-c", filepath.Join(q.dir, "nats.conf"))
 }
 
 func (q *natsQueue) Publish(ctx context.Context, msgs []scenario.Message) error {
@@ -181,31 +175,22 @@ func (q *natsQueue) Consume(ctx context.Context, opts scenario.ConsumeOptions, h
 	return firstErr
 }
 
-func (q *natsQueue) Pids() []int        { return []int{q.procs[0].Pid()} }
-func (q *natsQueue) DataDirs() []string { return []string{q.dir} }
-
 // Restart stops nats-server and starts it again; it is ready when the
 // stream answers its info request.
 func (q *natsQueue) Restart(ctx context.Context) (time.Time, error) {
-	started, err := restartProcs(q.procs, func(int) (*proc.Process, error) { return q.startProc() })
-	if err != nil {
-		return started, err
-	}
-	return started, proc.WaitFor(ctx, 20*time.Millisecond, func(ctx context.Context) error {
-		ictx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		_, err := q.js.Stream(ictx, q.stream)
-		return err
-	}, q.procs...)
+	return q.restart(ctx, func(ctx context.Context) error {
+		return proc.WaitFor(ctx, 20*time.Millisecond, func(ctx context.Context) error {
+			ictx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err := q.js.Stream(ictx, q.stream)
+			return err
+		}, q.procs...)
+	})
 }
 
 func (q *natsQueue) Close() error {
 	if q.nc != nil {
 		q.nc.Close()
 	}
-	var errs []error
-	for _, p := range q.procs {
-		errs = append(errs, p.Stop())
-	}
-	return errors.Join(errs...)
+	return q.stop()
 }

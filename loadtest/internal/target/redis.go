@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,9 +54,7 @@ const maxIdlePoll = 50 * time.Millisecond
 // time (ms) holding the messages, a processing sorted set scored by lease
 // deadline, a Lua claim script and ZREM as the ack. A batch is one ZADD.
 type redisQueue struct {
-	dir, path, addr string
-	args            []string
-	procs           []*proc.Process
+	peerServer
 	rdb             *redis.Client
 	delayed, inproc string
 	claim           *redis.Script
@@ -82,17 +79,15 @@ func startRedis(ctx context.Context, spec Spec, opts Options) (Instance, error) 
 	}
 	_, port, _ := splitHostPort(addr)
 	q := &redisQueue{
-		dir: dir, path: path, addr: addr,
-		args: []string{"--bind", "127.0.0.1", "--port", port, "--dir", dir, "--appendonly", "yes",
-			"--appendfsync", fsync, "--save", "", "--daemonize", "no", "--protected-mode", "no", "--logfile", ""},
+		peerServer: peerServer{name: "redis-server", path: path, dir: dir, log: "redis",
+			args: []string{"--bind", "127.0.0.1", "--port", port, "--dir", dir, "--appendonly", "yes",
+				"--appendfsync", fsync, "--save", "", "--daemonize", "no", "--protected-mode", "no", "--logfile", ""}},
 		delayed: opts.queue() + ":delayed", inproc: opts.queue() + ":processing",
 		claim: redis.NewScript(claimScript),
 	}
-	p, err := q.startProc()
-	if err != nil {
+	if err := q.start(); err != nil {
 		return nil, err
 	}
-	q.procs = []*proc.Process{p}
 	q.rdb = redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, MaxRetries: 0, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
 	if err := q.waitReady(ctx); err != nil {
 		q.Close()
@@ -101,16 +96,11 @@ func startRedis(ctx context.Context, spec Spec, opts Options) (Instance, error) 
 	return q, nil
 }
 
-func (q *redisQueue) startProc() (*proc.Process, error) {
-	return proc.Start("redis-server", q.path, filepath.Join(q.dir, "redis.log"), q.args...)
-}
-
+// waitReady waits up to 120s until redis-server answers a ping.
 func (q *redisQueue) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
-	defer cancel()
-	return proc.WaitFor(ctx, 20*time.Millisecond, func(ctx context.Context) error {
+	return q.peerServer.waitReady(ctx, 120*time.Second, func(ctx context.Context) error {
 		return q.rdb.Ping(ctx).Err()
-	}, q.procs...)
+	})
 }
 
 func (q *redisQueue) Publish(ctx context.Context, msgs []scenario.Message) error {
@@ -122,17 +112,7 @@ func (q *redisQueue) Publish(ctx context.Context, msgs []scenario.Message) error
 }
 
 func (q *redisQueue) Consume(ctx context.Context, opts scenario.ConsumeOptions, handle func(scenario.Delivery)) error {
-	var wg sync.WaitGroup
-	errs := make([]error, max(1, opts.Workers))
-	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[w] = q.consumeWorker(ctx, max(1, opts.Prefetch), handle)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return runWorkers(opts.Workers, func() error { return q.consumeWorker(ctx, max(1, opts.Prefetch), handle) })
 }
 
 func (q *redisQueue) consumeWorker(ctx context.Context, prefetch int, handle func(scenario.Delivery)) error {
@@ -174,15 +154,8 @@ func (q *redisQueue) consumeWorker(ctx context.Context, prefetch int, handle fun
 	return nil
 }
 
-func (q *redisQueue) Pids() []int        { return []int{q.procs[0].Pid()} }
-func (q *redisQueue) DataDirs() []string { return []string{q.dir} }
-
 func (q *redisQueue) Restart(ctx context.Context) (time.Time, error) {
-	started, err := restartProcs(q.procs, func(int) (*proc.Process, error) { return q.startProc() })
-	if err != nil {
-		return started, err
-	}
-	return started, q.waitReady(ctx)
+	return q.restart(ctx, q.waitReady)
 }
 
 func (q *redisQueue) Close() error {
@@ -190,8 +163,5 @@ func (q *redisQueue) Close() error {
 	if q.rdb != nil {
 		errs = append(errs, q.rdb.Close())
 	}
-	for _, p := range q.procs {
-		errs = append(errs, p.Stop())
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, q.stop())...)
 }

@@ -75,14 +75,7 @@ func renderDrain(w io.Writer, format string, v drainView) error {
 		if len(v.Operations) > 0 {
 			t := newTable(w, "ID", "KIND", "SHARD", "FROM", "TO", "STATUS", "STEP")
 			for _, op := range v.Operations {
-				step := op.Step
-				switch {
-				case op.Error != "":
-					step = op.Error
-				case op.Duration != "":
-					step = "took " + op.Duration
-				}
-				t.AppendRow([]any{idOrDash(op.ID), op.Kind, op.Shard, nodeOrDash(op.From), nodeOrDash(op.To), op.Status, step})
+				t.AppendRow([]any{idOrDash(op.ID), op.Kind, op.Shard, nodeOrDash(op.From), nodeOrDash(op.To), op.Status, op.progress()})
 			}
 			t.Render()
 		}

@@ -67,6 +67,18 @@ type operationsView struct {
 	SuspectNodes []uint64 `json:"suspect_nodes,omitempty" yaml:"suspect_nodes,omitempty"`
 }
 
+// progress is the STEP column of an operation in a table: its error once
+// it failed, how long it took once it ended, else the step it is at.
+func (op operationView) progress() string {
+	switch {
+	case op.Error != "":
+		return op.Error
+	case op.Duration != "":
+		return "took " + op.Duration
+	}
+	return op.Step
+}
+
 func viewOperations(ops []*sundialv1.Operation) []operationView {
 	out := make([]operationView, 0, len(ops))
 	for _, op := range ops {
@@ -116,14 +128,9 @@ func renderOperations(w io.Writer, format string, v operationsView) error {
 		}
 		t := newTable(w, "ID", "KIND", "SHARD", "FROM", "TO", "REASON", "STATUS", "STEP")
 		for _, op := range v.Operations {
-			step := op.Step
-			switch {
-			case v.DryRun:
+			step := op.progress()
+			if v.DryRun {
 				step = strings.Join(op.Steps, ", ")
-			case op.Error != "":
-				step = op.Error
-			case op.Duration != "":
-				step = "took " + op.Duration
 			}
 			t.AppendRow([]any{idOrDash(op.ID), op.Kind, op.Shard, nodeOrDash(op.From), nodeOrDash(op.To), op.Reason, op.Status, step})
 		}
@@ -167,11 +174,16 @@ func runRebalance(ctx context.Context, c *cli.Context, e *env) error {
 	}
 	defer cl.Close()
 	var resp *sundialv1.RebalanceResponse
-	err = withTimeout(ctx, e.timeout, func(ctx context.Context) error {
-		resp, err = cl.Cluster().Rebalance(ctx, req)
-		return err
-	})
-	if err != nil {
+	// plan asks the meta leader for a plan (ctx is the wait-bounded one
+	// once waiting starts).
+	plan := func() error {
+		return withTimeout(ctx, e.timeout, func(ctx context.Context) error {
+			var err error
+			resp, err = cl.Cluster().Rebalance(ctx, req)
+			return err
+		})
+	}
+	if err := plan(); err != nil {
 		return &opError{op: "rebalance", err: err}
 	}
 	v := operationsView{DryRun: req.GetDryRun(), Running: resp.GetRunning(), Operations: viewOperations(resp.GetOperations()),
@@ -204,11 +216,7 @@ func runRebalance(ctx context.Context, c *cli.Context, e *env) error {
 			failed = failed || op.GetStatus() != "done"
 		}
 		if !failed && round < maxRebalancePlans {
-			err = withTimeout(ctx, e.timeout, func(ctx context.Context) error {
-				resp, err = cl.Cluster().Rebalance(ctx, req)
-				return err
-			})
-			if err != nil {
+			if err := plan(); err != nil {
 				return &opError{op: "rebalance: planning again", err: err}
 			}
 			if len(resp.GetOperations()) > 0 && !resp.GetRunning() {
@@ -260,22 +268,12 @@ func waitOperations(ctx context.Context, cl *client.Client, e *env, want map[uin
 	defer cancel()
 	ended := map[uint64]bool{}
 	for {
-		var resp *sundialv1.ListOperationsResponse
-		err := withTimeout(ctx, e.timeout, func(ctx context.Context) error {
-			var err error
-			resp, err = cl.Cluster().ListOperations(ctx, &sundialv1.ListOperationsRequest{})
-			return err
-		})
+		mine, err := listOperations(ctx, cl, e, want)
 		if err != nil {
 			return nil, err
 		}
-		var mine []*sundialv1.Operation
 		open := 0
-		for _, op := range resp.GetOperations() {
-			if !want[op.GetOperationId()] {
-				continue
-			}
-			mine = append(mine, op)
+		for _, op := range mine {
 			switch op.GetStatus() {
 			case "pending", "running":
 				open++

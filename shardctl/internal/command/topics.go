@@ -13,6 +13,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/urfave/cli/v2"
 
+	"github.com/sundialmq/sundial/proto/client"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -225,61 +226,46 @@ func runTopicsCreate(ctx context.Context, c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	cl, err := e.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	got, err := cl.Admin().CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: t, IfNotExists: ifNotExists})
-	if err != nil {
-		return &opError{op: "topics create " + t.GetName(), err: err}
-	}
-	return renderTopic(e.stdout, e.output, got)
+	return call(ctx, e, func(ctx context.Context, cl *client.Client) error {
+		got, err := cl.Admin().CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: t, IfNotExists: ifNotExists})
+		if err != nil {
+			return &opError{op: "topics create " + t.GetName(), err: err}
+		}
+		return renderTopic(e.stdout, e.output, got)
+	})
 }
 
 func runTopicsList(ctx context.Context, c *cli.Context, e *env) error {
 	if c.Args().Len() > 0 {
 		return usagef("topics list takes no arguments (use --prefix), got %q", c.Args().Slice())
 	}
-	cl, err := e.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	var all []*sundialv1.Topic
-	req := &sundialv1.ListTopicsRequest{Prefix: c.String("prefix"), PageSize: 1000}
-	for page := 0; page < 10000; page++ {
-		resp, err := cl.Admin().ListTopics(ctx, req)
-		if err != nil {
-			return &opError{op: "topics list", err: err}
+	return call(ctx, e, func(ctx context.Context, cl *client.Client) error {
+		var all []*sundialv1.Topic
+		req := &sundialv1.ListTopicsRequest{Prefix: c.String("prefix"), PageSize: 1000}
+		for page := 0; page < 10000; page++ {
+			resp, err := cl.Admin().ListTopics(ctx, req)
+			if err != nil {
+				return &opError{op: "topics list", err: err}
+			}
+			all = append(all, resp.GetTopics()...)
+			if resp.GetNextPageToken() == "" || resp.GetNextPageToken() == req.PageToken {
+				break
+			}
+			req.PageToken = resp.GetNextPageToken()
 		}
-		all = append(all, resp.GetTopics()...)
-		if resp.GetNextPageToken() == "" || resp.GetNextPageToken() == req.PageToken {
-			break
-		}
-		req.PageToken = resp.GetNextPageToken()
-	}
-	return renderTopics(e.stdout, e.output, all)
+		return renderTopics(e.stdout, e.output, all)
+	})
 }
 
 func runTopicsGet(ctx context.Context, c *cli.Context, e *env) error {
 	if c.Args().Len() != 1 {
 		return usagef("topics get takes exactly one NAME, got %d arguments", c.Args().Len())
 	}
-	cl, err := e.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	t, err := cl.Admin().GetTopic(ctx, &sundialv1.GetTopicRequest{Name: c.Args().First()})
-	if err != nil {
-		return &opError{op: fmt.Sprintf("topics get %s", c.Args().First()), err: err}
-	}
-	return renderTopic(e.stdout, e.output, t)
+	return call(ctx, e, func(ctx context.Context, cl *client.Client) error {
+		t, err := cl.Admin().GetTopic(ctx, &sundialv1.GetTopicRequest{Name: c.Args().First()})
+		if err != nil {
+			return &opError{op: fmt.Sprintf("topics get %s", c.Args().First()), err: err}
+		}
+		return renderTopic(e.stdout, e.output, t)
+	})
 }

@@ -1,0 +1,48 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestScenarioFlags checks the flags each scenario command parses before
+// it starts any system: a bad value exits 2 with its message, and --help
+// lists the flags with their defaults (docs/benchmarks.md quotes them).
+func TestScenarioFlags(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     []string // each in the output (stdout then stderr)
+	}{
+		{"burst no messages", []string{"burst", "--messages", "0"}, 2, []string{"loadtest: --messages: want at least 1"}},
+		{"burst bad max-fill", []string{"burst", "--max-fill", "0s"}, 2, []string{"loadtest: --max-fill 0s: want a positive duration"}},
+		{"backlog no messages", []string{"backlog", "--messages", "0"}, 2, []string{"loadtest: --messages: want at least 1"}},
+		{"backlog bad max-fill", []string{"backlog", "--max-fill", "-1s"}, 2, []string{"loadtest: --max-fill -1s: want a positive duration"}},
+		{"precision bad rate", []string{"precision", "--rate", "0"}, 2, []string{"loadtest: --rate 0: want 1..1000000"}},
+		{"failover bad rate", []string{"failover", "--rate", "1000001"}, 2, []string{"loadtest: --rate 1000001: want 1..1000000"}},
+		{"burst help", []string{"burst", "--help"}, 0, []string{
+			"--messages value", "messages due at once (default: 1000000)", "--max-fill value", "stop filling after this long (default: 1m0s)",
+		}},
+		{"backlog help", []string{"backlog", "--help"}, 0, []string{
+			"pending messages (10000000 for the 10M target) (default: 1000000)", "stop filling after this long (default: 2m0s)",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := Run(context.Background(), append([]string{"loadtest"}, tc.args...), &stdout, &stderr)
+			out := stdout.String() + stderr.String()
+			if code != tc.wantCode {
+				t.Fatalf("Run(%q) = %d, want %d; output:\n%s", tc.args, code, tc.wantCode, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("Run(%q) output = %q, want it to contain %q", tc.args, out, w)
+				}
+			}
+		})
+	}
+}
