@@ -35,6 +35,10 @@ import (
 // leader (these repairs, Rebalance, DrainNode) leaves it alone as
 // rebalance.Options.Unavailable: no replica or leadership moves onto it,
 // where the move would wait for it to catch up and roll back, nor off it.
+// Liveness answers, for operators (GetClusterInfo), when each node last
+// answered, whether the latest probe got an answer and whether it is
+// suspect: a node that stopped shows so within a round or two, long before
+// it is declared dead.
 //
 // Each round ends with HealerConfig.MetaVoters, which the broker uses to
 // keep three live meta voters as the cluster grows by joins.
@@ -135,8 +139,9 @@ type Healer struct {
 	guarded  bool                            // the majority guard held last round
 	repaired map[meta.EventShardID]time.Time // when a repair of the shard was last submitted
 
-	mu      sync.Mutex
-	suspect map[meta.NodeID]bool // as of the last round; nil while not leading meta
+	mu      sync.Mutex                   // guards suspect and nodes
+	suspect map[meta.NodeID]bool         // as of the last round; nil while not leading meta
+	nodes   map[meta.NodeID]NodeLiveness // as of the last round; nil while not leading meta
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -159,6 +164,24 @@ func (h *Healer) setSuspects(set map[meta.NodeID]bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.suspect = set
+}
+
+// Liveness is what this healer knows of every registered node but the
+// removed ones, as of its last round; nil while this broker does not lead
+// meta. Safe from any goroutine; the map is the caller's.
+func (h *Healer) Liveness() map[meta.NodeID]NodeLiveness {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.nodes == nil {
+		return nil
+	}
+	return maps.Clone(h.nodes)
+}
+
+func (h *Healer) setLiveness(nodes map[meta.NodeID]NodeLiveness) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nodes = nodes
 }
 
 // NewHealer returns the healer of node self; Start runs it.
@@ -203,6 +226,7 @@ func (h *Healer) tick(ctx context.Context) {
 			h.live, h.guarded = nil, false
 			h.repaired = map[meta.EventShardID]time.Time{}
 			h.setSuspects(nil)
+			h.setLiveness(nil)
 			h.m.reset()
 		}
 		return
@@ -226,6 +250,7 @@ func (h *Healer) tick(ctx context.Context) {
 		}
 	}
 	suspects := h.noteSuspects(h.live.suspects(st, h.self, h.cfg.SuspectAfter, now), now)
+	h.setLiveness(h.live.view(st, h.self, suspects, now))
 	h.repair(ctx, st, suspects, now)
 	if h.cfg.MetaVoters != nil {
 		h.cfg.MetaVoters(ctx)
