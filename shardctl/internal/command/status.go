@@ -164,9 +164,12 @@ func renderStatusNodes(w io.Writer, v clusterView) {
 }
 
 // stateString is the node's state, with "suspect" or "unreachable" when
-// the meta leader has not heard from it: "active (unreachable)".
+// the meta leader has not heard from it: "active (unreachable)". A dead
+// node is just dead.
 func (n nodeView) stateString() string {
 	switch {
+	case n.State == "dead":
+		return n.State
 	case n.Suspect:
 		return n.State + " (suspect)"
 	case n.Unreachable:
