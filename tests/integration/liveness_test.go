@@ -6,10 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/sundialmq/sundial/broker"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -21,13 +17,13 @@ import (
 // the time of its last answer, its state still active; the live brokers
 // show as seen since the stop.
 func TestStoppedBrokerShownUnreachable(t *testing.T) {
-	c := New(t, Config{Shards: 2, Tune: func(bc *broker.Config) { bc.SuspectNodeTimeout = 2 * time.Second }})
+	c := newSuspectCluster(t)
 	leader := clusterInfo(t, c).GetMetaLeaderNodeId()
 	victim := leader%3 + 1
 	asked := map[string]sundialv1.AdminClient{"proxy": c.Admin}
 	for id := uint64(1); id <= 3; id++ {
 		if id != victim {
-			asked[fmt.Sprintf("broker %d", id)] = adminClient(t, c.Nodes[id-1].Config.GRPCAddr)
+			asked[fmt.Sprintf("broker %d", id)] = grpcClient(t, c.Nodes[id-1].Config.GRPCAddr, sundialv1.NewAdminClient)
 		}
 	}
 
@@ -91,14 +87,4 @@ func checkLiveness(admin sundialv1.AdminClient, victim uint64, check func(*sundi
 		}
 	}
 	return nil
-}
-
-func adminClient(t *testing.T, addr string) sundialv1.AdminClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return sundialv1.NewAdminClient(conn)
 }

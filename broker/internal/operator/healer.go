@@ -139,9 +139,8 @@ type Healer struct {
 	guarded  bool                            // the majority guard held last round
 	repaired map[meta.EventShardID]time.Time // when a repair of the shard was last submitted
 
-	mu      sync.Mutex                   // guards suspect and nodes
-	suspect map[meta.NodeID]bool         // as of the last round; nil while not leading meta
-	nodes   map[meta.NodeID]NodeLiveness // as of the last round; nil while not leading meta
+	mu    sync.Mutex                   // guards nodes
+	nodes map[meta.NodeID]NodeLiveness // as of the last round; nil while not leading meta
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -154,16 +153,16 @@ type Healer struct {
 func (h *Healer) Suspects() map[meta.NodeID]bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.suspect == nil {
+	if h.nodes == nil {
 		return nil
 	}
-	return maps.Clone(h.suspect)
-}
-
-func (h *Healer) setSuspects(set map[meta.NodeID]bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.suspect = set
+	set := map[meta.NodeID]bool{}
+	for id, l := range h.nodes {
+		if l.Suspect {
+			set[id] = true
+		}
+	}
+	return set
 }
 
 // Liveness is what this healer knows of every registered node but the
@@ -178,7 +177,8 @@ func (h *Healer) Liveness() map[meta.NodeID]NodeLiveness {
 	return maps.Clone(h.nodes)
 }
 
-func (h *Healer) setLiveness(nodes map[meta.NodeID]NodeLiveness) {
+// publish makes nodes the answer of Liveness and Suspects.
+func (h *Healer) publish(nodes map[meta.NodeID]NodeLiveness) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.nodes = nodes
@@ -225,8 +225,7 @@ func (h *Healer) tick(ctx context.Context) {
 		if h.live != nil {
 			h.live, h.guarded = nil, false
 			h.repaired = map[meta.EventShardID]time.Time{}
-			h.setSuspects(nil)
-			h.setLiveness(nil)
+			h.publish(nil)
 			h.m.reset()
 		}
 		return
@@ -250,7 +249,7 @@ func (h *Healer) tick(ctx context.Context) {
 		}
 	}
 	suspects := h.noteSuspects(h.live.suspects(st, h.self, h.cfg.SuspectAfter, now), now)
-	h.setLiveness(h.live.view(st, h.self, suspects, now))
+	h.publish(h.live.view(st, h.self, suspects, now))
 	h.repair(ctx, st, suspects, now)
 	if h.cfg.MetaVoters != nil {
 		h.cfg.MetaVoters(ctx)
@@ -404,8 +403,8 @@ func (h *Healer) repair(ctx context.Context, st *meta.State, suspects map[meta.N
 	h.log.Info("repairs submitted", zap.Int("planned", len(ops)), zap.Any("operation_ids", ids), SuspectsField(suspects))
 }
 
-// noteSuspects publishes this round's suspects, logs the nodes that became
-// or stopped being suspect, sets the gauge and returns them as a set.
+// noteSuspects logs the nodes that became or stopped being suspect since
+// the last round, sets the gauge and returns this round's as a set.
 func (h *Healer) noteSuspects(ids []meta.NodeID, now time.Time) map[meta.NodeID]bool {
 	before, set := h.Suspects(), map[meta.NodeID]bool{}
 	for _, id := range ids {
@@ -422,7 +421,6 @@ func (h *Healer) noteSuspects(ids []meta.NodeID, now time.Time) map[meta.NodeID]
 			h.log.Info("node no longer suspect", zap.Uint64("node_id", uint64(id)))
 		}
 	}
-	h.setSuspects(set)
 	h.m.suspects.Set(float64(len(ids)))
 	return set
 }
