@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -123,10 +124,14 @@ func (a *Admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest
 // open hand-overs and the operations in progress, and for each node what
 // the meta leader's healer knows of it (last seen, unreachable, suspect).
 // Only the meta leader knows that, so any other broker forwards the call
-// to it (see toMetaLeader); when that fails (no leader known, a leader
-// that just changed or does not answer) it answers from here without it.
+// to it (see toMetaLeader), for at most half the caller's deadline (or
+// infoForwardTimeout); when that fails (no leader known, a leader that
+// just changed, is paused or cut off) it answers from here without it.
 func (a *Admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfoRequest) (*sundialv1.ClusterInfo, error) {
-	if info, forwarded, err := toMetaLeader(ctx, a.host, sundialv1.NewAdminClient, sundialv1.AdminClient.GetClusterInfo, req); forwarded && err == nil {
+	fctx, cancel := forwardContext(ctx)
+	info, forwarded, err := toMetaLeader(fctx, a.host, sundialv1.NewAdminClient, sundialv1.AdminClient.GetClusterInfo, req)
+	cancel()
+	if forwarded && err == nil {
 		return info, nil
 	}
 	st, err := a.host.ReadMeta(ctx)
@@ -139,6 +144,19 @@ func (a *Admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInf
 	}
 	return &sundialv1.ClusterInfo{RoutingVersion: rt.Version, Nodes: rt.Nodes, Shards: rt.Shards, MetaLeaderNodeId: a.host.MetaLeader(),
 		Handovers: rt.Handovers, Operations: operationsProto(st.Unfinished())}, nil
+}
+
+// infoForwardTimeout bounds GetClusterInfo's forward to the meta leader
+// when the caller set no deadline.
+const infoForwardTimeout = 5 * time.Second
+
+// forwardContext is ctx for a forward that must leave time to answer from
+// here: half of what remains of ctx's deadline, or infoForwardTimeout.
+func forwardContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithTimeout(ctx, time.Until(d)/2)
+	}
+	return context.WithTimeout(ctx, infoForwardTimeout)
 }
 
 // withLiveness fills the nodes' liveness fields from known (nil: nothing
