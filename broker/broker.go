@@ -179,6 +179,7 @@ func (s *Server) Start(ctx context.Context) error {
 		MetaVoterDead: cluster.ReplaceDeadVoter, MetaVoters: cluster.MetaVoters,
 	}, s.log, s.reg)
 	cluster.SetSuspects(s.healer.Suspects)
+	admin.SetLiveness(s.healer.Liveness)
 	s.healer.Start(context.WithoutCancel(ctx))
 	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID))
 	s.health = health.NewServer()

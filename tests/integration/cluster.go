@@ -239,3 +239,15 @@ func freeAddr(t testing.TB) string {
 func logger(t testing.TB) *zap.Logger {
 	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 }
+
+// grpcClient is newClient's client on a connection to addr, closed when
+// the test ends.
+func grpcClient[C any](t testing.TB, addr string, newClient func(grpc.ClientConnInterface) C) C {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return newClient(conn)
+}

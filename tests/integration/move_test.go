@@ -324,10 +324,5 @@ func TestOperationsOnShardNotOnMetaLeader(t *testing.T) {
 
 func peerClient(t *testing.T, addr string) brokerv1.PeerClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return brokerv1.NewPeerClient(conn)
+	return grpcClient(t, addr, brokerv1.NewPeerClient)
 }

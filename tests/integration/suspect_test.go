@@ -18,7 +18,7 @@ import (
 // target left is the stopped one: the replicas stay, only leaderships
 // move), and the drained node keeps its replicas.
 func TestDrainSkipsStoppedBroker(t *testing.T) {
-	c := New(t, Config{Shards: 2, Tune: func(bc *broker.Config) { bc.SuspectNodeTimeout = 2 * time.Second }})
+	c := newSuspectCluster(t)
 	cfg := joinConfig(t, c, 0, seedsFollowerFirst(t, c)...)
 	c.Nodes = append(c.Nodes, &Node{Config: cfg})
 	c.StartBroker(3)
@@ -54,4 +54,11 @@ func TestDrainSkipsStoppedBroker(t *testing.T) {
 	if resp.GetRemainingReplicas() != 2 {
 		t.Fatalf("DrainNode(%d) = %v, want its 2 replicas kept", victim, resp)
 	}
+}
+
+// newSuspectCluster is 3 brokers on 2 shards whose meta leader names a
+// node suspect 2 s after its last answer (dead_node_timeout stays 5 min).
+func newSuspectCluster(t *testing.T) *Cluster {
+	t.Helper()
+	return New(t, Config{Shards: 2, Tune: func(bc *broker.Config) { bc.SuspectNodeTimeout = 2 * time.Second }})
 }

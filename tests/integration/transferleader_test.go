@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/meta"
@@ -20,12 +18,7 @@ import (
 // clusterClient dials addr's Cluster service.
 func clusterClient(t *testing.T, addr string) sundialv1.ClusterClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return sundialv1.NewClusterClient(conn)
+	return grpcClient(t, addr, sundialv1.NewClusterClient)
 }
 
 // Cluster.TransferLeader through the proxy moves a shard's leadership to

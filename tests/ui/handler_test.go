@@ -142,6 +142,15 @@ func TestPages(t *testing.T) {
 		if !strings.Contains(body, info.GetNodes()[0].GetGrpcAddr()) || strings.Count(body, "<tr><td>") < 2 {
 			t.Errorf("cluster page lacks the node and its shards: %s", body)
 		}
+		// The one broker leads meta: its healer's rounds say when it was
+		// last seen (the first round comes within a second of its start).
+		integration.Eventually(t, 20*time.Second, func() error {
+			_, body := f.get(t, "/ui/cluster")
+			if !strings.Contains(body, "<th>last seen</th>") || !regexp.MustCompile(`</td><td>\d+s ago</td>`).MatchString(body) {
+				return fmt.Errorf("cluster page shows no last seen time of the node: %s", body)
+			}
+			return nil
+		})
 	})
 	t.Run("errors", func(t *testing.T) {
 		code, body := f.get(t, "/ui/topics/nosuch")

@@ -35,6 +35,10 @@ import (
 // leader (these repairs, Rebalance, DrainNode) leaves it alone as
 // rebalance.Options.Unavailable: no replica or leadership moves onto it,
 // where the move would wait for it to catch up and roll back, nor off it.
+// Liveness answers, for operators (GetClusterInfo), when each node last
+// answered, whether the latest probe got an answer and whether it is
+// suspect: a node that stopped shows so within a round or two, long before
+// it is declared dead.
 //
 // Each round ends with HealerConfig.MetaVoters, which the broker uses to
 // keep three live meta voters as the cluster grows by joins.
@@ -135,8 +139,8 @@ type Healer struct {
 	guarded  bool                            // the majority guard held last round
 	repaired map[meta.EventShardID]time.Time // when a repair of the shard was last submitted
 
-	mu      sync.Mutex
-	suspect map[meta.NodeID]bool // as of the last round; nil while not leading meta
+	mu    sync.Mutex                   // guards nodes
+	nodes map[meta.NodeID]NodeLiveness // as of the last round; nil while not leading meta
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -149,16 +153,35 @@ type Healer struct {
 func (h *Healer) Suspects() map[meta.NodeID]bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.suspect == nil {
+	if h.nodes == nil {
 		return nil
 	}
-	return maps.Clone(h.suspect)
+	set := map[meta.NodeID]bool{}
+	for id, l := range h.nodes {
+		if l.Suspect {
+			set[id] = true
+		}
+	}
+	return set
 }
 
-func (h *Healer) setSuspects(set map[meta.NodeID]bool) {
+// Liveness is what this healer knows of every registered node but the
+// removed ones, as of its last round; nil while this broker does not lead
+// meta. Safe from any goroutine; the map is the caller's.
+func (h *Healer) Liveness() map[meta.NodeID]NodeLiveness {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.suspect = set
+	if h.nodes == nil {
+		return nil
+	}
+	return maps.Clone(h.nodes)
+}
+
+// publish makes nodes the answer of Liveness and Suspects.
+func (h *Healer) publish(nodes map[meta.NodeID]NodeLiveness) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nodes = nodes
 }
 
 // NewHealer returns the healer of node self; Start runs it.
@@ -202,7 +225,7 @@ func (h *Healer) tick(ctx context.Context) {
 		if h.live != nil {
 			h.live, h.guarded = nil, false
 			h.repaired = map[meta.EventShardID]time.Time{}
-			h.setSuspects(nil)
+			h.publish(nil)
 			h.m.reset()
 		}
 		return
@@ -226,6 +249,7 @@ func (h *Healer) tick(ctx context.Context) {
 		}
 	}
 	suspects := h.noteSuspects(h.live.suspects(st, h.self, h.cfg.SuspectAfter, now), now)
+	h.publish(h.live.view(st, h.self, suspects, now))
 	h.repair(ctx, st, suspects, now)
 	if h.cfg.MetaVoters != nil {
 		h.cfg.MetaVoters(ctx)
@@ -379,8 +403,8 @@ func (h *Healer) repair(ctx context.Context, st *meta.State, suspects map[meta.N
 	h.log.Info("repairs submitted", zap.Int("planned", len(ops)), zap.Any("operation_ids", ids), SuspectsField(suspects))
 }
 
-// noteSuspects publishes this round's suspects, logs the nodes that became
-// or stopped being suspect, sets the gauge and returns them as a set.
+// noteSuspects logs the nodes that became or stopped being suspect since
+// the last round, sets the gauge and returns this round's as a set.
 func (h *Healer) noteSuspects(ids []meta.NodeID, now time.Time) map[meta.NodeID]bool {
 	before, set := h.Suspects(), map[meta.NodeID]bool{}
 	for _, id := range ids {
@@ -397,7 +421,6 @@ func (h *Healer) noteSuspects(ids []meta.NodeID, now time.Time) map[meta.NodeID]
 			h.log.Info("node no longer suspect", zap.Uint64("node_id", uint64(id)))
 		}
 	}
-	h.setSuspects(set)
 	h.m.suspects.Set(float64(len(ids)))
 	return set
 }

@@ -25,34 +25,13 @@ var nodeStates = []meta.NodeState{meta.NodeActive, meta.NodeDraining, meta.NodeD
 
 func newHealerMetrics(reg prometheus.Registerer) *healerMetrics {
 	m := &healerMetrics{
-		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "sundial", Subsystem: "operator", Name: "nodes",
-			Help: "Registered nodes by state (active, draining, dead, removed); set by the healer on the meta leader, 0 on the other brokers.",
-		}, []string{"state"}),
-		lastSeen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "sundial", Subsystem: "operator", Name: "node_last_seen_seconds",
-			Help: "Seconds since the meta leader's healer last had an answer from the node (counted from when it began leading if none yet); 0 for the meta leader itself.",
-		}, []string{"node_id"}),
-		deadReplicas: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sundial", Subsystem: "operator", Name: "dead_replicas",
-			Help: "Replicas placed on nodes declared dead, still to be repaired; set by the healer on the meta leader.",
-		}),
-		suspects: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sundial", Subsystem: "operator", Name: "suspect_nodes",
-			Help: "Nodes the meta leader's healer has not heard from for suspect_after, not declared dead: plans move no replica or leadership onto or off them.",
-		}),
-		declared: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sundial", Subsystem: "operator", Name: "node_declarations_total",
-			Help: "Nodes this broker's healer declared dead or alive again, by verdict.",
-		}, []string{"verdict"}),
-		repairs: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "sundial", Subsystem: "operator", Name: "repairs_submitted_total",
-			Help: "Repair operations (a replica of a dead node re-created on a live one) this broker's healer submitted.",
-		}),
-		noTarget: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "sundial", Subsystem: "operator", Name: "repairs_without_target_total",
-			Help: "Times a shard with a replica on a dead node found no live node to take a replica; the repair is planned again later.",
-		}),
+		nodes:        prometheus.NewGaugeVec(gaugeOpts("nodes", "Registered nodes by state (active, draining, dead, removed); set by the healer on the meta leader, 0 on the other brokers."), []string{"state"}),
+		lastSeen:     prometheus.NewGaugeVec(gaugeOpts("node_last_seen_seconds", "Seconds since the meta leader's healer last had an answer from the node (counted from when it began leading if none yet); 0 for the meta leader itself."), []string{"node_id"}),
+		deadReplicas: prometheus.NewGauge(gaugeOpts("dead_replicas", "Replicas placed on nodes declared dead, still to be repaired; set by the healer on the meta leader.")),
+		suspects:     prometheus.NewGauge(gaugeOpts("suspect_nodes", "Nodes the meta leader's healer has not heard from for suspect_after, not declared dead: plans move no replica or leadership onto or off them.")),
+		declared:     prometheus.NewCounterVec(counterOpts("node_declarations_total", "Nodes this broker's healer declared dead or alive again, by verdict."), []string{"verdict"}),
+		repairs:      prometheus.NewCounter(counterOpts("repairs_submitted_total", "Repair operations (a replica of a dead node re-created on a live one) this broker's healer submitted.")),
+		noTarget:     prometheus.NewCounter(counterOpts("repairs_without_target_total", "Times a shard with a replica on a dead node found no live node to take a replica; the repair is planned again later.")),
 	}
 	for _, v := range []string{"dead", "alive"} {
 		m.declared.WithLabelValues(v)
@@ -95,4 +74,13 @@ func (m *healerMetrics) reset() {
 	m.lastSeen.Reset()
 	m.deadReplicas.Set(0)
 	m.suspects.Set(0)
+}
+
+// gaugeOpts and counterOpts name the collector sundial_operator_<name>.
+func gaugeOpts(name, help string) prometheus.GaugeOpts {
+	return prometheus.GaugeOpts{Namespace: "sundial", Subsystem: "operator", Name: name, Help: help}
+}
+
+func counterOpts(name, help string) prometheus.CounterOpts {
+	return prometheus.CounterOpts(gaugeOpts(name, help))
 }

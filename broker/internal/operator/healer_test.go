@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -379,5 +380,56 @@ func TestHealerCallsMetaVotersEachRound(t *testing.T) {
 	r.round(0)
 	if calls != 5 {
 		t.Fatalf("a round not leading meta called MetaVoters (%d calls), want none", calls)
+	}
+}
+
+// Liveness tells what the meta leader knows of each node before any is
+// declared dead: node 2 stops answering and shows unreachable at the next
+// round with its last answer's time, suspect after SuspectAfter, still
+// active; answering nodes (and the leader itself) show the round's time.
+// A broker that does not lead meta knows nothing.
+func TestHealerLiveness(t *testing.T) {
+	fh := &fakeHost{st: cluster(3), leader: 1}
+	fp := &fakeProber{up: map[meta.NodeID]bool{2: true, 3: true}}
+	now := t0
+	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: time.Minute, SuspectAfter: 3 * time.Second,
+		Now: func() time.Time { return now }}, zaptest.NewLogger(t), nil)
+	round := func(d time.Duration) map[meta.NodeID]NodeLiveness {
+		now = now.Add(d)
+		h.tick(context.Background())
+		return h.Liveness()
+	}
+	if got := h.Liveness(); got != nil {
+		t.Fatalf("Liveness() before a round = %v, want nil", got)
+	}
+	answered := t0.Add(time.Second)
+	round(time.Second)
+	fp.set(2, false)
+	steps := []struct {
+		after time.Duration
+		two   NodeLiveness
+	}{
+		{time.Second, NodeLiveness{LastSeen: answered, Unreachable: true}},
+		{2 * time.Second, NodeLiveness{LastSeen: answered, Unreachable: true, Suspect: true}},
+	}
+	for _, s := range steps {
+		got := round(s.after)
+		want := map[meta.NodeID]NodeLiveness{1: {LastSeen: now}, 2: s.two, 3: {LastSeen: now}}
+		if !maps.Equal(got, want) {
+			t.Fatalf("Liveness() %v after node 2's last answer = %v, want %v", now.Sub(answered), got, want)
+		}
+		if st, _ := fh.ReadMeta(context.Background()); st.Nodes[2].State != meta.NodeActive {
+			t.Fatalf("node 2 state %q, want active (not dead yet)", st.Nodes[2].State)
+		}
+	}
+	fp.set(2, true)
+	if got := round(time.Second); got[2] != (NodeLiveness{LastSeen: now}) {
+		t.Fatalf("Liveness()[2] once it answers again = %+v, want seen now", got[2])
+	}
+	fh.mu.Lock()
+	fh.leader = 2
+	fh.mu.Unlock()
+	if got := round(time.Second); got != nil {
+		t.Fatalf("Liveness() while not leading meta = %v, want nil", got)
 	}
 }

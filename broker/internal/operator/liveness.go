@@ -123,3 +123,35 @@ func (l *liveness) decide(st *meta.State, self meta.NodeID, now time.Time) verdi
 	v.Dead = due
 	return v
 }
+
+// NodeLiveness is what the meta leader's healer knows of one node, as of
+// its latest round: what an operator sees of a node that stopped before it
+// is declared dead.
+type NodeLiveness struct {
+	// LastSeen is when the node last answered a probe since this broker
+	// began leading meta (the meta leader itself: the round); zero when it
+	// has not answered yet.
+	LastSeen time.Time
+	// Unreachable says the latest probe got no answer.
+	Unreachable bool
+	// Suspect says the node has gone unseen for SuspectAfter and is not
+	// declared dead (see Healer.Suspects).
+	Suspect bool
+}
+
+// view is what l knows of st's nodes at now, removed nodes left out; self
+// (the meta leader) answers at now, suspects are this round's.
+func (l *liveness) view(st *meta.State, self meta.NodeID, suspects map[meta.NodeID]bool, now time.Time) map[meta.NodeID]NodeLiveness {
+	out := map[meta.NodeID]NodeLiveness{}
+	for _, id := range st.NodeIDs() {
+		if st.Nodes[id].State == meta.NodeRemoved {
+			continue
+		}
+		if id == self {
+			out[id] = NodeLiveness{LastSeen: now}
+			continue
+		}
+		out[id] = NodeLiveness{LastSeen: l.seen[id], Unreachable: l.down[id], Suspect: suspects[id]}
+	}
+	return out
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/operator"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -21,12 +23,19 @@ type Admin struct {
 	sundialv1.UnimplementedAdminServer
 	host *host.Host
 	opts Options
+	// liveness is what the healer knows of the nodes while this broker
+	// leads meta (operator.Healer.Liveness); nil: nothing known.
+	liveness func() map[meta.NodeID]operator.NodeLiveness
 }
 
 // NewAdmin returns the Admin service.
 func NewAdmin(h *host.Host, opts Options) *Admin {
 	return &Admin{host: h, opts: opts}
 }
+
+// SetLiveness gives GetClusterInfo what the meta leader's healer knows of
+// the nodes: the healer's Liveness. Call it before the service serves.
+func (a *Admin) SetLiveness(f func() map[meta.NodeID]operator.NodeLiveness) { a.liveness = f }
 
 // CreateTopic creates a topic, filling cluster defaults.
 func (a *Admin) CreateTopic(ctx context.Context, req *sundialv1.CreateTopicRequest) (*sundialv1.Topic, error) {
@@ -112,15 +121,57 @@ func (a *Admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest
 }
 
 // GetClusterInfo answers nodes, shards, leaders, the routing version, the
-// open hand-overs and the operations in progress.
-func (a *Admin) GetClusterInfo(ctx context.Context, _ *sundialv1.GetClusterInfoRequest) (*sundialv1.ClusterInfo, error) {
+// open hand-overs and the operations in progress, and for each node what
+// the meta leader's healer knows of it (last seen, unreachable, suspect).
+// Only the meta leader knows that, so any other broker forwards the call
+// to it (see toMetaLeader), for at most half the caller's deadline (or
+// infoForwardTimeout); when that fails (no leader known, a leader that
+// just changed, is paused or cut off) it answers from here without it.
+func (a *Admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfoRequest) (*sundialv1.ClusterInfo, error) {
+	fctx, cancel := forwardContext(ctx)
+	info, forwarded, err := toMetaLeader(fctx, a.host, sundialv1.NewAdminClient, sundialv1.AdminClient.GetClusterInfo, req)
+	cancel()
+	if forwarded && err == nil {
+		return info, nil
+	}
 	st, err := a.host.ReadMeta(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	rt := routingTable(st, a.host.ShardLeaders(), true)
+	if a.liveness != nil {
+		withLiveness(rt.Nodes, a.liveness())
+	}
 	return &sundialv1.ClusterInfo{RoutingVersion: rt.Version, Nodes: rt.Nodes, Shards: rt.Shards, MetaLeaderNodeId: a.host.MetaLeader(),
 		Handovers: rt.Handovers, Operations: operationsProto(st.Unfinished())}, nil
+}
+
+// infoForwardTimeout bounds GetClusterInfo's forward to the meta leader
+// when the caller set no deadline.
+const infoForwardTimeout = 5 * time.Second
+
+// forwardContext is ctx for a forward that must leave time to answer from
+// here: half of what remains of ctx's deadline, or infoForwardTimeout.
+func forwardContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithTimeout(ctx, time.Until(d)/2)
+	}
+	return context.WithTimeout(ctx, infoForwardTimeout)
+}
+
+// withLiveness fills the nodes' liveness fields from known (nil: nothing
+// known, the fields stay unset).
+func withLiveness(nodes []*sundialv1.Node, known map[meta.NodeID]operator.NodeLiveness) {
+	for _, n := range nodes {
+		l, ok := known[meta.NodeID(n.GetNodeId())]
+		if !ok {
+			continue
+		}
+		if !l.LastSeen.IsZero() {
+			n.LastSeenUnixMs = l.LastSeen.UnixMilli()
+		}
+		n.Unreachable, n.Suspect = l.Unreachable, l.Suspect
+	}
 }
 
 func topicProto(t *meta.Topic) *sundialv1.Topic {

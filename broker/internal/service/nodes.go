@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"go.uber.org/zap"
@@ -30,7 +29,7 @@ import (
 // draining nodes, around the operations already unfinished: a shard busy
 // with another operation is planned by a later call). It is idempotent:
 // calling it again until nothing remains carries the drain on. Served on
-// the meta leader; any other broker forwards it (see forwardMeta). The
+// the meta leader; any other broker forwards it (see toMetaLeader). The
 // plan moves nothing onto the nodes the meta leader's healer has not heard
 // from lately (suspect, see operator.Healer.Suspects): a drain whose only
 // targets are suspect waits for a later call.
@@ -38,13 +37,8 @@ func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest
 	if bad := validate.DrainNode(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if addr, err := c.metaLeaderElsewhere(ctx); err != nil || addr != "" {
-		if err != nil {
-			return nil, err
-		}
-		return forwardMeta(ctx, addr, func(ctx context.Context, cl sundialv1.ClusterClient) (*sundialv1.DrainNodeResponse, error) {
-			return cl.DrainNode(ctx, req)
-		})
+	if resp, forwarded, err := toMetaLeader(ctx, c.host, sundialv1.NewClusterClient, sundialv1.ClusterClient.DrainNode, req); forwarded {
+		return resp, err
 	}
 	id := meta.NodeID(req.GetNodeId())
 	code, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetNodeState, NodeID: id, NodeState: meta.NodeDraining})
@@ -114,16 +108,11 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 	if bad := validate.RemoveNode(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	forward := func(addr string) (*sundialv1.RemoveNodeResponse, error) {
-		return forwardMeta(ctx, addr, func(ctx context.Context, cl sundialv1.ClusterClient) (*sundialv1.RemoveNodeResponse, error) {
-			return cl.RemoveNode(ctx, req)
-		})
+	if resp, forwarded, err := toMetaLeader(ctx, c.host, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req); forwarded {
+		return resp, err
 	}
-	if addr, err := c.metaLeaderElsewhere(ctx); err != nil || addr != "" {
-		if err != nil {
-			return nil, err
-		}
-		return forward(addr)
+	forward := func(addr string) (*sundialv1.RemoveNodeResponse, error) {
+		return forwardTo(ctx, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req)
 	}
 	id, force := meta.NodeID(req.GetNodeId()), req.GetForce()
 	st, err := c.host.ReadMeta(ctx)
@@ -406,40 +395,6 @@ func (c *Cluster) leadsCount(id meta.NodeID) int {
 		}
 	}
 	return n
-}
-
-// metaLeaderElsewhere answers the gRPC address of the meta leader when it
-// is another broker and the call was not forwarded already; empty when
-// this broker leads. A forwarded call that does not land on the leader,
-// or no leader known, answers NotLeader for the meta group, so the caller
-// retries (a stale view never makes a loop).
-func (c *Cluster) metaLeaderElsewhere(ctx context.Context) (string, error) {
-	leader := c.host.MetaLeader()
-	if leader != 0 && leader == c.host.NodeID() {
-		return "", nil
-	}
-	var addr string
-	if n, ok := c.host.Meta().Nodes[meta.NodeID(leader)]; ok && leader != 0 {
-		addr = n.GRPCAddr
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	if addr == "" || len(md.Get(forwardedKey)) > 0 {
-		return "", apierr.NotLeader(meta.ShardID, leader, addr)
-	}
-	return addr, nil
-}
-
-// forwardMeta makes call once on the meta leader at addr, marked
-// forwarded.
-func forwardMeta[T any](ctx context.Context, addr string, call func(context.Context, sundialv1.ClusterClient) (T, error)) (T, error) {
-	var zero T
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return zero, toStatus(fmt.Errorf("forward to the meta leader at %s: %w", addr, err))
-	}
-	defer conn.Close()
-	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
-	return call(ctx, sundialv1.NewClusterClient(conn))
 }
 
 func unknownNode(id meta.NodeID) error {

@@ -27,19 +27,14 @@ import (
 // answered with their ids. Served on the meta leader, whose executor runs
 // the operations and whose healer knows which nodes have not answered
 // lately: the plan (a dry run's too) moves nothing onto or off those
-// suspect nodes. Any other broker forwards it (see forwardMeta), so a dry
+// suspect nodes. Any other broker forwards it (see toMetaLeader), so a dry
 // run answers what a rebalance would submit.
 func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest) (*sundialv1.RebalanceResponse, error) {
 	if bad := validate.Rebalance(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if addr, err := c.metaLeaderElsewhere(ctx); err != nil || addr != "" {
-		if err != nil {
-			return nil, err
-		}
-		return forwardMeta(ctx, addr, func(ctx context.Context, cl sundialv1.ClusterClient) (*sundialv1.RebalanceResponse, error) {
-			return cl.Rebalance(ctx, req)
-		})
+	if resp, forwarded, err := toMetaLeader(ctx, c.host, sundialv1.NewClusterClient, sundialv1.ClusterClient.Rebalance, req); forwarded {
+		return resp, err
 	}
 	st, err := c.host.ReadMeta(ctx)
 	if err != nil {

@@ -32,7 +32,9 @@ type nodeRow struct {
 	Node     *sundialv1.Node
 	Replicas int
 	Leaders  int
-	IsMeta   bool // the meta leader
+	IsMeta   bool   // the meta leader
+	LastSeen string // when the meta leader last heard from it, "3s ago"; "-" unknown
+	Unheard  string // "suspect" or "unreachable" when it has not lately; "" else
 }
 
 type shardRow struct {
@@ -65,7 +67,18 @@ func (h *Handler) clusterPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, n := range info.GetNodes() {
 		id := n.GetNodeId()
-		v.Nodes = append(v.Nodes, nodeRow{Node: n, Replicas: replicas[id], Leaders: leaders[id], IsMeta: id == info.GetMetaLeaderNodeId()})
+		row := nodeRow{Node: n, Replicas: replicas[id], Leaders: leaders[id], IsMeta: id == info.GetMetaLeaderNodeId(), LastSeen: "-"}
+		if ms := n.GetLastSeenUnixMs(); ms != 0 {
+			row.LastSeen = ago(ms, h.now())
+		}
+		switch {
+		case n.GetState() == sundialv1.NodeState_NODE_STATE_DEAD:
+		case n.GetSuspect():
+			row.Unheard = "suspect"
+		case n.GetUnreachable():
+			row.Unheard = "unreachable"
+		}
+		v.Nodes = append(v.Nodes, row)
 	}
 	ops, err := h.api.Cluster.ListOperations(ctx, &sundialv1.ListOperationsRequest{UnfinishedOnly: true})
 	if err != nil {

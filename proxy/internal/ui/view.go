@@ -83,6 +83,12 @@ func relative(ms int64, now time.Time) string {
 	return (-d).String() + " ago"
 }
 
+// ago says how long before now ms was, "12s ago"; a time past now (the
+// meta leader's clock ahead of this one) is "0s ago".
+func ago(ms int64, now time.Time) string {
+	return max(0, now.Sub(time.UnixMilli(ms))).Round(time.Second).String() + " ago"
+}
+
 func formatMs(ms float64) string {
 	switch {
 	case ms == 0:

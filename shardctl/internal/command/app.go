@@ -200,7 +200,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			cmd(&cli.Command{
 				Name:   "status",
-				Usage:  "show nodes (state, labels, replicas, leaders), shards (replicas, leader) and operations in progress; -o json for scripts",
+				Usage:  "show nodes (state, when the meta leader last heard from them, labels, replicas, leaders), shards (replicas, leader) and operations in progress; -o json for scripts",
 				Action: act(false, runStatus),
 			}, false),
 			{

@@ -92,15 +92,24 @@ func TestParseHeaders(t *testing.T) {
 	}
 }
 
+// fixedClusterInfo is 4 nodes as the meta leader (node 2) sees them at
+// statusNow: node 1 answered 1.5 s ago; node 3, draining, has not answered
+// for 12 s and is suspect; node 4 did not answer the latest probe and has
+// not answered since node 2 began leading meta.
 func fixedClusterInfo() *sundialv1.ClusterInfo {
 	active := sundialv1.NodeState_NODE_STATE_ACTIVE
+	seen := func(ago time.Duration) int64 { return statusNow.Add(-ago).UnixMilli() }
 	return &sundialv1.ClusterInfo{
 		RoutingVersion:   42,
 		MetaLeaderNodeId: 2,
 		Nodes: []*sundialv1.Node{
-			{NodeId: 1, GrpcAddr: "127.0.0.1:7501", RaftAddr: "127.0.0.1:7601", State: active, MetaVoter: true, Labels: map[string]string{"zone": "a", "rack": "r1"}},
-			{NodeId: 2, GrpcAddr: "127.0.0.1:7502", RaftAddr: "127.0.0.1:7602", State: active, MetaVoter: true, Labels: map[string]string{"zone": "b"}},
-			{NodeId: 3, GrpcAddr: "127.0.0.1:7503", RaftAddr: "127.0.0.1:7603", State: sundialv1.NodeState_NODE_STATE_DRAINING},
+			{NodeId: 1, GrpcAddr: "127.0.0.1:7501", RaftAddr: "127.0.0.1:7601", State: active, MetaVoter: true, Labels: map[string]string{"zone": "a", "rack": "r1"},
+				LastSeenUnixMs: seen(1500 * time.Millisecond)},
+			{NodeId: 2, GrpcAddr: "127.0.0.1:7502", RaftAddr: "127.0.0.1:7602", State: active, MetaVoter: true, Labels: map[string]string{"zone": "b"},
+				LastSeenUnixMs: seen(0)},
+			{NodeId: 3, GrpcAddr: "127.0.0.1:7503", RaftAddr: "127.0.0.1:7603", State: sundialv1.NodeState_NODE_STATE_DRAINING,
+				LastSeenUnixMs: seen(12 * time.Second), Unreachable: true, Suspect: true},
+			{NodeId: 4, GrpcAddr: "127.0.0.1:7504", RaftAddr: "127.0.0.1:7604", State: active, Unreachable: true},
 		},
 		Shards: []*sundialv1.Shard{
 			{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}, {ReplicaId: 2, NodeId: 2}, {ReplicaId: 3, NodeId: 3}}},
@@ -150,7 +159,7 @@ func TestRenderCluster(t *testing.T) {
 	for _, format := range []string{"table", "json", "yaml"} {
 		t.Run(format, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := renderCluster(&b, format, newClusterView(fixedClusterInfo()).withOperations(fixedOperations(), statusNow)); err != nil {
+			if err := renderCluster(&b, format, newClusterView(fixedClusterInfo(), statusNow).withOperations(fixedOperations(), statusNow)); err != nil {
 				t.Fatalf("renderCluster(%s) = %v, want nil", format, err)
 			}
 			golden(t, "status."+format, b.String())
@@ -246,6 +255,8 @@ func TestAgainstFakeProxy(t *testing.T) {
 		{"status json", "", []string{"--proxy", addr, "status", "-o", "json"}, ExitOK, `"routing_version": 42`, ""},
 		{"status json carries operations", "", []string{"--proxy", addr, "status", "-o", "json"}, ExitOK, `"step": "2/5 wait-catch-up"`, ""},
 		{"status table", "", []string{"--proxy", addr, "status"}, ExitOK, "operations in progress:", ""},
+		{"status table shows a suspect node", "", []string{"--proxy", addr, "status"}, ExitOK, "draining (suspect)", ""},
+		{"status json carries liveness", "", []string{"--proxy", addr, "status", "-o", "json"}, ExitOK, `"suspect": true`, ""},
 		{"status yaml flag after command", "", []string{"status", "--proxy", addr, "-o", "yaml"}, ExitOK, "routing_version: 42", ""},
 		{"topics create", "", []string{"--proxy", addr, "topics", "create", "orders", "--partitions", "4", "-o", "json"}, ExitOK, `"partitions": 4`, ""},
 		{"topics create violation", "", []string{"--proxy", addr, "topics", "create", "orders", "--partitions", "100"}, ExitFailure, "", "topic.partitions: at most 64"},

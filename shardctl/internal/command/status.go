@@ -30,6 +30,8 @@ type clusterView struct {
 	Operations []statusOperation `json:"operations" yaml:"operations"`
 	// OperationsError says why the operations could not be listed.
 	OperationsError string `json:"operations_error,omitempty" yaml:"operations_error,omitempty"`
+
+	now time.Time // when status asked: how long ago nodes were last seen
 }
 
 type nodeView struct {
@@ -43,6 +45,14 @@ type nodeView struct {
 	// shards it leads.
 	Replicas int `json:"replicas" yaml:"replicas"`
 	Leaders  int `json:"leaders" yaml:"leaders"`
+	// LastSeenUnixMs, Unreachable and Suspect are what the meta leader
+	// knows of the node (sundialv1.Node): when it last answered (0:
+	// unknown), whether its latest probe went unanswered, and whether it
+	// has gone unseen for suspect_node_timeout. A node that stopped shows
+	// them within seconds; its state changes only at dead_node_timeout.
+	LastSeenUnixMs int64 `json:"last_seen_unix_ms" yaml:"last_seen_unix_ms"`
+	Unreachable    bool  `json:"unreachable" yaml:"unreachable"`
+	Suspect        bool  `json:"suspect" yaml:"suspect"`
 }
 
 type shardView struct {
@@ -65,8 +75,10 @@ type statusOperation struct {
 	AgeSeconds int64 `json:"age_seconds" yaml:"age_seconds"`
 }
 
-func newClusterView(info *sundialv1.ClusterInfo) clusterView {
+// newClusterView renders info, asked for at now.
+func newClusterView(info *sundialv1.ClusterInfo, now time.Time) clusterView {
 	v := clusterView{
+		now:              now,
 		RoutingVersion:   info.GetRoutingVersion(),
 		MetaLeaderNodeID: info.GetMetaLeaderNodeId(),
 		Nodes:            []nodeView{},
@@ -95,6 +107,7 @@ func newClusterView(info *sundialv1.ClusterInfo) clusterView {
 			NodeID: n.GetNodeId(), GRPCAddr: n.GetGrpcAddr(), RaftAddr: n.GetRaftAddr(),
 			State: enumName(n.GetState().String(), "NODE_STATE_"), MetaVoter: n.GetMetaVoter(),
 			Labels: labels, Replicas: replicas[n.GetNodeId()], Leaders: leaders[n.GetNodeId()],
+			LastSeenUnixMs: n.GetLastSeenUnixMs(), Unreachable: n.GetUnreachable(), Suspect: n.GetSuspect(),
 		})
 	}
 	return v
@@ -139,15 +152,40 @@ var statusSections = []func(io.Writer, clusterView){
 }
 
 func renderStatusNodes(w io.Writer, v clusterView) {
-	t := newTable(w, "NODE", "STATE", "LABELS", "GRPC", "RAFT", "META VOTER", "REPLICAS", "LEADERS")
+	t := newTable(w, "NODE", "STATE", "LAST SEEN", "LABELS", "GRPC", "RAFT", "META VOTER", "REPLICAS", "LEADERS")
 	for _, n := range v.Nodes {
 		voter := "no"
 		if n.MetaVoter {
 			voter = "yes"
 		}
-		t.AppendRow([]any{n.NodeID, n.State, labelsString(n.Labels), n.GRPCAddr, n.RaftAddr, voter, n.Replicas, n.Leaders})
+		t.AppendRow([]any{n.NodeID, n.stateString(), n.lastSeenString(v.now), labelsString(n.Labels), n.GRPCAddr, n.RaftAddr, voter, n.Replicas, n.Leaders})
 	}
 	t.Render()
+}
+
+// stateString is the node's state, with "suspect" or "unreachable" when
+// the meta leader has not heard from it: "active (unreachable)". A dead
+// node is just dead.
+func (n nodeView) stateString() string {
+	switch {
+	case n.State == "dead":
+		return n.State
+	case n.Suspect:
+		return n.State + " (suspect)"
+	case n.Unreachable:
+		return n.State + " (unreachable)"
+	}
+	return n.State
+}
+
+// lastSeenString is how long before now the meta leader last heard from
+// the node, "12s ago"; "-" when unknown.
+func (n nodeView) lastSeenString(now time.Time) string {
+	if n.LastSeenUnixMs == 0 {
+		return "-"
+	}
+	ago := max(0, now.Sub(time.UnixMilli(n.LastSeenUnixMs))).Truncate(time.Second)
+	return ago.String() + " ago"
 }
 
 func renderStatusShards(w io.Writer, v clusterView) {
@@ -226,7 +264,7 @@ func runStatus(ctx context.Context, c *cli.Context, e *env) error {
 	if err != nil {
 		return &opError{op: "status", err: err}
 	}
-	v := newClusterView(info)
+	v := newClusterView(info, time.Now())
 	ops, err := cl.Cluster().ListOperations(ctx, &sundialv1.ListOperationsRequest{UnfinishedOnly: true})
 	if err != nil {
 		// The nodes and shards are still worth printing.

@@ -4002,7 +4002,25 @@ type Node struct {
 	MetaVoter bool                   `protobuf:"varint,5,opt,name=meta_voter,json=metaVoter,proto3" json:"meta_voter,omitempty"`
 	// labels are the node's location labels (--labels zone=a,rack=r1); the
 	// planner spreads a shard's replicas over the values of "zone".
-	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The next three are what the meta leader's healer knows of the node,
+	// which it probes every second (Peer.Identify), as of its latest round.
+	// Only GetClusterInfo fills them (routing tables and other answers that
+	// name a node leave them unset), and leaves them unset when it could not
+	// ask the meta leader. A node that stopped keeps its state (active,
+	// draining) until it has gone unseen for dead_node_timeout and is
+	// declared dead; these tell it within seconds.
+	//
+	// last_seen_unix_ms is when the node last answered a probe (the meta
+	// leader itself: the latest round); 0 when unknown, e.g. it has not
+	// answered since that broker began leading meta.
+	LastSeenUnixMs int64 `protobuf:"varint,7,opt,name=last_seen_unix_ms,json=lastSeenUnixMs,proto3" json:"last_seen_unix_ms,omitempty"`
+	// unreachable is set when the latest probe of the node got no answer.
+	Unreachable bool `protobuf:"varint,8,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
+	// suspect is set when the node has not answered for
+	// suspect_node_timeout and is not declared dead: plans (rebalance,
+	// drain, repairs) move no replica or leadership onto or off it.
+	Suspect       bool `protobuf:"varint,9,opt,name=suspect,proto3" json:"suspect,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4077,6 +4095,27 @@ func (x *Node) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *Node) GetLastSeenUnixMs() int64 {
+	if x != nil {
+		return x.LastSeenUnixMs
+	}
+	return 0
+}
+
+func (x *Node) GetUnreachable() bool {
+	if x != nil {
+		return x.Unreachable
+	}
+	return false
+}
+
+func (x *Node) GetSuspect() bool {
+	if x != nil {
+		return x.Suspect
+	}
+	return false
 }
 
 type Shard struct {
@@ -5918,7 +5957,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\thandovers\x18\x05 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\x125\n" +
 	"\n" +
 	"operations\x18\x06 \x03(\v2\x15.sundial.v1.OperationR\n" +
-	"operations\"\x96\x02\n" +
+	"operations\"\xfd\x02\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -5926,7 +5965,10 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\x0e2\x15.sundial.v1.NodeStateR\x05state\x12\x1d\n" +
 	"\n" +
 	"meta_voter\x18\x05 \x01(\bR\tmetaVoter\x124\n" +
-	"\x06labels\x18\x06 \x03(\v2\x1c.sundial.v1.Node.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x06 \x03(\v2\x1c.sundial.v1.Node.LabelsEntryR\x06labels\x12)\n" +
+	"\x11last_seen_unix_ms\x18\a \x01(\x03R\x0elastSeenUnixMs\x12 \n" +
+	"\vunreachable\x18\b \x01(\bR\vunreachable\x12\x18\n" +
+	"\asuspect\x18\t \x01(\bR\asuspect\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x01\n" +
