@@ -1,12 +1,19 @@
 package integration
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/proto/frame"
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -110,6 +117,59 @@ func TestSubscribeFrames(t *testing.T) {
 			t.Fatalf("proxy lateness observations = %d for 40 first deliveries, want 40", got)
 		}
 		t.Logf("40 deliveries in frames %v", frames)
+	})
+
+	t.Run("broker sends one delivery per frame unless asked", func(t *testing.T) {
+		conn, err := grpc.NewClient(c.Nodes[0].Server.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatalf("dial broker: %v", err)
+		}
+		defer conn.Close()
+		for _, tc := range []struct {
+			topic    string
+			perFrame int32
+			batched  bool
+		}{{"frames-shard-old", 0, false}, {"frames-shard-new", 100, true}} {
+			ids := dueTogether(t, c, tc.topic, 10)
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			st, err := brokerv1.NewShardClient(conn).Subscribe(ctx)
+			if err != nil {
+				cancel()
+				t.Fatalf("Shard.Subscribe() error = %v", err)
+			}
+			start := &brokerv1.ShardStart{ShardId: meta.FirstEventShard, Topic: tc.topic, Partitions: []uint32{0}, Credit: 50, MaxDeliveriesPerFrame: tc.perFrame}
+			if err := st.Send(&brokerv1.ShardSubscribeRequest{Kind: &brokerv1.ShardSubscribeRequest_Start{Start: start}}); err != nil {
+				cancel()
+				t.Fatalf("send start: %v", err)
+			}
+			var frames []int
+			seen := map[string]bool{}
+			for len(seen) < len(ids) {
+				resp, err := st.Recv()
+				if err != nil {
+					cancel()
+					t.Fatalf("%s: Recv() after %d deliveries = %v", tc.topic, len(seen), err)
+				}
+				ds := frame.Deliveries(resp)
+				if resp.GetDeliveries() != nil {
+					frames = append(frames, len(ds))
+				} else {
+					frames = append(frames, 0)
+				}
+				for _, d := range ds {
+					if !ids[d.GetMessageId()] || seen[d.GetMessageId()] {
+						cancel()
+						t.Fatalf("%s: delivery of %s unknown or twice", tc.topic, d.GetMessageId())
+					}
+					seen[d.GetMessageId()] = true
+				}
+			}
+			cancel()
+			batched := slices.ContainsFunc(frames, func(n int) bool { return n > 1 })
+			if batched != tc.batched || !tc.batched && slices.ContainsFunc(frames, func(n int) bool { return n != 0 }) {
+				t.Errorf("%s with max_deliveries_per_frame %d: frames %v (0: a Delivery frame), want batched %v", tc.topic, tc.perFrame, frames, tc.batched)
+			}
+		}
 	})
 
 	t.Run("client frame size is respected", func(t *testing.T) {
