@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proto/frame"
 	"github.com/sundialmq/sundial/proto/receipt"
 	"github.com/sundialmq/sundial/proxy/internal/batch"
 
@@ -53,6 +55,7 @@ type fakeBroker struct {
 	requestIDs   []string       // of the publishes stored
 	acked        []string
 	subscribes   int
+	frameAsks    []int32 // max_deliveries_per_frame of each ShardStart
 }
 
 func (b *fakeBroker) WatchRouting(_ *sundialv1.WatchRoutingRequest, st grpc.ServerStreamingServer[sundialv1.RoutingTable]) error {
@@ -95,6 +98,7 @@ func (b *fakeBroker) Subscribe(st grpc.BidiStreamingServer[brokerv1.ShardSubscri
 	}
 	b.mu.Lock()
 	b.subscribes++
+	b.frameAsks = append(b.frameAsks, start.GetMaxDeliveriesPerFrame())
 	failWith := b.subscribeErr
 	b.mu.Unlock()
 	if failWith != nil {
@@ -102,13 +106,19 @@ func (b *fakeBroker) Subscribe(st grpc.BidiStreamingServer[brokerv1.ShardSubscri
 	}
 	credit := int64(start.GetCredit())
 	n := 0
+	// As a shard does, what is ready at once goes out in frames as large
+	// as the proxy asked for.
 	send := func() error {
+		var ds []*sundialv1.Delivery
 		for ; credit > 0; credit-- {
 			r := receipt.Receipt{Message: receipt.NewMessageID(start.GetShardId(), uint64(n+1), 0), Group: start.GetGroup(), Attempt: 1}
 			n++
-			if err := st.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Delivery{Delivery: &sundialv1.Delivery{
+			ds = append(ds, &sundialv1.Delivery{
 				MessageId: fmt.Sprintf("%d-%d", start.GetShardId(), n), Receipt: r.String(), Topic: start.GetTopic(), Group: start.GetGroup(),
-			}}}); err != nil {
+			})
+		}
+		for _, f := range frame.Pack(ds, int(start.GetMaxDeliveriesPerFrame())) {
+			if err := st.Send(f); err != nil {
 				return err
 			}
 		}
@@ -316,6 +326,70 @@ func TestSubscribeAndAck(t *testing.T) {
 	leader.mu.Unlock()
 	if acked != 10 {
 		t.Errorf("leader saw %d acks, want 10", acked)
+	}
+}
+
+// A client that asks for frames of up to 4 gets the shards' batches
+// repacked to that size, each delivery once and exactly its credit; the
+// proxy asks every shard for batches.
+func TestSubscribeRelaysBatchedFrames(t *testing.T) {
+	_, leader, conn := startCluster(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	st, err := sundialv1.NewConsumerClient(conn).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: &sundialv1.Start{Topic: "wide", MaxInFlight: 40, MaxDeliveriesPerFrame: 4}}}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var frames []int
+	recv := func(n int) {
+		t.Helper()
+		for len(seen) < n {
+			resp, err := st.Recv()
+			if err != nil {
+				t.Fatalf("Recv() after %d deliveries = %v", len(seen), err)
+			}
+			ds := frame.Deliveries(resp)
+			if len(ds) == 0 || len(ds) > 4 {
+				t.Fatalf("Recv() = %v, want 1 to 4 deliveries", resp)
+			}
+			frames = append(frames, len(ds))
+			for _, d := range ds {
+				if seen[d.GetMessageId()] {
+					t.Fatalf("delivery %s relayed twice", d.GetMessageId())
+				}
+				seen[d.GetMessageId()] = true
+			}
+		}
+		if len(seen) != n {
+			t.Fatalf("%d deliveries, want exactly the %d credited", len(seen), n)
+		}
+	}
+	recv(40)
+	if err := st.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Credit{Credit: &sundialv1.Credit{N: 12}}}); err != nil {
+		t.Fatal(err)
+	}
+	recv(52)
+	// Nothing beyond the credit: the next frame answers this ack.
+	if err := st.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Ack{Ack: &sundialv1.AckRequest{RequestId: "a1", Receipts: []string{"junk"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := st.Recv(); err != nil || resp.GetAckResult() == nil {
+		t.Fatalf("Recv() = %v, %v, want the AckResult (a delivery beyond the credit?)", resp, err)
+	}
+	if !slices.ContainsFunc(frames, func(n int) bool { return n > 1 }) {
+		t.Errorf("frames %v: want several deliveries per frame", frames)
+	}
+	leader.mu.Lock()
+	defer leader.mu.Unlock()
+	for _, ask := range leader.frameAsks {
+		if ask <= 1 {
+			t.Errorf("shard streams asked for frames of %v, want every one batched", leader.frameAsks)
+			break
+		}
 	}
 }
 

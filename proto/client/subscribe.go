@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proto/frame"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/validate"
 )
 
 // SubscribeOptions says what to consume and how.
@@ -288,6 +290,9 @@ func (s *subscription) run(ctx context.Context, handler func(context.Context, *D
 		MaxInFlight:         int32(credit),
 		VisibilityTimeoutMs: s.opts.VisibilityTimeout.Milliseconds(),
 		AckMode:             s.opts.AckMode,
+		// Deliveries ready together arrive in one frame; credit bounds how
+		// many.
+		MaxDeliveriesPerFrame: validate.MaxDeliveriesPerFrame,
 	}}})
 	sess.sendMu.Unlock()
 
@@ -311,21 +316,26 @@ func (s *subscription) run(ctx context.Context, handler func(context.Context, *D
 			}
 			return got, err
 		}
-		switch k := resp.GetKind().(type) {
-		case *sundialv1.SubscribeResponse_Delivery:
-			got = true
-			d := &Delivery{Delivery: k.Delivery, c: s.c, sub: s, sess: sess}
-			s.mu.Lock()
-			s.busy++
-			s.mu.Unlock()
-			handlers.Add(1)
+		if r := resp.GetAckResult(); r != nil {
+			sess.answer(r)
+			continue
+		}
+		ds := frame.Deliveries(resp)
+		if len(ds) == 0 {
+			continue
+		}
+		got = true
+		s.mu.Lock()
+		s.busy += len(ds)
+		s.mu.Unlock()
+		handlers.Add(len(ds))
+		for _, dl := range ds {
+			d := &Delivery{Delivery: dl, c: s.c, sub: s, sess: sess}
 			go func() {
 				defer handlers.Done()
 				defer d.complete()
 				handler(ctx, d)
 			}()
-		case *sundialv1.SubscribeResponse_AckResult:
-			sess.answer(k.AckResult)
 		}
 	}
 }

@@ -326,3 +326,112 @@ func TestSubscribeCoalescesAcksAndCredit(t *testing.T) {
 	}
 	t.Logf("%d acks in %d frames", srv.acks[0], srv.ackFrames[0])
 }
+
+// batchConsumer answers a Start with one Deliveries frame of batch
+// deliveries, then a single Delivery frame, and counts the credit and
+// acked receipts it gets back.
+type batchConsumer struct {
+	sundialv1.UnimplementedConsumerServer
+	batch int
+
+	mu       sync.Mutex
+	perFrame int32 // the Start's max_deliveries_per_frame
+	credit   int32 // granted after the Start
+	acked    []string
+}
+
+func (c *batchConsumer) Subscribe(stream grpc.BidiStreamingServer[sundialv1.SubscribeRequest, sundialv1.SubscribeResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.perFrame = first.GetStart().GetMaxDeliveriesPerFrame()
+	c.mu.Unlock()
+	ds := make([]*sundialv1.Delivery, c.batch+1)
+	for i := range ds {
+		ds[i] = &sundialv1.Delivery{MessageId: fmt.Sprint(i), Receipt: fmt.Sprintf("r%d", i), Topic: "t", Attempt: 1}
+	}
+	if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Deliveries{Deliveries: &sundialv1.Deliveries{Deliveries: ds[:c.batch]}}}); err != nil {
+		return err
+	}
+	if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Delivery{Delivery: ds[c.batch]}}); err != nil {
+		return err
+	}
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.credit += req.GetCredit().GetN()
+		c.acked = append(c.acked, req.GetAck().GetReceipts()...)
+		c.mu.Unlock()
+		if ack := req.GetAck(); ack != nil {
+			res := &sundialv1.AckResult{Op: sundialv1.AckResult_OP_ACK, RequestId: ack.GetRequestId()}
+			for _, r := range ack.GetReceipts() {
+				res.Results = append(res.Results, &sundialv1.ReceiptResult{Receipt: r})
+			}
+			if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_AckResult{AckResult: res}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func TestSubscribeUnpacksBatchedFrames(t *testing.T) {
+	const batch = 5
+	srv := &batchConsumer{batch: batch}
+	c := serve(t, func(s *grpc.Server) { sundialv1.RegisterConsumerServer(s, srv) })
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+	)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Subscribe(ctx, SubscribeOptions{Topic: "t", MaxInFlight: 10}, func(ctx context.Context, d *Delivery) {
+			if err := d.Ack(ctx); err != nil {
+				t.Errorf("Ack(%s) = %v, want nil", d.Receipt, err)
+			}
+			mu.Lock()
+			seen[d.MessageId]++
+			mu.Unlock()
+		})
+	}()
+	// Every delivery handled and acked once: the acks and their credit
+	// reach the server.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		srv.mu.Lock()
+		acked, credit := len(srv.acked), srv.credit
+		srv.mu.Unlock()
+		if acked == batch+1 && credit == batch+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %d receipts acked and %d credit granted, want %d of each", acked, credit, batch+1)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Subscribe = %v, want nil after ctx ends", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range batch + 1 {
+		if n := seen[fmt.Sprint(i)]; n != 1 {
+			t.Errorf("delivery %d handled %d times, want once", i, n)
+		}
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.perFrame <= 1 {
+		t.Errorf("Start max_deliveries_per_frame = %d, want the SDK to ask for batches", srv.perFrame)
+	}
+	if srv.credit != batch+1 {
+		t.Errorf("credit granted = %d, want exactly %d, one per delivery", srv.credit, batch+1)
+	}
+}

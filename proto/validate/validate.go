@@ -70,6 +70,8 @@ const (
 	maxFairnessKeyBytes = 512
 	// MaxInFlight bounds Start.max_in_flight.
 	MaxInFlight = 100000
+	// MaxDeliveriesPerFrame bounds Start.max_deliveries_per_frame.
+	MaxDeliveriesPerFrame = 1000
 	// MinVisibilityTimeout is the shortest non-zero visibility timeout a
 	// request may ask for (Start.visibility_timeout_ms,
 	// ReceiveRequest.visibility_timeout_ms); 0 means the server default.
@@ -217,6 +219,9 @@ func Start(s *sundialv1.Start) []apierr.FieldViolation {
 	}
 	if n := s.GetMaxInFlight(); n < 0 || n > MaxInFlight {
 		out = append(out, apierr.FieldViolation{Field: "start.max_in_flight", Description: fmt.Sprintf("must be within [0, %d], got %d", MaxInFlight, n)})
+	}
+	if n := s.GetMaxDeliveriesPerFrame(); n < 0 || n > MaxDeliveriesPerFrame {
+		out = append(out, apierr.FieldViolation{Field: "start.max_deliveries_per_frame", Description: fmt.Sprintf("must be within [0, %d], got %d", MaxDeliveriesPerFrame, n)})
 	}
 	if v := s.GetVisibilityTimeoutMs(); v != 0 && (v < MinVisibilityTimeout.Milliseconds() || v > MaxVisibilityTimeout.Milliseconds()) {
 		out = append(out, apierr.FieldViolation{Field: "start.visibility_timeout_ms", Description: fmt.Sprintf("must be 0 or within [%d, %d], got %d", MinVisibilityTimeout.Milliseconds(), MaxVisibilityTimeout.Milliseconds(), v)})

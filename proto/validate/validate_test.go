@@ -175,6 +175,9 @@ func TestStart(t *testing.T) {
 		{"visibility too long", &sundialv1.Start{Topic: "t", VisibilityTimeoutMs: 12*3600*1000 + 1}, []string{"start.visibility_timeout_ms"}},
 		{"negative visibility", &sundialv1.Start{Topic: "t", VisibilityTimeoutMs: -1}, []string{"start.visibility_timeout_ms"}},
 		{"unknown ack mode", &sundialv1.Start{Topic: "t", AckMode: 7}, []string{"start.ack_mode"}},
+		{"frames at max", &sundialv1.Start{Topic: "t", MaxDeliveriesPerFrame: MaxDeliveriesPerFrame}, nil},
+		{"frames too big", &sundialv1.Start{Topic: "t", MaxDeliveriesPerFrame: MaxDeliveriesPerFrame + 1}, []string{"start.max_deliveries_per_frame"}},
+		{"negative frames", &sundialv1.Start{Topic: "t", MaxDeliveriesPerFrame: -1}, []string{"start.max_deliveries_per_frame"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

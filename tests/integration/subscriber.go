@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,8 @@ type Received struct {
 }
 
 // Subscriber is a raw Subscribe stream through the proxy that records every
-// delivery and grants one credit back per delivery taken with Next.
+// delivery and the frames they came in. It grants no credit by itself:
+// tests call Credit.
 type Subscriber struct {
 	t      testing.TB
 	stream sundialv1.Consumer_SubscribeClient
@@ -24,6 +26,7 @@ type Subscriber struct {
 
 	mu      sync.Mutex
 	got     []Received
+	frames  []int // deliveries per delivery-carrying frame; 0 for a single Delivery frame
 	results map[string]*sundialv1.AckResult
 	err     error
 	signal  chan struct{}
@@ -33,13 +36,18 @@ type Subscriber struct {
 // visibility timeout.
 func (c *Cluster) Subscribe(topic, group string, credit int32, visibility time.Duration) *Subscriber {
 	c.t.Helper()
+	return c.SubscribeStart(&sundialv1.Start{Topic: topic, Group: group, MaxInFlight: credit, VisibilityTimeoutMs: visibility.Milliseconds()})
+}
+
+// SubscribeStart opens a stream with start as its first frame.
+func (c *Cluster) SubscribeStart(start *sundialv1.Start) *Subscriber {
+	c.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := c.Consumer.Subscribe(ctx)
 	if err != nil {
 		cancel()
 		c.t.Fatalf("Subscribe() error = %v", err)
 	}
-	start := &sundialv1.Start{Topic: topic, Group: group, MaxInFlight: credit, VisibilityTimeoutMs: visibility.Milliseconds()}
 	if err := stream.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: start}}); err != nil {
 		cancel()
 		c.t.Fatalf("send start: %v", err)
@@ -63,6 +71,13 @@ func (s *Subscriber) recv() {
 		switch k := resp.Kind.(type) {
 		case *sundialv1.SubscribeResponse_Delivery:
 			s.got = append(s.got, Received{Delivery: k.Delivery, At: time.Now()})
+			s.frames = append(s.frames, 0)
+		case *sundialv1.SubscribeResponse_Deliveries:
+			at := time.Now()
+			for _, d := range k.Deliveries.GetDeliveries() {
+				s.got = append(s.got, Received{Delivery: d, At: at})
+			}
+			s.frames = append(s.frames, len(k.Deliveries.GetDeliveries()))
 		case *sundialv1.SubscribeResponse_AckResult:
 			s.results[k.AckResult.RequestId] = k.AckResult
 		}
@@ -105,6 +120,14 @@ func (s *Subscriber) Credit(n int32) {
 	if err := s.stream.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Credit{Credit: &sundialv1.Credit{N: n}}}); err != nil {
 		s.t.Fatalf("send credit: %v", err)
 	}
+}
+
+// Frames is how many deliveries each frame so far carried: 0 for a single
+// Delivery frame, n for a Deliveries frame of n.
+func (s *Subscriber) Frames() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.frames)
 }
 
 // Err is the stream's terminal error, if it ended.

@@ -75,14 +75,15 @@ func (c *Consumer) buffered() int {
 	return len(c.pending)
 }
 
-// push queues a delivery; false if the consumer is closed.
-func (c *Consumer) push(d *sundialv1.Delivery) bool {
+// push queues deliveries, signalling Ready once for all of them so the
+// stream takes them together; false if the consumer is closed.
+func (c *Consumer) push(ds ...*sundialv1.Delivery) bool {
 	c.mu.Lock()
 	if c.gone {
 		c.mu.Unlock()
 		return false
 	}
-	c.pending = append(c.pending, d)
+	c.pending = append(c.pending, ds...)
 	c.mu.Unlock()
 	select {
 	case c.ready <- struct{}{}:

@@ -547,3 +547,34 @@ func TestInsertAtFloorInstantIsDelivered(t *testing.T) {
 		}
 	})
 }
+
+// Copies due at the same instant are pushed to their consumer together,
+// so the stream takes them at once and can send them in one frame; the
+// next instant's copies come in a later take, never held back to fill one.
+func TestCopiesDueTogetherArePushedTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+		r.d.Attach(c)
+		now := time.Now().UnixMilli()
+		r.publish("t", now+50, now+50, now+50, now+50, now+80)
+		var takes []int
+		for seen := 0; seen < 5; {
+			select {
+			case <-c.Ready():
+			case <-time.After(5 * time.Second):
+				t.Fatalf("takes %v: only %d of 5 delivered", takes, seen)
+			}
+			if ds := c.Take(); len(ds) > 0 {
+				if at := time.Now().UnixMilli(); at < ds[0].DueAtUnixMs {
+					t.Fatalf("taken at %d, before due %d", at, ds[0].DueAtUnixMs)
+				}
+				takes = append(takes, len(ds))
+				seen += len(ds)
+			}
+		}
+		if fmt.Sprint(takes) != "[4 1]" {
+			t.Fatalf("takes = %v, want [4 1] (the four due together in one take)", takes)
+		}
+	})
+}

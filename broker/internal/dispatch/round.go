@@ -100,11 +100,13 @@ func (d *Dispatcher) round() time.Time {
 	// leader would not know of the lease and deliver the copies again.
 	early := d.fence.clearSince(mark) && d.lease.held(d.now())
 	if early {
+		var now []int
 		for i, p := range picks {
 			if !p.item.Remove && !p.item.DeadLetter {
-				pushed[i] = d.push(p)
+				now = append(now, i)
 			}
 		}
+		d.push(picks, now, pushed)
 	}
 	d.wg.Add(1)
 	go d.commit(picks, pushed, early, wait, cancel)
@@ -126,17 +128,19 @@ func (d *Dispatcher) commit(picks []pick, pushed []bool, early bool, wait func()
 		d.leaseFailed(picks, pushed, err)
 		return
 	}
+	var now []int
 	for i, p := range picks {
 		switch {
 		case p.item.DeadLetter && out.Codes[i] == fsmpb.RefCode_REF_CODE_OK:
 			d.metrics.deadLettered.Inc()
 		case (p.item.Remove || !early) && !p.item.DeadLetter && out.Codes[i] == fsmpb.RefCode_REF_CODE_OK:
-			pushed[i] = d.push(p)
+			now = append(now, i)
 			if !p.item.Remove {
 				d.metrics.pushedAfterCommit.Inc()
 			}
 		}
 	}
+	d.push(picks, now, pushed)
 	d.settle(picks, pushed, out.Codes)
 	d.Wake()
 }
@@ -154,20 +158,37 @@ func (d *Dispatcher) leaseFailed(picks []pick, pushed []bool, err error) {
 	d.settle(picks, pushed, nil)
 }
 
-// push hands a picked copy's delivery to its consumer. A consumer that went
-// away meanwhile gets nothing: its copy is given back at once.
-func (d *Dispatcher) push(p pick) bool {
-	if !p.consumer.push(p.delivery) {
-		d.release([]*sundialv1.Delivery{p.delivery})
-		return true // the credit went with the consumer
+// push hands the deliveries of picks[i], for each i in which, to their
+// consumers and marks them pushed. Each consumer gets its share in one
+// push, so its stream takes them together and can send them in one frame;
+// nothing waits for more. A consumer that went away meanwhile gets
+// nothing: its copies are given back at once (its credit went with it).
+func (d *Dispatcher) push(picks []pick, which []int, pushed []bool) {
+	var order []*Consumer
+	byConsumer := make(map[*Consumer][]*sundialv1.Delivery, 1)
+	for _, i := range which {
+		p := picks[i]
+		if _, ok := byConsumer[p.consumer]; !ok {
+			order = append(order, p.consumer)
+		}
+		byConsumer[p.consumer] = append(byConsumer[p.consumer], p.delivery)
+		pushed[i] = true
 	}
-	// Lateness is taken at the push itself, not at the round's start.
-	pushedAt := d.now()
-	d.metrics.delivered(pushedAt, p.delivery.DueAtUnixMs, uint32(p.delivery.Attempt))
-	if p.delivery.Attempt == 1 {
-		d.lateness.observe(queueKey{p.q.Topic, p.q.Group}, pushedAt.UnixMilli(), pushedAt.UnixMilli()-p.delivery.DueAtUnixMs)
+	for _, c := range order {
+		ds := byConsumer[c]
+		if !c.push(ds...) {
+			d.release(ds)
+			continue
+		}
+		// Lateness is taken at the push itself, not at the round's start.
+		pushedAt := d.now()
+		for _, dl := range ds {
+			d.metrics.delivered(pushedAt, dl.DueAtUnixMs, uint32(dl.Attempt))
+			if dl.Attempt == 1 {
+				d.lateness.observe(queueKey{c.Topic, c.Group}, pushedAt.UnixMilli(), pushedAt.UnixMilli()-dl.DueAtUnixMs)
+			}
+		}
 	}
-	return true
 }
 
 // settle releases picks for later rounds and refunds the credit of those

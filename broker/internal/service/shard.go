@@ -21,6 +21,7 @@ import (
 	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proto/frame"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
@@ -402,6 +403,7 @@ func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
 	if bad := validate.Start(&sundialv1.Start{
 		Topic: start.GetTopic(), Group: start.GetGroup(), MaxInFlight: start.GetCredit(),
 		VisibilityTimeoutMs: start.GetVisibilityTimeoutMs(), AckMode: start.GetAckMode(),
+		MaxDeliveriesPerFrame: start.GetMaxDeliveriesPerFrame(),
 	}); len(bad) > 0 {
 		return apierr.InvalidArgument(bad...)
 	}
@@ -424,6 +426,9 @@ func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
 	if len(parts) == 0 {
 		parts = []uint32{0}
 	}
+	// What a round pushed together goes out together, up to the frame
+	// size the stream asked for (0: one delivery per frame).
+	perFrame := int(start.GetMaxDeliveriesPerFrame())
 	c := dispatch.NewConsumer(start.GetTopic(), group, parts, visibility, start.GetAckMode() == sundialv1.AckMode_ACK_MODE_AT_MOST_ONCE, int(start.GetCredit()))
 	lead.Dispatcher.Attach(c)
 	defer lead.Dispatcher.Detach(c)
@@ -454,19 +459,15 @@ func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
 		case n := <-returned:
 			// Deliveries already taken went out before this answer, so the
 			// proxy's count of this stream's credit stays exact.
-			for _, d := range c.Take() {
-				if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Delivery{Delivery: d}}); err != nil {
-					return err
-				}
+			if err := sendFrames(stream, c.Take(), perFrame); err != nil {
+				return err
 			}
 			if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_CreditReturned{CreditReturned: &sundialv1.Credit{N: int32(n)}}}); err != nil {
 				return err
 			}
 		case <-c.Ready():
-			for _, d := range c.Take() {
-				if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Delivery{Delivery: d}}); err != nil {
-					return err
-				}
+			if err := sendFrames(stream, c.Take(), perFrame); err != nil {
+				return err
 			}
 		case <-c.Closed():
 			_, err := s.leading(start.GetShardId())
@@ -480,6 +481,16 @@ func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
 			return stream.Context().Err()
 		}
 	}
+}
+
+// sendFrames sends ds in order, at most perFrame per frame.
+func sendFrames(stream brokerv1.Shard_SubscribeServer, ds []*sundialv1.Delivery, perFrame int) error {
+	for _, f := range frame.Pack(ds, perFrame) {
+		if err := stream.Send(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Shard) topicVisibility(topic string) time.Duration {

@@ -19,7 +19,7 @@ const maxCredit = math.MaxInt32
 // its subscription.
 //
 // Invariants: pool + Σheld = the credit the client granted and has not yet
-// spent (one delivery spends one), so the shards never hold more than the
+// spent (each delivery spends one, also inside a frame of several), so the shards never hold more than the
 // client asked for. Each shard is filled up to a share of that total; the
 // rest stays in the pool, from which a shard is refilled as each of its
 // deliveries arrives, so a busy shard keeps pulling while a quiet one sits
@@ -162,16 +162,15 @@ func (s *Splitter) distribute() []Grant {
 	return out
 }
 
-// Spend records one delivery from shard and refills that shard from the
-// pool up to its share. It returns the refill, if any.
-func (s *Splitter) Spend(shard uint64) []Grant {
+// Spend records n deliveries from shard (one frame may carry several) and
+// refills that shard from the pool up to its share. It returns the refill,
+// if any.
+func (s *Splitter) Spend(shard uint64, n int64) []Grant {
 	h, ok := s.held[shard]
 	if !ok {
 		return nil
 	}
-	if h > 0 {
-		s.held[shard] = h - 1
-	}
+	s.held[shard] = h - min(max(n, 0), h)
 	if g := s.fill(shard, s.share()); g > 0 {
 		return []Grant{{Shard: shard, N: g}}
 	}

@@ -5,10 +5,12 @@ import (
 	"testing"
 )
 
-// step is one event: grant n (shard 0) or spend one delivery of shard.
+// step is one event: grant n (shard 0) or spend deliveries of shard (n,
+// 0 meaning one).
 type step struct {
 	grant int64
 	spend uint64
+	n     int64
 }
 
 func checkInvariant(t *testing.T, s *Splitter, granted, spent int64) {
@@ -41,6 +43,8 @@ func TestSplitter(t *testing.T) {
 		{"busy shard drains the pool", []uint64{1, 2}, append([]step{{grant: 10}}, repeat(step{spend: 1}, 7)...), "map[1:0 2:3] pool=0"},
 		{"less credit than shards", []uint64{1, 2, 3, 4}, []step{{grant: 2}}, "map[1:1 2:1 3:0 4:0] pool=0"},
 		{"idle shards rotate", []uint64{1, 2, 3, 4}, []step{{grant: 2}, {spend: 1}, {spend: 2}, {grant: 2}}, "map[1:0 2:0 3:1 4:1] pool=0"},
+		{"a frame of several spends each", []uint64{1, 2}, []step{{grant: 100}, {spend: 1, n: 10}}, "map[1:23 2:25] pool=42"},
+		{"a frame beyond the held credit spends what is held", []uint64{1}, []step{{grant: 3}, {spend: 1, n: 5}}, "map[1:0] pool=0"},
 		{"unknown shard ignored", []uint64{1}, []step{{grant: 3}, {spend: 9}}, "map[1:3] pool=0"},
 		{"non-positive grant ignored", []uint64{1}, []step{{grant: 0}, {grant: -5}}, "map[1:0] pool=0"},
 	}
@@ -53,10 +57,11 @@ func TestSplitter(t *testing.T) {
 					s.Grant(st.grant)
 					granted += max(0, st.grant)
 				} else {
-					if _, ok := s.held[st.spend]; ok && s.held[st.spend] > 0 {
-						spent++
+					n := max(st.n, 1)
+					if _, ok := s.held[st.spend]; ok {
+						spent += min(n, s.held[st.spend])
 					}
-					s.Spend(st.spend)
+					s.Spend(st.spend, n)
 				}
 				checkInvariant(t, s, granted, spent)
 			}
@@ -100,7 +105,7 @@ func TestSplitterGrantsMatchHeld(t *testing.T) {
 			continue
 		}
 		sent[shard]--
-		add(s.Spend(shard))
+		add(s.Spend(shard, 1))
 	}
 	for id, n := range sent {
 		if s.Held(id) != n {

@@ -9,6 +9,7 @@ import (
 type Metrics struct {
 	subscriptions prometheus.Gauge
 	delivered     prometheus.Counter
+	frames        prometheus.Counter
 	reopens       prometheus.Counter
 	replans       prometheus.Counter
 	lateness      prometheus.Histogram
@@ -25,6 +26,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		delivered: f.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_proxy_delivered_messages_total",
 			Help: "Deliveries passed from shards to clients.",
+		}),
+		frames: f.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_proxy_delivery_frames_total",
+			Help: "Frames of deliveries received from shards; delivered messages over this is the mean deliveries per frame.",
 		}),
 		reopens: f.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_proxy_shard_stream_reopens_total",

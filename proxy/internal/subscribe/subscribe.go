@@ -1,7 +1,9 @@
 // Package subscribe serves Consumer.Subscribe: it opens one Shard.Subscribe
 // stream per event shard holding the topic's partitions, splits the
 // client's credit over them (Splitter), merges their deliveries into the
-// client stream, reopens a broken shard stream at the shard's new leader
+// client stream (a shard stream sends several deliveries ready together in
+// one frame; the client gets frames as large as its Start asked for, or
+// one delivery per frame), reopens a broken shard stream at the shard's new leader
 // carrying its unspent credit over, and answers acks, nacks and extends
 // sent on the stream.
 //
@@ -38,6 +40,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proto/frame"
 	"github.com/sundialmq/sundial/proto/validate"
 	"github.com/sundialmq/sundial/proxy/internal/forward"
 	"github.com/sundialmq/sundial/proxy/internal/routing"
@@ -128,9 +131,10 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 			VisibilityTimeoutMs: start.GetVisibilityTimeoutMs(),
 			AckMode:             start.GetAckMode(),
 		},
-		shards: make(map[uint64]*shardStream, len(byShard)),
-		fatal:  make(chan error, 1),
-		ackSem: make(chan struct{}, maxAckOps),
+		perFrame: int(start.GetMaxDeliveriesPerFrame()),
+		shards:   make(map[uint64]*shardStream, len(byShard)),
+		fatal:    make(chan error, 1),
+		ackSem:   make(chan struct{}, maxAckOps),
 	}
 	ids := make([]uint64, 0, len(byShard))
 	for id, parts := range byShard {
@@ -191,9 +195,11 @@ type session struct {
 	stream sundialv1.Consumer_SubscribeServer
 	ctx    context.Context // ends with the subscription; owned by Serve
 	start  *brokerv1.ShardStart
-	fatal  chan error // cap 1: the first permanent shard failure
-	ackSem chan struct{}
-	acks   sync.WaitGroup
+	// perFrame is the client's max_deliveries_per_frame (0: one each).
+	perFrame int
+	fatal    chan error // cap 1: the first permanent shard failure
+	ackSem   chan struct{}
+	acks     sync.WaitGroup
 	// runners are the shard runners, the planner and the rebalancer; the
 	// planner adds runners while it runs itself, so the count is never
 	// zero while one is added.
@@ -366,6 +372,8 @@ func (s *session) streamOnce(ss *shardStream, addr string) error {
 		VisibilityTimeoutMs: s.start.GetVisibilityTimeoutMs(),
 		AckMode:             s.start.GetAckMode(),
 		Credit:              clamp32(credit),
+		// Always batched on this hop; relay repacks for the client.
+		MaxDeliveriesPerFrame: validate.MaxDeliveriesPerFrame,
 	}
 	if err := st.Send(&brokerv1.ShardSubscribeRequest{Kind: &brokerv1.ShardSubscribeRequest_Start{Start: start}}); err != nil {
 		_, rerr := st.Recv() // the stream's status explains a failed send
@@ -390,22 +398,44 @@ func (s *session) streamOnce(ss *shardStream, addr string) error {
 			s.mu.Unlock()
 			continue
 		}
-		d := resp.GetDelivery()
-		if d == nil {
+		ds := frame.Deliveries(resp)
+		if len(ds) == 0 {
 			continue
 		}
 		s.mu.Lock()
 		ss.active = time.Now()
-		s.apply(s.split.Spend(ss.id))
+		s.apply(s.split.Spend(ss.id, int64(len(ds))))
 		s.mu.Unlock()
-		if err := s.send(resp); err != nil {
+		if err := s.relay(resp, ds); err != nil {
 			return err
 		}
-		s.h.Metrics.delivered.Inc()
-		if d.GetAttempt() == 1 {
-			s.h.Metrics.lateness.Observe(max(time.Since(time.UnixMilli(d.GetDueAtUnixMs())).Seconds(), 0))
+		s.h.Metrics.delivered.Add(float64(len(ds)))
+		s.h.Metrics.frames.Inc()
+		sent := time.Now()
+		for _, d := range ds {
+			if d.GetAttempt() == 1 {
+				s.h.Metrics.lateness.Observe(max(sent.Sub(time.UnixMilli(d.GetDueAtUnixMs())).Seconds(), 0))
+			}
 		}
 	}
+}
+
+// relay passes the deliveries ds of a shard frame resp to the client: as
+// they came when the client takes frames that large, else repacked to
+// its max_deliveries_per_frame (one per frame for a client that did not
+// ask). Nothing waits to fill a frame.
+func (s *session) relay(resp *sundialv1.SubscribeResponse, ds []*sundialv1.Delivery) error {
+	if len(ds) == 1 && resp.GetDelivery() != nil || len(ds) > 1 && len(ds) <= s.perFrame {
+		return s.send(resp)
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	for _, f := range frame.Pack(ds, s.perFrame) {
+		if err := s.stream.Send(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // idleRevokeAfter is how long a shard may sit on credit without delivering

@@ -499,7 +499,7 @@ func (x AckResult_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AckResult_Op.Descriptor instead.
 func (AckResult_Op) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{20, 0}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type PublishRequest struct {
@@ -1406,8 +1406,15 @@ type Start struct {
 	// 0 means the topic's visibility timeout.
 	VisibilityTimeoutMs int64   `protobuf:"varint,4,opt,name=visibility_timeout_ms,json=visibilityTimeoutMs,proto3" json:"visibility_timeout_ms,omitempty"`
 	AckMode             AckMode `protobuf:"varint,5,opt,name=ack_mode,json=ackMode,proto3,enum=sundial.v1.AckMode" json:"ack_mode,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// At most this many deliveries per SubscribeResponse: above 1 the server
+	// may answer with a deliveries frame holding several that were ready at
+	// the same time (it never waits to fill a frame, and it keeps a frame
+	// under 1 MiB of payload and headers unless one delivery alone is
+	// bigger). 0 or 1 means one delivery frame each, as for clients that
+	// predate the option. At most 1000.
+	MaxDeliveriesPerFrame int32 `protobuf:"varint,6,opt,name=max_deliveries_per_frame,json=maxDeliveriesPerFrame,proto3" json:"max_deliveries_per_frame,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Start) Reset() {
@@ -1475,6 +1482,13 @@ func (x *Start) GetAckMode() AckMode {
 	return AckMode_ACK_MODE_UNSPECIFIED
 }
 
+func (x *Start) GetMaxDeliveriesPerFrame() int32 {
+	if x != nil {
+		return x.MaxDeliveriesPerFrame
+	}
+	return 0
+}
+
 // Credit grants n more deliveries.
 type Credit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1527,6 +1541,7 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_Delivery
 	//	*SubscribeResponse_AckResult
 	//	*SubscribeResponse_CreditReturned
+	//	*SubscribeResponse_Deliveries
 	Kind          isSubscribeResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1596,6 +1611,15 @@ func (x *SubscribeResponse) GetCreditReturned() *Credit {
 	return nil
 }
 
+func (x *SubscribeResponse) GetDeliveries() *Deliveries {
+	if x != nil {
+		if x, ok := x.Kind.(*SubscribeResponse_Deliveries); ok {
+			return x.Deliveries
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Kind interface {
 	isSubscribeResponse_Kind()
 }
@@ -1613,11 +1637,65 @@ type SubscribeResponse_CreditReturned struct {
 	CreditReturned *Credit `protobuf:"bytes,3,opt,name=credit_returned,json=creditReturned,proto3,oneof"`
 }
 
+type SubscribeResponse_Deliveries struct {
+	// Several deliveries in one frame, in delivery order; sent only to a
+	// stream whose Start set max_deliveries_per_frame above 1. Each spends
+	// one credit, like a delivery frame.
+	Deliveries *Deliveries `protobuf:"bytes,4,opt,name=deliveries,proto3,oneof"`
+}
+
 func (*SubscribeResponse_Delivery) isSubscribeResponse_Kind() {}
 
 func (*SubscribeResponse_AckResult) isSubscribeResponse_Kind() {}
 
 func (*SubscribeResponse_CreditReturned) isSubscribeResponse_Kind() {}
+
+func (*SubscribeResponse_Deliveries) isSubscribeResponse_Kind() {}
+
+// Deliveries are deliveries sent together in one frame.
+type Deliveries struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*Delivery            `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Deliveries) Reset() {
+	*x = Deliveries{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Deliveries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Deliveries) ProtoMessage() {}
+
+func (x *Deliveries) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
+func (*Deliveries) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Deliveries) GetDeliveries() []*Delivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
 
 type Delivery struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1641,7 +1719,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1731,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1744,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{15}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Delivery) GetMessageId() string {
@@ -1764,7 +1842,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1854,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1867,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{16}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AckRequest) GetReceipts() []string {
@@ -1819,7 +1897,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1909,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1922,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{17}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NackRequest) GetReceipts() []string {
@@ -1887,7 +1965,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +1977,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +1990,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{18}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExtendRequest) GetReceipts() []string {
@@ -1949,7 +2027,7 @@ type ReceiptResult struct {
 
 func (x *ReceiptResult) Reset() {
 	*x = ReceiptResult{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2039,7 @@ func (x *ReceiptResult) String() string {
 func (*ReceiptResult) ProtoMessage() {}
 
 func (x *ReceiptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2052,7 @@ func (x *ReceiptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptResult.ProtoReflect.Descriptor instead.
 func (*ReceiptResult) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{19}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReceiptResult) GetReceipt() string {
@@ -2009,7 +2087,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2099,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2112,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{20}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AckResult) GetOp() AckResult_Op {
@@ -2067,7 +2145,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2157,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2170,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{21}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AckResponse) GetResults() []*ReceiptResult {
@@ -2111,7 +2189,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2201,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2214,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{22}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NackResponse) GetResults() []*ReceiptResult {
@@ -2155,7 +2233,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2245,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2258,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{23}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExtendResponse) GetResults() []*ReceiptResult {
@@ -2222,7 +2300,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2312,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2325,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{24}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Topic) GetName() string {
@@ -2379,7 +2457,7 @@ type GroupStats struct {
 
 func (x *GroupStats) Reset() {
 	*x = GroupStats{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2469,7 @@ func (x *GroupStats) String() string {
 func (*GroupStats) ProtoMessage() {}
 
 func (x *GroupStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2482,7 @@ func (x *GroupStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStats.ProtoReflect.Descriptor instead.
 func (*GroupStats) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{25}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupStats) GetGroup() string {
@@ -2474,7 +2552,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2564,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2577,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{26}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Group) GetTopic() string {
@@ -2534,7 +2612,7 @@ type UpdateTopicRequest struct {
 
 func (x *UpdateTopicRequest) Reset() {
 	*x = UpdateTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2546,7 +2624,7 @@ func (x *UpdateTopicRequest) String() string {
 func (*UpdateTopicRequest) ProtoMessage() {}
 
 func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2559,7 +2637,7 @@ func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTopicRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{27}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateTopicRequest) GetTopic() *Topic {
@@ -2585,7 +2663,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2675,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2688,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{28}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -2628,7 +2706,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2718,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2731,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{29}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{30}
 }
 
 type PurgeTopicRequest struct {
@@ -2667,7 +2745,7 @@ type PurgeTopicRequest struct {
 
 func (x *PurgeTopicRequest) Reset() {
 	*x = PurgeTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2757,7 @@ func (x *PurgeTopicRequest) String() string {
 func (*PurgeTopicRequest) ProtoMessage() {}
 
 func (x *PurgeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2770,7 @@ func (x *PurgeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeTopicRequest.ProtoReflect.Descriptor instead.
 func (*PurgeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{30}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PurgeTopicRequest) GetName() string {
@@ -2718,7 +2796,7 @@ type PurgeTopicResponse struct {
 
 func (x *PurgeTopicResponse) Reset() {
 	*x = PurgeTopicResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +2808,7 @@ func (x *PurgeTopicResponse) String() string {
 func (*PurgeTopicResponse) ProtoMessage() {}
 
 func (x *PurgeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +2821,7 @@ func (x *PurgeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeTopicResponse.ProtoReflect.Descriptor instead.
 func (*PurgeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{31}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PurgeTopicResponse) GetPurged() int64 {
@@ -2764,7 +2842,7 @@ type CreateGroupRequest struct {
 
 func (x *CreateGroupRequest) Reset() {
 	*x = CreateGroupRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2854,7 @@ func (x *CreateGroupRequest) String() string {
 func (*CreateGroupRequest) ProtoMessage() {}
 
 func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2867,7 @@ func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{32}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateGroupRequest) GetTopic() string {
@@ -2822,7 +2900,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[33]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +2912,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[33]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +2925,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{33}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListGroupsRequest) GetTopic() string {
@@ -2866,7 +2944,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[34]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2878,7 +2956,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[34]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2891,7 +2969,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{34}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*Group {
@@ -2911,7 +2989,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[35]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3001,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[35]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3014,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{35}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteGroupRequest) GetTopic() string {
@@ -2961,7 +3039,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[36]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2973,7 +3051,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[36]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2986,7 +3064,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{36}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{37}
 }
 
 type ListMessagesRequest struct {
@@ -3010,7 +3088,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[37]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3100,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[37]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3113,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{37}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListMessagesRequest) GetTopic() string {
@@ -3111,7 +3189,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[38]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3201,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[38]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3214,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{38}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*MessageInfo {
@@ -3162,7 +3240,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[39]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3174,7 +3252,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[39]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3187,7 +3265,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{39}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetMessageRequest) GetMessage() *MessageSelector {
@@ -3209,7 +3287,7 @@ type CopyInfo struct {
 
 func (x *CopyInfo) Reset() {
 	*x = CopyInfo{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[40]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3221,7 +3299,7 @@ func (x *CopyInfo) String() string {
 func (*CopyInfo) ProtoMessage() {}
 
 func (x *CopyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[40]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3234,7 +3312,7 @@ func (x *CopyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInfo.ProtoReflect.Descriptor instead.
 func (*CopyInfo) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{40}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CopyInfo) GetGroup() string {
@@ -3284,7 +3362,7 @@ type MessageInfo struct {
 
 func (x *MessageInfo) Reset() {
 	*x = MessageInfo{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[41]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3374,7 @@ func (x *MessageInfo) String() string {
 func (*MessageInfo) ProtoMessage() {}
 
 func (x *MessageInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[41]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3387,7 @@ func (x *MessageInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageInfo.ProtoReflect.Descriptor instead.
 func (*MessageInfo) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{41}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MessageInfo) GetMessageId() string {
@@ -3404,7 +3482,7 @@ type DueHistogramRequest struct {
 
 func (x *DueHistogramRequest) Reset() {
 	*x = DueHistogramRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[42]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3416,7 +3494,7 @@ func (x *DueHistogramRequest) String() string {
 func (*DueHistogramRequest) ProtoMessage() {}
 
 func (x *DueHistogramRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[42]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3429,7 +3507,7 @@ func (x *DueHistogramRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DueHistogramRequest.ProtoReflect.Descriptor instead.
 func (*DueHistogramRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{42}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DueHistogramRequest) GetTopic() string {
@@ -3476,7 +3554,7 @@ type DueHistogramResponse struct {
 
 func (x *DueHistogramResponse) Reset() {
 	*x = DueHistogramResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[43]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +3566,7 @@ func (x *DueHistogramResponse) String() string {
 func (*DueHistogramResponse) ProtoMessage() {}
 
 func (x *DueHistogramResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[43]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3501,7 +3579,7 @@ func (x *DueHistogramResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DueHistogramResponse.ProtoReflect.Descriptor instead.
 func (*DueHistogramResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{43}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DueHistogramResponse) GetCounts() []*HistogramCount {
@@ -3521,7 +3599,7 @@ type HistogramCount struct {
 
 func (x *HistogramCount) Reset() {
 	*x = HistogramCount{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[44]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3611,7 @@ func (x *HistogramCount) String() string {
 func (*HistogramCount) ProtoMessage() {}
 
 func (x *HistogramCount) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[44]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3624,7 @@ func (x *HistogramCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistogramCount.ProtoReflect.Descriptor instead.
 func (*HistogramCount) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{44}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *HistogramCount) GetStartUnixMs() int64 {
@@ -3574,7 +3652,7 @@ type RedriveDeadLettersRequest struct {
 
 func (x *RedriveDeadLettersRequest) Reset() {
 	*x = RedriveDeadLettersRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[45]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3586,7 +3664,7 @@ func (x *RedriveDeadLettersRequest) String() string {
 func (*RedriveDeadLettersRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[45]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3599,7 +3677,7 @@ func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{45}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RedriveDeadLettersRequest) GetTopic() string {
@@ -3625,7 +3703,7 @@ type RedriveDeadLettersResponse struct {
 
 func (x *RedriveDeadLettersResponse) Reset() {
 	*x = RedriveDeadLettersResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[46]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +3715,7 @@ func (x *RedriveDeadLettersResponse) String() string {
 func (*RedriveDeadLettersResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[46]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +3728,7 @@ func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{46}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RedriveDeadLettersResponse) GetMoved() int64 {
@@ -3671,7 +3749,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[47]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3683,7 +3761,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[47]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3696,7 +3774,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{47}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CreateTopicRequest) GetTopic() *Topic {
@@ -3722,7 +3800,7 @@ type GetTopicRequest struct {
 
 func (x *GetTopicRequest) Reset() {
 	*x = GetTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[48]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3734,7 +3812,7 @@ func (x *GetTopicRequest) String() string {
 func (*GetTopicRequest) ProtoMessage() {}
 
 func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[48]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3747,7 +3825,7 @@ func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicRequest.ProtoReflect.Descriptor instead.
 func (*GetTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{48}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetTopicRequest) GetName() string {
@@ -3768,7 +3846,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[49]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3780,7 +3858,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[49]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3793,7 +3871,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{49}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListTopicsRequest) GetPrefix() string {
@@ -3827,7 +3905,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[50]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3839,7 +3917,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[50]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3852,7 +3930,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{50}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -3877,7 +3955,7 @@ type GetClusterInfoRequest struct {
 
 func (x *GetClusterInfoRequest) Reset() {
 	*x = GetClusterInfoRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[51]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +3967,7 @@ func (x *GetClusterInfoRequest) String() string {
 func (*GetClusterInfoRequest) ProtoMessage() {}
 
 func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[51]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3902,7 +3980,7 @@ func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{51}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{52}
 }
 
 type ClusterInfo struct {
@@ -3923,7 +4001,7 @@ type ClusterInfo struct {
 
 func (x *ClusterInfo) Reset() {
 	*x = ClusterInfo{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[52]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3935,7 +4013,7 @@ func (x *ClusterInfo) String() string {
 func (*ClusterInfo) ProtoMessage() {}
 
 func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[52]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3948,7 +4026,7 @@ func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfo.ProtoReflect.Descriptor instead.
 func (*ClusterInfo) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{52}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClusterInfo) GetRoutingVersion() uint64 {
@@ -4027,7 +4105,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[53]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4039,7 +4117,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[53]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4052,7 +4130,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{53}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Node) GetNodeId() uint64 {
@@ -4133,7 +4211,7 @@ type Shard struct {
 
 func (x *Shard) Reset() {
 	*x = Shard{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[54]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4145,7 +4223,7 @@ func (x *Shard) String() string {
 func (*Shard) ProtoMessage() {}
 
 func (x *Shard) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[54]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4158,7 +4236,7 @@ func (x *Shard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shard.ProtoReflect.Descriptor instead.
 func (*Shard) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{54}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Shard) GetShardId() uint64 {
@@ -4199,7 +4277,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[55]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4211,7 +4289,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[55]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4224,7 +4302,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{55}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Replica) GetReplicaId() uint64 {
@@ -4266,7 +4344,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4278,7 +4356,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4291,7 +4369,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{56}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *JoinClusterRequest) GetNodeId() uint64 {
@@ -4347,7 +4425,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4359,7 +4437,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4372,7 +4450,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{57}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *JoinClusterResponse) GetNodeId() uint64 {
@@ -4402,7 +4480,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4492,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4505,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -4462,7 +4540,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4474,7 +4552,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4487,7 +4565,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RebalanceResponse) GetOperations() []*Operation {
@@ -4520,7 +4598,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4532,7 +4610,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4545,7 +4623,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListOperationsRequest) GetUnfinishedOnly() bool {
@@ -4564,7 +4642,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4576,7 +4654,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4589,7 +4667,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*Operation {
@@ -4636,7 +4714,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4648,7 +4726,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4661,7 +4739,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Operation) GetOperationId() uint64 {
@@ -4795,7 +4873,7 @@ type OperationStep struct {
 
 func (x *OperationStep) Reset() {
 	*x = OperationStep{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4807,7 +4885,7 @@ func (x *OperationStep) String() string {
 func (*OperationStep) ProtoMessage() {}
 
 func (x *OperationStep) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4820,7 +4898,7 @@ func (x *OperationStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationStep.ProtoReflect.Descriptor instead.
 func (*OperationStep) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{63}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *OperationStep) GetKind() string {
@@ -4866,7 +4944,7 @@ type WatchRoutingRequest struct {
 
 func (x *WatchRoutingRequest) Reset() {
 	*x = WatchRoutingRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4878,7 +4956,7 @@ func (x *WatchRoutingRequest) String() string {
 func (*WatchRoutingRequest) ProtoMessage() {}
 
 func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4891,7 +4969,7 @@ func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutingRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{64}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{65}
 }
 
 type RoutingTable struct {
@@ -4914,7 +4992,7 @@ type RoutingTable struct {
 
 func (x *RoutingTable) Reset() {
 	*x = RoutingTable{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4926,7 +5004,7 @@ func (x *RoutingTable) String() string {
 func (*RoutingTable) ProtoMessage() {}
 
 func (x *RoutingTable) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4939,7 +5017,7 @@ func (x *RoutingTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingTable.ProtoReflect.Descriptor instead.
 func (*RoutingTable) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{65}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RoutingTable) GetVersion() uint64 {
@@ -4997,7 +5075,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5009,7 +5087,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5022,7 +5100,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{66}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Handover) GetTopic() string {
@@ -5077,7 +5155,7 @@ type TopicRoute struct {
 
 func (x *TopicRoute) Reset() {
 	*x = TopicRoute{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5089,7 +5167,7 @@ func (x *TopicRoute) String() string {
 func (*TopicRoute) ProtoMessage() {}
 
 func (x *TopicRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5102,7 +5180,7 @@ func (x *TopicRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRoute.ProtoReflect.Descriptor instead.
 func (*TopicRoute) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{67}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *TopicRoute) GetName() string {
@@ -5127,7 +5205,7 @@ type ListShardsRequest struct {
 
 func (x *ListShardsRequest) Reset() {
 	*x = ListShardsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5139,7 +5217,7 @@ func (x *ListShardsRequest) String() string {
 func (*ListShardsRequest) ProtoMessage() {}
 
 func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5152,7 +5230,7 @@ func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsRequest.ProtoReflect.Descriptor instead.
 func (*ListShardsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{68}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{69}
 }
 
 type ListShardsResponse struct {
@@ -5164,7 +5242,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5176,7 +5254,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5189,7 +5267,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{69}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -5212,7 +5290,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5224,7 +5302,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5237,7 +5315,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{70}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *TransferLeaderRequest) GetShardId() uint64 {
@@ -5268,7 +5346,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5280,7 +5358,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5293,7 +5371,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{71}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *TransferLeaderResponse) GetShardId() uint64 {
@@ -5327,7 +5405,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5339,7 +5417,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5352,7 +5430,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{72}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DrainNodeRequest) GetNodeId() uint64 {
@@ -5384,7 +5462,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5396,7 +5474,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5409,7 +5487,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{73}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DrainNodeResponse) GetNode() *Node {
@@ -5460,7 +5538,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5472,7 +5550,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5485,7 +5563,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{74}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -5519,7 +5597,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[75]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5531,7 +5609,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[75]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5544,7 +5622,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{75}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RemoveNodeResponse) GetNode() *Node {
@@ -5578,7 +5656,7 @@ type AddShardsRequest struct {
 
 func (x *AddShardsRequest) Reset() {
 	*x = AddShardsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[76]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5590,7 +5668,7 @@ func (x *AddShardsRequest) String() string {
 func (*AddShardsRequest) ProtoMessage() {}
 
 func (x *AddShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[76]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5603,7 +5681,7 @@ func (x *AddShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddShardsRequest.ProtoReflect.Descriptor instead.
 func (*AddShardsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{76}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AddShardsRequest) GetCount() int32 {
@@ -5625,7 +5703,7 @@ type AddShardsResponse struct {
 
 func (x *AddShardsResponse) Reset() {
 	*x = AddShardsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[77]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5637,7 +5715,7 @@ func (x *AddShardsResponse) String() string {
 func (*AddShardsResponse) ProtoMessage() {}
 
 func (x *AddShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[77]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5650,7 +5728,7 @@ func (x *AddShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddShardsResponse.ProtoReflect.Descriptor instead.
 func (*AddShardsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{77}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AddShardsResponse) GetShards() []*Shard {
@@ -5744,21 +5822,30 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x03ack\x18\x03 \x01(\v2\x16.sundial.v1.AckRequestH\x00R\x03ack\x12-\n" +
 	"\x04nack\x18\x04 \x01(\v2\x17.sundial.v1.NackRequestH\x00R\x04nack\x123\n" +
 	"\x06extend\x18\x05 \x01(\v2\x19.sundial.v1.ExtendRequestH\x00R\x06extendB\x06\n" +
-	"\x04kind\"\xbb\x01\n" +
+	"\x04kind\"\xf4\x01\n" +
 	"\x05Start\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\"\n" +
 	"\rmax_in_flight\x18\x03 \x01(\x05R\vmaxInFlight\x122\n" +
 	"\x15visibility_timeout_ms\x18\x04 \x01(\x03R\x13visibilityTimeoutMs\x12.\n" +
-	"\back_mode\x18\x05 \x01(\x0e2\x13.sundial.v1.AckModeR\aackMode\"\x16\n" +
+	"\back_mode\x18\x05 \x01(\x0e2\x13.sundial.v1.AckModeR\aackMode\x127\n" +
+	"\x18max_deliveries_per_frame\x18\x06 \x01(\x05R\x15maxDeliveriesPerFrame\"\x16\n" +
 	"\x06Credit\x12\f\n" +
-	"\x01n\x18\x01 \x01(\x05R\x01n\"\xc6\x01\n" +
+	"\x01n\x18\x01 \x01(\x05R\x01n\"\x80\x02\n" +
 	"\x11SubscribeResponse\x122\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x14.sundial.v1.DeliveryH\x00R\bdelivery\x126\n" +
 	"\n" +
 	"ack_result\x18\x02 \x01(\v2\x15.sundial.v1.AckResultH\x00R\tackResult\x12=\n" +
-	"\x0fcredit_returned\x18\x03 \x01(\v2\x12.sundial.v1.CreditH\x00R\x0ecreditReturnedB\x06\n" +
-	"\x04kind\"\xdc\x03\n" +
+	"\x0fcredit_returned\x18\x03 \x01(\v2\x12.sundial.v1.CreditH\x00R\x0ecreditReturned\x128\n" +
+	"\n" +
+	"deliveries\x18\x04 \x01(\v2\x16.sundial.v1.DeliveriesH\x00R\n" +
+	"deliveriesB\x06\n" +
+	"\x04kind\"B\n" +
+	"\n" +
+	"Deliveries\x124\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x14.sundial.v1.DeliveryR\n" +
+	"deliveries\"\xdc\x03\n" +
 	"\bDelivery\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x18\n" +
@@ -6195,7 +6282,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -6221,211 +6308,214 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*Start)(nil),                      // 21: sundial.v1.Start
 	(*Credit)(nil),                     // 22: sundial.v1.Credit
 	(*SubscribeResponse)(nil),          // 23: sundial.v1.SubscribeResponse
-	(*Delivery)(nil),                   // 24: sundial.v1.Delivery
-	(*AckRequest)(nil),                 // 25: sundial.v1.AckRequest
-	(*NackRequest)(nil),                // 26: sundial.v1.NackRequest
-	(*ExtendRequest)(nil),              // 27: sundial.v1.ExtendRequest
-	(*ReceiptResult)(nil),              // 28: sundial.v1.ReceiptResult
-	(*AckResult)(nil),                  // 29: sundial.v1.AckResult
-	(*AckResponse)(nil),                // 30: sundial.v1.AckResponse
-	(*NackResponse)(nil),               // 31: sundial.v1.NackResponse
-	(*ExtendResponse)(nil),             // 32: sundial.v1.ExtendResponse
-	(*Topic)(nil),                      // 33: sundial.v1.Topic
-	(*GroupStats)(nil),                 // 34: sundial.v1.GroupStats
-	(*Group)(nil),                      // 35: sundial.v1.Group
-	(*UpdateTopicRequest)(nil),         // 36: sundial.v1.UpdateTopicRequest
-	(*DeleteTopicRequest)(nil),         // 37: sundial.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 38: sundial.v1.DeleteTopicResponse
-	(*PurgeTopicRequest)(nil),          // 39: sundial.v1.PurgeTopicRequest
-	(*PurgeTopicResponse)(nil),         // 40: sundial.v1.PurgeTopicResponse
-	(*CreateGroupRequest)(nil),         // 41: sundial.v1.CreateGroupRequest
-	(*ListGroupsRequest)(nil),          // 42: sundial.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),         // 43: sundial.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),         // 44: sundial.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 45: sundial.v1.DeleteGroupResponse
-	(*ListMessagesRequest)(nil),        // 46: sundial.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 47: sundial.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),          // 48: sundial.v1.GetMessageRequest
-	(*CopyInfo)(nil),                   // 49: sundial.v1.CopyInfo
-	(*MessageInfo)(nil),                // 50: sundial.v1.MessageInfo
-	(*DueHistogramRequest)(nil),        // 51: sundial.v1.DueHistogramRequest
-	(*DueHistogramResponse)(nil),       // 52: sundial.v1.DueHistogramResponse
-	(*HistogramCount)(nil),             // 53: sundial.v1.HistogramCount
-	(*RedriveDeadLettersRequest)(nil),  // 54: sundial.v1.RedriveDeadLettersRequest
-	(*RedriveDeadLettersResponse)(nil), // 55: sundial.v1.RedriveDeadLettersResponse
-	(*CreateTopicRequest)(nil),         // 56: sundial.v1.CreateTopicRequest
-	(*GetTopicRequest)(nil),            // 57: sundial.v1.GetTopicRequest
-	(*ListTopicsRequest)(nil),          // 58: sundial.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),         // 59: sundial.v1.ListTopicsResponse
-	(*GetClusterInfoRequest)(nil),      // 60: sundial.v1.GetClusterInfoRequest
-	(*ClusterInfo)(nil),                // 61: sundial.v1.ClusterInfo
-	(*Node)(nil),                       // 62: sundial.v1.Node
-	(*Shard)(nil),                      // 63: sundial.v1.Shard
-	(*Replica)(nil),                    // 64: sundial.v1.Replica
-	(*JoinClusterRequest)(nil),         // 65: sundial.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil),        // 66: sundial.v1.JoinClusterResponse
-	(*RebalanceRequest)(nil),           // 67: sundial.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),          // 68: sundial.v1.RebalanceResponse
-	(*ListOperationsRequest)(nil),      // 69: sundial.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),     // 70: sundial.v1.ListOperationsResponse
-	(*Operation)(nil),                  // 71: sundial.v1.Operation
-	(*OperationStep)(nil),              // 72: sundial.v1.OperationStep
-	(*WatchRoutingRequest)(nil),        // 73: sundial.v1.WatchRoutingRequest
-	(*RoutingTable)(nil),               // 74: sundial.v1.RoutingTable
-	(*Handover)(nil),                   // 75: sundial.v1.Handover
-	(*TopicRoute)(nil),                 // 76: sundial.v1.TopicRoute
-	(*ListShardsRequest)(nil),          // 77: sundial.v1.ListShardsRequest
-	(*ListShardsResponse)(nil),         // 78: sundial.v1.ListShardsResponse
-	(*TransferLeaderRequest)(nil),      // 79: sundial.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),     // 80: sundial.v1.TransferLeaderResponse
-	(*DrainNodeRequest)(nil),           // 81: sundial.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),          // 82: sundial.v1.DrainNodeResponse
-	(*RemoveNodeRequest)(nil),          // 83: sundial.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),         // 84: sundial.v1.RemoveNodeResponse
-	(*AddShardsRequest)(nil),           // 85: sundial.v1.AddShardsRequest
-	(*AddShardsResponse)(nil),          // 86: sundial.v1.AddShardsResponse
-	nil,                                // 87: sundial.v1.Message.HeadersEntry
-	nil,                                // 88: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 89: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 90: sundial.v1.MessageInfo.HeadersEntry
-	nil,                                // 91: sundial.v1.Node.LabelsEntry
-	nil,                                // 92: sundial.v1.JoinClusterRequest.LabelsEntry
-	(*status.Status)(nil),              // 93: google.rpc.Status
+	(*Deliveries)(nil),                 // 24: sundial.v1.Deliveries
+	(*Delivery)(nil),                   // 25: sundial.v1.Delivery
+	(*AckRequest)(nil),                 // 26: sundial.v1.AckRequest
+	(*NackRequest)(nil),                // 27: sundial.v1.NackRequest
+	(*ExtendRequest)(nil),              // 28: sundial.v1.ExtendRequest
+	(*ReceiptResult)(nil),              // 29: sundial.v1.ReceiptResult
+	(*AckResult)(nil),                  // 30: sundial.v1.AckResult
+	(*AckResponse)(nil),                // 31: sundial.v1.AckResponse
+	(*NackResponse)(nil),               // 32: sundial.v1.NackResponse
+	(*ExtendResponse)(nil),             // 33: sundial.v1.ExtendResponse
+	(*Topic)(nil),                      // 34: sundial.v1.Topic
+	(*GroupStats)(nil),                 // 35: sundial.v1.GroupStats
+	(*Group)(nil),                      // 36: sundial.v1.Group
+	(*UpdateTopicRequest)(nil),         // 37: sundial.v1.UpdateTopicRequest
+	(*DeleteTopicRequest)(nil),         // 38: sundial.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 39: sundial.v1.DeleteTopicResponse
+	(*PurgeTopicRequest)(nil),          // 40: sundial.v1.PurgeTopicRequest
+	(*PurgeTopicResponse)(nil),         // 41: sundial.v1.PurgeTopicResponse
+	(*CreateGroupRequest)(nil),         // 42: sundial.v1.CreateGroupRequest
+	(*ListGroupsRequest)(nil),          // 43: sundial.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),         // 44: sundial.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),         // 45: sundial.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 46: sundial.v1.DeleteGroupResponse
+	(*ListMessagesRequest)(nil),        // 47: sundial.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 48: sundial.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 49: sundial.v1.GetMessageRequest
+	(*CopyInfo)(nil),                   // 50: sundial.v1.CopyInfo
+	(*MessageInfo)(nil),                // 51: sundial.v1.MessageInfo
+	(*DueHistogramRequest)(nil),        // 52: sundial.v1.DueHistogramRequest
+	(*DueHistogramResponse)(nil),       // 53: sundial.v1.DueHistogramResponse
+	(*HistogramCount)(nil),             // 54: sundial.v1.HistogramCount
+	(*RedriveDeadLettersRequest)(nil),  // 55: sundial.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil), // 56: sundial.v1.RedriveDeadLettersResponse
+	(*CreateTopicRequest)(nil),         // 57: sundial.v1.CreateTopicRequest
+	(*GetTopicRequest)(nil),            // 58: sundial.v1.GetTopicRequest
+	(*ListTopicsRequest)(nil),          // 59: sundial.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 60: sundial.v1.ListTopicsResponse
+	(*GetClusterInfoRequest)(nil),      // 61: sundial.v1.GetClusterInfoRequest
+	(*ClusterInfo)(nil),                // 62: sundial.v1.ClusterInfo
+	(*Node)(nil),                       // 63: sundial.v1.Node
+	(*Shard)(nil),                      // 64: sundial.v1.Shard
+	(*Replica)(nil),                    // 65: sundial.v1.Replica
+	(*JoinClusterRequest)(nil),         // 66: sundial.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),        // 67: sundial.v1.JoinClusterResponse
+	(*RebalanceRequest)(nil),           // 68: sundial.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),          // 69: sundial.v1.RebalanceResponse
+	(*ListOperationsRequest)(nil),      // 70: sundial.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),     // 71: sundial.v1.ListOperationsResponse
+	(*Operation)(nil),                  // 72: sundial.v1.Operation
+	(*OperationStep)(nil),              // 73: sundial.v1.OperationStep
+	(*WatchRoutingRequest)(nil),        // 74: sundial.v1.WatchRoutingRequest
+	(*RoutingTable)(nil),               // 75: sundial.v1.RoutingTable
+	(*Handover)(nil),                   // 76: sundial.v1.Handover
+	(*TopicRoute)(nil),                 // 77: sundial.v1.TopicRoute
+	(*ListShardsRequest)(nil),          // 78: sundial.v1.ListShardsRequest
+	(*ListShardsResponse)(nil),         // 79: sundial.v1.ListShardsResponse
+	(*TransferLeaderRequest)(nil),      // 80: sundial.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),     // 81: sundial.v1.TransferLeaderResponse
+	(*DrainNodeRequest)(nil),           // 82: sundial.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),          // 83: sundial.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),          // 84: sundial.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 85: sundial.v1.RemoveNodeResponse
+	(*AddShardsRequest)(nil),           // 86: sundial.v1.AddShardsRequest
+	(*AddShardsResponse)(nil),          // 87: sundial.v1.AddShardsResponse
+	nil,                                // 88: sundial.v1.Message.HeadersEntry
+	nil,                                // 89: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 90: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 91: sundial.v1.MessageInfo.HeadersEntry
+	nil,                                // 92: sundial.v1.Node.LabelsEntry
+	nil,                                // 93: sundial.v1.JoinClusterRequest.LabelsEntry
+	(*status.Status)(nil),              // 94: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	87, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	88, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	93, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	94, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
 	13, // 8: sundial.v1.RescheduleRequest.message:type_name -> sundial.v1.MessageSelector
 	2,  // 9: sundial.v1.RescheduleResponse.outcome:type_name -> sundial.v1.ChangeOutcome
 	3,  // 10: sundial.v1.ReceiveRequest.ack_mode:type_name -> sundial.v1.AckMode
-	24, // 11: sundial.v1.ReceiveResponse.deliveries:type_name -> sundial.v1.Delivery
+	25, // 11: sundial.v1.ReceiveResponse.deliveries:type_name -> sundial.v1.Delivery
 	21, // 12: sundial.v1.SubscribeRequest.start:type_name -> sundial.v1.Start
 	22, // 13: sundial.v1.SubscribeRequest.credit:type_name -> sundial.v1.Credit
-	25, // 14: sundial.v1.SubscribeRequest.ack:type_name -> sundial.v1.AckRequest
-	26, // 15: sundial.v1.SubscribeRequest.nack:type_name -> sundial.v1.NackRequest
-	27, // 16: sundial.v1.SubscribeRequest.extend:type_name -> sundial.v1.ExtendRequest
+	26, // 14: sundial.v1.SubscribeRequest.ack:type_name -> sundial.v1.AckRequest
+	27, // 15: sundial.v1.SubscribeRequest.nack:type_name -> sundial.v1.NackRequest
+	28, // 16: sundial.v1.SubscribeRequest.extend:type_name -> sundial.v1.ExtendRequest
 	3,  // 17: sundial.v1.Start.ack_mode:type_name -> sundial.v1.AckMode
-	24, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
-	29, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
+	25, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
+	30, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
-	88, // 21: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	93, // 22: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
-	8,  // 23: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
-	28, // 24: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
-	28, // 25: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
-	28, // 26: sundial.v1.NackResponse.results:type_name -> sundial.v1.ReceiptResult
-	28, // 27: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
-	4,  // 28: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
-	34, // 29: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	89, // 30: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
-	34, // 31: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
-	33, // 32: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
-	35, // 33: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
-	50, // 34: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
-	13, // 35: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
-	5,  // 36: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	90, // 37: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
-	49, // 38: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
-	6,  // 39: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
-	53, // 40: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
-	33, // 41: sundial.v1.CreateTopicRequest.topic:type_name -> sundial.v1.Topic
-	33, // 42: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
-	62, // 43: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
-	63, // 44: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
-	75, // 45: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
-	71, // 46: sundial.v1.ClusterInfo.operations:type_name -> sundial.v1.Operation
-	7,  // 47: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	91, // 48: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
-	64, // 49: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	92, // 50: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
-	71, // 51: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
-	71, // 52: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
-	72, // 53: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
-	62, // 54: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	63, // 55: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	76, // 56: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	75, // 57: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
-	63, // 58: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	62, // 59: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
-	71, // 60: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
-	62, // 61: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
-	63, // 62: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
-	75, // 63: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
-	9,  // 64: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 65: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 66: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 67: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 68: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	25, // 69: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	26, // 70: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	27, // 71: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 72: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	56, // 73: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	57, // 74: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	58, // 75: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	60, // 76: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	36, // 77: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	37, // 78: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	39, // 79: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	41, // 80: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	42, // 81: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	44, // 82: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	46, // 83: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	48, // 84: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	51, // 85: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	54, // 86: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	73, // 87: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	77, // 88: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	79, // 89: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	67, // 90: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	69, // 91: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	65, // 92: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	81, // 93: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
-	83, // 94: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
-	85, // 95: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
-	11, // 96: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 97: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 98: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 99: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 100: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	30, // 101: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	31, // 102: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	32, // 103: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 104: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	33, // 105: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	33, // 106: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	59, // 107: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	61, // 108: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	33, // 109: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	38, // 110: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	40, // 111: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	35, // 112: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	43, // 113: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	45, // 114: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	47, // 115: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	50, // 116: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	52, // 117: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	55, // 118: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	74, // 119: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	78, // 120: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	80, // 121: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	68, // 122: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	70, // 123: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	66, // 124: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	82, // 125: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
-	84, // 126: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
-	86, // 127: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
-	96, // [96:128] is the sub-list for method output_type
-	64, // [64:96] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	24, // 21: sundial.v1.SubscribeResponse.deliveries:type_name -> sundial.v1.Deliveries
+	25, // 22: sundial.v1.Deliveries.deliveries:type_name -> sundial.v1.Delivery
+	89, // 23: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	94, // 24: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	8,  // 25: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
+	29, // 26: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
+	29, // 27: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
+	29, // 28: sundial.v1.NackResponse.results:type_name -> sundial.v1.ReceiptResult
+	29, // 29: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
+	4,  // 30: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
+	35, // 31: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
+	90, // 32: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	35, // 33: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
+	34, // 34: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
+	36, // 35: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
+	51, // 36: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
+	13, // 37: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
+	5,  // 38: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
+	91, // 39: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	50, // 40: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
+	6,  // 41: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
+	54, // 42: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
+	34, // 43: sundial.v1.CreateTopicRequest.topic:type_name -> sundial.v1.Topic
+	34, // 44: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
+	63, // 45: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
+	64, // 46: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
+	76, // 47: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
+	72, // 48: sundial.v1.ClusterInfo.operations:type_name -> sundial.v1.Operation
+	7,  // 49: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
+	92, // 50: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
+	65, // 51: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
+	93, // 52: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
+	72, // 53: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
+	72, // 54: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
+	73, // 55: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
+	63, // 56: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	64, // 57: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	77, // 58: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	76, // 59: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
+	64, // 60: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	63, // 61: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
+	72, // 62: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
+	63, // 63: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
+	64, // 64: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
+	76, // 65: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
+	9,  // 66: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,  // 67: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14, // 68: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16, // 69: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20, // 70: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	26, // 71: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	27, // 72: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	28, // 73: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18, // 74: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	57, // 75: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	58, // 76: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	59, // 77: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	61, // 78: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	37, // 79: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	38, // 80: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	40, // 81: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	42, // 82: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	43, // 83: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	45, // 84: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	47, // 85: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	49, // 86: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	52, // 87: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	55, // 88: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	74, // 89: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	78, // 90: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	80, // 91: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	68, // 92: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	70, // 93: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	66, // 94: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	82, // 95: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
+	84, // 96: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
+	86, // 97: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
+	11, // 98: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11, // 99: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15, // 100: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17, // 101: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23, // 102: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	31, // 103: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	32, // 104: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	33, // 105: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19, // 106: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	34, // 107: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	34, // 108: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	60, // 109: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	62, // 110: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	34, // 111: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	39, // 112: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	41, // 113: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	36, // 114: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	44, // 115: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	46, // 116: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	48, // 117: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	51, // 118: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	53, // 119: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	56, // 120: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	75, // 121: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	79, // 122: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	81, // 123: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	69, // 124: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	71, // 125: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	67, // 126: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	83, // 127: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
+	85, // 128: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
+	87, // 129: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
+	98, // [98:130] is the sub-list for method output_type
+	66, // [66:98] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -6448,6 +6538,7 @@ func file_sundial_v1_sundial_proto_init() {
 		(*SubscribeResponse_Delivery)(nil),
 		(*SubscribeResponse_AckResult)(nil),
 		(*SubscribeResponse_CreditReturned)(nil),
+		(*SubscribeResponse_Deliveries)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6455,7 +6546,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   84,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
