@@ -3,7 +3,6 @@ package fsm
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -56,22 +55,22 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Outcome, error) {
 	case *fsmpb.Command_Lease:
 		return a.lease(k.Lease)
 	case *fsmpb.Command_Ack:
-		return a.forEachRef(k.Ack.Refs, func(_ int, ref *fsmpb.MessageRef, cs *fsmpb.CopyState) error {
-			return a.dropCopy(ref.MessageId, ref.Group, cs, k.Ack.NowMs, fsmpb.EndState_END_STATE_DELIVERED)
+		return a.forEachRef(k.Ack.Refs, func(_ int, c *groupCopy) error {
+			return a.dropCopy(c, k.Ack.NowMs, fsmpb.EndState_END_STATE_DELIVERED)
 		})
 	case *fsmpb.Command_Nack:
 		n := k.Nack
-		return a.forEachRef(n.Refs, func(i int, ref *fsmpb.MessageRef, cs *fsmpb.CopyState) error {
-			cs.Reason = n.Reason
+		return a.forEachRef(n.Refs, func(i int, c *groupCopy) error {
+			c.cs.Reason = n.Reason
 			visibleAt := n.VisibleAtMs
 			if len(n.VisibleAtEachMs) == len(n.Refs) {
 				visibleAt = n.VisibleAtEachMs[i]
 			}
-			return a.moveTo(ref.MessageId, ref.Group, cs, visibleAt, false)
+			return a.moveTo(c, visibleAt, false)
 		})
 	case *fsmpb.Command_Extend:
-		return a.forEachRef(k.Extend.Refs, func(_ int, ref *fsmpb.MessageRef, cs *fsmpb.CopyState) error {
-			return a.moveTo(ref.MessageId, ref.Group, cs, k.Extend.DeadlineMs, true)
+		return a.forEachRef(k.Extend.Refs, func(_ int, c *groupCopy) error {
+			return a.moveTo(c, k.Extend.DeadlineMs, true)
 		})
 	case *fsmpb.Command_Sweep:
 		return a.sweep(k.Sweep)
@@ -147,18 +146,7 @@ func (a *applier) scanKeys(lower, upper []byte, limit int, keep func(k []byte) b
 }
 
 func (a *applier) get(key []byte, m proto.Message) (bool, error) {
-	v, closer, err := a.b.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer closer.Close()
-	if err := proto.Unmarshal(v, m); err != nil {
-		return false, fmt.Errorf("decode %T: %w", m, err)
-	}
-	return true, nil
+	return getRecord(a.b, key, m)
 }
 
 func (a *applier) put(key []byte, m proto.Message) error {

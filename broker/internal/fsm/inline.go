@@ -1,0 +1,115 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
+	"github.com/sundialmq/sundial/broker/internal/keys"
+)
+
+// A group's copy of a message is stored in one of two forms. A message
+// stored with a single copy (its topic had one group on this shard, or a
+// redriven dead letter, which goes back to one group) keeps that copy's
+// state inside its body: StoredMessage.inline_group names the group and the
+// copy_* fields hold what the body does not already have (format 2). Such a
+// message is two keys, the body and its due entry, instead of three. A
+// message stored with several copies, and every message written in format 1,
+// keeps each copy in a CopyState record of its own (keys.Copy), its body's
+// inline_group empty. A message never changes form: groups created later
+// get no copy of it, and its copies only ever go.
+//
+// ReadCopy and Copies read both forms; they are the only readers of copy
+// state, for the state machine, the dispatcher and the query package alike.
+
+// ReadCopy reads group's copy of message id from r (the DB, a snapshot or an
+// indexed batch), in either form, and the body it belongs to. The copy is
+// nil when the message or that group's copy is gone (the body may still be
+// there, for the other groups).
+func ReadCopy(r pebble.Reader, shard uint64, id []byte, group string) (*fsmpb.StoredMessage, *fsmpb.CopyState, error) {
+	if len(id) != keys.IDBytes {
+		return nil, nil, nil
+	}
+	body := &fsmpb.StoredMessage{}
+	if found, err := getRecord(r, keys.Message(shard, id), body); err != nil || !found {
+		return nil, nil, err
+	}
+	if body.InlineGroup != "" {
+		if body.InlineGroup != group {
+			return body, nil, nil
+		}
+		return body, inlineCopy(body), nil
+	}
+	cs := &fsmpb.CopyState{}
+	if found, err := getRecord(r, keys.Copy(shard, id, group), cs); err != nil || !found {
+		return body, nil, err
+	}
+	return body, cs, nil
+}
+
+// Copies reads every group's copy of message id, whose body (read from r
+// before) is body, in group order.
+func Copies(r pebble.Reader, shard uint64, id []byte, body *fsmpb.StoredMessage) (groups []string, states []*fsmpb.CopyState, err error) {
+	if body.InlineGroup != "" {
+		return []string{body.InlineGroup}, []*fsmpb.CopyState{inlineCopy(body)}, nil
+	}
+	prefix := keys.CopyPrefix(shard, id)
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		return nil, nil, err
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, nil, errors.Join(err, it.Close())
+		}
+		cs := &fsmpb.CopyState{}
+		if err := proto.Unmarshal(v, cs); err != nil {
+			return nil, nil, errors.Join(fmt.Errorf("decode %T: %w", cs, err), it.Close())
+		}
+		groups = append(groups, keys.GroupOfCopy(it.Key()))
+		states = append(states, cs)
+	}
+	return groups, states, errors.Join(it.Error(), it.Close())
+}
+
+// inlineCopy is the copy state a body keeps inline.
+func inlineCopy(body *fsmpb.StoredMessage) *fsmpb.CopyState {
+	return &fsmpb.CopyState{
+		Reason: body.CopyReason, Fair: body.Fair, FairnessKey: body.FairnessKey,
+		Attempt: body.CopyAttempt, VisibleAtMs: body.CopyVisibleAtMs, Leased: body.CopyLeased,
+		Priority: body.Priority, Partition: body.Partition, Topic: body.Topic, Version: body.Version,
+	}
+}
+
+// setInline stores cs in body as its inline copy. Topic, partition, fair
+// flag, priority, fairness key and version are the body's own: every
+// writer of a copy keeps them equal to the body's (see rewrite).
+func setInline(body *fsmpb.StoredMessage, cs *fsmpb.CopyState) {
+	body.CopyAttempt, body.CopyVisibleAtMs, body.CopyLeased, body.CopyReason = cs.Attempt, cs.VisibleAtMs, cs.Leased, cs.Reason
+}
+
+// clearInline empties the inline copy fields of a message a command
+// carries, so only the state machine sets them.
+func clearInline(m *fsmpb.StoredMessage) {
+	m.InlineGroup, m.CopyAttempt, m.CopyVisibleAtMs, m.CopyLeased, m.CopyReason = "", 0, 0, false, ""
+}
+
+// getRecord decodes the record at key in r into m; false if there is none.
+func getRecord(r pebble.Reader, key []byte, m proto.Message) (bool, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	if err := proto.Unmarshal(v, m); err != nil {
+		return false, fmt.Errorf("decode %T: %w", m, err)
+	}
+	return true, nil
+}
