@@ -17,6 +17,11 @@ type groupCopy struct {
 	group string
 	cs    *fsmpb.CopyState
 	body  *fsmpb.StoredMessage
+	// head, for an inline copy, is body's encoding without the copy fields
+	// (inlineHead), as read: putCopy appends the copy to it instead of
+	// encoding the whole body again. Whoever changes another field of body
+	// clears it.
+	head []byte
 }
 
 // inline says the copy lives in its body.
@@ -30,7 +35,7 @@ func (a *applier) lease(l *fsmpb.Lease) (*fsmpb.Outcome, error) {
 	out := &fsmpb.Outcome{Codes: make([]fsmpb.RefCode, 0, len(l.Items))}
 	for _, item := range l.Items {
 		ref := item.GetRef()
-		c, err := a.copyOf(ref.GetMessageId(), ref.GetGroup())
+		c, err := a.copyOf(ref.GetMessageId(), ref.GetGroup(), !item.Remove && !item.DeadLetter)
 		if err != nil {
 			return nil, err
 		}
@@ -71,11 +76,11 @@ func (a *applier) lease(l *fsmpb.Lease) (*fsmpb.Outcome, error) {
 }
 
 // forEachRef validates each ref against its copy's current lease and runs
-// fn on the valid ones.
-func (a *applier) forEachRef(refs []*fsmpb.MessageRef, fn func(int, *groupCopy) error) (*fsmpb.Outcome, error) {
+// fn on the valid ones; rewrite says fn writes the copy back (see copyOf).
+func (a *applier) forEachRef(refs []*fsmpb.MessageRef, rewrite bool, fn func(int, *groupCopy) error) (*fsmpb.Outcome, error) {
 	out := &fsmpb.Outcome{Codes: make([]fsmpb.RefCode, 0, len(refs))}
 	for i, ref := range refs {
-		c, err := a.copyOf(ref.GetMessageId(), ref.GetGroup())
+		c, err := a.copyOf(ref.GetMessageId(), ref.GetGroup(), rewrite)
 		if err != nil {
 			return nil, err
 		}
@@ -238,10 +243,14 @@ func (a *applier) unindex(c *groupCopy) error {
 func (a *applier) putCopy(c *groupCopy) error {
 	cs := c.cs
 	var err error
-	if c.inline() {
+	switch {
+	case c.inline() && c.head != nil:
+		setInline(c.body, cs)
+		err = a.b.Set(keys.Message(a.shard, c.id), appendInline(c.head, cs), nil)
+	case c.inline():
 		setInline(c.body, cs)
 		err = a.put(keys.Message(a.shard, c.id), c.body)
-	} else {
+	default:
 		err = a.put(keys.Copy(a.shard, c.id, c.group), cs)
 	}
 	if err != nil {
@@ -260,13 +269,15 @@ func (a *applier) putCopy(c *groupCopy) error {
 	return a.b.Set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, c.id), v, nil)
 }
 
-// copyOf reads group's copy of message id; nil if it is gone.
-func (a *applier) copyOf(id []byte, group string) (*groupCopy, error) {
-	body, cs, err := ReadCopy(a.b, a.shard, id, group)
+// copyOf reads group's copy of message id; nil if it is gone. rewrite
+// says the command may write the copy back (lease, nack, extend), so an
+// inline copy keeps its body's head for putCopy.
+func (a *applier) copyOf(id []byte, group string, rewrite bool) (*groupCopy, error) {
+	body, cs, head, err := readCopy(a.b, a.shard, id, group, rewrite)
 	if err != nil || cs == nil {
 		return nil, err
 	}
-	return &groupCopy{id: id, group: group, cs: cs, body: body}, nil
+	return &groupCopy{id: id, group: group, cs: cs, body: body, head: head}, nil
 }
 
 // copies reads message id's body and every group's copy of it, in group

@@ -1,10 +1,12 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
@@ -30,24 +32,45 @@ import (
 // nil when the message or that group's copy is gone (the body may still be
 // there, for the other groups).
 func ReadCopy(r pebble.Reader, shard uint64, id []byte, group string) (*fsmpb.StoredMessage, *fsmpb.CopyState, error) {
+	body, cs, _, err := readCopy(r, shard, id, group, false)
+	return body, cs, err
+}
+
+// readCopy is ReadCopy that also answers, if wantHead and the copy is
+// inline, the body's encoding without its copy fields (see inlineHead), so
+// that writing the copy back does not encode the whole body again.
+func readCopy(r pebble.Reader, shard uint64, id []byte, group string, wantHead bool) (*fsmpb.StoredMessage, *fsmpb.CopyState, []byte, error) {
 	if len(id) != keys.IDBytes {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
+	v, closer, err := r.Get(keys.Message(shard, id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer closer.Close()
 	body := &fsmpb.StoredMessage{}
-	if found, err := getRecord(r, keys.Message(shard, id), body); err != nil || !found {
-		return nil, nil, err
+	if err := proto.Unmarshal(v, body); err != nil {
+		return nil, nil, nil, fmt.Errorf("decode %T: %w", body, err)
 	}
 	if body.InlineGroup != "" {
 		if body.InlineGroup != group {
-			return body, nil, nil
+			return body, nil, nil, nil
 		}
-		return body, inlineCopy(body), nil
+		cs := inlineCopy(body)
+		var head []byte
+		if wantHead {
+			head = inlineHead(v, body, cs)
+		}
+		return body, cs, head, nil
 	}
 	cs := &fsmpb.CopyState{}
 	if found, err := getRecord(r, keys.Copy(shard, id, group), cs); err != nil || !found {
-		return body, nil, err
+		return body, nil, nil, err
 	}
-	return body, cs, nil
+	return body, cs, nil, nil
 }
 
 // Copies reads every group's copy of message id, whose body (read from r
@@ -90,6 +113,61 @@ func inlineCopy(body *fsmpb.StoredMessage) *fsmpb.CopyState {
 // writer of a copy keeps them equal to the body's (see rewrite).
 func setInline(body *fsmpb.StoredMessage, cs *fsmpb.CopyState) {
 	body.CopyAttempt, body.CopyVisibleAtMs, body.CopyLeased, body.CopyReason = cs.Attempt, cs.VisibleAtMs, cs.Leased, cs.Reason
+}
+
+// Field numbers of a body's inline copy fields (fsm.proto): the last ones
+// of StoredMessage, so a deterministic encoding ends with them.
+const (
+	fieldCopyAttempt     = 18
+	fieldCopyVisibleAtMs = 19
+	fieldCopyLeased      = 20
+	fieldCopyReason      = 21
+)
+
+// inlineHead is a copy of v, the encoding of body whose inline copy is cs,
+// without the copy fields, with room to append them again (appendInline);
+// nil if v does not end with them as appendInline writes them, or body
+// holds fields this binary does not know. The state machine encodes a body
+// deterministically, in field-number order, and the copy fields are the
+// last ones: the head is every other field, byte for byte as encoded.
+func inlineHead(v []byte, body *fsmpb.StoredMessage, cs *fsmpb.CopyState) []byte {
+	if len(body.ProtoReflect().GetUnknown()) > 0 {
+		return nil
+	}
+	var buf [64]byte
+	tail := appendInline(buf[:0], cs)
+	if !bytes.HasSuffix(v, tail) {
+		return nil
+	}
+	end := len(v) - len(tail)
+	head := make([]byte, end, end+len(tail)+16)
+	copy(head, v)
+	return head
+}
+
+// appendInline appends cs's inline fields to head as a deterministic
+// encoding of the body would write them: in field order, zero values left
+// out. head + the fields encode the body with cs inline (see
+// TestInlineSpliceEqualsMarshal).
+func appendInline(head []byte, cs *fsmpb.CopyState) []byte {
+	b := head
+	if cs.Attempt != 0 {
+		b = protowire.AppendTag(b, fieldCopyAttempt, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(cs.Attempt))
+	}
+	if cs.VisibleAtMs != 0 {
+		b = protowire.AppendTag(b, fieldCopyVisibleAtMs, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(cs.VisibleAtMs))
+	}
+	if cs.Leased {
+		b = protowire.AppendTag(b, fieldCopyLeased, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	if cs.Reason != "" {
+		b = protowire.AppendTag(b, fieldCopyReason, protowire.BytesType)
+		b = protowire.AppendString(b, cs.Reason)
+	}
+	return b
 }
 
 // clearInline empties the inline copy fields of a message a command

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
@@ -43,6 +44,17 @@ func TestOneCopyMessageIsTwoKeys(t *testing.T) {
 	}
 	if cs := r.copyOf(id, DefaultGroup); cs.Attempt != 1 || !cs.Leased || cs.VisibleAtMs != 5000 || cs.Topic != "t" {
 		t.Fatalf("copy after lease = %v, want attempt 1 leased until 5000 on topic t", cs)
+	}
+	// The lease wrote the body by appending the copy to its head: the
+	// bytes are the body's deterministic encoding all the same.
+	v, closer, err := r.s.db.Get(keys.Message(shard, id))
+	if err != nil {
+		t.Fatalf("Get(body) error = %v", err)
+	}
+	stored := bytes.Clone(v)
+	closer.Close()
+	if want, err := (proto.MarshalOptions{Deterministic: true}).Marshal(r.body(id)); err != nil || !bytes.Equal(stored, want) {
+		t.Fatalf("body after lease = %x, want its encoding %x (%v)", stored, want, err)
 	}
 	if got := r.apply(ack(id, 1))[0].Codes[0]; got != fsmpb.RefCode_REF_CODE_OK {
 		t.Fatalf("ack = %v, want OK", got)
@@ -260,5 +272,76 @@ func TestFormat1CopiesAnswerAsFormat2(t *testing.T) {
 				t.Fatalf("shards differ once every message is gone")
 			}
 		})
+	}
+}
+
+// Writing an inline copy back by appending its fields to the body's head
+// gives exactly the bytes of encoding the whole body with the new copy,
+// whatever the body holds and whichever copy fields are zero; a body not in
+// field order, or with a field after the copy's, has no head.
+func TestInlineSpliceEqualsMarshal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	maybe := func(s string) string {
+		if rng.IntN(2) == 0 {
+			return ""
+		}
+		return s
+	}
+	copyState := func() *fsmpb.CopyState {
+		return &fsmpb.CopyState{
+			Attempt: uint32(rng.IntN(3)), VisibleAtMs: int64(rng.IntN(3)) * 1_700_000_000_000, Leased: rng.IntN(2) == 0,
+			Reason: maybe("nacked: try later"),
+		}
+	}
+	encode := func(m *fsmpb.StoredMessage) []byte {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil {
+			t.Fatalf("Marshal() error = %v", err)
+		}
+		return b
+	}
+	for i := range 500 {
+		body := &fsmpb.StoredMessage{
+			Topic: "orders", Partition: uint32(rng.IntN(3)), Payload: bytes.Repeat([]byte{'p'}, rng.IntN(300)),
+			PublishedAtMs: 1_700_000_000_000, DueAtMs: int64(rng.IntN(2)) * 1_700_000_001_000, Key: maybe("k"),
+			FairnessKey: maybe("tenant.a"), Priority: int32(rng.IntN(5) - 2), GroupsPending: 1,
+			DedupWindowMs: int64(rng.IntN(2)) * 60_000, Fair: rng.IntN(2) == 0, Version: uint64(rng.IntN(3)),
+			InlineGroup: "g",
+		}
+		if rng.IntN(2) == 0 {
+			body.Headers = map[string]string{"a": "1", "b": maybe("2")}
+		}
+		old := copyState()
+		setInline(body, old)
+		head := inlineHead(encode(body), body, old)
+		if head == nil {
+			t.Fatalf("case %d: inlineHead(%v) = nil, want the head", i, body)
+		}
+		next := copyState()
+		got := appendInline(head, next)
+		setInline(body, next)
+		if want := encode(body); !bytes.Equal(got, want) {
+			t.Fatalf("case %d: head + copy fields = %x, want %x", i, got, want)
+		}
+	}
+
+	// A body that does not end with its copy fields, or holds a field this
+	// binary does not know, has no head: it is encoded whole.
+	m := &fsmpb.StoredMessage{Topic: "t", InlineGroup: "g", CopyAttempt: 1}
+	cs := inlineCopy(m)
+	late := protowire.AppendString(protowire.AppendTag(encode(m), 3, protowire.BytesType), "payload")
+	if err := proto.Unmarshal(late, m); err != nil {
+		t.Fatal(err)
+	}
+	if head := inlineHead(late, m, cs); head != nil {
+		t.Fatalf("inlineHead(a payload after the copy fields) = %x, want nil", head)
+	}
+	unknown := protowire.AppendVarint(protowire.AppendTag(encode(m), 99, protowire.VarintType), 1)
+	m = &fsmpb.StoredMessage{}
+	if err := proto.Unmarshal(unknown, m); err != nil {
+		t.Fatal(err)
+	}
+	if head := inlineHead(unknown, m, inlineCopy(m)); head != nil {
+		t.Fatalf("inlineHead(a field this binary does not know) = %x, want nil", head)
 	}
 }

@@ -272,7 +272,7 @@ func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64
 		if err != nil {
 			return n, err
 		}
-		c, err := a.copyOf(e.ID, q.Group)
+		c, err := a.copyOf(e.ID, q.Group, false)
 		if err != nil || c == nil {
 			return n, err
 		}

@@ -145,6 +145,7 @@ func (a *applier) rewrite(id []byte, body, m *fsmpb.StoredMessage, due int64, cp
 		// removed it under the old one, putCopy writes it under the new.
 		c.cs.Priority, c.cs.VisibleAtMs, c.cs.Version = m.Priority, due, body.Version
 		c.cs.FairnessKey = m.FairnessKey
+		c.head = nil                         // the body changed: encode it whole
 		if err := a.putCopy(c); err != nil { // writes an inline copy's body
 			return err
 		}
