@@ -1,7 +1,10 @@
 package fsm
 
 import (
+	"fmt"
 	"strconv"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
@@ -16,16 +19,31 @@ type groupCopy struct {
 	id    []byte
 	group string
 	cs    *fsmpb.CopyState
-	body  *fsmpb.StoredMessage
-	// head, for an inline copy, is body's encoding without the copy fields
-	// (inlineHead), as read: putCopy appends the copy to it instead of
-	// encoding the whole body again. Whoever changes another field of body
-	// clears it.
+	// body is the decoded body; nil for an inline copy read for a rewrite
+	// by scanning its encoding (scanInline), until message decodes head.
+	body *fsmpb.StoredMessage
+	// head, for an inline copy read for a rewrite, is the body's encoding
+	// without the copy fields, as read: putCopy appends the copy to it
+	// instead of encoding the whole body again. Whoever changes another
+	// field of the body clears it.
 	head []byte
 }
 
 // inline says the copy lives in its body.
-func (c *groupCopy) inline() bool { return c.body.InlineGroup != "" }
+func (c *groupCopy) inline() bool { return c.head != nil || c.body.InlineGroup != "" }
+
+// message is the copy's body, decoded from head if it was read by scanning.
+func (c *groupCopy) message() (*fsmpb.StoredMessage, error) {
+	if c.body == nil {
+		body := &fsmpb.StoredMessage{}
+		if err := proto.Unmarshal(c.head, body); err != nil {
+			return nil, fmt.Errorf("decode %T: %w", body, err)
+		}
+		setInline(body, c.cs)
+		c.body = body
+	}
+	return c.body, nil
+}
 
 // lease leases each item's copy if it is still as the round saw it: the
 // same attempt and visible_at and, for a delivery, the same content version
@@ -135,11 +153,15 @@ func (a *applier) dropCopy(c *groupCopy, nowMs int64, end fsmpb.EndState) error 
 	if c.cs.Leased {
 		counter.InFlight--
 	}
-	if c.body.GroupsPending > 1 {
-		c.body.GroupsPending--
-		return a.put(keys.Message(a.shard, c.id), c.body)
+	body, err := c.message()
+	if err != nil {
+		return err
 	}
-	return a.dropBody(c.id, c.body, nowMs, end)
+	if body.GroupsPending > 1 {
+		body.GroupsPending--
+		return a.put(keys.Message(a.shard, c.id), body)
+	}
+	return a.dropBody(c.id, body, nowMs, end)
 }
 
 // dropBody deletes a message whose last copy went and remembers how it
@@ -188,7 +210,11 @@ func (a *applier) dropBody(id []byte, body *fsmpb.StoredMessage, nowMs int64, en
 // deadLetter moves a copy that used up its attempts to the topic's
 // dead-letter topic, as a new message on the same shard and partition.
 func (a *applier) deadLetter(c *groupCopy, nowMs int64) error {
-	body, cs := c.body, c.cs
+	body, err := c.message()
+	if err != nil {
+		return err
+	}
+	cs := c.cs
 	orig, _ := receipt.MessageIDFromBytes(c.id)
 	headers := make(map[string]string, len(body.Headers)+5)
 	for k, v := range body.Headers {
@@ -244,8 +270,10 @@ func (a *applier) putCopy(c *groupCopy) error {
 	cs := c.cs
 	var err error
 	switch {
-	case c.inline() && c.head != nil:
-		setInline(c.body, cs)
+	case c.head != nil:
+		if c.body != nil {
+			setInline(c.body, cs)
+		}
 		err = a.b.Set(keys.Message(a.shard, c.id), appendInline(c.head, cs), nil)
 	case c.inline():
 		setInline(c.body, cs)

@@ -38,7 +38,9 @@ func ReadCopy(r pebble.Reader, shard uint64, id []byte, group string) (*fsmpb.St
 
 // readCopy is ReadCopy that also answers, if wantHead and the copy is
 // inline, the body's encoding without its copy fields (see inlineHead), so
-// that writing the copy back does not encode the whole body again.
+// that writing the copy back does not encode the whole body again. Such a
+// copy is read by scanning the encoding (scanInline), the payload and
+// headers left undecoded, and answers no body.
 func readCopy(r pebble.Reader, shard uint64, id []byte, group string, wantHead bool) (*fsmpb.StoredMessage, *fsmpb.CopyState, []byte, error) {
 	if len(id) != keys.IDBytes {
 		return nil, nil, nil, nil
@@ -51,6 +53,14 @@ func readCopy(r pebble.Reader, shard uint64, id []byte, group string, wantHead b
 		return nil, nil, nil, err
 	}
 	defer closer.Close()
+	if wantHead {
+		if inlineGroup, cs, head, ok := scanInline(v); ok {
+			if inlineGroup != group {
+				return nil, nil, nil, nil
+			}
+			return nil, cs, head, nil
+		}
+	}
 	body := &fsmpb.StoredMessage{}
 	if err := proto.Unmarshal(v, body); err != nil {
 		return nil, nil, nil, fmt.Errorf("decode %T: %w", body, err)
@@ -115,9 +125,17 @@ func setInline(body *fsmpb.StoredMessage, cs *fsmpb.CopyState) {
 	body.CopyAttempt, body.CopyVisibleAtMs, body.CopyLeased, body.CopyReason = cs.Attempt, cs.VisibleAtMs, cs.Leased, cs.Reason
 }
 
-// Field numbers of a body's inline copy fields (fsm.proto): the last ones
-// of StoredMessage, so a deterministic encoding ends with them.
+// Field numbers of StoredMessage (fsm.proto) that scanInline reads; the
+// inline copy fields are its last ones, so a deterministic encoding ends
+// with them.
 const (
+	fieldTopic           = 1
+	fieldPartition       = 2
+	fieldFairnessKey     = 9
+	fieldPriority        = 10
+	fieldFair            = 15
+	fieldVersion         = 16
+	fieldInlineGroup     = 17
 	fieldCopyAttempt     = 18
 	fieldCopyVisibleAtMs = 19
 	fieldCopyLeased      = 20
@@ -143,6 +161,82 @@ func inlineHead(v []byte, body *fsmpb.StoredMessage, cs *fsmpb.CopyState) []byte
 	head := make([]byte, end, end+len(tail)+16)
 	copy(head, v)
 	return head
+}
+
+// scanInline reads the inline copy of the body encoded in v, and its head
+// (as inlineHead), from the fields a copy needs, without decoding the
+// payload and headers. ok is false (decode the body instead) if the body
+// keeps no copy inline, or is not encoded as the state machine writes it:
+// known fields of the expected wire types, the copy fields last.
+func scanInline(v []byte) (group string, cs *fsmpb.CopyState, head []byte, ok bool) {
+	cs = &fsmpb.CopyState{}
+	end := -1 // where the copy fields start
+	for off := 0; off < len(v); {
+		num, typ, n := protowire.ConsumeTag(v[off:])
+		if n < 0 {
+			return "", nil, nil, false
+		}
+		switch {
+		case num > fieldCopyReason, num < fieldCopyAttempt && end >= 0:
+			return "", nil, nil, false
+		case num >= fieldCopyAttempt && end < 0:
+			end = off
+		}
+		off += n
+		var m int
+		switch num {
+		case fieldTopic, fieldFairnessKey, fieldInlineGroup, fieldCopyReason:
+			var b []byte
+			if b, m = protowire.ConsumeBytes(v[off:]); m < 0 || typ != protowire.BytesType {
+				return "", nil, nil, false
+			}
+			switch num {
+			case fieldTopic:
+				cs.Topic = string(b)
+			case fieldFairnessKey:
+				cs.FairnessKey = string(b)
+			case fieldInlineGroup:
+				group = string(b)
+			default:
+				cs.Reason = string(b)
+			}
+		case fieldPartition, fieldPriority, fieldFair, fieldVersion, fieldCopyAttempt, fieldCopyVisibleAtMs, fieldCopyLeased:
+			var x uint64
+			if x, m = protowire.ConsumeVarint(v[off:]); m < 0 || typ != protowire.VarintType {
+				return "", nil, nil, false
+			}
+			switch num {
+			case fieldPartition:
+				cs.Partition = uint32(x)
+			case fieldPriority:
+				cs.Priority = int32(x)
+			case fieldFair:
+				cs.Fair = x != 0
+			case fieldVersion:
+				cs.Version = x
+			case fieldCopyAttempt:
+				cs.Attempt = uint32(x)
+			case fieldCopyVisibleAtMs:
+				cs.VisibleAtMs = int64(x)
+			default:
+				cs.Leased = x != 0
+			}
+		default:
+			if m = protowire.ConsumeFieldValue(num, typ, v[off:]); m < 0 {
+				return "", nil, nil, false
+			}
+		}
+		off += m
+	}
+	if group == "" {
+		return "", nil, nil, false
+	}
+	if end < 0 {
+		end = len(v)
+	}
+	head = make([]byte, end, end+32)
+	copy(head, v)
+	return group, cs, head, true
 }
 
 // appendInline appends cs's inline fields to head as a deterministic

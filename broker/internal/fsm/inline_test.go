@@ -313,9 +313,14 @@ func TestInlineSpliceEqualsMarshal(t *testing.T) {
 		}
 		old := copyState()
 		setInline(body, old)
-		head := inlineHead(encode(body), body, old)
+		v := encode(body)
+		head := inlineHead(v, body, old)
 		if head == nil {
 			t.Fatalf("case %d: inlineHead(%v) = nil, want the head", i, body)
+		}
+		group, scanned, scannedHead, ok := scanInline(v)
+		if !ok || group != "g" || !proto.Equal(scanned, inlineCopy(body)) || !bytes.Equal(scannedHead, head) {
+			t.Fatalf("case %d: scanInline(%v) = %q, %v, %x, %v; want g, %v, %x", i, body, group, scanned, scannedHead, ok, inlineCopy(body), head)
 		}
 		next := copyState()
 		got := appendInline(head, next)
@@ -336,6 +341,9 @@ func TestInlineSpliceEqualsMarshal(t *testing.T) {
 	if head := inlineHead(late, m, cs); head != nil {
 		t.Fatalf("inlineHead(a payload after the copy fields) = %x, want nil", head)
 	}
+	if _, _, head, ok := scanInline(late); ok {
+		t.Fatalf("scanInline(a payload after the copy fields) = %x, want not ok", head)
+	}
 	unknown := protowire.AppendVarint(protowire.AppendTag(encode(m), 99, protowire.VarintType), 1)
 	m = &fsmpb.StoredMessage{}
 	if err := proto.Unmarshal(unknown, m); err != nil {
@@ -343,5 +351,12 @@ func TestInlineSpliceEqualsMarshal(t *testing.T) {
 	}
 	if head := inlineHead(unknown, m, inlineCopy(m)); head != nil {
 		t.Fatalf("inlineHead(a field this binary does not know) = %x, want nil", head)
+	}
+	if _, _, head, ok := scanInline(unknown); ok {
+		t.Fatalf("scanInline(a field this binary does not know) = %x, want not ok", head)
+	}
+	// Nor does a body whose copies are records of their own.
+	if _, _, head, ok := scanInline(encode(&fsmpb.StoredMessage{Topic: "t", GroupsPending: 2})); ok {
+		t.Fatalf("scanInline(a body without an inline copy) = %x, want not ok", head)
 	}
 }
