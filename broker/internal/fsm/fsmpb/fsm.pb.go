@@ -665,9 +665,11 @@ type StoredMessage struct {
 	// Content version: raised by every keyed rewrite (REPLACE, DEBOUNCE) and
 	// reschedule. A lease names the version whose payload it delivers.
 	Version uint64 `protobuf:"varint,16,opt,name=version,proto3" json:"version,omitempty"`
-	// Format 2: a message stored while its topic had one group on this shard
-	// keeps that group's copy state in its body instead of a CopyState record
-	// of its own, so the message is two keys (body and due entry).
+	// Format 2: a message stored with one copy (its topic had one group on
+	// this shard, or a redriven dead letter) keeps that copy's state in its
+	// body instead of a CopyState record of its own, so the message is two
+	// keys (body and due entry). The copy fields stay the last fields: a lease
+	// rewrites the body by appending them to the rest as encoded.
 	// inline_group names the group; the copy's topic, partition, priority,
 	// fairness key, fair flag and version are the body's own, and the fields
 	// below are the rest of its CopyState. Empty: the copies are CopyState
