@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"slices"
 
@@ -41,6 +42,10 @@ type applier struct {
 	expiryLow int64                // earliest TTL expiry inserted, 0 if none
 	counters  map[counterKey]*fsmpb.Counters
 	groupsOf  map[string][]string // topic → groups on this shard, this run
+	// endsAt gathers the ids of the end records the entry being applied
+	// writes, by forget time: flushEnds indexes each time's ids in one
+	// forget-index entry when the entry is done.
+	endsAt map[int64][]byte
 	// visited counts the keys maintenance scans stepped on, so tests can
 	// show a scan stays inside its range.
 	visited int
@@ -100,6 +105,28 @@ func (a *applier) counter(topic, group string) (*fsmpb.Counters, error) {
 	}
 	a.counters[k] = c
 	return c, nil
+}
+
+// flushEnds writes one forget-index entry per forget time of the end
+// records the entry at a.index wrote (their ids, 16 bytes each, as its
+// value), in time order, instead of an entry per record.
+func (a *applier) flushEnds() error {
+	if len(a.endsAt) == 0 {
+		return nil
+	}
+	ats := make([]int64, 0, len(a.endsAt))
+	for at := range a.endsAt {
+		ats = append(ats, at)
+	}
+	slices.Sort(ats)
+	index := binary.BigEndian.AppendUint64(nil, a.index)
+	for _, at := range ats {
+		if err := a.b.Set(keys.Forget(a.shard, at, keys.ForgetEnds, index), a.endsAt[at], nil); err != nil {
+			return err
+		}
+		delete(a.endsAt, at)
+	}
+	return nil
 }
 
 // flushCounters writes every counter touched by the run, in key order.

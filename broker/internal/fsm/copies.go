@@ -200,11 +200,14 @@ func (a *applier) dropBody(id []byte, body *fsmpb.StoredMessage, nowMs int64, en
 	if !remember {
 		return nil
 	}
-	endKey := keys.End(a.shard, id)
-	if err := a.put(endKey, &fsmpb.EndRecord{End: end, ForgetAtMs: forgetAt}); err != nil {
+	if err := a.put(keys.End(a.shard, id), &fsmpb.EndRecord{End: end, ForgetAtMs: forgetAt}); err != nil {
 		return err
 	}
-	return a.b.Set(keys.Forget(a.shard, forgetAt, keys.ForgetEnd, keys.Tail(endKey)), nil, nil)
+	if a.endsAt == nil {
+		a.endsAt = map[int64][]byte{}
+	}
+	a.endsAt[forgetAt] = append(a.endsAt[forgetAt], id...) // indexed by flushEnds
+	return nil
 }
 
 // deadLetter moves a copy that used up its attempts to the topic's

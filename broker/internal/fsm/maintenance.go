@@ -20,7 +20,10 @@ const DefaultSweepLimit = 1024
 
 // sweep forgets up to limit records in all: publish dedup records applied
 // before before_ms, then key and end records whose own forget time is at or
-// before now_ms. more says records are left for another sweep.
+// before now_ms. more says records are left for another sweep. A
+// forget-index entry counts as one record, also one that forgets the end
+// records of all the messages one Raft entry ended (keys.ForgetEnds), so a
+// sweep deletes at most limit times the messages of one entry.
 func (a *applier) sweep(s *fsmpb.Sweep) (*fsmpb.Outcome, error) {
 	limit := int(s.Limit)
 	if limit == 0 {
@@ -64,12 +67,21 @@ func (a *applier) sweep(s *fsmpb.Sweep) (*fsmpb.Outcome, error) {
 	return &fsmpb.Outcome{More: more}, nil
 }
 
-// forget deletes one forget-index entry and the key or end record it
+// forget deletes one forget-index entry and the key or end records it
 // points at.
 func (a *applier) forget(k []byte) error {
 	at, kind, rest, err := keys.ParseForget(k)
 	if err != nil {
 		return err
+	}
+	var ids []byte // a ForgetEnds entry's message ids
+	if kind == keys.ForgetEnds {
+		v, closer, err := a.b.Get(k)
+		if err != nil {
+			return err
+		}
+		ids = slices.Clone(v)
+		closer.Close()
 	}
 	if err := a.b.Delete(k, nil); err != nil {
 		return err
@@ -87,6 +99,12 @@ func (a *applier) forget(k []byte) error {
 		}
 	case keys.ForgetEnd:
 		return a.b.Delete(keys.FromTail(a.shard, keys.TagEnd, rest), nil)
+	case keys.ForgetEnds:
+		for ; len(ids) >= keys.IDBytes; ids = ids[keys.IDBytes:] {
+			if err := a.b.Delete(keys.End(a.shard, ids[:keys.IDBytes]), nil); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

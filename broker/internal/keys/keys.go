@@ -17,7 +17,9 @@
 //	'q' <applied_at 8> <request id>          dedup records by age
 //	'k' <topic> 0 <key>                      key record (KeyRecord)
 //	'e' <msg id 16>                          how a message ended (EndRecord)
-//	'v' <forget_at 8> <kind> <rest>          key and end records by expiry
+//	'v' <forget_at 8> <kind> <rest>          key and end records by expiry; the
+//	                                         end records one Raft entry wrote with
+//	                                         one forget time share an entry
 //	'x' <expires_at 8> <msg id 16>           messages by TTL expiry
 //	'n' <topic> 0 <group>                    a group's counters
 //	'f' <topic> 0 <part 4> <group> 0 <fairness key> 0 <visible_at 8> <prio 4> <msg id 16>
@@ -74,10 +76,14 @@ const (
 	tagFair    = 'f'
 )
 
-// Kinds of records in the forget index.
+// Kinds of records in the forget index. A ForgetKey or ForgetEnd entry's
+// rest is the tail of the one record it forgets (Tail). A ForgetEnds entry
+// (format 2) forgets every end record one Raft entry wrote with that forget
+// time: its rest is the entry's index (8), its value the message ids.
 const (
-	ForgetKey byte = 'k'
-	ForgetEnd byte = 'e'
+	ForgetKey  byte = 'k'
+	ForgetEnd  byte = 'e'
+	ForgetEnds byte = 'E'
 )
 
 // IDBytes is the length of a message id.

@@ -1246,7 +1246,8 @@ type Sweep struct {
 	// forget time is at or before now_ms.
 	NowMs int64 `protobuf:"varint,2,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
 	// At most this many records go in one apply (0: a default bound); the
-	// outcome's more says whether any are left.
+	// outcome's more says whether any are left. The end records of the
+	// messages one entry ended share a forget-index entry and count as one.
 	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
