@@ -25,7 +25,15 @@ import (
 // (Pebble's flushes and compactions and the GC's background marking run on
 // other threads), which holds steady on a machine shared with other work,
 // where wall time counts the waits for a core too.
-func BenchmarkApplyLifecycle(b *testing.B) {
+func BenchmarkApplyLifecycle(b *testing.B) { benchmarkLifecycle(b, 0) }
+
+// BenchmarkApplyLifecycleDedupWindow is BenchmarkApplyLifecycle with the
+// messages remembered for a dedup window once acked, as a topic's messages
+// are by default: the ack also writes each message's end record and the
+// forget index.
+func BenchmarkApplyLifecycleDedupWindow(b *testing.B) { benchmarkLifecycle(b, 3_600_000) }
+
+func benchmarkLifecycle(b *testing.B, dedupWindowMs int64) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	db, err := store.Open(store.Config{Dir: b.TempDir()}, zap.NewNop())
@@ -46,7 +54,7 @@ func BenchmarkApplyLifecycle(b *testing.B) {
 		due := int64(1_000 + i)
 		p := &fsmpb.Publish{RequestId: fmt.Sprint("req-", i), NowMs: due - 1}
 		for range n {
-			p.Messages = append(p.Messages, &fsmpb.StoredMessage{Topic: "t", Payload: payload, PublishedAtMs: due - 1, DueAtMs: due})
+			p.Messages = append(p.Messages, &fsmpb.StoredMessage{Topic: "t", Payload: payload, PublishedAtMs: due - 1, DueAtMs: due, DedupWindowMs: dedupWindowMs})
 		}
 		c0, _ := threadCPU()
 		t0 := time.Now()
