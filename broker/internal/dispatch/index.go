@@ -1,13 +1,13 @@
 package dispatch
 
 import (
-	"errors"
 	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm"
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -270,17 +270,8 @@ func (x *dueIndex) activate(q keys.Queue, t *fairTree, k []byte) (e keys.DueEntr
 	if err != nil {
 		return e, false, err
 	}
-	v, closer, err := x.db.Get(keys.Copy(x.shard, e.ID, q.Group))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return e, true, nil // gone since the iterator's snapshot
-	}
-	if err != nil {
-		return e, false, err
-	}
-	var cs fsmpb.CopyState
-	err = proto.Unmarshal(v, &cs)
-	closer.Close()
-	if err != nil || !cs.Fair {
+	_, cs, err := fsm.ReadCopy(x.db, x.shard, e.ID, q.Group)
+	if err != nil || cs == nil || !cs.Fair { // nil: gone since the iterator's snapshot
 		return e, true, err
 	}
 	return e, activateAt(t, cs.FairnessKey, keys.Fair(x.shard, q, cs.FairnessKey, e.VisibleAtMs, e.Priority, e.ID)), nil

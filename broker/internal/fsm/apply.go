@@ -2,8 +2,8 @@ package fsm
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -42,6 +42,10 @@ type applier struct {
 	expiryLow int64                // earliest TTL expiry inserted, 0 if none
 	counters  map[counterKey]*fsmpb.Counters
 	groupsOf  map[string][]string // topic → groups on this shard, this run
+	// endsAt gathers the ids of the end records the entry being applied
+	// writes, by forget time: flushEnds indexes each time's ids in one
+	// forget-index entry when the entry is done.
+	endsAt map[int64][]byte
 	// visited counts the keys maintenance scans stepped on, so tests can
 	// show a scan stays inside its range.
 	visited int
@@ -56,22 +60,22 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Outcome, error) {
 	case *fsmpb.Command_Lease:
 		return a.lease(k.Lease)
 	case *fsmpb.Command_Ack:
-		return a.forEachRef(k.Ack.Refs, func(_ int, ref *fsmpb.MessageRef, cs *fsmpb.CopyState) error {
-			return a.dropCopy(ref.MessageId, ref.Group, cs, k.Ack.NowMs, fsmpb.EndState_END_STATE_DELIVERED)
+		return a.forEachRef(k.Ack.Refs, false, func(_ int, c *groupCopy) error {
+			return a.dropCopy(c, k.Ack.NowMs, fsmpb.EndState_END_STATE_DELIVERED)
 		})
 	case *fsmpb.Command_Nack:
 		n := k.Nack
-		return a.forEachRef(n.Refs, func(i int, ref *fsmpb.MessageRef, cs *fsmpb.CopyState) error {
-			cs.Reason = n.Reason
+		return a.forEachRef(n.Refs, true, func(i int, c *groupCopy) error {
+			c.cs.Reason = n.Reason
 			visibleAt := n.VisibleAtMs
 			if len(n.VisibleAtEachMs) == len(n.Refs) {
 				visibleAt = n.VisibleAtEachMs[i]
 			}
-			return a.moveTo(ref.MessageId, ref.Group, cs, visibleAt, false)
+			return a.moveTo(c, visibleAt, false)
 		})
 	case *fsmpb.Command_Extend:
-		return a.forEachRef(k.Extend.Refs, func(_ int, ref *fsmpb.MessageRef, cs *fsmpb.CopyState) error {
-			return a.moveTo(ref.MessageId, ref.Group, cs, k.Extend.DeadlineMs, true)
+		return a.forEachRef(k.Extend.Refs, true, func(_ int, c *groupCopy) error {
+			return a.moveTo(c, k.Extend.DeadlineMs, true)
 		})
 	case *fsmpb.Command_Sweep:
 		return a.sweep(k.Sweep)
@@ -101,6 +105,28 @@ func (a *applier) counter(topic, group string) (*fsmpb.Counters, error) {
 	}
 	a.counters[k] = c
 	return c, nil
+}
+
+// flushEnds writes one forget-index entry per forget time of the end
+// records the entry at a.index wrote (their ids, 16 bytes each, as its
+// value), in time order, instead of an entry per record.
+func (a *applier) flushEnds() error {
+	if len(a.endsAt) == 0 {
+		return nil
+	}
+	ats := make([]int64, 0, len(a.endsAt))
+	for at := range a.endsAt {
+		ats = append(ats, at)
+	}
+	slices.Sort(ats)
+	index := binary.BigEndian.AppendUint64(nil, a.index)
+	for _, at := range ats {
+		if err := a.b.Set(keys.Forget(a.shard, at, keys.ForgetEnds, index), a.endsAt[at], nil); err != nil {
+			return err
+		}
+		delete(a.endsAt, at)
+	}
+	return nil
 }
 
 // flushCounters writes every counter touched by the run, in key order.
@@ -147,18 +173,7 @@ func (a *applier) scanKeys(lower, upper []byte, limit int, keep func(k []byte) b
 }
 
 func (a *applier) get(key []byte, m proto.Message) (bool, error) {
-	v, closer, err := a.b.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer closer.Close()
-	if err := proto.Unmarshal(v, m); err != nil {
-		return false, fmt.Errorf("decode %T: %w", m, err)
-	}
-	return true, nil
+	return getRecord(a.b, key, m)
 }
 
 func (a *applier) put(key []byte, m proto.Message) error {

@@ -27,18 +27,14 @@ func (r *replica) body(id []byte) *fsmpb.StoredMessage {
 	return &m
 }
 
+// copyOf reads group's copy of a message, in either form.
 func (r *replica) copyOf(id []byte, group string) *fsmpb.CopyState {
 	r.t.Helper()
-	v, closer, err := r.s.db.Get(keys.Copy(shard, id, group))
-	if err != nil {
-		r.t.Fatalf("read copy: %v", err)
+	_, cs, err := ReadCopy(r.s.db, shard, id, group)
+	if err != nil || cs == nil {
+		r.t.Fatalf("ReadCopy(%x, %s) = %v, %v; want a copy", id, group, cs, err)
 	}
-	defer closer.Close()
-	var cs fsmpb.CopyState
-	if err := proto.Unmarshal(v, &cs); err != nil {
-		r.t.Fatalf("decode copy: %v", err)
-	}
-	return &cs
+	return cs
 }
 
 func (r *replica) has(key []byte) bool {

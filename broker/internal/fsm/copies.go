@@ -1,12 +1,49 @@
 package fsm
 
 import (
+	"fmt"
 	"strconv"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
 	"github.com/sundialmq/sundial/proto/receipt"
 )
+
+// groupCopy is one group's copy of a message as a command read it, with
+// the body it belongs to (see inline.go for the two forms). Copies of one
+// message read together share the body, so what one of them changes in it
+// (groups_pending, an inline copy) the next sees.
+type groupCopy struct {
+	id    []byte
+	group string
+	cs    *fsmpb.CopyState
+	// body is the decoded body; nil for an inline copy read for a rewrite
+	// by scanning its encoding (scanInline), until message decodes head.
+	body *fsmpb.StoredMessage
+	// head, for an inline copy read for a rewrite, is the body's encoding
+	// without the copy fields, as read: putCopy appends the copy to it
+	// instead of encoding the whole body again. Whoever changes another
+	// field of the body clears it.
+	head []byte
+}
+
+// inline says the copy lives in its body.
+func (c *groupCopy) inline() bool { return c.head != nil || c.body.InlineGroup != "" }
+
+// message is the copy's body, decoded from head if it was read by scanning.
+func (c *groupCopy) message() (*fsmpb.StoredMessage, error) {
+	if c.body == nil {
+		body := &fsmpb.StoredMessage{}
+		if err := proto.Unmarshal(c.head, body); err != nil {
+			return nil, fmt.Errorf("decode %T: %w", body, err)
+		}
+		setInline(body, c.cs)
+		c.body = body
+	}
+	return c.body, nil
+}
 
 // lease leases each item's copy if it is still as the round saw it: the
 // same attempt and visible_at and, for a delivery, the same content version
@@ -16,37 +53,37 @@ func (a *applier) lease(l *fsmpb.Lease) (*fsmpb.Outcome, error) {
 	out := &fsmpb.Outcome{Codes: make([]fsmpb.RefCode, 0, len(l.Items))}
 	for _, item := range l.Items {
 		ref := item.GetRef()
-		cs, err := a.copyState(ref.GetMessageId(), ref.GetGroup())
+		c, err := a.copyOf(ref.GetMessageId(), ref.GetGroup(), !item.Remove && !item.DeadLetter)
 		if err != nil {
 			return nil, err
 		}
 		switch {
-		case cs == nil:
+		case c == nil:
 			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_NOT_FOUND)
 			continue
-		case cs.Attempt != ref.Attempt || cs.VisibleAtMs != item.VisibleAtMs:
+		case c.cs.Attempt != ref.Attempt || c.cs.VisibleAtMs != item.VisibleAtMs:
 			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_STALE)
 			continue
-		case !item.DeadLetter && cs.Version != item.Version:
+		case !item.DeadLetter && c.cs.Version != item.Version:
 			// Rewritten since the round read the payload it delivers.
 			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_STALE)
 			continue
 		}
 		switch {
 		case item.DeadLetter:
-			err = a.deadLetter(ref, cs, l.NowMs)
+			err = a.deadLetter(c, l.NowMs)
 		case item.Remove:
-			err = a.dropCopy(ref.MessageId, ref.Group, cs, l.NowMs, fsmpb.EndState_END_STATE_DELIVERED)
+			err = a.dropCopy(c, l.NowMs, fsmpb.EndState_END_STATE_DELIVERED)
 		default:
-			if !cs.Leased {
-				c, cerr := a.counter(cs.Topic, ref.Group)
+			if !c.cs.Leased {
+				counter, cerr := a.counter(c.cs.Topic, c.group)
 				if cerr != nil {
 					return nil, cerr
 				}
-				c.InFlight++
+				counter.InFlight++
 			}
-			cs.Attempt++
-			err = a.moveTo(ref.MessageId, ref.Group, cs, item.DeadlineMs, true)
+			c.cs.Attempt++
+			err = a.moveTo(c, item.DeadlineMs, true)
 		}
 		if err != nil {
 			return nil, err
@@ -57,21 +94,21 @@ func (a *applier) lease(l *fsmpb.Lease) (*fsmpb.Outcome, error) {
 }
 
 // forEachRef validates each ref against its copy's current lease and runs
-// fn on the valid ones.
-func (a *applier) forEachRef(refs []*fsmpb.MessageRef, fn func(int, *fsmpb.MessageRef, *fsmpb.CopyState) error) (*fsmpb.Outcome, error) {
+// fn on the valid ones; rewrite says fn writes the copy back (see copyOf).
+func (a *applier) forEachRef(refs []*fsmpb.MessageRef, rewrite bool, fn func(int, *groupCopy) error) (*fsmpb.Outcome, error) {
 	out := &fsmpb.Outcome{Codes: make([]fsmpb.RefCode, 0, len(refs))}
 	for i, ref := range refs {
-		cs, err := a.copyState(ref.GetMessageId(), ref.GetGroup())
+		c, err := a.copyOf(ref.GetMessageId(), ref.GetGroup(), rewrite)
 		if err != nil {
 			return nil, err
 		}
 		switch {
-		case cs == nil:
+		case c == nil:
 			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_NOT_FOUND)
-		case cs.Attempt != ref.Attempt || !cs.Leased:
+		case c.cs.Attempt != ref.Attempt || !c.cs.Leased:
 			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_STALE)
 		default:
-			if err := fn(i, ref, cs); err != nil {
+			if err := fn(i, c); err != nil {
 				return nil, err
 			}
 			out.Codes = append(out.Codes, fsmpb.RefCode_REF_CODE_OK)
@@ -82,49 +119,49 @@ func (a *applier) forEachRef(refs []*fsmpb.MessageRef, fn func(int, *fsmpb.Messa
 
 // moveTo re-indexes a copy at visibleAtMs; leased says whether it stays
 // leased until then (lease, extend) or becomes visible then (nack).
-func (a *applier) moveTo(id []byte, group string, cs *fsmpb.CopyState, visibleAtMs int64, leased bool) error {
-	if err := a.unindex(id, group, cs); err != nil {
+func (a *applier) moveTo(c *groupCopy, visibleAtMs int64, leased bool) error {
+	if err := a.unindex(c); err != nil {
 		return err
 	}
-	if cs.Leased && !leased {
-		c, err := a.counter(cs.Topic, group)
+	if c.cs.Leased && !leased {
+		counter, err := a.counter(c.cs.Topic, c.group)
 		if err != nil {
 			return err
 		}
-		c.InFlight--
+		counter.InFlight--
 	}
-	cs.VisibleAtMs, cs.Leased = visibleAtMs, leased
-	return a.putCopy(id, group, cs)
+	c.cs.VisibleAtMs, c.cs.Leased = visibleAtMs, leased
+	return a.putCopy(c)
 }
 
 // dropCopy removes a group's copy and, with the last copy, the body; end
 // says how the message ended (unspecified for a purge: nothing remembered).
-func (a *applier) dropCopy(id []byte, group string, cs *fsmpb.CopyState, nowMs int64, end fsmpb.EndState) error {
-	if err := a.unindex(id, group, cs); err != nil {
+func (a *applier) dropCopy(c *groupCopy, nowMs int64, end fsmpb.EndState) error {
+	if err := a.unindex(c); err != nil {
 		return err
 	}
-	if err := a.b.Delete(keys.Copy(a.shard, id, group), nil); err != nil {
-		return err
+	if !c.inline() {
+		if err := a.b.Delete(keys.Copy(a.shard, c.id, c.group), nil); err != nil {
+			return err
+		}
 	}
-	c, err := a.counter(cs.Topic, group)
+	counter, err := a.counter(c.cs.Topic, c.group)
 	if err != nil {
 		return err
 	}
-	c.Pending--
-	if cs.Leased {
-		c.InFlight--
+	counter.Pending--
+	if c.cs.Leased {
+		counter.InFlight--
 	}
-	bodyKey := keys.Message(a.shard, id)
-	var body fsmpb.StoredMessage
-	found, err := a.get(bodyKey, &body)
-	if err != nil || !found {
+	body, err := c.message()
+	if err != nil {
 		return err
 	}
 	if body.GroupsPending > 1 {
 		body.GroupsPending--
-		return a.put(bodyKey, &body)
+		return a.put(keys.Message(a.shard, c.id), body)
 	}
-	return a.dropBody(id, &body, nowMs, end)
+	return a.dropBody(c.id, body, nowMs, end)
 }
 
 // dropBody deletes a message whose last copy went and remembers how it
@@ -163,28 +200,31 @@ func (a *applier) dropBody(id []byte, body *fsmpb.StoredMessage, nowMs int64, en
 	if !remember {
 		return nil
 	}
-	endKey := keys.End(a.shard, id)
-	if err := a.put(endKey, &fsmpb.EndRecord{End: end, ForgetAtMs: forgetAt}); err != nil {
+	if err := a.put(keys.End(a.shard, id), &fsmpb.EndRecord{End: end, ForgetAtMs: forgetAt}); err != nil {
 		return err
 	}
-	return a.b.Set(keys.Forget(a.shard, forgetAt, keys.ForgetEnd, keys.Tail(endKey)), nil, nil)
+	if a.endsAt == nil {
+		a.endsAt = map[int64][]byte{}
+	}
+	a.endsAt[forgetAt] = append(a.endsAt[forgetAt], id...) // indexed by flushEnds
+	return nil
 }
 
 // deadLetter moves a copy that used up its attempts to the topic's
 // dead-letter topic, as a new message on the same shard and partition.
-func (a *applier) deadLetter(ref *fsmpb.MessageRef, cs *fsmpb.CopyState, nowMs int64) error {
-	var body fsmpb.StoredMessage
-	found, err := a.get(keys.Message(a.shard, ref.MessageId), &body)
-	if err != nil || !found {
+func (a *applier) deadLetter(c *groupCopy, nowMs int64) error {
+	body, err := c.message()
+	if err != nil {
 		return err
 	}
-	orig, _ := receipt.MessageIDFromBytes(ref.MessageId)
+	cs := c.cs
+	orig, _ := receipt.MessageIDFromBytes(c.id)
 	headers := make(map[string]string, len(body.Headers)+5)
 	for k, v := range body.Headers {
 		headers[k] = v
 	}
 	headers[HeaderOriginalTopic] = body.Topic
-	headers[HeaderOriginalGroup] = ref.Group
+	headers[HeaderOriginalGroup] = c.group
 	headers[HeaderOriginalID] = orig.String()
 	headers[HeaderAttempts] = strconv.FormatUint(uint64(cs.Attempt), 10)
 	switch {
@@ -206,71 +246,92 @@ func (a *applier) deadLetter(ref *fsmpb.MessageRef, cs *fsmpb.CopyState, nowMs i
 	if _, err := a.store(dead); err != nil {
 		return err
 	}
-	c, err := a.counter(cs.Topic, ref.Group)
+	counter, err := a.counter(cs.Topic, c.group)
 	if err != nil {
 		return err
 	}
-	c.DeadLettered++
-	return a.dropCopy(ref.MessageId, ref.Group, cs, nowMs, fsmpb.EndState_END_STATE_DEAD_LETTERED)
+	counter.DeadLettered++
+	return a.dropCopy(c, nowMs, fsmpb.EndState_END_STATE_DEAD_LETTERED)
 }
 
 // unindex deletes a copy's due-index entry (and fair-index entry).
-func (a *applier) unindex(id []byte, group string, cs *fsmpb.CopyState) error {
-	q := keys.Queue{Topic: cs.Topic, Partition: cs.Partition, Group: group}
-	if err := a.b.Delete(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id), nil); err != nil {
+func (a *applier) unindex(c *groupCopy) error {
+	cs := c.cs
+	q := keys.Queue{Topic: cs.Topic, Partition: cs.Partition, Group: c.group}
+	if err := a.b.Delete(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, c.id), nil); err != nil {
 		return err
 	}
 	if cs.Fair {
-		return a.b.Delete(keys.Fair(a.shard, q, cs.FairnessKey, cs.VisibleAtMs, cs.Priority, id), nil)
+		return a.b.Delete(keys.Fair(a.shard, q, cs.FairnessKey, cs.VisibleAtMs, cs.Priority, c.id), nil)
 	}
 	return nil
 }
 
-// putCopy writes a copy state and its due-index entry (and fair-index
-// entry).
-func (a *applier) putCopy(id []byte, group string, cs *fsmpb.CopyState) error {
-	if err := a.put(keys.Copy(a.shard, id, group), cs); err != nil {
+// putCopy writes a copy's state, into its body if it is inline (the body
+// is written whole), and its due-index entry (and fair-index entry).
+func (a *applier) putCopy(c *groupCopy) error {
+	cs := c.cs
+	var err error
+	switch {
+	case c.head != nil:
+		if c.body != nil {
+			setInline(c.body, cs)
+		}
+		err = a.b.Set(keys.Message(a.shard, c.id), appendInline(c.head, cs), nil)
+	case c.inline():
+		setInline(c.body, cs)
+		err = a.put(keys.Message(a.shard, c.id), c.body)
+	default:
+		err = a.put(keys.Copy(a.shard, c.id, c.group), cs)
+	}
+	if err != nil {
 		return err
 	}
-	q := keys.Queue{Topic: cs.Topic, Partition: cs.Partition, Group: group}
+	q := keys.Queue{Topic: cs.Topic, Partition: cs.Partition, Group: c.group}
 	if low, ok := a.lows[q]; !ok || cs.VisibleAtMs < low {
 		a.lows[q] = cs.VisibleAtMs
 	}
 	v := keys.DueValue(cs.Attempt, cs.Leased)
 	if cs.Fair {
-		if err := a.b.Set(keys.Fair(a.shard, q, cs.FairnessKey, cs.VisibleAtMs, cs.Priority, id), v, nil); err != nil {
+		if err := a.b.Set(keys.Fair(a.shard, q, cs.FairnessKey, cs.VisibleAtMs, cs.Priority, c.id), v, nil); err != nil {
 			return err
 		}
 	}
-	return a.b.Set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, id), v, nil)
+	return a.b.Set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, c.id), v, nil)
 }
 
-func (a *applier) copyState(id []byte, group string) (*fsmpb.CopyState, error) {
-	if len(id) != keys.IDBytes {
-		return nil, nil
-	}
-	var cs fsmpb.CopyState
-	found, err := a.get(keys.Copy(a.shard, id, group), &cs)
-	if err != nil || !found {
+// copyOf reads group's copy of message id; nil if it is gone. rewrite
+// says the command may write the copy back (lease, nack, extend), so an
+// inline copy keeps its body's head for putCopy.
+func (a *applier) copyOf(id []byte, group string, rewrite bool) (*groupCopy, error) {
+	body, cs, head, err := readCopy(a.b, a.shard, id, group, rewrite)
+	if err != nil || cs == nil {
 		return nil, err
 	}
-	return &cs, nil
+	return &groupCopy{id: id, group: group, cs: cs, body: body, head: head}, nil
 }
 
-// copies returns every group's copy state of a message, by group order.
-func (a *applier) copies(id []byte) (groups []string, states []*fsmpb.CopyState, err error) {
-	prefix := keys.CopyPrefix(a.shard, id)
-	ks, err := a.scanKeys(prefix, keys.PrefixEnd(prefix), 0, nil)
-	if err != nil {
+// copies reads message id's body and every group's copy of it, in group
+// order; a nil body (and no copies) if the message is gone.
+func (a *applier) copies(id []byte) (*fsmpb.StoredMessage, []*groupCopy, error) {
+	body := &fsmpb.StoredMessage{}
+	if found, err := a.get(keys.Message(a.shard, id), body); err != nil || !found {
 		return nil, nil, err
 	}
-	for _, k := range ks {
-		var cs fsmpb.CopyState
-		if _, err := a.get(k, &cs); err != nil {
-			return nil, nil, err
-		}
-		groups = append(groups, keys.GroupOfCopy(k))
-		states = append(states, &cs)
+	cps, err := a.copiesOf(id, body)
+	return body, cps, err
+}
+
+// copiesOf returns every group's copy of message id, whose body is body,
+// in group order; they share body.
+func (a *applier) copiesOf(id []byte, body *fsmpb.StoredMessage) ([]*groupCopy, error) {
+	groups, states, err := Copies(a.b, a.shard, id, body)
+	if err != nil {
+		return nil, err
 	}
-	return groups, states, nil
+	cps := make([]*groupCopy, len(states))
+	for i, cs := range states {
+		cps[i] = &groupCopy{id: id, group: groups[i], cs: cs, body: body}
+	}
+	return cps, nil
 }

@@ -15,6 +15,11 @@
 // nothing iterates a Go map. Two replicas that applied the same entries hold
 // byte-identical key ranges (see StateHash).
 //
+// A message stored with one copy keeps that copy's state in its body, two
+// keys in all (body and due entry); one stored with several copies keeps a
+// copy record per group, as every message of format 1 did. ReadCopy and
+// Copies read both forms, for the state machine and every other reader.
+//
 // Leases are fenced: a lease item names the attempt, visible_at and content
 // version of the copy as the dispatcher read it, and is refused (STALE) if
 // the copy moved or was rewritten since. Every rewrite (keyed REPLACE or

@@ -95,7 +95,7 @@ func (s *StateMachine) Open(<-chan struct{}) (uint64, error) {
 func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	a := applier{b: b, shard: s.shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*fsmpb.Counters{}, groupsOf: map[string][]string{}}
+	a := applier{b: b, shard: s.shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*fsmpb.Counters{}, groupsOf: map[string][]string{}, endsAt: map[int64][]byte{}}
 	for i := range entries {
 		e := &entries[i]
 		var batch fsmpb.Batch
@@ -111,6 +111,9 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 				return nil, fmt.Errorf("fsm: shard %d index %d: %w", s.shard, e.Index, err)
 			}
 			outs.Outcomes = append(outs.Outcomes, out)
+		}
+		if err := a.flushEnds(); err != nil {
+			return nil, fmt.Errorf("fsm: shard %d index %d: %w", s.shard, e.Index, err)
 		}
 		data, err := proto.Marshal(outs)
 		if err != nil {

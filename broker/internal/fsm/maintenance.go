@@ -20,7 +20,10 @@ const DefaultSweepLimit = 1024
 
 // sweep forgets up to limit records in all: publish dedup records applied
 // before before_ms, then key and end records whose own forget time is at or
-// before now_ms. more says records are left for another sweep.
+// before now_ms. more says records are left for another sweep. A
+// forget-index entry counts as one record, also one that forgets the end
+// records of all the messages one Raft entry ended (keys.ForgetEnds), so a
+// sweep deletes at most limit times the messages of one entry.
 func (a *applier) sweep(s *fsmpb.Sweep) (*fsmpb.Outcome, error) {
 	limit := int(s.Limit)
 	if limit == 0 {
@@ -64,12 +67,21 @@ func (a *applier) sweep(s *fsmpb.Sweep) (*fsmpb.Outcome, error) {
 	return &fsmpb.Outcome{More: more}, nil
 }
 
-// forget deletes one forget-index entry and the key or end record it
+// forget deletes one forget-index entry and the key or end records it
 // points at.
 func (a *applier) forget(k []byte) error {
 	at, kind, rest, err := keys.ParseForget(k)
 	if err != nil {
 		return err
+	}
+	var ids []byte // a ForgetEnds entry's message ids
+	if kind == keys.ForgetEnds {
+		v, closer, err := a.b.Get(k)
+		if err != nil {
+			return err
+		}
+		ids = slices.Clone(v)
+		closer.Close()
 	}
 	if err := a.b.Delete(k, nil); err != nil {
 		return err
@@ -87,6 +99,12 @@ func (a *applier) forget(k []byte) error {
 		}
 	case keys.ForgetEnd:
 		return a.b.Delete(keys.FromTail(a.shard, keys.TagEnd, rest), nil)
+	case keys.ForgetEnds:
+		for ; len(ids) >= keys.IDBytes; ids = ids[keys.IDBytes:] {
+			if err := a.b.Delete(keys.End(a.shard, ids[:keys.IDBytes]), nil); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -131,25 +149,25 @@ func (a *applier) change(c *fsmpb.Change) (*fsmpb.Outcome, error) {
 		}
 		return answer(fsmpb.ChangeCode_CHANGE_CODE_NOT_FOUND, id, 0)
 	}
-	groups, states, err := a.copies(id)
+	cps, err := a.copiesOf(id, &body)
 	if err != nil {
 		return nil, err
 	}
-	for _, cs := range states {
-		if cs.Leased {
+	for _, cp := range cps {
+		if cp.cs.Leased {
 			return answer(fsmpb.ChangeCode_CHANGE_CODE_IN_FLIGHT, id, body.DueAtMs)
 		}
 	}
 	if c.Cancel {
-		for i, cs := range states {
-			if err := a.dropCopy(id, groups[i], cs, c.NowMs, fsmpb.EndState_END_STATE_CANCELLED); err != nil {
+		for _, cp := range cps {
+			if err := a.dropCopy(cp, c.NowMs, fsmpb.EndState_END_STATE_CANCELLED); err != nil {
 				return nil, err
 			}
 		}
 		return answer(fsmpb.ChangeCode_CHANGE_CODE_DONE, id, 0)
 	}
 	m := &fsmpb.StoredMessage{Payload: body.Payload, Headers: body.Headers, FairnessKey: body.FairnessKey, Priority: body.Priority, DueAtMs: body.DueAtMs, ExpiresAtMs: body.ExpiresAtMs}
-	if err := a.rewrite(id, &body, m, c.DueAtMs, groups, states); err != nil {
+	if err := a.rewrite(id, &body, m, c.DueAtMs, cps); err != nil {
 		return nil, err
 	}
 	return answer(fsmpb.ChangeCode_CHANGE_CODE_DONE, id, c.DueAtMs)
@@ -272,11 +290,11 @@ func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64
 		if err != nil {
 			return n, err
 		}
-		cs, err := a.copyState(e.ID, q.Group)
-		if err != nil || cs == nil {
+		c, err := a.copyOf(e.ID, q.Group, false)
+		if err != nil || c == nil {
 			return n, err
 		}
-		if err := a.dropCopy(e.ID, q.Group, cs, nowMs, fsmpb.EndState_END_STATE_PENDING); err != nil {
+		if err := a.dropCopy(c, nowMs, fsmpb.EndState_END_STATE_PENDING); err != nil {
 			return n, err
 		}
 		n++
@@ -345,19 +363,18 @@ func (a *applier) redrive(r *fsmpb.Redrive) (*fsmpb.Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		var body fsmpb.StoredMessage
-		if _, err := a.get(keys.Message(a.shard, e.ID), &body); err != nil {
-			return nil, err
-		}
-		groups, states, err := a.copies(e.ID)
+		body, cps, err := a.copies(e.ID)
 		if err != nil {
 			return nil, err
 		}
-		if err := a.restore(&body, r.NowMs); err != nil {
+		if body == nil {
+			continue // gone since the scan: nothing to move
+		}
+		if err := a.restore(body, r.NowMs); err != nil {
 			return nil, err
 		}
-		for i, cs := range states {
-			if err := a.dropCopy(e.ID, groups[i], cs, r.NowMs, fsmpb.EndState_END_STATE_PENDING); err != nil {
+		for _, c := range cps {
+			if err := a.dropCopy(c, r.NowMs, fsmpb.EndState_END_STATE_PENDING); err != nil {
 				return nil, err
 			}
 		}
@@ -369,20 +386,15 @@ func (a *applier) redrive(r *fsmpb.Redrive) (*fsmpb.Outcome, error) {
 // redrivable says whether a dead letter can go back now: it names the topic
 // and group it came from, and no reader of the DLQ holds it.
 func (a *applier) redrivable(id []byte) (bool, error) {
-	var body fsmpb.StoredMessage
-	found, err := a.get(keys.Message(a.shard, id), &body)
-	if err != nil || !found {
+	body, cps, err := a.copies(id)
+	if err != nil || body == nil {
 		return false, err
 	}
 	if body.Headers[HeaderOriginalTopic] == "" || body.Headers[HeaderOriginalGroup] == "" {
 		return false, nil
 	}
-	_, states, err := a.copies(id)
-	if err != nil {
-		return false, err
-	}
-	for _, cs := range states {
-		if cs.Leased {
+	for _, c := range cps {
+		if c.cs.Leased {
 			return false, nil
 		}
 	}
@@ -404,16 +416,16 @@ func (a *applier) restore(dead *fsmpb.StoredMessage, nowMs int64) error {
 		PublishedAtMs: nowMs, DueAtMs: nowMs, FairnessKey: dead.FairnessKey, Priority: dead.Priority,
 		DedupWindowMs: dead.DedupWindowMs, GroupsPending: 1, Fair: dead.Headers[HeaderOriginalFair] == "1",
 	}
+	// One copy: it lives in the body, which putCopy writes.
+	m.InlineGroup = group
 	id := a.nextID()
-	if err := a.put(keys.Message(a.shard, id), m); err != nil {
-		return err
-	}
 	c, err := a.counter(topic, group)
 	if err != nil {
 		return err
 	}
 	c.Pending++
-	return a.putCopy(id, group, &fsmpb.CopyState{VisibleAtMs: nowMs, Priority: m.Priority, Partition: m.Partition, Topic: topic, Fair: m.Fair, FairnessKey: m.FairnessKey})
+	cs := &fsmpb.CopyState{VisibleAtMs: nowMs, Priority: m.Priority, Partition: m.Partition, Topic: topic, Fair: m.Fair, FairnessKey: m.FairnessKey}
+	return a.putCopy(&groupCopy{id: id, group: group, cs: cs, body: m})
 }
 
 // expire removes up to limit messages whose TTL ended by now, from the TTL
@@ -469,16 +481,16 @@ func (a *applier) expire(e *fsmpb.Expire) (*fsmpb.Outcome, error) {
 // lease running at nowMs (never leased, nacked, or whose lease ran out),
 // and answers how many.
 func (a *applier) dropExpired(id []byte, nowMs int64) (int, error) {
-	groups, states, err := a.copies(id)
+	_, cps, err := a.copies(id)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for i, cs := range states {
-		if cs.Leased && cs.VisibleAtMs > nowMs {
+	for _, c := range cps {
+		if c.cs.Leased && c.cs.VisibleAtMs > nowMs {
 			continue
 		}
-		if err := a.dropCopy(id, groups[i], cs, nowMs, fsmpb.EndState_END_STATE_EXPIRED); err != nil {
+		if err := a.dropCopy(c, nowMs, fsmpb.EndState_END_STATE_EXPIRED); err != nil {
 			return n, err
 		}
 		n++

@@ -40,8 +40,12 @@ type workload struct {
 }
 
 func (w *workload) copyOf(id []byte) (*fsmpb.CopyState, bool) {
-	cs := &fsmpb.CopyState{}
-	return cs, w.get(keys.Copy(shard, id, DefaultGroup), cs)
+	w.t.Helper()
+	_, cs, err := ReadCopy(w.db, shard, id, DefaultGroup)
+	if err != nil {
+		w.t.Fatalf("ReadCopy() error = %v", err)
+	}
+	return cs, cs != nil
 }
 
 func (w *workload) get(key []byte, m proto.Message) bool {

@@ -91,12 +91,12 @@ func (a *applier) publishOne(nowMs int64, m *fsmpb.StoredMessage) (*fsmpb.Publis
 		rejected.DueAtMs = body.DueAtMs
 		return rejected, nil
 	}
-	groups, states, err := a.copies(rec.MessageId)
+	cps, err := a.copiesOf(rec.MessageId, &body)
 	if err != nil {
 		return nil, err
 	}
-	for _, cs := range states {
-		if cs.Leased || cs.Attempt > 0 {
+	for _, c := range cps {
+		if c.cs.Leased || c.cs.Attempt > 0 {
 			// Delivery began: that message runs its course and the key
 			// moves on to a new one.
 			return a.store(m)
@@ -110,17 +110,18 @@ func (a *applier) publishOne(nowMs int64, m *fsmpb.StoredMessage) (*fsmpb.Publis
 			due = min(due, rec.DueCapMs)
 		}
 	}
-	if err := a.rewrite(rec.MessageId, &body, m, due, groups, states); err != nil {
+	if err := a.rewrite(rec.MessageId, &body, m, due, cps); err != nil {
 		return nil, err
 	}
 	return &fsmpb.PublishOutcome{MessageId: rec.MessageId, DueAtMs: due, KeyOutcome: outcome}, nil
 }
 
 // rewrite gives a pending message new contents and a new due time, moving
-// every group's copy. It raises the content version on the body and every
-// copy, so a lease of what a round read before (whose attempt and visible_at
-// may still match, e.g. a DEBOUNCE at its cap) is refused as stale.
-func (a *applier) rewrite(id []byte, body, m *fsmpb.StoredMessage, due int64, groups []string, states []*fsmpb.CopyState) error {
+// every group's copy (cps, which share body). It raises the content version
+// on the body and every copy, so a lease of what a round read before (whose
+// attempt and visible_at may still match, e.g. a DEBOUNCE at its cap) is
+// refused as stale.
+func (a *applier) rewrite(id []byte, body, m *fsmpb.StoredMessage, due int64, cps []*groupCopy) error {
 	if body.ExpiresAtMs != 0 {
 		if err := a.b.Delete(keys.Expiry(a.shard, body.ExpiresAtMs, id), nil); err != nil {
 			return err
@@ -136,23 +137,28 @@ func (a *applier) rewrite(id []byte, body, m *fsmpb.StoredMessage, due int64, gr
 	}
 	body.DueAtMs, body.Priority = due, m.Priority
 	body.Version++
-	for i, cs := range states {
-		if err := a.unindex(id, groups[i], cs); err != nil {
+	for _, c := range cps {
+		if err := a.unindex(c); err != nil {
 			return err
 		}
 		// The fair-index entry moves with the fairness key: unindex
 		// removed it under the old one, putCopy writes it under the new.
-		cs.Priority, cs.VisibleAtMs, cs.Version = m.Priority, due, body.Version
-		cs.FairnessKey = m.FairnessKey
-		if err := a.putCopy(id, groups[i], cs); err != nil {
+		c.cs.Priority, c.cs.VisibleAtMs, c.cs.Version = m.Priority, due, body.Version
+		c.cs.FairnessKey = m.FairnessKey
+		c.head = nil                         // the body changed: encode it whole
+		if err := a.putCopy(c); err != nil { // writes an inline copy's body
 			return err
 		}
+	}
+	if body.InlineGroup != "" {
+		return nil
 	}
 	return a.put(keys.Message(a.shard, id), body)
 }
 
 // store writes a new message with a copy for every group of its topic on
-// this shard, and makes it its key's message.
+// this shard, and makes it its key's message. A message of a one-group
+// topic keeps its copy inline: body and due entry are all it writes.
 func (a *applier) store(m *fsmpb.StoredMessage) (*fsmpb.PublishOutcome, error) {
 	gs, err := a.groups(m.Topic)
 	if err != nil {
@@ -172,7 +178,10 @@ func (a *applier) store(m *fsmpb.StoredMessage) (*fsmpb.PublishOutcome, error) {
 	m.OnConflict, m.MaxWaitMs = 0, 0
 	m.Version = 0 // a new message's first contents; copies start at it too
 	m.GroupsPending = uint32(len(gs))
-	if err := a.put(keys.Message(a.shard, id), m); err != nil {
+	clearInline(m)
+	if len(gs) == 1 {
+		m.InlineGroup = gs[0] // putCopy writes the body
+	} else if err := a.put(keys.Message(a.shard, id), m); err != nil {
 		return nil, err
 	}
 	if m.ExpiresAtMs != 0 {
@@ -182,7 +191,7 @@ func (a *applier) store(m *fsmpb.StoredMessage) (*fsmpb.PublishOutcome, error) {
 	}
 	for _, g := range gs {
 		cs := &fsmpb.CopyState{VisibleAtMs: m.DueAtMs, Priority: m.Priority, Partition: m.Partition, Topic: m.Topic, Fair: m.Fair, FairnessKey: m.FairnessKey}
-		if err := a.putCopy(id, g, cs); err != nil {
+		if err := a.putCopy(&groupCopy{id: id, group: g, cs: cs, body: m}); err != nil {
 			return nil, err
 		}
 		c, err := a.counter(m.Topic, g)

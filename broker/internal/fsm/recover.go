@@ -28,15 +28,16 @@ const recoverBatchBytes = 4 << 20
 // middle, deletes the range and answers applied index 0, and Dragonboat
 // recovers the snapshot again.
 //
-// A snapshot in another format than keys.FormatVersion is refused with a
-// *SnapshotFormatError before anything is written.
+// A snapshot in a format this binary does not read (newer than
+// keys.FormatVersion, older than keys.OldestReadableFormat) is refused with
+// a *SnapshotFormatError before anything is written.
 func (s *StateMachine) RecoverFromSnapshot(r io.Reader, done <-chan struct{}) error {
 	br := byteReader(r)
 	format, err := readSnapshotFormat(br)
 	if err != nil {
 		return fmt.Errorf("fsm: read snapshot header: %w", err)
 	}
-	if format != keys.FormatVersion {
+	if format < keys.OldestReadableFormat || format > keys.FormatVersion {
 		return &SnapshotFormatError{Shard: s.shard, Found: format, Known: keys.FormatVersion}
 	}
 	marker := keys.Recovering(s.shard)

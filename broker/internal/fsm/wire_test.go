@@ -57,6 +57,11 @@ func wireSamples() []struct {
 	}{
 		{"Batch", batch},
 		{"StoredMessage", stored},
+		// Format 2: a one-copy message's body with its copy inline.
+		{"StoredMessageInline", &fsmpb.StoredMessage{
+			Topic: "orders", Payload: []byte("p"), DueAtMs: 1700000001000, GroupsPending: 1, Version: 3,
+			InlineGroup: "g1", CopyAttempt: 2, CopyVisibleAtMs: 1700000031000, CopyLeased: true, CopyReason: "r",
+		}},
 		{"CopyState", &fsmpb.CopyState{Reason: "r", Fair: true, FairnessKey: "f", Attempt: 2, VisibleAtMs: 3, Leased: true, Priority: -1, Partition: 4, Topic: "t", Version: 5}},
 		{"KeyRecord", &fsmpb.KeyRecord{MessageId: []byte("m"), End: fsmpb.EndState_END_STATE_CANCELLED, ForgetAtMs: 6, DueCapMs: 7}},
 		{"EndRecord", &fsmpb.EndRecord{End: fsmpb.EndState_END_STATE_DEAD_LETTERED, ForgetAtMs: 8}},

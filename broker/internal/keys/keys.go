@@ -6,8 +6,10 @@
 // Layout, after the 9-byte shard prefix ('s', shard id big-endian):
 //
 //	'a'                                      applied Raft index
-//	'm' <msg id 16>                          message body (StoredMessage)
+//	'm' <msg id 16>                          message body (StoredMessage), with
+//	                                         the copy state of a one-copy message
 //	'c' <msg id 16> <group>                  one group's copy state (CopyState)
+//	                                         of a message of several copies
 //	'd' <topic> 0 <part 4> <group> 0 <visible_at 8> <prio 4> <msg id 16>
 //	                                         due index; value: attempt (4)
 //	'g' <topic> 0 <group>                    groups of a topic on this shard
@@ -15,7 +17,9 @@
 //	'q' <applied_at 8> <request id>          dedup records by age
 //	'k' <topic> 0 <key>                      key record (KeyRecord)
 //	'e' <msg id 16>                          how a message ended (EndRecord)
-//	'v' <forget_at 8> <kind> <rest>          key and end records by expiry
+//	'v' <forget_at 8> <kind> <rest>          key and end records by expiry; the
+//	                                         end records one Raft entry wrote with
+//	                                         one forget time share an entry
 //	'x' <expires_at 8> <msg id 16>           messages by TTL expiry
 //	'n' <topic> 0 <group>                    a group's counters
 //	'f' <topic> 0 <part 4> <group> 0 <fairness key> 0 <visible_at 8> <prio 4> <msg id 16>
@@ -29,6 +33,14 @@
 // and one key per DB, outside every range:
 //
 //	'F'                                      format version (4, big-endian)
+//
+// A message stored with one copy (its topic had one group on the shard, as
+// most do, or a redriven dead letter) keeps that copy's state in its body
+// (StoredMessage.inline_group, format 2): it is two keys, 'm' and 'd'. A
+// publish writes both, a lease deletes and writes 'd' and rewrites 'm', an
+// ack deletes both. A message stored with several copies has a 'c' per
+// group beside its body, and so has every message written in format 1;
+// fsm.ReadCopy reads both forms.
 //
 // The due-index value is the copy's attempt (4 bytes) and a flag byte,
 // 1 when the entry is a lease deadline.
@@ -64,10 +76,14 @@ const (
 	tagFair    = 'f'
 )
 
-// Kinds of records in the forget index.
+// Kinds of records in the forget index. A ForgetKey or ForgetEnd entry's
+// rest is the tail of the one record it forgets (Tail). A ForgetEnds entry
+// (format 2) forgets every end record one Raft entry wrote with that forget
+// time: its rest is the entry's index (8), its value the message ids.
 const (
-	ForgetKey byte = 'k'
-	ForgetEnd byte = 'e'
+	ForgetKey  byte = 'k'
+	ForgetEnd  byte = 'e'
+	ForgetEnds byte = 'E'
 )
 
 // IDBytes is the length of a message id.
@@ -434,8 +450,15 @@ func Recovering(shard uint64) []byte {
 // under Format and at the head of every shard snapshot. Raise it with a
 // change an older broker cannot read, and register a migration from the
 // previous version in package store. Version 1 is the layout of the data
-// dirs made before the version was recorded.
-const FormatVersion uint32 = 1
+// dirs made before the version was recorded; version 2 keeps the copy state
+// of a one-copy message inside its body.
+const FormatVersion uint32 = 2
+
+// OldestReadableFormat is the oldest format this binary reads as it is, in
+// a data dir or a snapshot: format 2 reads format-1 records (every copy a
+// 'c' record) unchanged, so a format-1 data dir needs no rewrite and a
+// format-1 replica's snapshot is taken.
+const OldestReadableFormat uint32 = 1
 
 // Format is the key of the DB's format version. It lies outside every shard
 // range.

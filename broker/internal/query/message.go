@@ -4,8 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
+	"github.com/sundialmq/sundial/broker/internal/fsm"
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/keys"
 )
@@ -59,12 +58,8 @@ func (r *Reader) Message(id []byte) (*Message, error) {
 		PublishedAtMs: m.PublishedAtMs, DueAtMs: m.DueAtMs, ExpiresAtMs: m.ExpiresAtMs,
 		FairnessKey: m.FairnessKey, Priority: m.Priority,
 	}
-	prefix := keys.CopyPrefix(r.shard, id)
-	err := r.each(prefix, keys.PrefixEnd(prefix), func(k, v []byte) (bool, error) {
-		var cs fsmpb.CopyState
-		if err := proto.Unmarshal(v, &cs); err != nil {
-			return false, err
-		}
+	groups, states, err := fsm.Copies(r.db, r.shard, id, &m)
+	for i, cs := range states {
 		state := Scheduled
 		switch {
 		case cs.Leased && cs.VisibleAtMs > r.nowMs:
@@ -72,9 +67,8 @@ func (r *Reader) Message(id []byte) (*Message, error) {
 		case cs.VisibleAtMs <= r.nowMs:
 			state = Ready
 		}
-		out.Copies = append(out.Copies, Copy{Group: keys.GroupOfCopy(k), State: state, Attempt: cs.Attempt, VisibleAtMs: cs.VisibleAtMs})
-		return true, nil
-	})
+		out.Copies = append(out.Copies, Copy{Group: groups[i], State: state, Attempt: cs.Attempt, VisibleAtMs: cs.VisibleAtMs})
+	}
 	return out, err
 }
 

@@ -21,7 +21,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
+	"github.com/sundialmq/sundial/broker/internal/fsm"
 	"github.com/sundialmq/sundial/broker/internal/keys"
 )
 
@@ -110,9 +110,8 @@ func (r *Reader) Groups(topic string) ([]string, error) {
 // CopyTopic answers the topic of message id's copy for group; false if
 // the copy is gone.
 func (r *Reader) CopyTopic(id []byte, group string) (string, bool, error) {
-	var cs fsmpb.CopyState
-	found, err := r.get(keys.Copy(r.shard, id, group), &cs)
-	if err != nil || !found {
+	_, cs, err := fsm.ReadCopy(r.db, r.shard, id, group)
+	if err != nil || cs == nil {
 		return "", false, err
 	}
 	return cs.Topic, true, nil

@@ -45,6 +45,10 @@ var migrations = []migration{
 	// A data dir made before the version key existed (format 0 here) holds
 	// format 1 exactly: marking it is the whole step.
 	{from: 0, name: "mark a data dir made before the format version key", run: func(*pebble.DB) error { return nil }},
+	// Format 2 keeps a one-copy message's copy state in its body. It reads
+	// format-1 messages (a CopyState record per copy) as they are, and a
+	// message never changes form, so the old ones are left to complete.
+	{from: 1, name: "keep the copy state of new one-copy messages in their body", run: func(*pebble.DB) error { return nil }},
 }
 
 // checkFormat brings db to format known: a new DB is marked with it, an

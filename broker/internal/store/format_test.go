@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	sm "github.com/lni/dragonboat/v4/statemachine"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 
@@ -87,8 +88,8 @@ func TestOpenMarksNewDataDir(t *testing.T) {
 	}
 }
 
-// A data dir made before the version key is format 1: Open marks it and
-// every shard reads the same state.
+// A data dir made before the version key is format 1: Open marks it,
+// migrates it to the current format, and every shard reads the same state.
 func TestOpenMarksDataDirBeforeVersionKey(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	handMade(t, dir, 0)
@@ -107,8 +108,8 @@ func TestOpenMarksDataDirBeforeVersionKey(t *testing.T) {
 		t.Fatalf("Open(data dir before the version key) = %v", err)
 	}
 	defer db.Close()
-	if got := formatOf(t, db); got != 1 {
-		t.Fatalf("format of a data dir made before the version key = %d, want 1", got)
+	if got := formatOf(t, db); got != keys.FormatVersion {
+		t.Fatalf("format of a data dir made before the version key = %d, want %d", got, keys.FormatVersion)
 	}
 	after, err := fsm.StateHash(db, testShard)
 	if err != nil {
@@ -156,7 +157,7 @@ func TestCheckFormatMigrates(t *testing.T) {
 	log := zaptest.NewLogger(t)
 
 	// No step from 1: refused, nothing written.
-	err = checkFormat(db, dir, 2, migrations, log)
+	err = checkFormat(db, dir, 2, migrations[:1], log)
 	var fe *FormatError
 	if !errors.As(err, &fe) || fe.Found != 1 || fe.Known != 2 || !strings.Contains(err.Error(), "no migration") {
 		t.Fatalf("checkFormat(1 → 2, no step) = %v, want a FormatError saying there is no migration", err)
@@ -194,5 +195,122 @@ func TestCheckFormatMigrates(t *testing.T) {
 	ran = nil
 	if err := checkFormat(db, dir, 3, steps, log); err != nil || len(ran) != 0 {
 		t.Fatalf("checkFormat(3 → 3) = %v, ran %v; want nil, none", err, ran)
+	}
+}
+
+// format1Dir writes, with pebble.Open, a data dir as a format-1 broker left
+// it: one message of a one-group topic as three keys (a body, the group's
+// copy record and its due entry), the group registered, its counters and
+// the applied index.
+func format1Dir(t *testing.T, dir string, id []byte) {
+	t.Helper()
+	db, err := pebble.Open(dir, quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := map[string]proto.Message{
+		string(keys.Message(testShard, id)):                         &fsmpb.StoredMessage{Topic: "orders", Payload: []byte("p"), PublishedAtMs: 900, DueAtMs: 1000, GroupsPending: 1},
+		string(keys.Copy(testShard, id, fsm.DefaultGroup)):          &fsmpb.CopyState{Topic: "orders", VisibleAtMs: 1000},
+		string(keys.Counter(testShard, "orders", fsm.DefaultGroup)): &fsmpb.Counters{Pending: 1},
+	}
+	b := db.NewBatch()
+	for k, m := range records {
+		v, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Set([]byte(k), v, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := keys.Queue{Topic: "orders", Group: fsm.DefaultGroup}
+	for k, v := range map[string][]byte{
+		string(keys.Due(testShard, q, 1000, 0, id)):               keys.DueValue(0, false),
+		string(keys.Group(testShard, "orders", fsm.DefaultGroup)): nil,
+		string(keys.Applied(testShard)):                           binary.BigEndian.AppendUint64(nil, 42),
+		string(keys.Format()):                                     binary.BigEndian.AppendUint32(nil, 1),
+	} {
+		if err := b.Set([]byte(k), v, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A format-1 data dir opens in format 2 as it is, and its message, whose
+// copy is a record of its own, is leased and acked as before, leaving no
+// key of it; a message published after the upgrade keeps its copy in its
+// body.
+func TestFormat1DataDirReadAfterUpgrade(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	id := bytes.Repeat([]byte{1}, keys.IDBytes)
+	format1Dir(t, dir, id)
+	db, err := Open(Config{Dir: dir}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatalf("Open(format-1 data dir) = %v", err)
+	}
+	defer db.Close()
+	if got := formatOf(t, db); got != keys.FormatVersion {
+		t.Fatalf("format after the upgrade = %d, want %d", got, keys.FormatVersion)
+	}
+	s := fsm.New(db, testShard, nil)
+	if applied, err := s.Open(nil); err != nil || applied != 42 {
+		t.Fatalf("fsm Open() = %d, %v; want 42", applied, err)
+	}
+	index := uint64(42)
+	apply := func(c *fsmpb.Command) *fsmpb.Outcome {
+		t.Helper()
+		index++
+		data, err := proto.Marshal(&fsmpb.Batch{Commands: []*fsmpb.Command{c}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, err := s.Update([]sm.Entry{{Index: index, Cmd: data}})
+		if err != nil {
+			t.Fatalf("Update() error = %v", err)
+		}
+		var outs fsmpb.Outcomes
+		if err := proto.Unmarshal(es[0].Result.Data, &outs); err != nil {
+			t.Fatal(err)
+		}
+		return outs.Outcomes[0]
+	}
+	if _, cs, err := fsm.ReadCopy(db, testShard, id, fsm.DefaultGroup); err != nil || cs == nil || cs.VisibleAtMs != 1000 {
+		t.Fatalf("ReadCopy(format-1 message) = %v, %v; want its copy due at 1000", cs, err)
+	}
+	ref := &fsmpb.MessageRef{MessageId: id, Group: fsm.DefaultGroup}
+	lease := &fsmpb.Lease{NowMs: 1000, Items: []*fsmpb.LeaseItem{{Ref: ref, VisibleAtMs: 1000, DeadlineMs: 5000}}}
+	if got := apply(&fsmpb.Command{Kind: &fsmpb.Command_Lease{Lease: lease}}).Codes[0]; got != fsmpb.RefCode_REF_CODE_OK {
+		t.Fatalf("lease of the format-1 message = %v, want OK", got)
+	}
+	acked := &fsmpb.Ack{NowMs: 1001, Refs: []*fsmpb.MessageRef{{MessageId: id, Group: fsm.DefaultGroup, Attempt: 1}}}
+	if got := apply(&fsmpb.Command{Kind: &fsmpb.Command_Ack{Ack: acked}}).Codes[0]; got != fsmpb.RefCode_REF_CODE_OK {
+		t.Fatalf("ack of the format-1 message = %v, want OK", got)
+	}
+	for name, k := range map[string][]byte{
+		"body":      keys.Message(testShard, id),
+		"copy":      keys.Copy(testShard, id, fsm.DefaultGroup),
+		"due entry": keys.Due(testShard, keys.Queue{Topic: "orders", Group: fsm.DefaultGroup}, 5000, 0, id),
+		"counters":  keys.Counter(testShard, "orders", fsm.DefaultGroup),
+	} {
+		if _, closer, err := db.Get(k); err == nil {
+			closer.Close()
+			t.Errorf("the acked format-1 message left its %s", name)
+		}
+	}
+
+	pub := &fsmpb.Publish{NowMs: 2000, Messages: []*fsmpb.StoredMessage{{Topic: "orders", Payload: []byte("q"), PublishedAtMs: 2000, DueAtMs: 3000}}}
+	newID := apply(&fsmpb.Command{Kind: &fsmpb.Command_Publish{Publish: pub}}).Published[0].MessageId
+	if _, closer, err := db.Get(keys.Copy(testShard, newID, fsm.DefaultGroup)); err == nil {
+		closer.Close()
+		t.Fatalf("a message published after the upgrade has a copy record, want its copy in its body")
+	}
+	if body, cs, err := fsm.ReadCopy(db, testShard, newID, fsm.DefaultGroup); err != nil || cs == nil || body.InlineGroup != fsm.DefaultGroup || cs.VisibleAtMs != 3000 {
+		t.Fatalf("ReadCopy(new message) = %v, %v, %v; want its inline copy due at 3000", body, cs, err)
 	}
 }

@@ -664,9 +664,23 @@ type StoredMessage struct {
 	Fair bool `protobuf:"varint,15,opt,name=fair,proto3" json:"fair,omitempty"`
 	// Content version: raised by every keyed rewrite (REPLACE, DEBOUNCE) and
 	// reschedule. A lease names the version whose payload it delivers.
-	Version       uint64 `protobuf:"varint,16,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version uint64 `protobuf:"varint,16,opt,name=version,proto3" json:"version,omitempty"`
+	// Format 2: a message stored with one copy (its topic had one group on
+	// this shard, or a redriven dead letter) keeps that copy's state in its
+	// body instead of a CopyState record of its own, so the message is two
+	// keys (body and due entry). The copy fields stay the last fields: a lease
+	// rewrites the body by appending them to the rest as encoded.
+	// inline_group names the group; the copy's topic, partition, priority,
+	// fairness key, fair flag and version are the body's own, and the fields
+	// below are the rest of its CopyState. Empty: the copies are CopyState
+	// records (several groups, or a body written in format 1).
+	InlineGroup     string `protobuf:"bytes,17,opt,name=inline_group,json=inlineGroup,proto3" json:"inline_group,omitempty"`
+	CopyAttempt     uint32 `protobuf:"varint,18,opt,name=copy_attempt,json=copyAttempt,proto3" json:"copy_attempt,omitempty"`
+	CopyVisibleAtMs int64  `protobuf:"varint,19,opt,name=copy_visible_at_ms,json=copyVisibleAtMs,proto3" json:"copy_visible_at_ms,omitempty"`
+	CopyLeased      bool   `protobuf:"varint,20,opt,name=copy_leased,json=copyLeased,proto3" json:"copy_leased,omitempty"`
+	CopyReason      string `protobuf:"bytes,21,opt,name=copy_reason,json=copyReason,proto3" json:"copy_reason,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StoredMessage) Reset() {
@@ -809,6 +823,41 @@ func (x *StoredMessage) GetVersion() uint64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *StoredMessage) GetInlineGroup() string {
+	if x != nil {
+		return x.InlineGroup
+	}
+	return ""
+}
+
+func (x *StoredMessage) GetCopyAttempt() uint32 {
+	if x != nil {
+		return x.CopyAttempt
+	}
+	return 0
+}
+
+func (x *StoredMessage) GetCopyVisibleAtMs() int64 {
+	if x != nil {
+		return x.CopyVisibleAtMs
+	}
+	return 0
+}
+
+func (x *StoredMessage) GetCopyLeased() bool {
+	if x != nil {
+		return x.CopyLeased
+	}
+	return false
+}
+
+func (x *StoredMessage) GetCopyReason() string {
+	if x != nil {
+		return x.CopyReason
+	}
+	return ""
 }
 
 // MessageRef names one group's copy of a message at one attempt.
@@ -1197,7 +1246,8 @@ type Sweep struct {
 	// forget time is at or before now_ms.
 	NowMs int64 `protobuf:"varint,2,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
 	// At most this many records go in one apply (0: a default bound); the
-	// outcome's more says whether any are left.
+	// outcome's more says whether any are left. The end records of the
+	// messages one entry ended share a forget-index entry and count as one.
 	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2264,7 +2314,7 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x129\n" +
 	"\bmessages\x18\x03 \x03(\v2\x1d.sundial.fsm.v1.StoredMessageR\bmessages\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xf3\x04\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xa8\x06\n" +
 	"\rStoredMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x18\n" +
@@ -2283,7 +2333,14 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vmax_wait_ms\x18\r \x01(\x03R\tmaxWaitMs\x12&\n" +
 	"\x0fdedup_window_ms\x18\x0e \x01(\x03R\rdedupWindowMs\x12\x12\n" +
 	"\x04fair\x18\x0f \x01(\bR\x04fair\x12\x18\n" +
-	"\aversion\x18\x10 \x01(\x04R\aversion\x1a:\n" +
+	"\aversion\x18\x10 \x01(\x04R\aversion\x12!\n" +
+	"\finline_group\x18\x11 \x01(\tR\vinlineGroup\x12!\n" +
+	"\fcopy_attempt\x18\x12 \x01(\rR\vcopyAttempt\x12+\n" +
+	"\x12copy_visible_at_ms\x18\x13 \x01(\x03R\x0fcopyVisibleAtMs\x12\x1f\n" +
+	"\vcopy_leased\x18\x14 \x01(\bR\n" +
+	"copyLeased\x12\x1f\n" +
+	"\vcopy_reason\x18\x15 \x01(\tR\n" +
+	"copyReason\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
