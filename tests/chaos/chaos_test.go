@@ -191,7 +191,7 @@ func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fau
 		}
 		if f.Broker == 0 || !killsOverlapMoves() {
 			if f.Broker != 0 {
-				logf("rebalance: broker-%d not killed (CHAOS_KILL_DURING_MOVES is not 1)", f.Broker)
+				logf("rebalance: broker-%d not killed (CHAOS_KILL_DURING_MOVES=0)", f.Broker)
 			}
 			hold()
 			return nil
