@@ -28,7 +28,8 @@ const defaultDuration = 45 * time.Second
 // and checks the history: every violation fails the test. CHAOS_DURATION
 // (default 45s) and CHAOS_SEED (default: from the clock) choose the run;
 // the seed is logged first. CHAOS_HISTORY names a file for the history
-// (one JSON operation per line).
+// (one JSON operation per line). CHAOS_KILL_DURING_MOVES=0 keeps kills off
+// running cluster operations (killsOverlapMoves).
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos runs processes under faults; skipped with -short")
@@ -191,7 +192,7 @@ func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fau
 		}
 		if f.Broker == 0 || !killsOverlapMoves() {
 			if f.Broker != 0 {
-				logf("rebalance: broker-%d not killed (CHAOS_KILL_DURING_MOVES is not 1)", f.Broker)
+				logf("rebalance: broker-%d not killed (CHAOS_KILL_DURING_MOVES=0)", f.Broker)
 			}
 			hold()
 			return nil

@@ -58,10 +58,8 @@ const (
 	// Rebalance submits a rebalance and holds for Hold while its moves run;
 	// they go on under the next faults. With Broker set (half of them), it
 	// SIGKILLs that broker KillAfter into the hold and restarts it at the
-	// end: a kill while the moves run. That kill, and a kill fault before
-	// the moves ended, only happen with CHAOS_KILL_DURING_MOVES=1 (a known
-	// failure, see docs/reliability.md); by default the rebalance kills
-	// nothing and a kill fault waits for the moves to end.
+	// end: a kill while the moves run. With CHAOS_KILL_DURING_MOVES=0 the
+	// rebalance kills nothing and a kill fault waits for the moves to end.
 	Rebalance Kind = "rebalance"
 	// Drain drains Broker (DrainNode until it holds nothing), removes it
 	// (RemoveNode), stops it for good and joins a new broker, node id
