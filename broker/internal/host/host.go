@@ -368,7 +368,14 @@ func (h *Host) reconcile(ctx context.Context) {
 					return h.startJoining(ctx, sh, r)
 				}
 			}
-			if err := start(ctx, st, sh, r); err != nil {
+			switch err := start(ctx, st, sh, r); {
+			case errors.Is(err, dragonboat.ErrReplicaRemoved):
+				// A move took the replica off this node while it was down,
+				// and this node's copy of the meta state predates the move:
+				// the next meta update unplaces it here.
+				h.log.Info("shard replica was moved off this node; waiting for the meta state to say so",
+					zap.Uint64("shard_id", uint64(id)), zap.Uint64("replica_id", uint64(r.ID)))
+			case err != nil:
 				h.log.Error("start shard replica", zap.Uint64("shard_id", uint64(id)), zap.Error(err))
 			}
 		}
