@@ -5,6 +5,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sundialmq/sundial/loadtest/internal/bench"
 )
 
 // TestScenarioFlags checks the flags each scenario command parses before
@@ -42,6 +46,35 @@ func TestScenarioFlags(t *testing.T) {
 				if !strings.Contains(out, w) {
 					t.Errorf("Run(%q) output = %q, want it to contain %q", tc.args, out, w)
 				}
+			}
+		})
+	}
+}
+
+// TestBenchConfigPassesSundialKnobs checks that bench hands the Sundial
+// flags every single-scenario command honours on to the runs it builds.
+func TestBenchConfigPassesSundialKnobs(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		args           []string
+		wantNoReqIDs   bool
+		wantPartitions int
+	}{
+		{"defaults", nil, false, 0},
+		{"knobs set", []string{"--sundial-request-ids=false", "--sundial-partitions", "3"}, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got bench.Config
+			app := &cli.App{Name: "bench", Flags: benchFlags(), Action: func(c *cli.Context) (err error) {
+				got, err = benchConfig(c)
+				return err
+			}}
+			if err := app.Run(append([]string{"bench", "--system", "sundial"}, tc.args...)); err != nil {
+				t.Fatalf("benchConfig(%q) error = %v", tc.args, err)
+			}
+			if got.NoRequestIDs != tc.wantNoReqIDs || got.SundialPartitions != tc.wantPartitions {
+				t.Errorf("benchConfig(%q): NoRequestIDs %v, SundialPartitions %d; want %v, %d",
+					tc.args, got.NoRequestIDs, got.SundialPartitions, tc.wantNoReqIDs, tc.wantPartitions)
 			}
 		})
 	}
