@@ -314,6 +314,13 @@ func benchCommand(onUsage cli.OnUsageErrorFunc, stdout, stderr io.Writer) *cli.C
 			if len(missing) > 0 {
 				fmt.Fprintf(stderr, "loadtest: MISSING peer binaries, these runs are skipped: %s — run scripts/install-peers.sh\n", strings.Join(missing, ", "))
 			}
+			if path := c.String("cpu-profile"); path != "" {
+				stop, err := startCPUProfile(path)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			rep, runErr := bench.RunAll(c.Context, cfg)
 			fillDefaults(&rep)
 			printRuns(stdout, rep.Runs)

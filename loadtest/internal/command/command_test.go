@@ -3,6 +3,8 @@ package command
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,4 +80,28 @@ func TestBenchConfigPassesSundialKnobs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBenchWritesCPUProfile checks that bench honours --cpu-profile like
+// the single-scenario commands. The one run it asks for (failover on one
+// broker) is skipped before any process starts.
+func TestBenchWritesCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "client.pprof")
+	args := []string{"loadtest", "bench", "--system", "sundial-rf1", "--scenarios", "failover", "--dir", dir,
+		"--out", "", "--svg", "", "--cpu-profile", profile}
+	var stdout, stderr bytes.Buffer
+	if code := Run(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("Run(%q) = %d, want 0; output:\n%s%s", args, code, stdout.String(), stderr.String())
+	}
+	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
+		t.Errorf("bench --cpu-profile: profile %s: %v (size %d), want a written profile", profile, err, sizeOf(fi))
+	}
+}
+
+func sizeOf(fi os.FileInfo) int64 {
+	if fi == nil {
+		return 0
+	}
+	return fi.Size()
 }
