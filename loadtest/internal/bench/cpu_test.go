@@ -193,3 +193,31 @@ func TestReportRendersCPUSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetsRenderCPUAtPrecisionRate checks issue 10's target 5 row: the
+// RF 3 precision run's CPU per message times the scenario's rate, in
+// cores, split into brokers and proxy, with the client beside it.
+func TestTargetsRenderCPUAtPrecisionRate(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		perMillion, proxy float64
+		want              string
+	}{
+		// 400 s per 1M msgs at 1,000 msgs/s is 0.40 cores.
+		{"met", 400, 100, "| CPU at 1000 msgs/s (precision, RF 3): ≤ 0.45 cores for the whole cluster | 0.40 cores (brokers 0.30, proxy 0.10; client 0.15 more) | yes |"},
+		{"missed", 1770, 470, "| 1.77 cores (brokers 1.30, proxy 0.47; client 0.15 more) | **no** |"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Report{Runs: []Run{{Name: "sundial", System: "Sundial", Scenario: Precision, Precision: &scenario.PrecisionResult{Published: 10_000},
+				CPU: &CPU{Messages: 10_000, PerMillion: tc.perMillion, Parts: []CPUPart{
+					{Role: target.RoleBrokers, PerMillion: tc.perMillion - tc.proxy}, {Role: target.RoleProxy, PerMillion: tc.proxy}}},
+				ClientCPU: &CPU{Messages: 10_000, PerMillion: 150}}}}
+			rep.Config.Precision.Rate = 1000
+			var md strings.Builder
+			rep.Markdown(&md, "")
+			if !strings.Contains(md.String(), tc.want) {
+				t.Errorf("Markdown() lacks %q:\n%s", tc.want, md.String())
+			}
+		})
+	}
+}

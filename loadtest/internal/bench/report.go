@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/sundialmq/sundial/loadtest/internal/target"
 )
 
 func ms(d time.Duration) string {
@@ -85,8 +87,10 @@ func (rep Report) find(scenario, name string) *Run {
 	return nil
 }
 
-// targets10 checks issue 10's ratio targets: each Sundial row against a
-// Redis row of the same run.
+// targets10 checks issue 10's targets: each Sundial ratio against a Redis
+// row of the same run, precision lateness, and the RF 3 cluster's CPU at
+// the precision scenario's steady rate (its servers' CPU per message ×
+// that rate, in cores).
 func (rep Report) targets10(w io.Writer, yes func(bool) string) {
 	type ratio struct {
 		label, scenario, sundial, peer string
@@ -125,6 +129,20 @@ func (rep Report) targets10(w io.Writer, yes func(bool) string) {
 			rows = append(rows, [3]string{t.label, fmt.Sprintf("p50 %s, p99 %s, %d early", ms(p.Lateness.P50), ms(p.Lateness.P99), p.Early),
 				yes(p.Lateness.P50 <= 2*time.Millisecond && p.Lateness.P99 <= t.p99 && p.Early == 0)})
 		}
+	}
+	if r := rep.find(Precision, "sundial"); r != nil && r.CPU != nil && r.CPU.Messages > 0 && rep.Config.Precision.Rate > 0 {
+		rate := float64(rep.Config.Precision.Rate)
+		cores := func(perMillion float64) float64 { return perMillion * rate / 1e6 }
+		measured := fmt.Sprintf("%.2f cores", cores(r.CPU.PerMillion))
+		if b, p := r.CPU.part(target.RoleBrokers), r.CPU.part(target.RoleProxy); b != nil && p != nil {
+			measured += fmt.Sprintf(" (brokers %.2f, proxy %.2f", cores(b.PerMillion), cores(p.PerMillion))
+			if c := r.ClientCPU; c != nil && c.Messages > 0 {
+				measured += fmt.Sprintf("; client %.2f more", cores(c.PerMillion))
+			}
+			measured += ")"
+		}
+		rows = append(rows, [3]string{fmt.Sprintf("CPU at %d msgs/s (precision, RF 3): ≤ 0.45 cores for the whole cluster", rep.Config.Precision.Rate),
+			measured, yes(cores(r.CPU.PerMillion) <= 0.45)})
 	}
 	if len(rows) == 0 {
 		return
