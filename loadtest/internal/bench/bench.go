@@ -180,23 +180,25 @@ func runOne(ctx context.Context, cfg Config, sc string, spec target.Spec, dir st
 		return fmt.Errorf("start: %w", err)
 	}
 	defer func() { err = errors.Join(err, inst.Close()) }()
-	before, cpuErr := sampleCPU(cpuPids(inst))
+	groups := cpuGroups(inst)
+	before, cpuErr := sampleCPU(groupPids(groups))
 	self := []int{os.Getpid()}
 	selfBefore, selfErr := sampleCPU(self)
 	defer func() {
 		if selfErr == nil {
 			if selfAfter, err := sampleCPU(self); err == nil {
-				if c, err := cpuBetween(selfBefore, selfAfter, run.messages()); err == nil {
+				if c, err := cpuBetween(selfBefore, selfAfter, nil, run.messages()); err == nil {
 					run.ClientCPU = &c
 				}
 			}
 		}
 		if cpuErr == nil {
 			var after cpuSample
-			after, cpuErr = sampleCPU(cpuPids(inst))
+			// The groups again: a restarted process has a new pid.
+			after, cpuErr = sampleCPU(groupPids(cpuGroups(inst)))
 			if cpuErr == nil {
 				var c CPU
-				if c, cpuErr = cpuBetween(before, after, run.messages()); cpuErr == nil {
+				if c, cpuErr = cpuBetween(before, after, groups, run.messages()); cpuErr == nil {
 					run.CPU = &c
 				}
 			}
@@ -253,13 +255,13 @@ func Summary(r Run) string {
 	case r.Skipped != "":
 		return "skipped: " + r.Skipped
 	case r.Throughput != nil:
-		return fmt.Sprintf("%.0f msgs/s, batch p99 %v, CPU %s/1M msgs (client %s) %s", r.Throughput.MsgsPerS, ms(r.Throughput.BatchLatency.P99), cpuCell(r.CPU), cpuCell(r.ClientCPU), errSuffix(r.Error))
+		return fmt.Sprintf("%.0f msgs/s, batch p99 %v, CPU %s/1M msgs (brokers / proxy / client %s) %s", r.Throughput.MsgsPerS, ms(r.Throughput.BatchLatency.P99), cpuCell(r.CPU), splitCell(r), errSuffix(r.Error))
 	case r.Burst != nil:
 		b := r.Burst
-		return fmt.Sprintf("%d/%d delivered, drain %.0f msgs/s, lateness p50 %v p99 %v, CPU %s/1M msgs %s", b.Delivered, b.Published, b.DrainRate, ms(b.Lateness.P50), ms(b.Lateness.P99), cpuCell(r.CPU), errSuffix(r.Error))
+		return fmt.Sprintf("%d/%d delivered, drain %.0f msgs/s, lateness p50 %v p99 %v, CPU %s/1M msgs (brokers / proxy / client %s) %s", b.Delivered, b.Published, b.DrainRate, ms(b.Lateness.P50), ms(b.Lateness.P99), cpuCell(r.CPU), splitCell(r), errSuffix(r.Error))
 	case r.Precision != nil:
 		p := r.Precision
-		return fmt.Sprintf("%d/%d received, early %d, lateness p50 %v p99 %v max %v, CPU %s/1M msgs %s", p.Received, p.Published, p.Early, ms(p.Lateness.P50), ms(p.Lateness.P99), ms(p.Lateness.Max), cpuCell(r.CPU), errSuffix(r.Error))
+		return fmt.Sprintf("%d/%d received, early %d, lateness p50 %v p99 %v max %v, CPU %s/1M msgs (brokers / proxy / client %s) %s", p.Received, p.Published, p.Early, ms(p.Lateness.P50), ms(p.Lateness.P99), ms(p.Lateness.Max), cpuCell(r.CPU), splitCell(r), errSuffix(r.Error))
 	case r.Backlog != nil:
 		b := r.Backlog
 		return fmt.Sprintf("%d pending, max RSS %s, %.0f B/msg, disk %s, first due %v after restart %s", b.Published, mib(b.MaxRSSBytes), b.RSSPerMsgBytes, mib(b.DiskBytes), ms(b.FirstDue), errSuffix(r.Error))

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sundialmq/sundial/loadtest/internal/target"
 )
 
 // userHZ is the unit of utime and stime in /proc/<pid>/stat. Linux exports
@@ -26,6 +28,31 @@ type CPU struct {
 	Messages uint64 `json:"messages"`
 	// PerMillion is Seconds per 1,000,000 Messages.
 	PerMillion float64 `json:"seconds_per_million"`
+	// Parts splits Seconds by the role of the processes (Sundial: brokers
+	// and proxy), in the system's order; nil for a system whose server is
+	// one role (a peer's single process).
+	Parts []CPUPart `json:"parts,omitempty"`
+}
+
+// CPUPart is the share of a CPU that the processes of one role spent.
+type CPUPart struct {
+	Role       string  `json:"role"`
+	Processes  int     `json:"processes"`
+	Seconds    float64 `json:"seconds"`
+	PerMillion float64 `json:"seconds_per_million"`
+}
+
+// part is the share of role, or nil when c has none.
+func (c *CPU) part(role string) *CPUPart {
+	if c == nil {
+		return nil
+	}
+	for i := range c.Parts {
+		if c.Parts[i].Role == role {
+			return &c.Parts[i]
+		}
+	}
+	return nil
 }
 
 // parseStatCPU returns utime+stime in clock ticks from the text of
@@ -57,29 +84,43 @@ func parseStatCPU(stat string) (uint64, error) {
 type cpuSample struct {
 	pids  []int
 	ticks uint64
+	// byPid is ticks per process; ticks is their sum.
+	byPid map[int]uint64
 }
 
-// sampleCPU reads utime+stime of every pid.
-func sampleCPU(pids []int) (cpuSample, error) {
-	s := cpuSample{pids: slices.Sorted(slices.Values(pids))}
+// readProcStat reads /proc/<pid>/stat.
+func readProcStat(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return string(b), err
+}
+
+// sampleCPU reads utime+stime of every pid from /proc.
+func sampleCPU(pids []int) (cpuSample, error) { return sampleCPUWith(readProcStat, pids) }
+
+// sampleCPUWith reads utime+stime of every pid with read, which returns
+// the text of /proc/<pid>/stat.
+func sampleCPUWith(read func(pid int) (string, error), pids []int) (cpuSample, error) {
+	s := cpuSample{pids: slices.Sorted(slices.Values(pids)), byPid: make(map[int]uint64, len(pids))}
 	for _, pid := range s.pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		stat, err := read(pid)
 		if err != nil {
 			return s, err
 		}
-		t, err := parseStatCPU(string(b))
+		t, err := parseStatCPU(stat)
 		if err != nil {
 			return s, fmt.Errorf("pid %d: %w", pid, err)
 		}
+		s.byPid[pid] = t
 		s.ticks += t
 	}
 	return s, nil
 }
 
 // cpuBetween is the CPU the processes of before spent until after, per
-// million of msgs. It fails when the process set changed in between (a
-// restart or a kill), since a process that left took its time with it.
-func cpuBetween(before, after cpuSample, msgs uint64) (CPU, error) {
+// million of msgs, split into groups when there is more than one. It fails
+// when the process set changed in between (a restart or a kill), since a
+// process that left took its time with it.
+func cpuBetween(before, after cpuSample, groups []target.ProcessGroup, msgs uint64) (CPU, error) {
 	if !slices.Equal(before.pids, after.pids) {
 		return CPU{}, fmt.Errorf("bench: server processes changed during the scenario (%v → %v)", before.pids, after.pids)
 	}
@@ -88,6 +129,27 @@ func cpuBetween(before, after cpuSample, msgs uint64) (CPU, error) {
 	}
 	c := CPU{Processes: len(after.pids), Seconds: float64(after.ticks-before.ticks) / userHZ, Messages: msgs}
 	c.PerMillion = perMillion(c.Seconds, msgs)
+	if len(groups) < 2 {
+		return c, nil
+	}
+	for _, g := range groups {
+		p := CPUPart{Role: g.Role, Processes: len(g.Pids)}
+		var ticks uint64
+		for _, pid := range g.Pids {
+			b, okB := before.byPid[pid]
+			a, okA := after.byPid[pid]
+			if !okB || !okA {
+				return CPU{}, fmt.Errorf("bench: %s process %d was not sampled", g.Role, pid)
+			}
+			if a < b {
+				return CPU{}, fmt.Errorf("bench: CPU ticks of %s process %d went down (%d → %d)", g.Role, pid, b, a)
+			}
+			ticks += a - b
+		}
+		p.Seconds = float64(ticks) / userHZ
+		p.PerMillion = perMillion(p.Seconds, msgs)
+		c.Parts = append(c.Parts, p)
+	}
 	return c, nil
 }
 
@@ -107,12 +169,46 @@ func cpuCell(c *CPU) string {
 	return fmt.Sprintf("%.1f s", c.PerMillion)
 }
 
-// cpuPids are the processes whose CPU a scenario is charged: CPUPids when
-// the system has more server processes than Pids reports (Sundial's
-// proxy), else Pids.
-func cpuPids(sys interface{ Pids() []int }) []int {
-	if c, ok := sys.(interface{ CPUPids() []int }); ok {
-		return c.CPUPids()
+// splitCell renders the "brokers / proxy / client" cell: the brokers' and
+// the proxy's shares of a Sundial run's CPU, then the load generator's
+// own CPU, each per million messages; "–" for a part that has no figure
+// (a peer has no brokers or proxy: its one server is the CPU column).
+func splitCell(r Run) string {
+	var cells []string
+	some := false
+	for _, p := range []*CPUPart{r.CPU.part(target.RoleBrokers), r.CPU.part(target.RoleProxy)} {
+		if p == nil || r.CPU.Messages == 0 {
+			cells = append(cells, "–")
+			continue
+		}
+		cells, some = append(cells, fmt.Sprintf("%.1f", p.PerMillion)), true
 	}
-	return sys.Pids()
+	if c := r.ClientCPU; c != nil && c.Messages > 0 {
+		cells, some = append(cells, fmt.Sprintf("%.1f", c.PerMillion)), true
+	} else {
+		cells = append(cells, "–")
+	}
+	if !some {
+		return "–"
+	}
+	return strings.Join(cells, " / ") + " s"
+}
+
+// cpuGroups are the processes whose CPU a scenario is charged, by role:
+// CPUGroups when the system has more server processes than Pids reports
+// (Sundial's proxy), else Pids as one group.
+func cpuGroups(sys interface{ Pids() []int }) []target.ProcessGroup {
+	if c, ok := sys.(interface{ CPUGroups() []target.ProcessGroup }); ok {
+		return c.CPUGroups()
+	}
+	return []target.ProcessGroup{{Role: "server", Pids: sys.Pids()}}
+}
+
+// groupPids are the pids of every group.
+func groupPids(groups []target.ProcessGroup) []int {
+	var pids []int
+	for _, g := range groups {
+		pids = append(pids, g.Pids...)
+	}
+	return pids
 }

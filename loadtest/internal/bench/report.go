@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/sundialmq/sundial/loadtest/internal/target"
 )
 
 func ms(d time.Duration) string {
@@ -85,8 +87,10 @@ func (rep Report) find(scenario, name string) *Run {
 	return nil
 }
 
-// targets10 checks issue 10's ratio targets: each Sundial row against a
-// Redis row of the same run.
+// targets10 checks issue 10's targets: each Sundial ratio against a Redis
+// row of the same run, precision lateness, and the RF 3 cluster's CPU at
+// the precision scenario's steady rate (its servers' CPU per message ×
+// that rate, in cores).
 func (rep Report) targets10(w io.Writer, yes func(bool) string) {
 	type ratio struct {
 		label, scenario, sundial, peer string
@@ -125,6 +129,20 @@ func (rep Report) targets10(w io.Writer, yes func(bool) string) {
 			rows = append(rows, [3]string{t.label, fmt.Sprintf("p50 %s, p99 %s, %d early", ms(p.Lateness.P50), ms(p.Lateness.P99), p.Early),
 				yes(p.Lateness.P50 <= 2*time.Millisecond && p.Lateness.P99 <= t.p99 && p.Early == 0)})
 		}
+	}
+	if r := rep.find(Precision, "sundial"); r != nil && r.CPU != nil && r.CPU.Messages > 0 && rep.Config.Precision.Rate > 0 {
+		rate := float64(rep.Config.Precision.Rate)
+		cores := func(perMillion float64) float64 { return perMillion * rate / 1e6 }
+		measured := fmt.Sprintf("%.2f cores", cores(r.CPU.PerMillion))
+		if b, p := r.CPU.part(target.RoleBrokers), r.CPU.part(target.RoleProxy); b != nil && p != nil {
+			measured += fmt.Sprintf(" (brokers %.2f, proxy %.2f", cores(b.PerMillion), cores(p.PerMillion))
+			if c := r.ClientCPU; c != nil && c.Messages > 0 {
+				measured += fmt.Sprintf("; client %.2f more", cores(c.PerMillion))
+			}
+			measured += ")"
+		}
+		rows = append(rows, [3]string{fmt.Sprintf("CPU at %d msgs/s (precision, RF 3): ≤ 0.45 cores for the whole cluster", rep.Config.Precision.Rate),
+			measured, yes(cores(r.CPU.PerMillion) <= 0.45)})
 	}
 	if len(rows) == 0 {
 		return
@@ -208,7 +226,7 @@ func (rep Report) Markdown(w io.Writer, svgName string) {
 	fmt.Fprintf(w, "- **Date:** %s; the whole run took %v\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Elapsed.Round(time.Second))
 	l := rep.Config.Throughput.Load
 	fmt.Fprintf(w, "- **Client shape, the same for every system:** %d producers with one batch of %d messages in flight each; %d consumer workers with a prefetch of %d; %d-byte payloads. Every server runs on this machine, on 127.0.0.1, started fresh for each scenario.\n\n", l.Concurrency, l.Batch, l.Concurrency, l.Batch, l.SizeBytes)
-	fmt.Fprintf(w, "The **Sundial ×** column is how many times better Sundial's figure is than the row's (higher-is-better figures: Sundial ÷ row; lower-is-better: row ÷ Sundial), so above 1 means Sundial wins. *Durable* means a publish is acknowledged only after an fsync (Sundial RF 3: on a quorum of 3 replicas; Sundial RF 1 and the peers keep a single copy). *CPU / 1M msgs* is the processor time (utime + stime from /proc/<pid>/stat, after minus before the scenario) of every server process — Sundial's brokers and proxy, each peer's server — per million messages the scenario published (burst and precision also deliver and ack each of them); the load generator runs on the same cores and is not counted.\n\n")
+	fmt.Fprintf(w, "The **Sundial ×** column is how many times better Sundial's figure is than the row's (higher-is-better figures: Sundial ÷ row; lower-is-better: row ÷ Sundial), so above 1 means Sundial wins. *Durable* means a publish is acknowledged only after an fsync (Sundial RF 3: on a quorum of 3 replicas; Sundial RF 1 and the peers keep a single copy). *CPU / 1M msgs* is the processor time (utime + stime from /proc/<pid>/stat, after minus before the scenario) of every server process — Sundial's brokers and proxy, each peer's server — per million messages the scenario published (burst and precision also deliver and ack each of them). *Brokers / proxy / client* splits that figure and adds the client, each per million messages: for Sundial, all brokers together and the proxy (the two add up to the CPU column); for every system, the client — this loadtest process: the load generator and the system's client library, on the same cores — which the CPU column does not count. A peer's server is one process, so its brokers and proxy parts are –.\n\n")
 	fmt.Fprintf(w, "How each system is driven: see [How the peers are driven](#how-the-peers-are-driven) at the end.\n\n")
 
 	rep.throughputTable(w)
@@ -223,10 +241,10 @@ func (rep Report) Markdown(w io.Writer, svgName string) {
 func (rep Report) throughputTable(w io.Writer) {
 	c := rep.Config.Throughput
 	fmt.Fprintf(w, "## Throughput\n\nPublish for %v at full speed, delays uniform in [%v, %v]. Latency is per publish call (one batch).\n\n", c.Duration, c.DelayMin, c.DelayMax)
-	header(w, "System", "Configuration", "Durable", "Published", "msgs/s", "Publish p50", "Publish p99", "CPU / 1M msgs", "Sundial ×")
+	header(w, "System", "Configuration", "Durable", "Published", "msgs/s", "Publish p50", "Publish p99", "CPU / 1M msgs", "Brokers / proxy / client", "Sundial ×")
 	base := rep.sundial(Throughput)
 	for _, r := range rep.runs(Throughput) {
-		if notRun(w, r, 9) || r.Throughput == nil {
+		if notRun(w, r, 10) || r.Throughput == nil {
 			continue
 		}
 		t := r.Throughput
@@ -234,7 +252,7 @@ func (rep Report) throughputTable(w io.Writer) {
 		if base != nil && base.Throughput != nil {
 			bv = base.Throughput.MsgsPerS
 		}
-		row(w, r.System, r.Config, durable(r), count(t.Published), fmt.Sprintf("%.0f", t.MsgsPerS), ms(t.BatchLatency.P50), ms(t.BatchLatency.P99), cpuCell(r.CPU),
+		row(w, r.System, r.Config, durable(r), count(t.Published), fmt.Sprintf("%.0f", t.MsgsPerS), ms(t.BatchLatency.P50), ms(t.BatchLatency.P99), cpuCell(r.CPU), splitCell(r),
 			advantage(bv, t.MsgsPerS, true, r.Name))
 	}
 	fmt.Fprintln(w)
@@ -243,10 +261,10 @@ func (rep Report) throughputTable(w io.Writer) {
 func (rep Report) burstTable(w io.Writer) {
 	c := rep.Config.Burst
 	fmt.Fprintf(w, "## Burst\n\nUp to %s messages all due at one instant (the fill stops after %v for slow systems: see *Published*), consumers already waiting. Drain rate = delivered and acked messages ÷ time from the due instant to the last delivery.\n\n", count(c.Messages), c.MaxFill)
-	header(w, "System", "Configuration", "Published", "Delivered", "Drain msgs/s", "Lateness p50", "p99", "max", "Early", "CPU / 1M msgs", "Sundial × (drain)")
+	header(w, "System", "Configuration", "Published", "Delivered", "Drain msgs/s", "Lateness p50", "p99", "max", "Early", "CPU / 1M msgs", "Brokers / proxy / client", "Sundial × (drain)")
 	base := rep.sundial(Burst)
 	for _, r := range rep.runs(Burst) {
-		if notRun(w, r, 11) || r.Burst == nil {
+		if notRun(w, r, 12) || r.Burst == nil {
 			continue
 		}
 		b := r.Burst
@@ -255,7 +273,7 @@ func (rep Report) burstTable(w io.Writer) {
 			bv = base.Burst.DrainRate
 		}
 		row(w, r.System, r.Config, count(b.Published), count(b.Delivered), fmt.Sprintf("%.0f", b.DrainRate), ms(b.Lateness.P50), ms(b.Lateness.P99), ms(b.Lateness.Max),
-			fmt.Sprint(b.Early), cpuCell(r.CPU), advantage(bv, b.DrainRate, true, r.Name))
+			fmt.Sprint(b.Early), cpuCell(r.CPU), splitCell(r), advantage(bv, b.DrainRate, true, r.Name))
 	}
 	fmt.Fprintln(w)
 }
@@ -263,10 +281,10 @@ func (rep Report) burstTable(w io.Writer) {
 func (rep Report) precisionTable(w io.Writer, svgName string) {
 	c := rep.Config.Precision
 	fmt.Fprintf(w, "## Precision\n\nA steady %d msgs/s for %v, each due %v after its scheduled send time; lateness = consumer receive time − due time.\n\n", c.Rate, c.Duration, c.Delay)
-	header(w, "System", "Configuration", "Published", "Received", "Lateness p50", "p99", "max", "Early", "CPU / 1M msgs", "Sundial × (p99)")
+	header(w, "System", "Configuration", "Published", "Received", "Lateness p50", "p99", "max", "Early", "CPU / 1M msgs", "Brokers / proxy / client", "Sundial × (p99)")
 	base := rep.sundial(Precision)
 	for _, r := range rep.runs(Precision) {
-		if notRun(w, r, 10) || r.Precision == nil {
+		if notRun(w, r, 11) || r.Precision == nil {
 			continue
 		}
 		p := r.Precision
@@ -275,7 +293,7 @@ func (rep Report) precisionTable(w io.Writer, svgName string) {
 			bv = float64(base.Precision.Lateness.P99)
 		}
 		row(w, r.System, r.Config, count(p.Published), count(p.Received), ms(p.Lateness.P50), ms(p.Lateness.P99), ms(p.Lateness.Max),
-			fmt.Sprint(p.Early), cpuCell(r.CPU), advantage(bv, float64(p.Lateness.P99), false, r.Name))
+			fmt.Sprint(p.Early), cpuCell(r.CPU), splitCell(r), advantage(bv, float64(p.Lateness.P99), false, r.Name))
 	}
 	fmt.Fprintln(w)
 	if svgName != "" {
@@ -391,4 +409,5 @@ const drivers = `## How the peers are driven
 - **Redis** (go-redis v9) — a sorted set scored by due time (ms) holds the messages; a batch is one ` + "`ZADD`" + `. Each consumer worker runs a Lua claim script that atomically takes up to *prefetch* due members (and expired leases), moves them to a processing sorted set scored by a 30 s lease deadline, and otherwise returns the next due score so the worker sleeps until then (at most 50 ms); the ack is one ` + "`ZREM`" + ` per claimed batch. ` + "`appendonly yes`" + ` with ` + "`appendfsync always`" + ` (fsync before replies) or ` + "`everysec`" + `, RDB snapshots off.
 - **beanstalkd** (go-beanstalk v0.2.0) — ` + "`put`" + ` with a delay (beanstalkd's delay unit is the whole second: the driver rounds up and measures lateness against the due time it actually asked for, so a burst's due times spread over up to 1 s); a batch is its puts pipelined on one connection. Each consumer worker is one connection doing ` + "`reserve`" + ` then ` + "`delete`" + ` (beanstalkd has no batch reserve, so prefetch is 1). Binlog (` + "`-b`" + `) with ` + "`-f0`" + ` (fsync every write) or ` + "`-f1000`" + `.
 - **NATS JetStream** (nats.go v1.55.0, nats-server v2.12) — a file-backed work-queue stream with ` + "`allow_msg_schedules`" + `; every message is a schedule on its own subject (a subject holds one schedule) with ` + "`Nats-Schedule: @at <RFC 3339 time>`" + ` and ` + "`Nats-Schedule-Target`" + ` set to the stream's ` + "`due`" + ` subject; a batch is its messages published asynchronously and then every PubAck awaited. Each consumer worker is a ` + "`Consume`" + ` subscription pulling *prefetch* messages on a durable consumer, acking each with ` + "`Ack`" + `. ` + "`sync_interval: always`" + ` or the default (2 min). nats-server v2.12 fires schedules from a timer that runs at most every 250 ms (server/scheduler.go), which bounds its precision.
+- **CPU accounting** — before and after each scenario the driver reads utime + stime from ` + "`/proc/<pid>/stat`" + ` of every server process (Sundial: each broker and the proxy; a peer: its server) and of the loadtest process itself (the client: load generator, SDK or client library, and for Sundial the cluster supervision; child processes are not in it). *CPU / 1M msgs* is the servers' difference per million messages; *Brokers / proxy / client* gives Sundial's brokers (summed) and proxy separately, and the client for every system. A process that restarted during the scenario (failover, backlog) has no figure. The JSON report (` + "`--json`" + `) carries the same: ` + "`cpu`" + ` with ` + "`parts`" + ` (role ` + "`brokers`" + ` / ` + "`proxy`" + `) and ` + "`client_cpu`" + `.
 `

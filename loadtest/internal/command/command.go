@@ -298,37 +298,15 @@ func benchCommand(onUsage cli.OnUsageErrorFunc, stdout, stderr io.Writer) *cli.C
 		Name:         "bench",
 		Usage:        "run every scenario on Sundial and every peer; write docs/benchmarks.md and its SVG chart",
 		OnUsageError: onUsage,
-		Flags: append(loadFlags(),
-			&cli.StringFlag{Name: "scenarios", Value: strings.Join(bench.Scenarios, ","), Usage: "scenarios to run"},
-			&cli.StringFlag{Name: "out", Value: "docs/benchmarks.md", Usage: "markdown report `FILE`"},
-			&cli.StringFlag{Name: "svg", Value: "docs/benchmarks-lateness.svg", Usage: "lateness chart `FILE` (next to the report)"},
-			&cli.DurationFlag{Name: "throughput-duration", Value: 10 * time.Second},
-			&cli.Uint64Flag{Name: "burst-messages", Value: 200_000},
-			&cli.DurationFlag{Name: "burst-max-fill", Value: 15 * time.Second},
-			&cli.DurationFlag{Name: "precision-duration", Value: 10 * time.Second},
-			&cli.Uint64Flag{Name: "backlog-messages", Value: 1_000_000, Usage: "pending messages in backlog (10000000 for the 10M target)"},
-			&cli.DurationFlag{Name: "backlog-max-fill", Value: 25 * time.Second},
-		),
+		Flags:        benchFlags(),
 		Action: func(c *cli.Context) error {
-			l, err := load(c)
+			cfg, err := benchConfig(c)
 			if err != nil {
 				return err
 			}
-			specs := target.Specs
-			if c.IsSet("system") {
-				if specs, err = parseSystems(c.String("system")); err != nil {
-					return err
-				}
-			}
-			var scs []string
-			for _, s := range strings.Split(c.String("scenarios"), ",") {
-				if !contains(bench.Scenarios, s) {
-					return usagef("--scenarios %q: want a list of %s", s, strings.Join(bench.Scenarios, ","))
-				}
-				scs = append(scs, s)
-			}
+			cfg.Progress = stderr
 			var missing []string
-			for _, s := range specs {
+			for _, s := range cfg.Systems {
 				if _, err := s.BinaryPath(); err != nil {
 					missing = append(missing, fmt.Sprintf("%s (%s)", s.Name, s.Binary))
 				}
@@ -336,15 +314,13 @@ func benchCommand(onUsage cli.OnUsageErrorFunc, stdout, stderr io.Writer) *cli.C
 			if len(missing) > 0 {
 				fmt.Fprintf(stderr, "loadtest: MISSING peer binaries, these runs are skipped: %s — run scripts/install-peers.sh\n", strings.Join(missing, ", "))
 			}
-			cfg := bench.Config{Systems: specs, Scenarios: scs, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"),
-				ScenarioTimeout: c.Duration("timeout"), Progress: stderr}
-			cfg.Throughput = scenario.ThroughputConfig{Load: l, Duration: c.Duration("throughput-duration")}
-			cfg.Burst = scenario.BurstConfig{Load: l, Messages: c.Uint64("burst-messages"), MaxFill: c.Duration("burst-max-fill")}
-			cfg.Precision = scenario.PrecisionConfig{Load: l, Rate: 1000, Delay: 2 * time.Second, Duration: c.Duration("precision-duration")}
-			cfg.Backlog = scenario.BacklogConfig{Load: l, Messages: c.Uint64("backlog-messages"), MaxFill: c.Duration("backlog-max-fill")}
-			fl := l
-			fl.Batch = min(fl.Batch, 10)
-			cfg.Failover = scenario.FailoverConfig{Load: fl, Rate: 2000}
+			if path := c.String("cpu-profile"); path != "" {
+				stop, err := startCPUProfile(path)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			rep, runErr := bench.RunAll(c.Context, cfg)
 			fillDefaults(&rep)
 			printRuns(stdout, rep.Runs)
@@ -378,6 +354,54 @@ func benchCommand(onUsage cli.OnUsageErrorFunc, stdout, stderr io.Writer) *cli.C
 			return failed(rep)
 		},
 	}
+}
+
+// benchFlags are the flags of the bench command: the load flags and each
+// scenario's size.
+func benchFlags() []cli.Flag {
+	return append(loadFlags(),
+		&cli.StringFlag{Name: "scenarios", Value: strings.Join(bench.Scenarios, ","), Usage: "scenarios to run"},
+		&cli.StringFlag{Name: "out", Value: "docs/benchmarks.md", Usage: "markdown report `FILE`"},
+		&cli.StringFlag{Name: "svg", Value: "docs/benchmarks-lateness.svg", Usage: "lateness chart `FILE` (next to the report)"},
+		&cli.DurationFlag{Name: "throughput-duration", Value: 10 * time.Second},
+		&cli.Uint64Flag{Name: "burst-messages", Value: 200_000},
+		&cli.DurationFlag{Name: "burst-max-fill", Value: 15 * time.Second},
+		&cli.DurationFlag{Name: "precision-duration", Value: 10 * time.Second},
+		&cli.Uint64Flag{Name: "backlog-messages", Value: 1_000_000, Usage: "pending messages in backlog (10000000 for the 10M target)"},
+		&cli.DurationFlag{Name: "backlog-max-fill", Value: 25 * time.Second},
+	)
+}
+
+// benchConfig builds the bench command's run from its flags (benchFlags),
+// or a usage error. Progress is left for the caller.
+func benchConfig(c *cli.Context) (bench.Config, error) {
+	l, err := load(c)
+	if err != nil {
+		return bench.Config{}, err
+	}
+	specs := target.Specs
+	if c.IsSet("system") {
+		if specs, err = parseSystems(c.String("system")); err != nil {
+			return bench.Config{}, err
+		}
+	}
+	var scs []string
+	for _, s := range strings.Split(c.String("scenarios"), ",") {
+		if !contains(bench.Scenarios, s) {
+			return bench.Config{}, usagef("--scenarios %q: want a list of %s", s, strings.Join(bench.Scenarios, ","))
+		}
+		scs = append(scs, s)
+	}
+	cfg := bench.Config{Systems: specs, Scenarios: scs, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"),
+		ScenarioTimeout: c.Duration("timeout"), NoRequestIDs: !c.Bool("sundial-request-ids"), SundialPartitions: c.Int("sundial-partitions")}
+	cfg.Throughput = scenario.ThroughputConfig{Load: l, Duration: c.Duration("throughput-duration")}
+	cfg.Burst = scenario.BurstConfig{Load: l, Messages: c.Uint64("burst-messages"), MaxFill: c.Duration("burst-max-fill")}
+	cfg.Precision = scenario.PrecisionConfig{Load: l, Rate: 1000, Delay: 2 * time.Second, Duration: c.Duration("precision-duration")}
+	cfg.Backlog = scenario.BacklogConfig{Load: l, Messages: c.Uint64("backlog-messages"), MaxFill: c.Duration("backlog-max-fill")}
+	fl := l
+	fl.Batch = min(fl.Batch, 10)
+	cfg.Failover = scenario.FailoverConfig{Load: fl, Rate: 2000}
+	return cfg, nil
 }
 
 // fillDefaults records the effective configs (defaults applied by the

@@ -3,8 +3,14 @@ package command
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sundialmq/sundial/loadtest/internal/bench"
 )
 
 // TestScenarioFlags checks the flags each scenario command parses before
@@ -45,4 +51,57 @@ func TestScenarioFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBenchConfigPassesSundialKnobs checks that bench hands the Sundial
+// flags every single-scenario command honours on to the runs it builds.
+func TestBenchConfigPassesSundialKnobs(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		args           []string
+		wantNoReqIDs   bool
+		wantPartitions int
+	}{
+		{"defaults", nil, false, 0},
+		{"knobs set", []string{"--sundial-request-ids=false", "--sundial-partitions", "3"}, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got bench.Config
+			app := &cli.App{Name: "bench", Flags: benchFlags(), Action: func(c *cli.Context) (err error) {
+				got, err = benchConfig(c)
+				return err
+			}}
+			if err := app.Run(append([]string{"bench", "--system", "sundial"}, tc.args...)); err != nil {
+				t.Fatalf("benchConfig(%q) error = %v", tc.args, err)
+			}
+			if got.NoRequestIDs != tc.wantNoReqIDs || got.SundialPartitions != tc.wantPartitions {
+				t.Errorf("benchConfig(%q): NoRequestIDs %v, SundialPartitions %d; want %v, %d",
+					tc.args, got.NoRequestIDs, got.SundialPartitions, tc.wantNoReqIDs, tc.wantPartitions)
+			}
+		})
+	}
+}
+
+// TestBenchWritesCPUProfile checks that bench honours --cpu-profile like
+// the single-scenario commands. The one run it asks for (failover on one
+// broker) is skipped before any process starts.
+func TestBenchWritesCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "client.pprof")
+	args := []string{"loadtest", "bench", "--system", "sundial-rf1", "--scenarios", "failover", "--dir", dir,
+		"--out", "", "--svg", "", "--cpu-profile", profile}
+	var stdout, stderr bytes.Buffer
+	if code := Run(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("Run(%q) = %d, want 0; output:\n%s%s", args, code, stdout.String(), stderr.String())
+	}
+	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
+		t.Errorf("bench --cpu-profile: profile %s: %v (size %d), want a written profile", profile, err, sizeOf(fi))
+	}
+}
+
+func sizeOf(fi os.FileInfo) int64 {
+	if fi == nil {
+		return 0
+	}
+	return fi.Size()
 }

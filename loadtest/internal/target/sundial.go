@@ -149,9 +149,12 @@ func (s *sundial) Consume(ctx context.Context, opts scenario.ConsumeOptions, han
 func (s *sundial) Pids() []int        { return s.cl.BrokerPids() }
 func (s *sundial) DataDirs() []string { return s.cl.DataDirs() }
 
-// CPUPids are every server process, the proxy included: the CPU column
-// charges Sundial for all of them, as it charges a peer for its server.
-func (s *sundial) CPUPids() []int { return append(s.cl.BrokerPids(), s.cl.ProxyPid()) }
+// CPUGroups are every server process, the proxy included, by role: the
+// CPU column charges Sundial for all of them, as it charges a peer for its
+// server, and splits the sum into brokers and proxy.
+func (s *sundial) CPUGroups() []ProcessGroup {
+	return []ProcessGroup{{Role: RoleBrokers, Pids: s.cl.BrokerPids()}, {Role: RoleProxy, Pids: []int{s.cl.ProxyPid()}}}
+}
 
 // Restart stops every broker (the proxy keeps running), starts them again
 // and waits for every /healthz.

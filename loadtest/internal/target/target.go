@@ -76,6 +76,18 @@ type Instance interface {
 	Close() error
 }
 
+// ProcessGroup is the server processes of a system that play one role.
+type ProcessGroup struct {
+	Role string
+	Pids []int
+}
+
+// Roles of a Sundial system's server processes (CPUGroups).
+const (
+	RoleBrokers = "brokers"
+	RoleProxy   = "proxy"
+)
+
 // Specs are every configuration, Sundial first.
 var Specs = []Spec{
 	{Name: "sundial", System: "Sundial", Config: "3 brokers, RF 3, 8 shards, 1 proxy", Durable: true, SundialBrokers: 3, start: startSundial},
