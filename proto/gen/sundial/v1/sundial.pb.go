@@ -923,7 +923,8 @@ type CancelRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Message *MessageSelector       `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// request_id makes a retried cancel answer once: a cancel whose id the
-	// message's shard applied within the dedup window answers that first
+	// message's shard applied within the broker's dedup window (dedup_window,
+	// 10 min by default, as for PublishRequest.request_id) answers that first
 	// outcome (naming the message it cancelled) and changes nothing, also
 	// when a new message was published under the key since. The same id for
 	// another request (another selector, a reschedule or a publish) is
