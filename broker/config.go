@@ -98,10 +98,10 @@ type Config struct {
 	// until they are completed. Default 0: retention costs an expiry index
 	// entry per message, so topics opt in.
 	Retention time.Duration `yaml:"retention"`
-	// DedupWindow is how long publish request ids are remembered (the
-	// dispatcher's sweep forgets older ones), so a publish retried within
-	// it is answered once; it is also the default dedup window of a new
-	// topic's keys. Default 10m.
+	// DedupWindow is how long publish, cancel and reschedule request ids
+	// are remembered (the dispatcher's sweep forgets older ones), so a
+	// request retried within it is answered once; it is also the default
+	// dedup window of a new topic's keys. Default 10m.
 	DedupWindow time.Duration `yaml:"dedup_window"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `yaml:"log_level"`

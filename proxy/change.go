@@ -12,12 +12,14 @@ import (
 )
 
 // Cancel forwards to the shard holding the message: by key, the shard of
-// the key's partition; by id, the shard inside the id.
+// the key's partition; by id, the shard inside the id. The request id
+// goes along: the shard answers a retry with the first outcome.
 func (p producer) Cancel(ctx context.Context, req *sundialv1.CancelRequest) (*sundialv1.CancelResponse, error) {
 	if vs := validate.Cancel(req, p.s.cfg.Limits); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
 	return changeOnShard(ctx, p.s, req.GetMessage(), func(ctx context.Context, c brokerv1.ShardClient, sreq *brokerv1.ShardChangeRequest) (*sundialv1.CancelResponse, error) {
+		sreq.RequestId = req.GetRequestId()
 		return c.Cancel(ctx, sreq)
 	})
 }
@@ -28,7 +30,7 @@ func (p producer) Reschedule(ctx context.Context, req *sundialv1.RescheduleReque
 		return nil, apierr.InvalidArgument(vs...)
 	}
 	return changeOnShard(ctx, p.s, req.GetMessage(), func(ctx context.Context, c brokerv1.ShardClient, sreq *brokerv1.ShardChangeRequest) (*sundialv1.RescheduleResponse, error) {
-		sreq.DelayMs, sreq.DeliverAtUnixMs = req.GetDelayMs(), req.GetDeliverAtUnixMs()
+		sreq.DelayMs, sreq.DeliverAtUnixMs, sreq.RequestId = req.GetDelayMs(), req.GetDeliverAtUnixMs(), req.GetRequestId()
 		return c.Reschedule(ctx, sreq)
 	})
 }

@@ -14,8 +14,9 @@
 //     MaxInFlight at a time. Deliveries are acked, nacked or extended over
 //     the stream (falling back to the unary calls once the stream is gone).
 //   - Cancel, RescheduleIn and RescheduleAt change a pending message found
-//     by key or id (ByKey, ByID) and answer a definite outcome; they are
-//     retried like Publish.
+//     by key or id (ByKey, ByID) and answer a definite outcome; they carry
+//     a request id (new per call, or WithRequestID's) and are retried with
+//     it like Publish, so a retry answers the first attempt's outcome.
 //   - Receive is the pull API: up to MaxMessages deliveries after a long
 //     poll of at most Wait, answered with the unary Ack, Nack and Extend.
 //   - Admin and Cluster expose the raw generated clients.

@@ -22,34 +22,39 @@ func ByID(topic, id string) *sundialv1.MessageSelector {
 
 // Cancel removes a pending message from every group. The response's
 // outcome is definite: DONE, IN_FLIGHT (a consumer holds it: nothing
-// changed), ALREADY_DELIVERED or NOT_FOUND; a retried cancel answers the
-// same, so the call is retried like Publish.
-func (c *Client) Cancel(ctx context.Context, sel *sundialv1.MessageSelector) (*sundialv1.CancelResponse, error) {
+// changed), ALREADY_DELIVERED or NOT_FOUND. The call carries a request id,
+// new per call unless WithRequestID names one, and is retried with it like
+// Publish: the shard answers a retry with the first attempt's outcome and
+// changes nothing, so a retried cancel by key never cancels a message
+// published under the key after the first attempt applied.
+func (c *Client) Cancel(ctx context.Context, sel *sundialv1.MessageSelector, opts ...ChangeOption) (*sundialv1.CancelResponse, error) {
+	req := &sundialv1.CancelRequest{Message: sel, RequestId: changeRequestID(opts)}
 	var resp *sundialv1.CancelResponse
 	err := c.retry(ctx, "cancel", func(ctx context.Context) error {
 		var err error
-		resp, err = c.producer.Cancel(ctx, &sundialv1.CancelRequest{Message: sel})
+		resp, err = c.producer.Cancel(ctx, req)
 		return err
 	})
 	return resp, err
 }
 
 // RescheduleIn moves a pending message to now+delay (measured by the
-// server). The outcome is definite like Cancel's.
-func (c *Client) RescheduleIn(ctx context.Context, sel *sundialv1.MessageSelector, delay time.Duration) (*sundialv1.RescheduleResponse, error) {
+// server when the first attempt applies: a retry answers that due time).
+// The outcome is definite and the call retried like Cancel's.
+func (c *Client) RescheduleIn(ctx context.Context, sel *sundialv1.MessageSelector, delay time.Duration, opts ...ChangeOption) (*sundialv1.RescheduleResponse, error) {
 	if delay < 0 {
 		return nil, fmt.Errorf("%w: reschedule delay %v is negative", ErrInvalidOptions, delay)
 	}
-	return c.reschedule(ctx, &sundialv1.RescheduleRequest{Message: sel, DelayMs: delay.Milliseconds()})
+	return c.reschedule(ctx, &sundialv1.RescheduleRequest{Message: sel, DelayMs: delay.Milliseconds(), RequestId: changeRequestID(opts)})
 }
 
 // RescheduleAt moves a pending message to at, which must not lie (more
-// than a second) in the past.
-func (c *Client) RescheduleAt(ctx context.Context, sel *sundialv1.MessageSelector, at time.Time) (*sundialv1.RescheduleResponse, error) {
+// than a second) in the past. Retried like Cancel.
+func (c *Client) RescheduleAt(ctx context.Context, sel *sundialv1.MessageSelector, at time.Time, opts ...ChangeOption) (*sundialv1.RescheduleResponse, error) {
 	if at.UnixMilli() <= 0 {
 		return nil, fmt.Errorf("%w: reschedule time %v is not after 1970", ErrInvalidOptions, at)
 	}
-	return c.reschedule(ctx, &sundialv1.RescheduleRequest{Message: sel, DeliverAtUnixMs: at.UnixMilli()})
+	return c.reschedule(ctx, &sundialv1.RescheduleRequest{Message: sel, DeliverAtUnixMs: at.UnixMilli(), RequestId: changeRequestID(opts)})
 }
 
 func (c *Client) reschedule(ctx context.Context, req *sundialv1.RescheduleRequest) (*sundialv1.RescheduleResponse, error) {
@@ -60,6 +65,35 @@ func (c *Client) reschedule(ctx context.Context, req *sundialv1.RescheduleReques
 		return err
 	})
 	return resp, err
+}
+
+// ChangeOption adjusts one Cancel or Reschedule call.
+type ChangeOption func(*changeCall)
+
+type changeCall struct {
+	requestID string
+}
+
+// WithRequestID makes a Cancel or Reschedule call use id (at most 128
+// bytes) as its request id instead of a new one: an application that
+// retries the call itself (after its own timeout, or after a restart)
+// passes the same id to every attempt, so each answers the first
+// attempt's outcome within the dedup window. An id used for another
+// request is refused with InvalidArgument.
+func WithRequestID(id string) ChangeOption {
+	return func(c *changeCall) { c.requestID = id }
+}
+
+// changeRequestID is the request id opts name, or a new one.
+func changeRequestID(opts []ChangeOption) string {
+	var c changeCall
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.requestID == "" {
+		return NewRequestID()
+	}
+	return c.requestID
 }
 
 // ReceiveOptions says what to pull and how long to wait.

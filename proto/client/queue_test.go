@@ -24,19 +24,24 @@ type queueServer struct {
 
 	mu          sync.Mutex
 	calls       map[string]int
+	requestIDs  map[string][]string // of every cancel/reschedule attempt
 	reschedules []*sundialv1.RescheduleRequest
 	receives    []*sundialv1.ReceiveRequest
 	acked       []string
 	nacked      []string
 }
 
-func (q *queueServer) fail(op string) error {
+func (q *queueServer) fail(op string) error { return q.failWithID(op, "") }
+
+// failWithID is fail for a call that carries a request id, which it keeps.
+func (q *queueServer) failWithID(op, requestID string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.calls == nil {
-		q.calls = map[string]int{}
+		q.calls, q.requestIDs = map[string]int{}, map[string][]string{}
 	}
 	q.calls[op]++
+	q.requestIDs[op] = append(q.requestIDs[op], requestID)
 	if q.calls[op] <= q.failFirst {
 		return status.Error(codes.Unavailable, "try again")
 	}
@@ -44,7 +49,7 @@ func (q *queueServer) fail(op string) error {
 }
 
 func (q *queueServer) Cancel(_ context.Context, req *sundialv1.CancelRequest) (*sundialv1.CancelResponse, error) {
-	if err := q.fail("cancel"); err != nil {
+	if err := q.failWithID("cancel", req.GetRequestId()); err != nil {
 		return nil, err
 	}
 	if req.GetMessage().GetKey() == "gone" {
@@ -54,7 +59,7 @@ func (q *queueServer) Cancel(_ context.Context, req *sundialv1.CancelRequest) (*
 }
 
 func (q *queueServer) Reschedule(_ context.Context, req *sundialv1.RescheduleRequest) (*sundialv1.RescheduleResponse, error) {
-	if err := q.fail("reschedule"); err != nil {
+	if err := q.failWithID("reschedule", req.GetRequestId()); err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
@@ -125,6 +130,38 @@ func TestCancelRetriesAndAnswersOutcome(t *testing.T) {
 	resp, err = c.Cancel(ctx, ByKey("t", "gone"))
 	if err != nil || resp.GetOutcome() != sundialv1.ChangeOutcome_CHANGE_OUTCOME_NOT_FOUND {
 		t.Errorf("Cancel(gone) = %v, %v, want NOT_FOUND (an answer, not an error)", resp, err)
+	}
+}
+
+// TestChangeRequestIDs: each Cancel/Reschedule call sends one request id
+// to all its attempts (so the shard answers a retry with the first
+// outcome), a new one per call, or the caller's with WithRequestID.
+func TestChangeRequestIDs(t *testing.T) {
+	q := &queueServer{failFirst: 2}
+	c := serveQueue(t, q)
+	ctx := testContext(t)
+	if _, err := c.Cancel(ctx, ByKey("t", "k1")); err != nil {
+		t.Fatalf("Cancel(k1) error = %v", err)
+	}
+	if _, err := c.Cancel(ctx, ByKey("t", "k2"), WithRequestID("mine-1")); err != nil {
+		t.Fatalf("Cancel(k2, mine-1) error = %v", err)
+	}
+	if _, err := c.RescheduleIn(ctx, ByKey("t", "k1"), time.Minute); err != nil {
+		t.Fatalf("RescheduleIn(k1) error = %v", err)
+	}
+	if _, err := c.RescheduleAt(ctx, ByKey("t", "k1"), time.UnixMilli(1893456000000), WithRequestID("mine-2")); err != nil {
+		t.Fatalf("RescheduleAt(k1, mine-2) error = %v", err)
+	}
+	q.mu.Lock()
+	cancels, reschedules := q.requestIDs["cancel"], q.requestIDs["reschedule"]
+	q.mu.Unlock()
+	// failFirst 2: the first call of each kind took three attempts.
+	if len(cancels) != 4 || cancels[0] == "" || cancels[1] != cancels[0] || cancels[2] != cancels[0] || cancels[3] != "mine-1" {
+		t.Errorf("cancel attempts carried request ids %q, want one new id on the 3 attempts of the first call, then mine-1", cancels)
+	}
+	if len(reschedules) != 4 || reschedules[0] == "" || reschedules[1] != reschedules[0] || reschedules[2] != reschedules[0] ||
+		reschedules[0] == cancels[0] || reschedules[3] != "mine-2" {
+		t.Errorf("reschedule attempts carried request ids %q, want one new id (not the cancel's) on the 3 attempts of the first call, then mine-2", reschedules)
 	}
 }
 

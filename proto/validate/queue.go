@@ -32,6 +32,9 @@ const (
 	// deliver_at_unix_ms may lie (clock skew, a slow client) and still mean
 	// "now"; earlier is an error.
 	ReschedulePastSlack = time.Second
+	// MaxRequestIDBytes bounds the request_id of a cancel or reschedule
+	// (the SDK's ids are 32 bytes).
+	MaxRequestIDBytes = 128
 )
 
 // IsDeadLetter reports whether topic names a dead-letter topic.
@@ -88,18 +91,28 @@ func Selector(field string, s *sundialv1.MessageSelector, lim Limits) []apierr.F
 	return out
 }
 
-// Cancel checks a cancel request.
+// Cancel checks a cancel request: a valid selector and request id.
 func Cancel(req *sundialv1.CancelRequest, lim Limits) []apierr.FieldViolation {
-	return Selector("message", req.GetMessage(), lim)
+	return append(Selector("message", req.GetMessage(), lim), RequestID("request_id", req.GetRequestId())...)
 }
 
-// Reschedule checks a reschedule request: a valid selector and at most one
+// RequestID checks the optional request id of a cancel or reschedule: at
+// most MaxRequestIDBytes.
+func RequestID(field, id string) []apierr.FieldViolation {
+	if n := len(id); n > MaxRequestIDBytes {
+		return violation(field, fmt.Sprintf("must be at most %d bytes, got %d", MaxRequestIDBytes, n))
+	}
+	return nil
+}
+
+// Reschedule checks a reschedule request: a valid selector and request id
+// (RequestID), and at most one
 // of delay_ms (not negative, at most MaxDelay) and deliver_at_unix_ms (not
 // more than ReschedulePastSlack in the past, at most MaxDelay ahead).
 // Neither set means due now.
 func Reschedule(req *sundialv1.RescheduleRequest, lim Limits, nowMs int64) []apierr.FieldViolation {
 	lim = lim.withDefaults()
-	out := Selector("message", req.GetMessage(), lim)
+	out := append(Selector("message", req.GetMessage(), lim), RequestID("request_id", req.GetRequestId())...)
 	maxDelayMs := lim.MaxDelay.Milliseconds()
 	delay, at := req.GetDelayMs(), req.GetDeliverAtUnixMs()
 	switch {

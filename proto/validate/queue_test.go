@@ -68,6 +68,13 @@ func TestCancel(t *testing.T) {
 	if got := Cancel(&sundialv1.CancelRequest{}, Limits{}); !sameFields(got, []string{"message"}) {
 		t.Errorf("Cancel(empty) = %v, want [message]", got)
 	}
+	long := strings.Repeat("r", MaxRequestIDBytes)
+	if got := Cancel(&sundialv1.CancelRequest{Message: byKey("t", "k"), RequestId: long}, Limits{}); len(got) != 0 {
+		t.Errorf("Cancel(request id of %d bytes) = %v, want none", len(long), got)
+	}
+	if got := Cancel(&sundialv1.CancelRequest{Message: byKey("t", "k"), RequestId: long + "r"}, Limits{}); !sameFields(got, []string{"request_id"}) {
+		t.Errorf("Cancel(request id of %d bytes) = %v, want [request_id]", len(long)+1, got)
+	}
 }
 
 func TestReschedule(t *testing.T) {
@@ -90,6 +97,8 @@ func TestReschedule(t *testing.T) {
 		{"delay beyond max", &sundialv1.RescheduleRequest{Message: sel, DelayMs: maxDelayMs + 1}, []string{"delay_ms"}},
 		{"both", &sundialv1.RescheduleRequest{Message: sel, DelayMs: 5, DeliverAtUnixMs: now + 5}, []string{"deliver_at_unix_ms"}},
 		{"no selector", &sundialv1.RescheduleRequest{DelayMs: 5}, []string{"message"}},
+		{"request id", &sundialv1.RescheduleRequest{Message: sel, RequestId: "r-1"}, nil},
+		{"request id too long", &sundialv1.RescheduleRequest{Message: sel, RequestId: strings.Repeat("r", MaxRequestIDBytes+1)}, []string{"request_id"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Reschedule(tc.in, lim, now)

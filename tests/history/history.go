@@ -75,7 +75,7 @@ type Op struct {
 	Topic string `json:"topic,omitempty"`
 	Group string `json:"group,omitempty"`
 
-	// Publish: the request and its answer.
+	// Publish: the request and its answer (RequestID also a change's).
 	RequestID string  `json:"request_id,omitempty"`
 	Index     int     `json:"index,omitempty"` // message index inside the request
 	Key       string  `json:"key,omitempty"`

@@ -207,17 +207,23 @@ func TestHTTPAPI(t *testing.T) {
 		if got := h.ok("DELETE", "/v1/topics/http-change/messages/"+idOf(0), nil); outcome(got) != "CHANGE_OUTCOME_DONE" {
 			t.Fatalf("retried cancel by id = %v, want the same answer DONE", got)
 		}
-		if got := h.ok("DELETE", "/v1/topics/http-change/messages?key=k-cancel", nil); outcome(got) != "CHANGE_OUTCOME_DONE" || got["messageId"] != idOf(1) {
-			t.Fatalf("cancel by key = %v, want DONE for %s", got, idOf(1))
+		for _, attempt := range []string{"cancel by key", "retried cancel by key"} {
+			if got := h.ok("DELETE", "/v1/topics/http-change/messages?key=k-cancel&requestId=http-cancel-1", nil); outcome(got) != "CHANGE_OUTCOME_DONE" || got["messageId"] != idOf(1) {
+				t.Fatalf("%s = %v, want DONE for %s", attempt, got, idOf(1))
+			}
 		}
 		before := time.Now().UnixMilli()
 		got := h.ok("POST", "/v1/topics/http-change/messages/"+idOf(2)+":reschedule", map[string]any{"delayMs": "120000"})
 		if outcome(got) != "CHANGE_OUTCOME_DONE" || int64Field(t, got, "dueAtUnixMs") < before+120000 {
 			t.Fatalf("reschedule by id = %v, want DONE due at least %d", got, before+120000)
 		}
-		got = h.ok("POST", "/v1/topics/http-change/messages:reschedule?key=k%2Fresched", map[string]any{"delayMs": "180000"})
+		rescheduleByKey := map[string]any{"delayMs": "180000", "requestId": "http-resched-1"}
+		got = h.ok("POST", "/v1/topics/http-change/messages:reschedule?key=k%2Fresched", rescheduleByKey)
 		if outcome(got) != "CHANGE_OUTCOME_DONE" || got["messageId"] != idOf(3) || int64Field(t, got, "dueAtUnixMs") < before+180000 {
 			t.Fatalf("reschedule by key = %v, want DONE for %s due at least %d", got, idOf(3), before+180000)
+		}
+		if again := h.ok("POST", "/v1/topics/http-change/messages:reschedule?key=k%2Fresched", rescheduleByKey); int64Field(t, again, "dueAtUnixMs") != int64Field(t, got, "dueAtUnixMs") {
+			t.Fatalf("retried reschedule by key = %v, want the first answer %v", again, got)
 		}
 		info := h.ok("GET", "/v1/topics/http-change/messages/"+idOf(2), nil)
 		if int64Field(t, info, "dueAtUnixMs") < before+120000 {

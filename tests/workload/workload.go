@@ -425,28 +425,35 @@ func (w *Workload) Cancel(ctx context.Context, name, id string) {
 	w.cancel(ctx, name, known{id: id}, false)
 }
 
+// cancel and reschedule give each operation a request id and pass it to
+// the SDK, which keeps it across its retries of an Unknown outcome (an
+// attempt timing out behind a paused leader), so a retry answers the first
+// attempt's outcome instead of changing a message published under the key
+// since (chaos finding C). The id is recorded with the operation.
 func (w *Workload) cancel(ctx context.Context, name string, k known, byKey bool) {
-	sel, op := w.selector(name, history.Cancel, k, byKey)
+	rid := client.NewRequestID()
+	sel, op := w.selector(name, history.Cancel, k, byKey, rid)
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	defer cancel()
-	resp, err := w.cl.Cancel(cctx, sel)
+	resp, err := w.cl.Cancel(cctx, sel, client.WithRequestID(rid))
 	w.completeChange(op, err, resp.GetOutcome(), resp.GetMessageId(), 0)
 }
 
 func (w *Workload) reschedule(ctx context.Context, name string, k known, byKey bool, delay time.Duration) {
-	sel, op := w.selector(name, history.Reschedule, k, byKey)
+	rid := client.NewRequestID()
+	sel, op := w.selector(name, history.Reschedule, k, byKey, rid)
 	op.DelayMs = delay.Milliseconds()
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	defer cancel()
-	resp, err := w.cl.RescheduleIn(cctx, sel, delay)
+	resp, err := w.cl.RescheduleIn(cctx, sel, delay, client.WithRequestID(rid))
 	w.completeChange(op, err, resp.GetOutcome(), resp.GetMessageId(), resp.GetDueAtUnixMs())
 }
 
-func (w *Workload) selector(name string, kind history.Kind, k known, byKey bool) (*sundialv1.MessageSelector, *history.Op) {
+func (w *Workload) selector(name string, kind history.Kind, k known, byKey bool, rid string) (*sundialv1.MessageSelector, *history.Op) {
 	if byKey && k.key != "" {
-		return client.ByKey(w.cfg.Topic, k.key), w.rec.Invoke(history.Op{Kind: kind, Client: name, Topic: w.cfg.Topic, Key: k.key, ByKey: true})
+		return client.ByKey(w.cfg.Topic, k.key), w.rec.Invoke(history.Op{Kind: kind, Client: name, Topic: w.cfg.Topic, Key: k.key, ByKey: true, RequestID: rid})
 	}
-	return client.ByID(w.cfg.Topic, k.id), w.rec.Invoke(history.Op{Kind: kind, Client: name, Topic: w.cfg.Topic, MessageID: k.id})
+	return client.ByID(w.cfg.Topic, k.id), w.rec.Invoke(history.Op{Kind: kind, Client: name, Topic: w.cfg.Topic, MessageID: k.id, RequestID: rid})
 }
 
 func (w *Workload) completeChange(op *history.Op, err error, out sundialv1.ChangeOutcome, id string, due int64) {

@@ -33,6 +33,21 @@ func TestWorkloadWithoutFaults(t *testing.T) {
 	w.Run(ctx)
 	w.Drain(45 * time.Second)
 	ops := w.Recorder().Ops()
+	// Every cancel and reschedule carries its own request id, which the SDK
+	// keeps across its retries (chaos finding C).
+	changeIDs := map[string]bool{}
+	for _, op := range ops {
+		if op.Kind != history.Cancel && op.Kind != history.Reschedule {
+			continue
+		}
+		if op.RequestID == "" || changeIDs[op.RequestID] {
+			t.Errorf("%s of id %q key %q has request id %q, want one of its own", op.Kind, op.MessageID, op.Key, op.RequestID)
+		}
+		changeIDs[op.RequestID] = true
+	}
+	if len(changeIDs) == 0 {
+		t.Errorf("the workload issued no cancel or reschedule")
+	}
 	res := checker.Check(w.CheckerConfig(), ops)
 	t.Logf("checked: %s; unknown answers:%s", res.Summary(), UnknownCauses(ops))
 	if len(res.Violations) > 0 {

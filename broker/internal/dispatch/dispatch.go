@@ -31,7 +31,8 @@ type ReadIndexFunc func(ctx context.Context) error
 type Config struct {
 	// MaxLeaseBatch caps the copies leased in one round. Default 1024.
 	MaxLeaseBatch int
-	// DedupWindow is how long publish request ids are remembered. Default 10m.
+	// DedupWindow is how long publish and change request ids are
+	// remembered. Default 10m.
 	DedupWindow time.Duration
 	// SweepInterval is how often old dedup records are dropped. Default 1m.
 	SweepInterval time.Duration

@@ -18,7 +18,7 @@ import (
 // names no limit.
 const DefaultSweepLimit = 1024
 
-// sweep forgets up to limit records in all: publish dedup records applied
+// sweep forgets up to limit records in all: dedup records applied
 // before before_ms, then key and end records whose own forget time is at or
 // before now_ms. more says records are left for another sweep. A
 // forget-index entry counts as one record, also one that forgets the end
@@ -109,8 +109,35 @@ func (a *applier) forget(k []byte) error {
 	return nil
 }
 
-// change cancels or reschedules one message and answers definitely.
+// change cancels or reschedules one message and answers definitely. A
+// request id applied before answers the first outcome and changes nothing,
+// so a retry of a change by key cannot change a message published under
+// the key since (G6); a record of another request under the id (a
+// publish's, or a change's with another digest) answers RequestIdReused.
+// Digests are compared exactly: every change record has one.
 func (a *applier) change(c *fsmpb.Change) (*fsmpb.Outcome, error) {
+	if c.RequestId != "" {
+		var rec fsmpb.DedupRecord
+		found, err := a.get(keys.Dedup(a.shard, c.RequestId), &rec)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			if rec.GetOutcome().GetChange() == nil || !bytes.Equal(rec.Digest, c.Digest) {
+				return &fsmpb.Outcome{RequestIdReused: true}, nil
+			}
+			return rec.Outcome, nil
+		}
+	}
+	out, err := a.changeMessage(c)
+	if err != nil || c.RequestId == "" {
+		return out, err
+	}
+	return out, a.remember(c.RequestId, c.NowMs, c.Digest, out)
+}
+
+// changeMessage applies c to the message it names.
+func (a *applier) changeMessage(c *fsmpb.Change) (*fsmpb.Outcome, error) {
 	answer := func(code fsmpb.ChangeCode, id []byte, due int64) (*fsmpb.Outcome, error) {
 		return &fsmpb.Outcome{Change: &fsmpb.ChangeResult{Code: code, MessageId: id, DueAtMs: due}}, nil
 	}

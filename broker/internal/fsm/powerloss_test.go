@@ -178,6 +178,12 @@ func (w *workload) command() *fsmpb.Command {
 		if !c.Cancel {
 			c.DueAtMs = w.now + int64(w.rng.IntN(300))
 		}
+		if w.rng.IntN(2) == 0 {
+			// A few ids, so some changes are retries (same digest: the
+			// first outcome) and some reuse an id for another change.
+			c.RequestId = fmt.Sprintf("chg-%d", w.rng.IntN(8))
+			c.Digest = fmt.Appendf(nil, "%v %s %x", c.Cancel, c.Key, c.MessageId)
+		}
 		return &fsmpb.Command{Kind: &fsmpb.Command_Change{Change: c}}
 	case k < 18:
 		return &fsmpb.Command{Kind: &fsmpb.Command_Expire{Expire: &fsmpb.Expire{NowMs: w.now, Limit: 8}}}

@@ -16,7 +16,8 @@ import (
 // digests, or their message counts), the id was reused for other messages
 // and the outcome says so (RequestIdReused) instead of handing out another
 // request's ids. A record or request without a digest matches any of the
-// same count, so the outcome always has one result per message.
+// same count, so the outcome always has one result per message. A change's
+// record (no published results) never matches a publish.
 func (a *applier) publish(p *fsmpb.Publish) (*fsmpb.Outcome, error) {
 	if p.RequestId != "" {
 		var rec fsmpb.DedupRecord
@@ -41,14 +42,20 @@ func (a *applier) publish(p *fsmpb.Publish) (*fsmpb.Outcome, error) {
 		out.Published = append(out.Published, po)
 	}
 	if p.RequestId != "" {
-		if err := a.put(keys.Dedup(a.shard, p.RequestId), &fsmpb.DedupRecord{AppliedAtMs: p.NowMs, Outcome: out, Digest: p.Digest}); err != nil {
-			return nil, err
-		}
-		if err := a.b.Set(keys.DedupAt(a.shard, p.NowMs, p.RequestId), nil, nil); err != nil {
+		if err := a.remember(p.RequestId, p.NowMs, p.Digest, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// remember writes the dedup record of a publish or change request and its
+// entry in the age index, which a sweep past the dedup window forgets.
+func (a *applier) remember(requestID string, nowMs int64, digest []byte, out *fsmpb.Outcome) error {
+	if err := a.put(keys.Dedup(a.shard, requestID), &fsmpb.DedupRecord{AppliedAtMs: nowMs, Outcome: out, Digest: digest}); err != nil {
+		return err
+	}
+	return a.b.Set(keys.DedupAt(a.shard, nowMs, requestID), nil, nil)
 }
 
 // publishOne stores m, or meets the pending message of its key as its

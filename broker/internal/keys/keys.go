@@ -13,7 +13,7 @@
 //	'd' <topic> 0 <part 4> <group> 0 <visible_at 8> <prio 4> <msg id 16>
 //	                                         due index; value: attempt (4)
 //	'g' <topic> 0 <group>                    groups of a topic on this shard
-//	'r' <request id>                         publish dedup record
+//	'r' <request id>                         publish or change dedup record
 //	'q' <applied_at 8> <request id>          dedup records by age
 //	'k' <topic> 0 <key>                      key record (KeyRecord)
 //	'e' <msg id 16>                          how a message ended (EndRecord)
@@ -133,7 +133,8 @@ func GroupFromKey(shard uint64, topic string, key []byte) string {
 	return string(key[len(GroupPrefix(shard, topic)):])
 }
 
-// Dedup is the key of a publish request's dedup record.
+// Dedup is the key of a publish or change request's dedup record (one
+// space of request ids: the record says which kind it answers).
 func Dedup(shard uint64, requestID string) []byte {
 	return append(append(ShardPrefix(shard), tagDedup), requestID...)
 }

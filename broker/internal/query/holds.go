@@ -40,8 +40,8 @@ func (r *Reader) HoldsCopies(topic string, partition uint32) (bool, error) {
 	return false, nil
 }
 
-// DedupDigest is the digest of the publish recorded under requestID, and
-// whether one is recorded (within the dedup window).
+// DedupDigest is the digest of the publish or change recorded under
+// requestID, and whether one is recorded (within the dedup window).
 func (r *Reader) DedupDigest(requestID string) ([]byte, bool, error) {
 	var rec fsmpb.DedupRecord
 	found, err := r.get(keys.Dedup(r.shard, requestID), &rec)

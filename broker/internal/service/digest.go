@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
 // publishDigest is the SHA-256 of a shard publish's messages as the client
@@ -52,6 +53,41 @@ func publishDigest(msgs []*brokerv1.PartitionedMessage) []byte {
 		d.int(int64(m.GetPriority()))
 		d.int(int64(m.GetOnKeyConflict()))
 		d.int(m.GetMaxWaitMs())
+	}
+	d.flush()
+	return d.h.Sum(nil)
+}
+
+// changeDigest is the SHA-256 of what a cancel or reschedule names as the
+// client sent it: the kind, the topic, the key or message id, and for a
+// reschedule delay_ms and deliver_at_unix_ms (not the due time the broker
+// computes from them, so every attempt digests the same). The fsm keeps it
+// in the request's dedup record and refuses a request id reused for
+// another change. A field added to ShardChangeRequest that changes what
+// the request does must be added here.
+func changeDigest(req *brokerv1.ShardChangeRequest, cancel bool) []byte {
+	d := digester{h: sha256.New()}
+	const kindCancel, kindReschedule, byKey, byID = 1, 2, 1, 2
+	if cancel {
+		d.uint(kindCancel)
+	} else {
+		d.uint(kindReschedule)
+	}
+	sel := req.GetMessage()
+	d.string(sel.GetTopic())
+	switch by := sel.GetBy().(type) {
+	case *sundialv1.MessageSelector_Key:
+		d.uint(byKey)
+		d.string(by.Key)
+	case *sundialv1.MessageSelector_MessageId:
+		d.uint(byID)
+		d.string(by.MessageId)
+	default:
+		d.uint(0)
+	}
+	if !cancel {
+		d.int(req.GetDelayMs())
+		d.int(req.GetDeliverAtUnixMs())
 	}
 	d.flush()
 	return d.h.Sum(nil)

@@ -112,3 +112,47 @@ func TestPublishDigestTextIsPayload(t *testing.T) {
 		t.Fatalf("digests: text %x, payload %x, other text %x; want text = payload != other", text, payload, other)
 	}
 }
+
+// TestChangeDigest: every attempt of one change digests alike (whatever
+// the shard, partition or request id), and changes that do something else
+// digest apart, so a reused request id is told from a retry.
+func TestChangeDigest(t *testing.T) {
+	key := func(k string) *sundialv1.MessageSelector {
+		return &sundialv1.MessageSelector{Topic: "t", By: &sundialv1.MessageSelector_Key{Key: k}}
+	}
+	req := func(sel *sundialv1.MessageSelector, delayMs, atMs int64) *brokerv1.ShardChangeRequest {
+		return &brokerv1.ShardChangeRequest{Message: sel, DelayMs: delayMs, DeliverAtUnixMs: atMs}
+	}
+	want := changeDigest(req(key("k"), 5, 0), false)
+	moved := req(key("k"), 5, 0)
+	moved.ShardId, moved.Partition, moved.RequestId = 7, 3, "r-2"
+	if got := changeDigest(moved, false); !bytes.Equal(got, want) {
+		t.Errorf("changeDigest(other shard, partition, id) = %x, want %x", got, want)
+	}
+	byID := &sundialv1.MessageSelector{Topic: "t", By: &sundialv1.MessageSelector_MessageId{MessageId: "k"}}
+	other := &sundialv1.MessageSelector{Topic: "u", By: &sundialv1.MessageSelector_Key{Key: "k"}}
+	seen := map[string]string{string(want): "reschedule k by 5"}
+	for _, tc := range []struct {
+		name   string
+		req    *brokerv1.ShardChangeRequest
+		cancel bool
+	}{
+		{"cancel k", req(key("k"), 0, 0), true},
+		{"reschedule k now", req(key("k"), 0, 0), false},
+		{"reschedule k by 6", req(key("k"), 6, 0), false},
+		{"reschedule k at 5", req(key("k"), 0, 5), false},
+		{"reschedule id k by 5", req(byID, 5, 0), false},
+		{"reschedule k of u by 5", req(other, 5, 0), false},
+		{"reschedule k2 by 5", req(key("k2"), 5, 0), false},
+	} {
+		got := string(changeDigest(tc.req, tc.cancel))
+		if prev, dup := seen[got]; dup {
+			t.Errorf("changeDigest(%s) = changeDigest(%s), want them apart", tc.name, prev)
+		}
+		seen[got] = tc.name
+	}
+	// A cancel has no due time: a delay sent along does not count.
+	if a, b := changeDigest(req(key("k"), 5, 0), true), changeDigest(req(key("k"), 0, 0), true); !bytes.Equal(a, b) {
+		t.Errorf("changeDigest(cancel k with a delay) = %x, want changeDigest(cancel k) %x", a, b)
+	}
+}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -127,6 +128,9 @@ func (s *Shard) receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) 
 
 // Cancel cancels one message by key or id.
 func (s *Shard) Cancel(ctx context.Context, req *brokerv1.ShardChangeRequest) (*sundialv1.CancelResponse, error) {
+	if bad := validate.RequestID("request_id", req.GetRequestId()); len(bad) > 0 {
+		return nil, toStatus(apierr.InvalidArgument(bad...))
+	}
 	res, err := s.change(ctx, req, true, 0)
 	if err != nil {
 		return nil, toStatus(err)
@@ -137,7 +141,7 @@ func (s *Shard) Cancel(ctx context.Context, req *brokerv1.ShardChangeRequest) (*
 // Reschedule moves one message to a new due time.
 func (s *Shard) Reschedule(ctx context.Context, req *brokerv1.ShardChangeRequest) (*sundialv1.RescheduleResponse, error) {
 	nowMs := s.opts.Now().UnixMilli()
-	if bad := validate.Reschedule(&sundialv1.RescheduleRequest{Message: req.GetMessage(), DelayMs: req.GetDelayMs(), DeliverAtUnixMs: req.GetDeliverAtUnixMs()}, s.opts.Limits, nowMs); len(bad) > 0 {
+	if bad := validate.Reschedule(&sundialv1.RescheduleRequest{Message: req.GetMessage(), DelayMs: req.GetDelayMs(), DeliverAtUnixMs: req.GetDeliverAtUnixMs(), RequestId: req.GetRequestId()}, s.opts.Limits, nowMs); len(bad) > 0 {
 		return nil, toStatus(apierr.InvalidArgument(bad...))
 	}
 	due := nowMs + req.GetDelayMs()
@@ -151,9 +155,16 @@ func (s *Shard) Reschedule(ctx context.Context, req *brokerv1.ShardChangeRequest
 	return &sundialv1.RescheduleResponse{Outcome: changeOutcome(res.Code), MessageId: messageID(res.MessageId), DueAtUnixMs: res.DueAtMs}, nil
 }
 
+// change proposes a cancel or reschedule (cancel false, to due) of the
+// message req names. A request id goes into the command with the digest
+// of the request, so the shard answers a retry with the first outcome; an
+// id applied before for another request is InvalidArgument.
 func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, cancel bool, due int64) (*fsmpb.ChangeResult, error) {
 	sel := req.GetMessage()
-	c := &fsmpb.Change{NowMs: s.opts.Now().UnixMilli(), Topic: sel.GetTopic(), Cancel: cancel, DueAtMs: due}
+	c := &fsmpb.Change{NowMs: s.opts.Now().UnixMilli(), Topic: sel.GetTopic(), Cancel: cancel, DueAtMs: due, RequestId: req.GetRequestId()}
+	if c.RequestId != "" {
+		c.Digest = changeDigest(req, cancel)
+	}
 	bad := validate.Selector("message", sel, s.opts.Limits)
 	switch by := sel.GetBy().(type) {
 	case *sundialv1.MessageSelector_Key:
@@ -190,7 +201,8 @@ func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, ca
 		c.DedupWindowMs = t.DedupWindowMs
 		if c.Key != "" {
 			part := ring.KeyPartition(c.Key, max(t.Partitions, 1))
-			if owner(st, s.ring(st), validate.DeadLetterBase(sel.GetTopic()), part, true) != req.GetShardId() {
+			if owner(st, s.ring(st), validate.DeadLetterBase(sel.GetTopic()), part, true) != req.GetShardId() &&
+				!s.recorded(req.GetShardId(), c.RequestId, c.Digest, c.NowMs) {
 				s.metrics.misplaced.Inc()
 				return nil, apierr.Misplaced(req.GetShardId(), st.Version, sel.GetTopic(), part)
 			}
@@ -204,6 +216,12 @@ func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, ca
 	end(err)
 	if err != nil {
 		return nil, err
+	}
+	if out.GetRequestIdReused() {
+		return nil, apierr.InvalidArgument(apierr.FieldViolation{
+			Field:       "request_id",
+			Description: fmt.Sprintf("%q was used for another request within the dedup window; a retry must resend the same change, a new change needs a new id", c.RequestId),
+		})
 	}
 	return out.GetChange(), nil
 }

@@ -122,7 +122,7 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	if cmd.RequestId != "" {
 		cmd.Digest = publishDigest(req.Messages)
 	}
-	if err := s.placed(req.GetShardId(), st, req.Messages); err != nil && !s.recorded(req.GetShardId(), cmd, nowMs) {
+	if err := s.placed(req.GetShardId(), st, req.Messages); err != nil && !s.recorded(req.GetShardId(), cmd.RequestId, cmd.Digest, nowMs) {
 		return nil, err
 	}
 	for i, pm := range req.Messages {
@@ -313,18 +313,18 @@ func (s *Shard) placed(shard uint64, st *meta.State, msgs []*brokerv1.Partitione
 	return nil
 }
 
-// recorded reports whether shard holds a dedup record of cmd's request id
-// with cmd's digest: a retry of a publish this shard stored, answered from
-// the record even if the ring has moved its partitions elsewhere since (a
-// proxy splits a request by the ring from before a hand-over while the
-// hand-over is open, so a retry of a request sent before the change
-// reaches the shards that stored it: G6).
-func (s *Shard) recorded(shard uint64, cmd *fsmpb.Publish, nowMs int64) bool {
-	if cmd.RequestId == "" {
+// recorded reports whether shard holds a dedup record of requestID with
+// digest: a retry of a publish (or change) this shard applied, answered
+// from the record even if the ring has moved its partitions elsewhere
+// since (a proxy splits a request by the ring from before a hand-over
+// while the hand-over is open, so a retry of a request sent before the
+// change reaches the shards that stored it: G6).
+func (s *Shard) recorded(shard uint64, requestID string, digest []byte, nowMs int64) bool {
+	if requestID == "" {
 		return false
 	}
-	digest, found, err := query.New(s.host.DB(), shard, nowMs).DedupDigest(cmd.RequestId)
-	return err == nil && found && bytes.Equal(digest, cmd.Digest)
+	got, found, err := query.New(s.host.DB(), shard, nowMs).DedupDigest(requestID)
+	return err == nil && found && bytes.Equal(got, digest)
 }
 
 // owner is the shard a message of base's partition belongs on under st:

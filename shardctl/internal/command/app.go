@@ -260,7 +260,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 					yesFlag(),
 				}, Action: plain(runDLQRedrive)}),
 			}...),
-			leaf(&cli.Command{Name: "cancel", Usage: "cancel a pending message; prints done, in_flight, already_delivered or not_found", Flags: selectorFlags(), Action: plain(runCancel)}),
+			leaf(&cli.Command{Name: "cancel", Usage: "cancel a pending message; prints done, in_flight, already_delivered or not_found", Flags: changeFlags(), Action: plain(runCancel)}),
 			leaf(rescheduleCommand(plain(runReschedule))),
 			cmd(publishCommand(act(false, runPublish)), false),
 			cmd(consumeCommand(act(true, runConsume)), true),

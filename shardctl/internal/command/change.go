@@ -38,8 +38,9 @@ func runCancel(ctx context.Context, c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	opts := changeOptions(c)
 	return call(ctx, e, func(ctx context.Context, cl *client.Client) error {
-		resp, err := cl.Cancel(ctx, sel)
+		resp, err := cl.Cancel(ctx, sel, opts...)
 		if err != nil {
 			return &opError{op: "cancel", err: err}
 		}
@@ -51,7 +52,7 @@ func rescheduleCommand(action cli.ActionFunc) *cli.Command {
 	return &cli.Command{
 		Name:  "reschedule",
 		Usage: "move a pending message to a new due time; prints done, in_flight, already_delivered or not_found",
-		Flags: append(selectorFlags(),
+		Flags: append(changeFlags(),
 			&cli.DurationFlag{Name: "delay", Usage: "due this long from now"},
 			&cli.StringFlag{Name: "at", Usage: "due at `T`: RFC 3339, now or now+D"},
 		),
@@ -93,12 +94,13 @@ func runReschedule(ctx context.Context, c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	opts := changeOptions(c)
 	return call(ctx, e, func(ctx context.Context, cl *client.Client) error {
 		var resp *sundialv1.RescheduleResponse
 		if at.IsZero() {
-			resp, err = cl.RescheduleIn(ctx, sel, delay)
+			resp, err = cl.RescheduleIn(ctx, sel, delay, opts...)
 		} else {
-			resp, err = cl.RescheduleAt(ctx, sel, at)
+			resp, err = cl.RescheduleAt(ctx, sel, at, opts...)
 		}
 		if err != nil {
 			return &opError{op: "reschedule", err: err}

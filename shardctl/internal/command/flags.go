@@ -93,6 +93,20 @@ func selectorFlags() []cli.Flag {
 	}
 }
 
+// changeFlags are the flags of cancel and reschedule: the selector and
+// the request id that makes a retried command answer the first outcome.
+func changeFlags() []cli.Flag {
+	return append(selectorFlags(), &cli.StringFlag{Name: "request-id", Usage: "request id `ID` (default: a new one): running the command again with it answers the first outcome and changes nothing"})
+}
+
+// changeOptions passes --request-id, when given, to the client call.
+func changeOptions(c *cli.Context) []client.ChangeOption {
+	if id := c.String("request-id"); id != "" {
+		return []client.ChangeOption{client.WithRequestID(id)}
+	}
+	return nil
+}
+
 // selectorFromFlags builds the selector of --topic and exactly one of
 // --key and --id.
 func selectorFromFlags(c *cli.Context, cmd string) (*sundialv1.MessageSelector, error) {

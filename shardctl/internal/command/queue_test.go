@@ -111,8 +111,11 @@ func (fakeServer) RedriveDeadLetters(_ context.Context, req *sundialv1.RedriveDe
 }
 
 func (fakeServer) Cancel(_ context.Context, req *sundialv1.CancelRequest) (*sundialv1.CancelResponse, error) {
-	if req.GetMessage().GetKey() == "gone" {
+	switch req.GetMessage().GetKey() {
+	case "gone":
 		return &sundialv1.CancelResponse{Outcome: sundialv1.ChangeOutcome_CHANGE_OUTCOME_NOT_FOUND}, nil
+	case "echo-request-id": // names the request id it got
+		return &sundialv1.CancelResponse{Outcome: sundialv1.ChangeOutcome_CHANGE_OUTCOME_DONE, MessageId: "for-" + req.GetRequestId()}, nil
 	}
 	return &sundialv1.CancelResponse{Outcome: sundialv1.ChangeOutcome_CHANGE_OUTCOME_DONE, MessageId: "m1"}, nil
 }
@@ -290,6 +293,7 @@ func TestQueueAgainstFakeProxy(t *testing.T) {
 		{"dlq redrive", []string{"dlq", "redrive", "--topic", "orders", "--max", "3", "--yes"}, ExitOK, "moved: 7", ""},
 		{"cancel done", []string{"cancel", "--topic", "orders", "--key", "order-1"}, ExitOK, "done", ""},
 		{"cancel not found exits 0", []string{"cancel", "--topic", "orders", "--key", "gone", "-o", "json"}, ExitOK, `"outcome": "not_found"`, ""},
+		{"cancel with a request id", []string{"cancel", "--topic", "orders", "--key", "echo-request-id", "--request-id", "op-7"}, ExitOK, "for-op-7", ""},
 		{"reschedule", []string{"reschedule", "--topic", "orders", "--id", "m1", "--delay", "10m"}, ExitOK, "in_flight", ""},
 		{"receive", []string{"receive", "--topic", "orders", "--max", "5", "--wait", "1s"}, ExitOK, "pulled", ""},
 	} {

@@ -1237,8 +1237,8 @@ func (x *Extend) GetDeadlineMs() int64 {
 	return 0
 }
 
-// Sweep forgets publish dedup records older than before_ms and key and id
-// tombstones that expired by then.
+// Sweep forgets publish and change dedup records older than before_ms and
+// key and id tombstones that expired by then.
 type Sweep struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BeforeMs int64                  `protobuf:"varint,1,opt,name=before_ms,json=beforeMs,proto3" json:"before_ms,omitempty"`
@@ -1314,6 +1314,16 @@ type Change struct {
 	Cancel        bool                   `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	DueAtMs       int64                  `protobuf:"varint,6,opt,name=due_at_ms,json=dueAtMs,proto3" json:"due_at_ms,omitempty"`
 	DedupWindowMs int64                  `protobuf:"varint,7,opt,name=dedup_window_ms,json=dedupWindowMs,proto3" json:"dedup_window_ms,omitempty"`
+	// Dedup id: a change whose id was applied before answers the first
+	// outcome and changes nothing. The id shares the publish ids' records
+	// (a DedupRecord under keys.Dedup, swept with them after the dedup
+	// window); a record of a publish, or of a change with another digest,
+	// answers request_id_reused.
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Digest of what the request names (set with request_id): cancel or
+	// reschedule, topic, key or message id, and the requested due time as the
+	// client sent it, compared exactly on a dedup hit.
+	Digest        []byte `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1395,6 +1405,20 @@ func (x *Change) GetDedupWindowMs() int64 {
 		return x.DedupWindowMs
 	}
 	return 0
+}
+
+func (x *Change) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Change) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
 }
 
 // Group registers a group of a topic on this shard, or removes it with up
@@ -1797,8 +1821,10 @@ type Outcome struct {
 	Count uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
 	// For bounded maintenance (sweep): work was left for another command.
 	More bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
-	// For publish: the request id was applied before for other messages
-	// (the digests differ); nothing was written and published is empty.
+	// For publish and change: the request id was applied before for another
+	// request (the digests differ, or it was a publish and this a change or
+	// the other way round); nothing was written, published and change are
+	// empty.
 	RequestIdReused bool `protobuf:"varint,6,opt,name=request_id_reused,json=requestIdReused,proto3" json:"request_id_reused,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -2225,13 +2251,15 @@ func (x *Outcomes) GetOutcomes() []*Outcome {
 	return nil
 }
 
-// DedupRecord remembers a publish request's outcome.
+// DedupRecord remembers a publish or change request's outcome: a change's
+// outcome has change set, a publish's has one published entry per message.
 type DedupRecord struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	AppliedAtMs int64                  `protobuf:"varint,1,opt,name=applied_at_ms,json=appliedAtMs,proto3" json:"applied_at_ms,omitempty"`
 	Outcome     *Outcome               `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
-	// Digest of the request's messages: a request id reused for other
-	// messages is refused instead of answered with another request's ids.
+	// Digest of the request (a publish's messages, a change's selector and
+	// due time): a request id reused for another request is refused instead
+	// of answered with another request's outcome.
 	Digest        []byte `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2377,7 +2405,7 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05Sweep\x12\x1b\n" +
 	"\tbefore_ms\x18\x01 \x01(\x03R\bbeforeMs\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"\xc2\x01\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\xf9\x01\n" +
 	"\x06Change\x12\x15\n" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x1d\n" +
 	"\n" +
@@ -2386,7 +2414,10 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x03key\x18\x04 \x01(\tR\x03key\x12\x16\n" +
 	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x12\x1a\n" +
 	"\tdue_at_ms\x18\x06 \x01(\x03R\adueAtMs\x12&\n" +
-	"\x0fdedup_window_ms\x18\a \x01(\x03R\rdedupWindowMs\"a\n" +
+	"\x0fdedup_window_ms\x18\a \x01(\x03R\rdedupWindowMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12\x16\n" +
+	"\x06digest\x18\t \x01(\fR\x06digest\"a\n" +
 	"\x05Group\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x16\n" +

@@ -920,8 +920,18 @@ func (*MessageSelector_Key) isMessageSelector_By() {}
 func (*MessageSelector_MessageId) isMessageSelector_By() {}
 
 type CancelRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Message       *MessageSelector       `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Message *MessageSelector       `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// request_id makes a retried cancel answer once: a cancel whose id the
+	// message's shard applied within the broker's dedup window (dedup_window,
+	// 10 min by default, as for PublishRequest.request_id) answers that first
+	// outcome (naming the message it cancelled) and changes nothing, also
+	// when a new message was published under the key since. The same id for
+	// another request (another selector, a reschedule or a publish) is
+	// InvalidArgument. Optional (at most 128 bytes); the client SDK fills it
+	// and keeps it across its retries. Without it a retried cancel by key
+	// may cancel a newer message of the key.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -961,6 +971,13 @@ func (x *CancelRequest) GetMessage() *MessageSelector {
 		return x.Message
 	}
 	return nil
+}
+
+func (x *CancelRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type CancelResponse struct {
@@ -1021,8 +1038,15 @@ type RescheduleRequest struct {
 	// Exactly one: relative to now, or absolute (not in the past).
 	DelayMs         int64 `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
 	DeliverAtUnixMs int64 `protobuf:"varint,3,opt,name=deliver_at_unix_ms,json=deliverAtUnixMs,proto3" json:"deliver_at_unix_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// request_id makes a retried reschedule answer once, as
+	// CancelRequest.request_id does: a retry within the dedup window answers
+	// the first outcome (its message and due time) and changes nothing. The
+	// same id for another request (another selector or due time, a cancel or
+	// a publish) is InvalidArgument. A delay_ms is digested as sent, so a
+	// retry keeps the first attempt's due time. Optional (at most 128 bytes).
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RescheduleRequest) Reset() {
@@ -1074,6 +1098,13 @@ func (x *RescheduleRequest) GetDeliverAtUnixMs() int64 {
 		return x.DeliverAtUnixMs
 	}
 	return 0
+}
+
+func (x *RescheduleRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type RescheduleResponse struct {
@@ -5789,17 +5820,21 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tH\x00R\x03key\x12\x1f\n" +
 	"\n" +
 	"message_id\x18\x03 \x01(\tH\x00R\tmessageIdB\x04\n" +
-	"\x02by\"F\n" +
+	"\x02by\"e\n" +
 	"\rCancelRequest\x125\n" +
-	"\amessage\x18\x01 \x01(\v2\x1b.sundial.v1.MessageSelectorR\amessage\"d\n" +
+	"\amessage\x18\x01 \x01(\v2\x1b.sundial.v1.MessageSelectorR\amessage\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"d\n" +
 	"\x0eCancelResponse\x123\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x19.sundial.v1.ChangeOutcomeR\aoutcome\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId\"\x92\x01\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\"\xb1\x01\n" +
 	"\x11RescheduleRequest\x125\n" +
 	"\amessage\x18\x01 \x01(\v2\x1b.sundial.v1.MessageSelectorR\amessage\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12+\n" +
-	"\x12deliver_at_unix_ms\x18\x03 \x01(\x03R\x0fdeliverAtUnixMs\"\x8d\x01\n" +
+	"\x12deliver_at_unix_ms\x18\x03 \x01(\x03R\x0fdeliverAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x8d\x01\n" +
 	"\x12RescheduleResponse\x123\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x19.sundial.v1.ChangeOutcomeR\aoutcome\x12\x1d\n" +
 	"\n" +

@@ -41,10 +41,13 @@ type ProducerClient interface {
 	// and may arrive out of order.
 	PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PublishRequest, PublishResponse], error)
 	// Cancel removes a pending message, found by key or id, from every group.
-	// It answers exactly one outcome; a retried cancel answers the same.
+	// It answers exactly one outcome. A retried cancel with the same
+	// request_id answers the first attempt's outcome; by id a retry without
+	// one answers the same too, by key it may meet a newer message.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	// Reschedule moves a pending message to a new due time, atomically for
-	// every group.
+	// every group. A retry with the same request_id answers the first
+	// attempt's outcome.
 	Reschedule(ctx context.Context, in *RescheduleRequest, opts ...grpc.CallOption) (*RescheduleResponse, error)
 }
 
@@ -111,10 +114,13 @@ type ProducerServer interface {
 	// and may arrive out of order.
 	PublishStream(grpc.BidiStreamingServer[PublishRequest, PublishResponse]) error
 	// Cancel removes a pending message, found by key or id, from every group.
-	// It answers exactly one outcome; a retried cancel answers the same.
+	// It answers exactly one outcome. A retried cancel with the same
+	// request_id answers the first attempt's outcome; by id a retry without
+	// one answers the same too, by key it may meet a newer message.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	// Reschedule moves a pending message to a new due time, atomically for
-	// every group.
+	// every group. A retry with the same request_id answers the first
+	// attempt's outcome.
 	Reschedule(context.Context, *RescheduleRequest) (*RescheduleResponse, error)
 	mustEmbedUnimplementedProducerServer()
 }

@@ -600,8 +600,11 @@ type ShardChangeRequest struct {
 	// Reschedule only.
 	DelayMs         int64 `protobuf:"varint,4,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
 	DeliverAtUnixMs int64 `protobuf:"varint,5,opt,name=deliver_at_unix_ms,json=deliverAtUnixMs,proto3" json:"deliver_at_unix_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The client's request_id (Cancel/RescheduleRequest), passed through by
+	// the proxy: the shard answers a retry with the first outcome.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardChangeRequest) Reset() {
@@ -667,6 +670,13 @@ func (x *ShardChangeRequest) GetDeliverAtUnixMs() int64 {
 		return x.DeliverAtUnixMs
 	}
 	return 0
+}
+
+func (x *ShardChangeRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type ShardGroupRequest struct {
@@ -1333,13 +1343,15 @@ const file_sundial_broker_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x02 \x03(\rR\n" +
 	"partitions\x124\n" +
-	"\arequest\x18\x03 \x01(\v2\x1a.sundial.v1.ReceiveRequestR\arequest\"\xcc\x01\n" +
+	"\arequest\x18\x03 \x01(\v2\x1a.sundial.v1.ReceiveRequestR\arequest\"\xeb\x01\n" +
 	"\x12ShardChangeRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x125\n" +
 	"\amessage\x18\x03 \x01(\v2\x1b.sundial.v1.MessageSelectorR\amessage\x12\x19\n" +
 	"\bdelay_ms\x18\x04 \x01(\x03R\adelayMs\x12+\n" +
-	"\x12deliver_at_unix_ms\x18\x05 \x01(\x03R\x0fdeliverAtUnixMs\"r\n" +
+	"\x12deliver_at_unix_ms\x18\x05 \x01(\x03R\x0fdeliverAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"r\n" +
 	"\x11ShardGroupRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x14\n" +
