@@ -64,7 +64,7 @@ func addShardsDeath(t *testing.T, topic string, join bool) (*framework.Cluster, 
 // calls that any broker answers (forward.Any) wait on a stopped broker
 // for the whole forward timeout instead of trying the next one, so through
 // the proxy AddShards fails Unavailable while a broker is stopped.
-func addWithVictim(t *testing.T, ctx context.Context, c *framework.Cluster, victim, count int, pause bool) (added, onVictim []uint64) {
+func addWithVictim(t *testing.T, c *framework.Cluster, victim, count int, pause bool) (added, onVictim []uint64) {
 	t.Helper()
 	via := c.Brokers[0]
 	if via.ID == victim {
@@ -95,7 +95,7 @@ func addWithVictim(t *testing.T, ctx context.Context, c *framework.Cluster, vict
 	}
 	done := make(chan answer, 1)
 	go func() {
-		actx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		actx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		resp, err := cl.AddShards(actx, &sundialv1.AddShardsRequest{Count: int32(count)})
 		done <- answer{resp, err}
@@ -206,7 +206,7 @@ func TestAddShardsBrokerDies(t *testing.T) {
 	if info.GetMetaLeaderNodeId() == uint64(victim) {
 		victim = 3
 	}
-	addWithVictim(t, ctx, c, victim, 4, true)
+	addWithVictim(t, c, victim, 4, true)
 	for i := range 20 {
 		w.Publish(ctx, "producer", &sundialv1.Message{Topic: "grow-death", Payload: fmt.Appendf(nil, "after-%d", i), DelayMs: int64(500 + 300*i)})
 	}
@@ -231,7 +231,7 @@ func TestAddShardsRF3OnThreeBrokerDies(t *testing.T) {
 	if info.GetMetaLeaderNodeId() == uint64(victim) {
 		victim = 2
 	}
-	added, _ := addWithVictim(t, ctx, c, victim, 2, true)
+	added, _ := addWithVictim(t, c, victim, 2, true)
 	// Declared dead, the new shards serve on the 2 live replicas.
 	framework.WaitFor(t, 60*time.Second, func() error {
 		info, err := c.ClusterInfo()
@@ -280,7 +280,7 @@ func TestAddShardsMetaLeaderDies(t *testing.T) {
 	if victim == 0 {
 		t.Fatal("no meta leader")
 	}
-	addWithVictim(t, ctx, c, victim, 4, false)
+	addWithVictim(t, c, victim, 4, false)
 	for i := range 20 {
 		w.Publish(ctx, "producer", &sundialv1.Message{Topic: "grow-meta", Payload: fmt.Appendf(nil, "after-%d", i), DelayMs: int64(500 + 300*i)})
 	}
