@@ -8,6 +8,7 @@ import (
 	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/validate"
+	"github.com/sundialmq/sundial/proxy/internal/forward"
 )
 
 // admin serves the Admin service: topic and group settings are forwarded
@@ -22,10 +23,23 @@ type admin struct {
 	s *Server
 }
 
-// anyBroker runs one Admin or Cluster call against any reachable broker.
+// anyBroker runs one Admin or Cluster call that changes something against
+// any reachable broker: one attempt may take the whole forward timeout
+// (forward.Forwarder.Any).
 func anyBroker[Req, Resp any](ctx context.Context, s *Server, req Req, call func(*grpc.ClientConn, context.Context, Req) (Resp, error)) (Resp, error) {
+	return forwardAny(ctx, s.fwd.Any, req, call)
+}
+
+// readAnyBroker is anyBroker for calls that only read: a broker that does
+// not answer in a part of the time is left for the next
+// (forward.Forwarder.AnyRead).
+func readAnyBroker[Req, Resp any](ctx context.Context, s *Server, req Req, call func(*grpc.ClientConn, context.Context, Req) (Resp, error)) (Resp, error) {
+	return forwardAny(ctx, s.fwd.AnyRead, req, call)
+}
+
+func forwardAny[Req, Resp any](ctx context.Context, run func(context.Context, forward.Call) error, req Req, call func(*grpc.ClientConn, context.Context, Req) (Resp, error)) (Resp, error) {
 	var resp Resp
-	err := s.fwd.Any(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+	err := run(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
 		var err error
 		resp, err = call(conn, ctx, req)
 		return err
@@ -44,11 +58,11 @@ func (a admin) CreateTopic(ctx context.Context, req *sundialv1.CreateTopicReques
 }
 
 func (a admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest) (*sundialv1.ListTopicsResponse, error) {
-	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.ListTopics))
+	return readAnyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.ListTopics))
 }
 
 func (a admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfoRequest) (*sundialv1.ClusterInfo, error) {
-	return anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetClusterInfo))
+	return readAnyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetClusterInfo))
 }
 
 // cluster forwards ListShards, Rebalance, ListOperations and AddShards to
@@ -60,7 +74,7 @@ type cluster struct {
 }
 
 func (c cluster) ListShards(ctx context.Context, req *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
-	return anyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
+	return readAnyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
 		return sundialv1.NewClusterClient(conn).ListShards(ctx, req)
 	})
 }
@@ -78,7 +92,7 @@ func (c cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest)
 
 // ListOperations forwards to any broker.
 func (c cluster) ListOperations(ctx context.Context, req *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
-	return anyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
+	return readAnyBroker(ctx, c.s, req, func(conn *grpc.ClientConn, ctx context.Context, req *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
 		return sundialv1.NewClusterClient(conn).ListOperations(ctx, req)
 	})
 }

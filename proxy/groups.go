@@ -146,7 +146,7 @@ func (a admin) GetTopic(ctx context.Context, req *sundialv1.GetTopicRequest) (*s
 	if vs := validate.TopicName("name", req.GetName()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	t, err := anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetTopic))
+	t, err := readAnyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetTopic))
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func (a admin) ListGroups(ctx context.Context, req *sundialv1.ListGroupsRequest)
 	if vs := validate.TopicName("topic", req.GetTopic()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	resp, err := anyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.ListGroups))
+	resp, err := readAnyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.ListGroups))
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func (s *Server) resolve(ctx context.Context, table *routing.Table, msgs []*sund
 func (s *Server) lookupTopic(ctx context.Context, topic string) (uint32, error) {
 	s.metrics.topicLookups.Inc()
 	var t *sundialv1.Topic
-	err := s.fwd.Any(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+	err := s.fwd.AnyRead(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
 		var err error
 		t, err = sundialv1.NewAdminClient(conn).GetTopic(ctx, &sundialv1.GetTopicRequest{Name: topic})
 		return err

@@ -19,6 +19,11 @@
 //   - give up at the forward timeout or the caller's deadline with
 //     codes.Unavailable "shard N has no reachable leader".
 //
+// Calls any broker answers (Any, AnyRead) go round robin over the brokers,
+// those whose reads timed out lately last; reads give each broker a part of
+// their time only, so a hung broker with an open connection does not use
+// it all.
+//
 // Errors are classified by apierr.Classify (status code and typed details,
 // never their text), the classifier the SDK uses too. A Forwarder is safe for concurrent use; its mutex guards the
 // leader cache and is never held across a call.
@@ -71,8 +76,9 @@ type Forwarder struct {
 	metrics *Metrics
 	next    atomic.Uint64 // round-robin start for Any
 
-	mu      sync.Mutex // guards leaders
+	mu      sync.Mutex // guards leaders and slow
 	leaders map[uint64]leaderEntry
+	slow    map[string]time.Time // broker address -> until when Any tries it last
 }
 
 // New returns a forwarder giving up on a call after timeout. seeds are the
@@ -88,6 +94,7 @@ func New(tables Tables, pool *routing.Pool, seeds []string, timeout time.Duratio
 		timeout: timeout,
 		metrics: m,
 		leaders: make(map[uint64]leaderEntry),
+		slow:    make(map[string]time.Time),
 	}
 }
 
@@ -259,25 +266,55 @@ func (f *Forwarder) giveUp(parent context.Context, shard uint64, last error) err
 
 // Any runs call against any broker, trying the table's nodes and the seeds
 // in turn while apierr.Classify calls their answers Retry. It serves calls
-// every broker answers (admin, cluster view).
+// every broker answers that change something (admin writes, AddShards):
+// each attempt has the whole forward timeout, since a write retried at
+// another broker after its first attempt timed out could answer, say,
+// AlreadyExists for the first attempt's work. Brokers whose reads timed out
+// lately are tried last (see SlowInterval).
 func (f *Forwarder) Any(ctx context.Context, call Call) error {
+	return f.any(ctx, false, call)
+}
+
+// AnyRead is Any for calls that only read (the cluster view, topic and
+// shard listings): an attempt that does not answer within its own deadline
+// (a third of the time left, at least MinTryTimeout) moves on to the next
+// broker, so a hung broker whose connection stays open costs a read a
+// part of its time, not all of it.
+func (f *Forwarder) AnyRead(ctx context.Context, call Call) error {
+	return f.any(ctx, true, call)
+}
+
+// MinTryTimeout is the least time an attempt of AnyRead gets at one
+// broker; an attempt gets a third of the time left when that is more.
+const MinTryTimeout = time.Second
+
+// SlowInterval is how long a broker whose AnyRead attempt timed out is
+// tried after the others by Any and AnyRead.
+const SlowInterval = 30 * time.Second
+
+func (f *Forwarder) any(ctx context.Context, read bool, call Call) error {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	backoff := MinBackoff
 	last := status.Error(codes.Unavailable, "no broker address known")
 	for {
-		addrs := f.brokerAddrs()
-		start := int(f.next.Add(1))
-		for i := range addrs {
-			addr := addrs[(start+i)%len(addrs)]
-			err := f.attempt(ctx, addr, call)
+		f.mu.Lock()
+		addrs := order(f.brokerAddrs(), int(f.next.Add(1)), f.slow, time.Now())
+		f.mu.Unlock()
+		for _, addr := range addrs {
+			timedOut, err := f.attemptAny(ctx, read, addr, call)
 			if err == nil {
 				return nil
 			}
 			last = err
 			if ctx.Err() != nil {
 				break
+			}
+			if timedOut {
+				f.metrics.tryTimeouts.Inc()
+				f.markSlow(addr)
+				continue
 			}
 			if apierr.Classify(err) != apierr.Retry {
 				return err
@@ -292,6 +329,53 @@ func (f *Forwarder) Any(ctx context.Context, call Call) error {
 		}
 		backoff = min(2*backoff, MaxBackoff)
 	}
+}
+
+// attemptAny runs one attempt of Any or AnyRead at addr; timedOut reports
+// that a read's own deadline ended it while ctx has time left.
+func (f *Forwarder) attemptAny(ctx context.Context, read bool, addr string, call Call) (timedOut bool, err error) {
+	if !read {
+		return false, f.attempt(ctx, addr, call)
+	}
+	left := time.Until(deadline(ctx))
+	tctx, cancel := context.WithTimeout(ctx, max(left/3, MinTryTimeout))
+	defer cancel()
+	err = f.attempt(tctx, addr, call)
+	return err != nil && tctx.Err() != nil && ctx.Err() == nil, err
+}
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline() // Any's context always has one
+	return d
+}
+
+// markSlow has Any and AnyRead try addr last for SlowInterval.
+func (f *Forwarder) markSlow(addr string) {
+	f.mu.Lock()
+	f.slow[addr] = time.Now().Add(SlowInterval)
+	f.mu.Unlock()
+}
+
+// order is addrs rotated to begin at start (the round robin), with the
+// addresses slow lists until after now moved to the end, in the same
+// rotated order. Entries of slow that ended are deleted.
+func order(addrs []string, start int, slow map[string]time.Time, now time.Time) []string {
+	for a, until := range slow {
+		if !now.Before(until) {
+			delete(slow, a)
+		}
+	}
+	out := make([]string, 0, len(addrs))
+	var last []string
+	for i := range addrs {
+		a := addrs[(start+i)%len(addrs)]
+		if _, ok := slow[a]; ok {
+			last = append(last, a)
+			continue
+		}
+		out = append(out, a)
+	}
+	return append(out, last...)
 }
 
 func (f *Forwarder) brokerAddrs() []string {

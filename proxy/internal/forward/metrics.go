@@ -7,7 +7,8 @@ import (
 
 // Metrics are the forwarding collectors of one proxy.
 type Metrics struct {
-	retries *prometheus.CounterVec
+	retries     *prometheus.CounterVec
+	tryTimeouts prometheus.Counter
 }
 
 // NewMetrics registers the forwarding collectors with reg (nil: none).
@@ -17,5 +18,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sundial_proxy_forward_retries_total",
 			Help: "Forwarded calls retried, by reason (not_leader, wrong_shard, unavailable, aborted, resource_exhausted).",
 		}, []string{"reason"}),
+		tryTimeouts: promauto.With(reg).NewCounter(prometheus.CounterOpts{
+			Name: "sundial_proxy_forward_try_timeouts_total",
+			Help: "Reads forwarded to any broker whose attempt at one broker ran out of its per-try deadline, so the read moved on to the next broker (a hung broker).",
+		}),
 	}
 }
