@@ -3,8 +3,11 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
+	"github.com/lni/dragonboat/v4"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -18,7 +21,8 @@ import (
 // serve before it answers them as starting.
 const addShardsWait = 30 * time.Second
 
-// AddShards proposes add_shards to the meta group and waits until the new
+// AddShards proposes add_shards to the meta group (again after each try
+// that timed out, until ctx ends: see proposeAddShards) and waits until the new
 // shards serve (the meta leader's host puts them on the ring once each has
 // a leader and the topics' groups are registered on it) or addShardsWait
 // passes, then answers them and the open hand-overs. The same count again
@@ -29,7 +33,7 @@ func (c *Cluster) AddShards(ctx context.Context, req *sundialv1.AddShardsRequest
 	if bad := validate.AddShards(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpAddShards, Count: int(req.GetCount()), ZoneLabel: meta.ZoneLabel})
+	code, data, err := c.proposeAddShards(ctx, int(req.GetCount()))
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -75,6 +79,50 @@ func (c *Cluster) AddShards(ctx context.Context, req *sundialv1.AddShardsRequest
 	}
 	return resp, nil
 }
+
+// addShardsTryTimeout is the least time one add_shards proposal gets
+// before it is proposed again; a try gets a third of the time left when
+// that is more. A proposal a follower forwarded to a meta leader that
+// stopped is lost; the next try reaches the leader elected meanwhile.
+const addShardsTryTimeout = time.Second
+
+// proposeAddShards proposes add_shards for count shards until it commits,
+// a try fails for good, or ctx ends (addShardsProposeTimeout when ctx has
+// no deadline). A try that times out or meets a temporary
+// Dragonboat error (no leader yet, busy, dropped) is proposed again: the
+// same count answers the growth the first try may have started
+// (meta.ResultNoop), so no second growth starts.
+func (c *Cluster) proposeAddShards(ctx context.Context, count int) (uint64, []byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, addShardsProposeTimeout)
+		defer cancel()
+	}
+	for try := 1; ; try++ {
+		d, _ := ctx.Deadline()
+		tctx, cancel := context.WithTimeout(ctx, max(time.Until(d)/3, addShardsTryTimeout))
+		code, data, err := c.host.ProposeMeta(tctx, &meta.Command{Op: meta.OpAddShards, Count: count, ZoneLabel: meta.ZoneLabel})
+		cancel()
+		if err == nil || ctx.Err() != nil || !dragonboat.IsTempError(err) || errors.Is(err, dragonboat.ErrClosed) {
+			return code, data, err
+		}
+		c.log.Warn("add shards proposal not committed, proposing again", zap.Int("try", try), zap.Error(err))
+		select {
+		case <-time.After(addShardsRetryBackoff):
+		case <-ctx.Done():
+			return 0, nil, err
+		}
+	}
+}
+
+// addShardsProposeTimeout bounds proposing add_shards for a call without
+// a deadline: more than a meta election after its leader stopped (~9 s).
+const addShardsProposeTimeout = 15 * time.Second
+
+// addShardsRetryBackoff is the pause before an add_shards proposal is
+// proposed again after a temporary error that came back at once (a
+// shard without a leader yet).
+const addShardsRetryBackoff = 100 * time.Millisecond
 
 // serving reports whether st has every shard of ids on the ring.
 func serving(st *meta.State, ids []meta.EventShardID) bool {
