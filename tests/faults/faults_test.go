@@ -6,13 +6,18 @@ package faults
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/sundialmq/sundial/proc"
+	"github.com/sundialmq/sundial/proto/client"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/receipt"
 	"github.com/sundialmq/sundial/tests/checker"
@@ -167,6 +172,26 @@ func TestPausedLeaderPushesNothingAfterCancel(t *testing.T) {
 	// retry until then.
 	framework.WaitFor(t, 30*time.Second, func() error {
 		return proc.HTTP200("http://" + c.Proxies[0].HTTPAddr + "/readyz")(ctx)
+	})
+	// Ready can come from another broker's view of the leaders while the
+	// proxy's routing watch still hangs on the frozen one (until its
+	// keepalive gives up): wait until a cancel on the shard is answered,
+	// a cancel of an id no entry made, which only a serving leader can
+	// answer NOT_FOUND.
+	probe, err := client.Dial(ctx, c.ProxyAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	absent := receipt.NewMessageID(shard, math.MaxUint64, 0).String()
+	framework.WaitFor(t, 30*time.Second, func() error {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := probe.Cancel(pctx, client.ByID("paused-leader", absent))
+		if status.Code(err) == codes.NotFound {
+			return nil // answered: a leader that serves the shard
+		}
+		return err
 	})
 	var wg sync.WaitGroup
 	for i, id := range ids {
