@@ -5,11 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
-	"github.com/sundialmq/sundial/tests/framework"
 )
 
 // TestAddShardsWhileMetaLeaderPaused: AddShards asked of a broker right
@@ -19,24 +15,8 @@ import (
 // leader elected meanwhile (~9 s). Before, the call waited on the lost
 // proposal for its whole deadline and answered an error.
 func TestAddShardsWhileMetaLeaderPaused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and injects faults")
-	}
-	c := framework.NewCluster(t, framework.Config{Shards: 2, LogLevel: "warn"})
-	info, err := c.ClusterInfo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := int(info.GetMetaLeaderNodeId())
-	if leader == 0 {
-		t.Fatal("no meta leader")
-	}
-	asked := leader%3 + 1
-	conn, err := grpc.NewClient(c.Brokers[asked-1].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	c, leader, asked := metaLeaderCluster(t)
+	cl := dial(t, c.Brokers[asked-1].GRPCAddr)
 
 	if err := c.Pause(leader); err != nil {
 		t.Fatal(err)
@@ -47,7 +27,7 @@ func TestAddShardsWhileMetaLeaderPaused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := time.Now()
-	resp, err := sundialv1.NewClusterClient(conn).AddShards(ctx, &sundialv1.AddShardsRequest{Count: 1})
+	resp, err := cl.cluster.AddShards(ctx, &sundialv1.AddShardsRequest{Count: 1})
 	if err != nil {
 		t.Fatalf("AddShards on broker %d right after meta leader %d froze: %v after %v; want the new shard",
 			asked, leader, err, time.Since(start).Round(time.Millisecond))

@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/tests/framework"
 )
@@ -21,25 +18,8 @@ import (
 // itself once another meta leader is elected. Later the new meta leader
 // shows the frozen broker unreachable, its state still active.
 func TestClusterInfoWhileMetaLeaderPaused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and injects faults")
-	}
-	c := framework.NewCluster(t, framework.Config{Shards: 2, LogLevel: "warn"})
-	info, err := c.ClusterInfo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := int(info.GetMetaLeaderNodeId())
-	if leader == 0 {
-		t.Fatal("no meta leader")
-	}
-	asked := leader%3 + 1
-	conn, err := grpc.NewClient(c.Brokers[asked-1].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	admin := sundialv1.NewAdminClient(conn)
+	c, leader, asked := metaLeaderCluster(t)
+	admin := dial(t, c.Brokers[asked-1].GRPCAddr).admin
 
 	if err := c.Pause(leader); err != nil {
 		t.Fatal(err)

@@ -5,11 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
-	"github.com/sundialmq/sundial/tests/framework"
 )
 
 // TestReadsThroughProxyWhileBrokerPaused: with one broker frozen (SIGSTOP:
@@ -21,28 +17,11 @@ import (
 // Before that, a call that picked it waited out the forward timeout and
 // answered Unavailable "no broker reachable".
 func TestReadsThroughProxyWhileBrokerPaused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and injects faults")
-	}
-	c := framework.NewCluster(t, framework.Config{Shards: 2, LogLevel: "warn"})
-	info, err := c.ClusterInfo()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Freeze a broker that does not lead meta, so the others answer
 	// without waiting for an election.
-	leader := int(info.GetMetaLeaderNodeId())
-	if leader == 0 {
-		t.Fatal("no meta leader")
-	}
-	victim := leader%3 + 1
-	conn, err := grpc.NewClient(c.Proxies[0].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	admin := sundialv1.NewAdminClient(conn)
-	cluster := sundialv1.NewClusterClient(conn)
+	c, _, victim := metaLeaderCluster(t)
+	cl := dial(t, c.Proxies[0].GRPCAddr)
+	admin, cluster := cl.admin, cl.cluster
 
 	if err := c.Pause(victim); err != nil {
 		t.Fatal(err)
