@@ -110,10 +110,10 @@ func proposeSweep(t *testing.T, hosts map[uint64]*Host, shard uint64) {
 
 // submitOperation submits op to the meta group through via, retrying
 // until it is accepted, and answers the operation's id.
-func submitOperation(ctx context.Context, t *testing.T, via *Host, op meta.Operation) meta.OperationID {
+func submitOperation(t *testing.T, via *Host, op meta.Operation) meta.OperationID {
 	t.Helper()
 	var opID meta.OperationID
-	poll(t, 60*time.Second, func() error {
+	pollAttempts(t, 60*time.Second, func(ctx context.Context) error {
 		code, data, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: []meta.Operation{op}})
 		if err != nil || code != meta.ResultOK {
 			return fmt.Errorf("submit = %d: %w", code, err)

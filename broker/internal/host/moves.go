@@ -34,7 +34,7 @@ func (h *Host) membership(ctx context.Context, shard uint64) (*dragonboat.Member
 			return nil, err
 		}
 		if ctx.Err() != nil {
-			return nil, err
+			return nil, fmt.Errorf("shard %d membership: %w", shard, err)
 		}
 	}
 }
@@ -49,6 +49,7 @@ func (h *Host) withRetry(ctx context.Context, f func(context.Context) (*dragonbo
 		if err == nil || !dragonboat.IsTempError(err) || ctx.Err() != nil {
 			return m, err
 		}
+		h.log.Debug("membership read failed: retrying", zap.Error(err))
 		select {
 		case <-ctx.Done():
 			return nil, err
@@ -80,6 +81,7 @@ func (h *Host) change(ctx context.Context, shard uint64, done func(*dragonboat.M
 		if !dragonboat.IsTempError(err) && !errors.Is(err, dragonboat.ErrRejected) {
 			return err
 		}
+		h.log.Debug("config change not made: retrying", zap.Uint64("shard_id", shard), zap.Uint64("config_change_id", m.ConfigChangeID), zap.Error(err))
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("shard %d config change: %w (last error %w)", shard, ctx.Err(), err)

@@ -52,10 +52,8 @@ func testMovedReplicaRestart(t *testing.T, stopAt meta.StepKind, snapshotAfter b
 		proposeSweep(t, hosts, shard)
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 180*time.Second)
-	defer cancel()
 	// add-learner: node 4's host starts the learner joining
-	opID, newReplica := startMove(ctx, t, c, via, shard, target, from)
+	opID, newReplica := startMove(t, c, via, shard, target, from)
 	stopAndRestart := func() {
 		hosts[target].Stop()
 		delete(hosts, target)
@@ -77,8 +75,10 @@ func testMovedReplicaRestart(t *testing.T, stopAt meta.StepKind, snapshotAfter b
 	}
 	// Generous: under -race beside other packages, a promotion right after
 	// the learner restarted took CI past 30 s once (5 s alone).
-	poll(t, 90*time.Second, func() error { return via.Promote(ctx, shard, newReplica, c.members[target].RaftAddr) })
-	advanceOperation(ctx, t, via, opID, 2)
+	pollAttempts(t, 90*time.Second, func(ctx context.Context) error {
+		return via.Promote(ctx, shard, newReplica, c.members[target].RaftAddr)
+	})
+	advanceOperation(t, via, opID, 2)
 	if stopAt == meta.StepPromote {
 		stopAndRestart()
 	}
@@ -120,21 +120,19 @@ func TestReplannedMoveRunsNewReplicaAfterRestart(t *testing.T) {
 	hosts := c.startAll()
 	shard, target, from := moveTarget(t, hosts)
 	via := hosts[uint64(from)]
-	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
-	defer cancel()
-	first, r1 := startMove(ctx, t, c, via, shard, target, from)
+	first, r1 := startMove(t, c, via, shard, target, from)
 	waitCatchUpReported(t, via, first, target)
 	hosts[target].Stop()
 	delete(hosts, target)
 	// While target is down: the first move rolls back (its learner leaves
 	// the membership and the placement) and a second move onto target adds
 	// a new learner.
-	poll(t, 30*time.Second, func() error { return via.RemoveReplica(ctx, shard, r1) })
-	poll(t, 30*time.Second, func() error {
+	pollAttempts(t, 60*time.Second, func(ctx context.Context) error { return via.RemoveReplica(ctx, shard, r1) })
+	pollAttempts(t, 60*time.Second, func(ctx context.Context) error {
 		_, _, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpFinishOperation, OperationID: first, Status: meta.OperationRolledBack, Error: "test"})
 		return err
 	})
-	_, r2 := startMove(ctx, t, c, via, shard, target, from)
+	_, r2 := startMove(t, c, via, shard, target, from)
 	if r2 == r1 {
 		t.Fatalf("second move reused replica id %d", r1)
 	}
@@ -186,9 +184,9 @@ func moveTarget(t *testing.T, hosts map[uint64]*Host) (shard, target uint64, fro
 // via and carries out its add-learner step, as the executor would:
 // target's host then starts the learner. It answers the operation id and
 // the new replica's id.
-func startMove(ctx context.Context, t *testing.T, c *testCluster, via *Host, shard, target uint64, from meta.NodeID) (meta.OperationID, uint64) {
+func startMove(t *testing.T, c *testCluster, via *Host, shard, target uint64, from meta.NodeID) (meta.OperationID, uint64) {
 	t.Helper()
-	opID := submitOperation(ctx, t, via, meta.NewMoveReplica(meta.EventShardID(shard), from, meta.NodeID(target), 0, "test", meta.DefaultStepTimeouts()))
+	opID := submitOperation(t, via, meta.NewMoveReplica(meta.EventShardID(shard), from, meta.NodeID(target), 0, "test", meta.DefaultStepTimeouts()))
 	var replica uint64
 	poll(t, 30*time.Second, func() error {
 		if op := via.Meta().Operations[opID]; op != nil {
@@ -197,16 +195,18 @@ func startMove(ctx context.Context, t *testing.T, c *testCluster, via *Host, sha
 		}
 		return fmt.Errorf("operation %d not in node %d's meta state yet", opID, from)
 	})
-	poll(t, 30*time.Second, func() error { return via.AddLearner(ctx, shard, replica, c.members[target].RaftAddr) })
-	advanceOperation(ctx, t, via, opID, 0)
+	pollAttempts(t, 60*time.Second, func(ctx context.Context) error {
+		return via.AddLearner(ctx, shard, replica, c.members[target].RaftAddr)
+	})
+	advanceOperation(t, via, opID, 0)
 	return opID, replica
 }
 
 // advanceOperation proposes through via that operation opID is past step,
 // retrying until via's meta state shows it so.
-func advanceOperation(ctx context.Context, t *testing.T, via *Host, opID meta.OperationID, step int) {
+func advanceOperation(t *testing.T, via *Host, opID meta.OperationID, step int) {
 	t.Helper()
-	poll(t, 30*time.Second, func() error {
+	pollAttempts(t, 60*time.Second, func(ctx context.Context) error {
 		if op := via.Meta().Operations[opID]; op != nil && op.Current > step {
 			return nil
 		}

@@ -30,6 +30,22 @@ func poll(t *testing.T, timeout time.Duration, check func() error) {
 	}
 }
 
+// pollAttempts is poll for checks that call into the cluster: each
+// attempt gets its own deadline of attemptTimeout, so one call stuck behind
+// an election or a lost request is retried (and its error reported) rather
+// than spending the whole bound.
+func pollAttempts(t *testing.T, timeout time.Duration, check func(ctx context.Context) error) {
+	t.Helper()
+	poll(t, timeout, func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), attemptTimeout)
+		defer cancel()
+		return check(ctx)
+	})
+}
+
+// attemptTimeout bounds one attempt of pollAttempts.
+const attemptTimeout = 10 * time.Second
+
 // A replica removed from a node while the node was stopped (as repairs do
 // to a dead node's replicas) leaves nothing on that node's disk once it
 // restarts and runs nothing: its Raft data and its shard's keys are gone,
@@ -85,13 +101,11 @@ func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
 	delete(hosts, 3)
 	// Generous bounds: a meta election after node 3's stop under -race on
 	// a loaded 2-core machine took CI past 30 s once.
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
 	st := hosts[1].Meta()
 	r3, _ := st.Shards[meta.EventShardID(shard)].ReplicaOn(3)
-	poll(t, 60*time.Second, func() error { return hosts[1].RemoveReplica(ctx, shard, uint64(r3.ID)) })
-	opID := submitOperation(ctx, t, hosts[1], meta.NewRemoveReplica(meta.EventShardID(shard), 3, 0, false, "test", meta.DefaultStepTimeouts()))
-	poll(t, 30*time.Second, func() error {
+	pollAttempts(t, 60*time.Second, func(ctx context.Context) error { return hosts[1].RemoveReplica(ctx, shard, uint64(r3.ID)) })
+	opID := submitOperation(t, hosts[1], meta.NewRemoveReplica(meta.EventShardID(shard), 3, 0, false, "test", meta.DefaultStepTimeouts()))
+	pollAttempts(t, 60*time.Second, func(ctx context.Context) error {
 		_, _, err := hosts[1].ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: opID, Step: 0})
 		return err
 	})
