@@ -276,8 +276,9 @@ bench-peers: ## Install the peers, then run every scenario on Sundial (RF 3 and 
 	bash scripts/install-peers.sh
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./broker/cmd/sundial-broker ./proxy/cmd/sundial-proxy ./loadtest/cmd/loadtest
+	$(GO) test -c -o $(BIN)/raftceiling.test ./broker/internal/host
 	PATH="$(TOOLS):$$PATH" $(BIN)/loadtest bench --bin-dir $(BIN) --out docs/benchmarks.md \
-	  --svg docs/benchmarks-lateness.svg --json $(BIN)/benchmarks.json $(BENCH_PEERS_ARGS)
+	  --svg docs/benchmarks-lateness.svg --json $(BIN)/benchmarks.json --raft-ceiling $(BIN)/raftceiling.test $(BENCH_PEERS_ARGS)
 
 clean: ## Remove bin/ and data/ (including the local cluster's data)
 	rm -rf $(BIN) $(CURDIR)/data

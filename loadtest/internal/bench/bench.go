@@ -53,6 +53,11 @@ type Config struct {
 	// SundialPartitions is the Sundial topic's partition count; 0: one per
 	// shard.
 	SundialPartitions int
+	// RaftCeilingBin is a test binary of the broker's host package (`go
+	// test -c`); when set, RunAll first measures BenchmarkRaftCeiling with
+	// it for RaftCeilingTime (default 5s), the limit target 2 compares with.
+	RaftCeilingBin  string
+	RaftCeilingTime time.Duration
 	// ScenarioTimeout bounds one scenario on one system; default 10m.
 	ScenarioTimeout time.Duration
 	// Progress receives one line per step; nil discards.
@@ -102,7 +107,9 @@ type Report struct {
 	Started time.Time     `json:"started"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 	Runs    []Run         `json:"runs"`
-	Config  struct {
+	// RaftCeiling is nil when the run did not measure it.
+	RaftCeiling *RaftCeiling `json:"raft_ceiling,omitempty"`
+	Config      struct {
 		Throughput scenario.ThroughputConfig `json:"throughput"`
 		Burst      scenario.BurstConfig      `json:"burst"`
 		Precision  scenario.PrecisionConfig  `json:"precision"`
@@ -132,6 +139,15 @@ func RunAll(ctx context.Context, cfg Config) (Report, error) {
 		}
 		defer os.RemoveAll(d)
 		dir = d
+	}
+	if cfg.RaftCeilingBin != "" {
+		if cfg.RaftCeilingTime <= 0 {
+			cfg.RaftCeilingTime = 5 * time.Second
+		}
+		fmt.Fprintf(progress, "bench: raft ceiling (%s) starting\n", cfg.RaftCeilingBin)
+		c := measureRaftCeiling(ctx, cfg.RaftCeilingBin, cfg.RaftCeilingTime)
+		rep.RaftCeiling = &c
+		fmt.Fprintf(progress, "bench: raft ceiling done: %.0f msgs/s %s\n", c.MsgsPerS, errSuffix(c.Error))
 	}
 	for _, sc := range cfg.Scenarios {
 		for _, spec := range cfg.Systems {

@@ -144,6 +144,11 @@ func (rep Report) targets10(w io.Writer, yes func(bool) string) {
 		rows = append(rows, [3]string{fmt.Sprintf("CPU at %d msgs/s (precision, RF 3): ≤ 0.45 cores for the whole cluster", rep.Config.Precision.Rate),
 			measured, yes(cores(r.CPU.PerMillion) <= 0.45)})
 	}
+	if c, r := rep.RaftCeiling, rep.find(Throughput, "sundial"); c != nil && c.MsgsPerS > 0 && r != nil && r.Throughput != nil && r.Throughput.MsgsPerS > 0 {
+		v := r.Throughput.MsgsPerS / c.MsgsPerS
+		rows = append(rows, [3]string{"Durable publish, RF 3 ≥ 0.6× the no-op Raft ceiling (same run)",
+			fmt.Sprintf("%.2f× (%.0f vs %.0f msgs/s)", v, r.Throughput.MsgsPerS, c.MsgsPerS), yes(v >= 0.6)})
+	}
 	if len(rows) == 0 {
 		return
 	}
@@ -256,6 +261,14 @@ func (rep Report) throughputTable(w io.Writer) {
 			advantage(bv, t.MsgsPerS, true, r.Name))
 	}
 	fmt.Fprintln(w)
+	if c := rep.RaftCeiling; c != nil {
+		if c.Error != "" {
+			fmt.Fprintf(w, "**Raft ceiling:** not measured: %s\n\n", clip(c.Error, 200))
+		} else {
+			fmt.Fprintf(w, "**Raft ceiling** (measured first in this run, nothing else running): `BenchmarkRaftCeiling/proposers=%d` — 3 Dragonboat NodeHosts with the broker's settings, 8 shards, a state machine that does nothing, %d proposers of 100 × 130-byte messages — carried **%.0f msgs/s**: what three fsynced Raft replicas on these two cores allow before any state machine, gRPC or proxy work.\n\n",
+				c.Proposers, c.Proposers, c.MsgsPerS)
+		}
+	}
 }
 
 func (rep Report) burstTable(w io.Writer) {

@@ -70,12 +70,14 @@ func TestReportRenders(t *testing.T) {
 		{Name: "nats-always", System: "NATS", Scenario: Throughput, Skipped: "nats-server is not on PATH"},
 		{Name: "sundial", System: "Sundial", Scenario: Precision, Precision: &scenario.PrecisionResult{LatenessCDF: cdf}},
 	}}
+	rep.RaftCeiling = &RaftCeiling{Proposers: 8, MsgsPerS: 400}
 	var md, svg strings.Builder
 	rep.Markdown(&md, "chart.svg")
 	if err := rep.SVG(&svg); err != nil {
 		t.Fatalf("SVG() error = %v", err)
 	}
-	for _, want := range []string{"| Redis |", "2.00×", "skipped: nats-server is not on PATH", "![Lateness", "Durable publish ≥ 1.0×"} {
+	for _, want := range []string{"| Redis |", "2.00×", "skipped: nats-server is not on PATH", "![Lateness", "Durable publish ≥ 1.0×",
+		"carried **400 msgs/s**", "| Durable publish, RF 3 ≥ 0.6× the no-op Raft ceiling (same run) | 0.50× (200 vs 400 msgs/s) | **no** |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("Markdown() lacks %q", want)
 		}

@@ -369,6 +369,8 @@ func benchFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "precision-duration", Value: 10 * time.Second},
 		&cli.Uint64Flag{Name: "backlog-messages", Value: 1_000_000, Usage: "pending messages in backlog (10000000 for the 10M target)"},
 		&cli.DurationFlag{Name: "backlog-max-fill", Value: 25 * time.Second},
+		&cli.StringFlag{Name: "raft-ceiling", Usage: "test binary of the broker's host package (go test -c): measure BenchmarkRaftCeiling first, for the Raft-ceiling target (make bench-peers builds it)"},
+		&cli.DurationFlag{Name: "raft-ceiling-time", Value: 5 * time.Second, Usage: "benchtime of the Raft ceiling"},
 	)
 }
 
@@ -393,7 +395,8 @@ func benchConfig(c *cli.Context) (bench.Config, error) {
 		scs = append(scs, s)
 	}
 	cfg := bench.Config{Systems: specs, Scenarios: scs, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"),
-		ScenarioTimeout: c.Duration("timeout"), NoRequestIDs: !c.Bool("sundial-request-ids"), SundialPartitions: c.Int("sundial-partitions")}
+		ScenarioTimeout: c.Duration("timeout"), NoRequestIDs: !c.Bool("sundial-request-ids"), SundialPartitions: c.Int("sundial-partitions"),
+		RaftCeilingBin: c.String("raft-ceiling"), RaftCeilingTime: c.Duration("raft-ceiling-time")}
 	cfg.Throughput = scenario.ThroughputConfig{Load: l, Duration: c.Duration("throughput-duration")}
 	cfg.Burst = scenario.BurstConfig{Load: l, Messages: c.Uint64("burst-messages"), MaxFill: c.Duration("burst-max-fill")}
 	cfg.Precision = scenario.PrecisionConfig{Load: l, Rate: 1000, Delay: 2 * time.Second, Duration: c.Duration("precision-duration")}
