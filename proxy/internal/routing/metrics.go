@@ -9,6 +9,7 @@ import (
 type Metrics struct {
 	version    prometheus.Gauge
 	reconnects prometheus.Counter
+	broker     *prometheus.GaugeVec // by broker_addr: 1 on the broker the watch follows
 }
 
 // NewMetrics registers the routing collectors with reg.
@@ -23,6 +24,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sundial_proxy_routing_watch_reconnects_total",
 			Help: "Routing watch streams that ended and were reopened.",
 		}),
+		broker: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sundial_proxy_routing_watch_broker",
+			Help: "1 for the broker (broker_addr) whose routing watch stream the proxy has open; no series while none is open.",
+		}, []string{"broker_addr"}),
 	}
 }
 

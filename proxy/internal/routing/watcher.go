@@ -179,6 +179,8 @@ func (w *Watcher) watch(ctx context.Context, addr string) (got bool, err error) 
 	if err != nil {
 		return false, err
 	}
+	w.metrics.broker.WithLabelValues(addr).Set(1)
+	defer w.metrics.broker.Reset()
 	for {
 		rt, err := stream.Recv()
 		if err != nil {
