@@ -97,12 +97,10 @@ func (c *Cluster) WatchRouting(req *sundialv1.WatchRoutingRequest, stream sundia
 		case <-changed:
 		case <-recheck.C:
 		case <-progress:
-			if last != nil {
-				if err := send(&sundialv1.RoutingTable{Version: last.GetVersion(), ProgressOnly: true}); err != nil {
-					return err
-				}
-			} else {
-				timer.Reset(interval)
+			// Before the first table too (no shards yet at bootstrap): the
+			// watcher judges the silence of a stream from its start.
+			if err := send(&sundialv1.RoutingTable{Version: last.GetVersion(), ProgressOnly: true}); err != nil {
+				return err
 			}
 		case <-stream.Context().Done():
 			return toStatus(stream.Context().Err())

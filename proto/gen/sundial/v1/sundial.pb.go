@@ -5036,9 +5036,9 @@ type RoutingTable struct {
 	// than them), whose silence a watcher must not judge.
 	ProgressIntervalMs int64 `protobuf:"varint,7,opt,name=progress_interval_ms,json=progressIntervalMs,proto3" json:"progress_interval_ms,omitempty"`
 	// progress_only marks a progress frame: the broker is alive and the
-	// table it sent last on the stream is still current. Only version and
-	// progress_interval_ms are set besides; a watcher must not install it
-	// as a table.
+	// table it sent last on the stream is still current. Only version (the
+	// last table's, 0 before the first) and progress_interval_ms are set
+	// besides; a watcher must not install it as a table.
 	ProgressOnly  bool `protobuf:"varint,8,opt,name=progress_only,json=progressOnly,proto3" json:"progress_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
