@@ -34,7 +34,8 @@ const watchMoveBound = 8 * time.Second
 // proxy's routing watch follows, a broker that leads an event shard but
 // not meta: within watchMoveBound the proxy watches another broker, its
 // table names live leaders only, calls on the frozen broker's shard are
-// answered through the proxy and /readyz is 200.
+// answered through the proxy (one sent at the freeze too) and /readyz is
+// 200.
 func TestRoutingWatchLeavesPausedBroker(t *testing.T) {
 	c, _, other := metaLeaderCluster(t)
 	pauseWatchedBroker(t, c, other)
@@ -105,6 +106,23 @@ func pauseWatchedBroker(t *testing.T, c *framework.Cluster, target int) {
 	}
 	paused := time.Now()
 	t.Cleanup(func() { _ = c.Resume(target) })
+	// A call sent at the freeze, before the table moved, whose try waits
+	// at the frozen leader: the proxy cuts the try once the table names
+	// the new leader and answers from there, within the bound too (before,
+	// it waited out forward_timeout, 10 s, and answered Unavailable).
+	producer := dial(t, proxy.GRPCAddr).producer
+	type answer struct {
+		outcome sundialv1.ChangeOutcome
+		err     error
+		after   time.Duration
+	}
+	early := make(chan answer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := producer.Cancel(ctx, &sundialv1.CancelRequest{Message: client.ByID("watch-heal", absent)})
+		early <- answer{resp.GetOutcome(), err, time.Since(paused)}
+	}()
 	var moved, routed, ready time.Duration
 	err = proc.Poll(watchMoveBound, func() error {
 		if moved == 0 {
@@ -149,6 +167,12 @@ func pauseWatchedBroker(t *testing.T, c *framework.Cluster, target int) {
 	}
 	t.Logf("broker %d frozen: watch moved after %v, shard %d answered through the proxy after %v, /readyz 200 after %v",
 		target, moved.Round(time.Millisecond), shard, routed.Round(time.Millisecond), ready.Round(time.Millisecond))
+	a := <-early
+	t.Logf("a cancel on shard %d sent through the proxy at the freeze: %v, %v after %v", shard, a.outcome, status.Code(a.err), a.after.Round(time.Millisecond))
+	if a.err != nil || a.outcome != sundialv1.ChangeOutcome_CHANGE_OUTCOME_NOT_FOUND || a.after > watchMoveBound {
+		t.Errorf("cancel on shard %d sent through the proxy as broker %d froze: %v, %v after %v; want not found within %v",
+			shard, target, a.outcome, a.err, a.after.Round(time.Millisecond), watchMoveBound)
+	}
 }
 
 // steerWatch makes the proxy's routing watch follow broker target: it cuts
