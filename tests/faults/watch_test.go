@@ -57,11 +57,23 @@ func pauseWatchedBroker(t *testing.T, c *framework.Cluster, target int) {
 	t.Helper()
 	proxy := c.Proxies[0]
 	steerWatch(t, c, target)
-	ids, err := c.ShardIDs(context.Background())
-	if err != nil || len(ids) == 0 {
-		t.Fatalf("ShardIDs() = %v, %v", ids, err)
+	// The topic's one partition lives on shard, which target is made to
+	// lead; a subscription reads it through the proxy.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := dial(t, proxy.GRPCAddr).admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "watch-heal"}, IfNotExists: true}); err != nil {
+		t.Fatal(err)
 	}
-	shard := ids[0]
+	probe, err := client.Dial(context.Background(), c.ProxyAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	first, err := probe.Publish(ctx, &sundialv1.Message{Topic: "watch-heal", Payload: []byte("before")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := shardOf(t, first[0].GetMessageId())
 	if l, err := c.LeaderOf(shard); err != nil || l != target {
 		framework.WaitFor(t, 60*time.Second, func() error {
 			if l, err := c.LeaderOf(shard); err != nil || l == target {
@@ -87,18 +99,15 @@ func pauseWatchedBroker(t *testing.T, c *framework.Cluster, target int) {
 		t.Fatalf("proxy watches broker %d after the leadership move, want %d", w, target)
 	}
 
-	// The cancels below name this topic; a cancel on a topic that does not
-	// exist is answered without its shard.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := dial(t, proxy.GRPCAddr).admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "watch-heal"}, IfNotExists: true}); err != nil {
-		t.Fatal(err)
+	deliveries := subscribe(t, proxy.GRPCAddr, "watch-heal")
+	select {
+	case payload := <-deliveries:
+		if payload != "before" {
+			t.Fatalf("first delivery %q, want \"before\"", payload)
+		}
+	case <-ctx.Done():
+		t.Fatal("the message published before the freeze was not delivered")
 	}
-	probe, err := client.Dial(context.Background(), c.ProxyAddrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
 	absent := receipt.NewMessageID(shard, math.MaxUint64, 0).String()
 
 	if err := c.Pause(target); err != nil {
@@ -167,12 +176,58 @@ func pauseWatchedBroker(t *testing.T, c *framework.Cluster, target int) {
 	}
 	t.Logf("broker %d frozen: watch moved after %v, shard %d answered through the proxy after %v, /readyz 200 after %v",
 		target, moved.Round(time.Millisecond), shard, routed.Round(time.Millisecond), ready.Round(time.Millisecond))
+	// Published after the freeze, it lands at the new leader: the
+	// subscription's stream on the frozen leader must move there (before,
+	// it waited for keepalive to break it).
+	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer pcancel()
+	if _, err := probe.Publish(pctx, &sundialv1.Message{Topic: "watch-heal", Payload: []byte("after")}); err != nil {
+		t.Fatalf("publish after the freeze: %v", err)
+	}
+	select {
+	case payload := <-deliveries:
+		delivered := time.Since(paused)
+		t.Logf("the message published after the freeze was delivered %v after it", delivered.Round(time.Millisecond))
+		if payload != "after" || delivered > watchMoveBound {
+			t.Errorf("delivery %q %v after the freeze; want \"after\" within %v", payload, delivered.Round(time.Millisecond), watchMoveBound)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("the message published after broker %d froze was not delivered within 30s", target)
+	}
 	a := <-early
 	t.Logf("a cancel on shard %d sent through the proxy at the freeze: %v, %v after %v", shard, a.outcome, status.Code(a.err), a.after.Round(time.Millisecond))
 	if a.err != nil || a.outcome != sundialv1.ChangeOutcome_CHANGE_OUTCOME_NOT_FOUND || a.after > watchMoveBound {
 		t.Errorf("cancel on shard %d sent through the proxy as broker %d froze: %v, %v after %v; want not found within %v",
 			shard, target, a.outcome, a.err, a.after.Round(time.Millisecond), watchMoveBound)
 	}
+}
+
+// subscribe opens a subscription of topic's default group through the
+// proxy at addr and answers the payloads it delivers.
+func subscribe(t *testing.T, addr, topic string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := dial(t, addr).consumer.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: &sundialv1.Start{Topic: topic, MaxInFlight: 10}}}); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan string, 10)
+	go func() {
+		for {
+			resp, err := st.Recv()
+			if err != nil {
+				return
+			}
+			if d := resp.GetDelivery(); d != nil {
+				out <- string(d.GetPayload())
+			}
+		}
+	}()
+	return out
 }
 
 // steerWatch makes the proxy's routing watch follow broker target: it cuts
