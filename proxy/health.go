@@ -45,7 +45,7 @@ func newReadiness(interval time.Duration, stale func() (bool, string), log *zap.
 		interval: interval, stale: stale, log: log, health: health, now: make(chan struct{}, 1), reason: "no routing table yet",
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_proxy_ready",
-			Help: "1 while the proxy is ready (/readyz 200): it has a routing table and reached the leader of every event shard in its latest probe.",
+			Help: "1 while the proxy is ready (/readyz 200): it has a routing table, its routing watch is not stale, and it reached the leader of every event shard in its latest probe.",
 		}),
 	}
 	reg.MustRegister(r.gauge)

@@ -217,10 +217,12 @@ func (w *Watcher) sinceFrame() float64 {
 }
 
 // heard records a frame received now on a stream with silence bound bound
-// (0: not judged).
+// (0: not judged). The time is stored first: Stale, reading between the
+// two stores, may pair the new time with the old bound (not stale), never
+// a new bound with an old time.
 func (w *Watcher) heard(bound time.Duration) {
-	w.bound.Store(int64(bound))
 	w.lastFrame.Store(w.clock.Now().UnixNano())
+	w.bound.Store(int64(bound))
 }
 
 // candidates are the addresses to watch from: the seeds, then the table's
