@@ -388,7 +388,9 @@ func (f *Forwarder) any(ctx context.Context, read bool, call Call) error {
 }
 
 // attemptAny runs one attempt of Any or AnyRead at addr; timedOut reports
-// that a read's own deadline ended it while ctx has time left.
+// that a read's own deadline ended it while ctx has time left. The broker
+// may answer DeadlineExceeded (it saw the propagated deadline pass) a
+// moment before tctx's own timer fires: that counts as timed out too.
 func (f *Forwarder) attemptAny(ctx context.Context, read bool, addr string, call Call) (timedOut bool, err error) {
 	if !read {
 		return false, f.attempt(ctx, addr, call)
@@ -397,7 +399,8 @@ func (f *Forwarder) attemptAny(ctx context.Context, read bool, addr string, call
 	tctx, cancel := context.WithTimeout(ctx, max(left/3, MinTryTimeout))
 	defer cancel()
 	err = f.attempt(tctx, addr, call)
-	return err != nil && tctx.Err() != nil && ctx.Err() == nil, err
+	expired := tctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded
+	return err != nil && expired && ctx.Err() == nil, err
 }
 
 func deadline(ctx context.Context) time.Time {
