@@ -31,6 +31,15 @@ type Config struct {
 	// leader of every event shard (each probe waits at most this long);
 	// /readyz answers the latest round. Default 2s.
 	ReadyProbeInterval time.Duration
+	// WatchSilenceTimeout bounds how long the broker the proxy follows the
+	// routing table from may stay silent: the proxy asks it for a progress
+	// frame every quarter of this, and after this long without any frame
+	// (a frozen broker whose connection stays open) it watches another
+	// broker, keeping its table meanwhile, and /readyz says not ready until
+	// a watch is live again. 0 asks for no progress frames: gRPC keepalive
+	// (about 12 s) alone ends such a watch. Brokers older than progress
+	// frames send none and are not judged. Default 2s.
+	WatchSilenceTimeout time.Duration
 	// Limits bound client requests; a request beyond them is refused with
 	// InvalidArgument before it is forwarded. Zero fields mean the defaults
 	// of validate.DefaultLimits. YAML: the limits section (max_message_bytes,
@@ -42,12 +51,13 @@ type Config struct {
 // three-broker cluster.
 func DefaultConfig() Config {
 	return Config{
-		GRPCAddr:           "127.0.0.1:7400",
-		HTTPAddr:           "127.0.0.1:7480",
-		Brokers:            []string{"127.0.0.1:7501", "127.0.0.1:7502", "127.0.0.1:7503"},
-		ForwardTimeout:     10 * time.Second,
-		ReadyProbeInterval: 2 * time.Second,
-		Limits:             validate.DefaultLimits(),
+		GRPCAddr:            "127.0.0.1:7400",
+		HTTPAddr:            "127.0.0.1:7480",
+		Brokers:             []string{"127.0.0.1:7501", "127.0.0.1:7502", "127.0.0.1:7503"},
+		ForwardTimeout:      10 * time.Second,
+		ReadyProbeInterval:  2 * time.Second,
+		WatchSilenceTimeout: 2 * time.Second,
+		Limits:              validate.DefaultLimits(),
 	}
 }
 
@@ -75,6 +85,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReadyProbeInterval <= 0 {
 		errs = append(errs, fmt.Errorf("ready_probe_interval: must be positive, got %s", c.ReadyProbeInterval))
+	}
+	if c.WatchSilenceTimeout < 0 {
+		errs = append(errs, fmt.Errorf("watch_silence_timeout: must not be negative, got %s", c.WatchSilenceTimeout))
 	}
 	l := c.Limits
 	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 {

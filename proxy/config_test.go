@@ -3,6 +3,7 @@ package proxy
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -21,6 +22,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad broker", func(c *Config) { c.Brokers = []string{"127.0.0.1:7501", "x"} }, "brokers[1]"},
 		{"zero timeout", func(c *Config) { c.ForwardTimeout = 0 }, "forward_timeout"},
 		{"negative limit", func(c *Config) { c.Limits.MaxBatch = -1 }, "limits"},
+		{"no progress frames", func(c *Config) { c.WatchSilenceTimeout = 0 }, ""},
+		{"negative watch silence", func(c *Config) { c.WatchSilenceTimeout = -time.Second }, "watch_silence_timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,8 +5,9 @@
 // /docs), the admin UI under /ui/ (internal/ui, a client of the proxy's
 // own gRPC listener), /metrics, /livez, /readyz and /healthz (an alias of
 // /readyz) on Config.HTTPAddr. Readiness (health.go) is probed every
-// Config.ReadyProbeInterval: a routing table, and the leader of every event
-// shard reached; the gRPC health service answers the same.
+// Config.ReadyProbeInterval: a routing table, a routing watch that heard
+// its broker within Config.WatchSilenceTimeout, and the leader of every
+// event shard reached; the gRPC health service answers the same.
 //
 // The proxy holds no durable state. It follows the routing table streamed
 // by the brokers (internal/routing), hashes topic/partition onto event

@@ -16,13 +16,16 @@ import (
 )
 
 // readiness is what /readyz, /healthz and the gRPC health service answer:
-// the proxy has a routing table and, in its latest probe round, reached
-// the broker the table names as leader of every event shard (a gRPC health
+// the proxy has a routing table, its routing watch is not stale (it heard
+// the broker it follows within the silence bound, see
+// routing.Watcher.Stale) and, in its latest probe round, it reached the
+// broker the table names as leader of every event shard (a gRPC health
 // Check answered SERVING, which a broker does while each replica it hosts
 // knows its leader). The prober goroutine, started in Start and joined in
 // Stop, is its only writer.
 type readiness struct {
 	interval time.Duration
+	stale    func() (bool, string) // the routing watch's staleness
 	log      *zap.Logger
 	health   interface {
 		SetServingStatus(service string, st healthpb.HealthCheckResponse_ServingStatus)
@@ -35,22 +38,26 @@ type readiness struct {
 	reason string
 }
 
-func newReadiness(interval time.Duration, log *zap.Logger, health interface {
+func newReadiness(interval time.Duration, stale func() (bool, string), log *zap.Logger, health interface {
 	SetServingStatus(string, healthpb.HealthCheckResponse_ServingStatus)
 }, reg prometheus.Registerer) *readiness {
 	r := &readiness{
-		interval: interval, log: log, health: health, now: make(chan struct{}, 1), reason: "no routing table yet",
+		interval: interval, stale: stale, log: log, health: health, now: make(chan struct{}, 1), reason: "no routing table yet",
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_proxy_ready",
-			Help: "1 while the proxy is ready (/readyz 200): it has a routing table and reached the leader of every event shard in its latest probe.",
+			Help: "1 while the proxy is ready (/readyz 200): it has a routing table, its routing watch is not stale, and it reached the leader of every event shard in its latest probe.",
 		}),
 	}
 	reg.MustRegister(r.gauge)
 	return r
 }
 
-// state answers whether the proxy is ready and, if not, why.
+// state answers whether the proxy is ready and, if not, why. A stale
+// routing watch counts at once; the rest is the latest probe round's.
 func (r *readiness) state() (bool, string) {
+	if stale, why := r.stale(); stale {
+		return false, why
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.ready, r.reason
@@ -70,7 +77,12 @@ func (r *readiness) run(ctx context.Context, tables func() *routing.Table, pool 
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	for {
-		ready, reason := probe(ctx, tables(), pool, r.interval)
+		ready, reason := false, ""
+		if stale, why := r.stale(); stale {
+			reason = why
+		} else {
+			ready, reason = probe(ctx, tables(), pool, r.interval)
+		}
 		if ctx.Err() != nil {
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,4 +159,58 @@ func TestStartContextBoundsOnlyTheStart(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	cancel()
 	waitFor(t, "routing table and readiness after Start's ctx was cancelled", srv.Ready)
+}
+
+// httpBody answers the status code and body of GET path on the proxy.
+func httpBody(t *testing.T, srv *Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + srv.HTTPAddr() + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// While the broker the routing watch follows sends nothing (frozen, its
+// connection open and its health still answering), /readyz says not ready
+// naming the stale watch, and ready again once the broker speaks.
+func TestReadyzSaysWhenTheRoutingWatchIsStale(t *testing.T) {
+	b := &fakeBroker{leader: true, published: map[uint64]int{}, progress: true}
+	addr := serve(t, b)
+	b.table = func() *sundialv1.RoutingTable {
+		return &sundialv1.RoutingTable{
+			Version: 1,
+			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
+			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{addr}
+	cfg.ReadyProbeInterval = 50 * time.Millisecond
+	cfg.WatchSilenceTimeout = 400 * time.Millisecond
+	srv, err := New(cfg, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+
+	waitFor(t, "/readyz 200 with the broker speaking", func() bool { code, _ := httpBody(t, srv, "/readyz"); return code == http.StatusOK })
+	b.frozen.Store(true)
+	var body string
+	waitFor(t, "/readyz 503 naming the stale routing watch", func() bool {
+		var code int
+		code, body = httpBody(t, srv, "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "routing watch stale") && strings.Contains(body, addr)
+	})
+	t.Logf("frozen: %s", strings.TrimSpace(body))
+	if srv.Ready() {
+		t.Error("Ready() = true while the routing watch is stale")
+	}
+	b.frozen.Store(false)
+	waitFor(t, "/readyz 200 once the broker speaks again", func() bool { code, _ := httpBody(t, srv, "/readyz"); return code == http.StatusOK })
 }

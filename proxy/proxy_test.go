@@ -48,6 +48,11 @@ type fakeBroker struct {
 	refuseBelow uint64
 	chase       bool
 	onRefuse    func(version uint64)
+	// progress, if set, sends progress frames when a watch asks for them,
+	// as brokers do; frozen, while set, has watch streams send nothing (a
+	// SIGSTOPped broker, its connection open), though health answers.
+	progress bool
+	frozen   atomic.Bool
 
 	mu           sync.Mutex
 	subscribeErr error          // optional: every Subscribe fails with it
@@ -58,12 +63,34 @@ type fakeBroker struct {
 	frameAsks    []int32 // max_deliveries_per_frame of each ShardStart
 }
 
-func (b *fakeBroker) WatchRouting(_ *sundialv1.WatchRoutingRequest, st grpc.ServerStreamingServer[sundialv1.RoutingTable]) error {
-	if err := st.Send(b.table()); err != nil {
-		return err
+func (b *fakeBroker) WatchRouting(req *sundialv1.WatchRoutingRequest, st grpc.ServerStreamingServer[sundialv1.RoutingTable]) error {
+	interval := time.Duration(req.GetProgressIntervalMs()) * time.Millisecond
+	if !b.progress || interval <= 0 {
+		if err := st.Send(b.table()); err != nil {
+			return err
+		}
+		<-st.Context().Done()
+		return nil
 	}
-	<-st.Context().Done()
-	return nil
+	var sent *sundialv1.RoutingTable
+	for {
+		if !b.frozen.Load() {
+			rt := &sundialv1.RoutingTable{Version: sent.GetVersion(), ProgressOnly: true}
+			if sent == nil {
+				rt = b.table()
+				sent = rt
+			}
+			rt.ProgressIntervalMs = interval.Milliseconds()
+			if err := st.Send(rt); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-time.After(interval):
+		case <-st.Context().Done():
+			return nil
+		}
+	}
 }
 
 func (b *fakeBroker) Publish(_ context.Context, req *brokerv1.ShardPublishRequest) (*sundialv1.PublishResponse, error) {

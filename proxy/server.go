@@ -88,8 +88,8 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		serveErr: make(chan error, 2),
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	s.readiness = newReadiness(cfg.ReadyProbeInterval, log, s.health, reg)
-	s.watcher = routing.NewWatcher(cfg.Brokers, s.pool, log, routing.NewMetrics(reg), s.onTable)
+	s.watcher = routing.NewWatcher(routing.WatcherConfig{Seeds: cfg.Brokers, SilenceTimeout: cfg.WatchSilenceTimeout}, s.pool, log, routing.NewMetrics(reg), s.onTable)
+	s.readiness = newReadiness(cfg.ReadyProbeInterval, s.watcher.Stale, log, s.health, reg)
 	s.fwd = forward.New(s.watcher, s.pool, cfg.Brokers, cfg.ForwardTimeout, forward.NewMetrics(reg))
 	s.acks = newAckCoalescer(cfg.ForwardTimeout, s.fwd.Do)
 	s.topics = routing.NewTopics(s.lookupTopic)

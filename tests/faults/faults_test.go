@@ -144,7 +144,9 @@ func TestKillLeaderWhileMessagesAreDue(t *testing.T) {
 func TestPausedLeaderPushesNothingAfterCancel(t *testing.T) {
 	c, w, ctx := start(t, "paused-leader", 1)
 	// Long enough for the election and for the proxy to route around the
-	// frozen broker (keepalive: 5s + 2s) before the messages fall due.
+	// frozen broker (its routing watch leaves a silent broker after 2 s;
+	// before progress frames only keepalive, 10 s + 2 s, ended it) before
+	// the messages fall due.
 	const delay = 20 * time.Second
 	begin := time.Now()
 	for i := range 12 {
@@ -173,11 +175,11 @@ func TestPausedLeaderPushesNothingAfterCancel(t *testing.T) {
 	framework.WaitFor(t, 30*time.Second, func() error {
 		return proc.HTTP200("http://" + c.Proxies[0].HTTPAddr + "/readyz")(ctx)
 	})
-	// Ready can come from another broker's view of the leaders while the
-	// proxy's routing watch still hangs on the frozen one (until its
-	// keepalive gives up): wait until a cancel on the shard is answered,
-	// a cancel of an id no entry made, which only a serving leader can
-	// answer NOT_FOUND.
+	// Readiness and routing are one probe round apart: wait until a cancel
+	// on the shard is answered, a cancel of an id no entry made, which only
+	// a serving leader can answer NOT_FOUND (once, the proxy's routing
+	// watch hung on the frozen leader for ~12 s while /readyz said 200:
+	// TestRoutingWatchLeavesPausedBroker covers that now).
 	probe, err := client.Dial(ctx, c.ProxyAddrs())
 	if err != nil {
 		t.Fatal(err)

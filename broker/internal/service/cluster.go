@@ -50,7 +50,31 @@ func (c *Cluster) unavailable() map[meta.NodeID]bool {
 // of another node) stopped its meta replica, so its table never changes
 // again: the stream then ends with Unavailable, and the proxy following it
 // watches another broker instead of routing by a stale table forever.
-func (c *Cluster) WatchRouting(_ *sundialv1.WatchRoutingRequest, stream sundialv1.Cluster_WatchRoutingServer) error {
+//
+// A request with progress_interval_ms also gets a progress frame whenever
+// nothing was sent for that long (clamped to [minProgressInterval,
+// maxProgressInterval]), and every frame names the interval: a watcher
+// that hears nothing for a few intervals knows this broker is frozen or
+// cut off, not merely quiet, and watches another one.
+func (c *Cluster) WatchRouting(req *sundialv1.WatchRoutingRequest, stream sundialv1.Cluster_WatchRoutingServer) error {
+	interval := progressInterval(req.GetProgressIntervalMs())
+	var progress <-chan time.Time
+	var timer *time.Timer
+	if interval > 0 {
+		timer = time.NewTimer(interval)
+		defer timer.Stop()
+		progress = timer.C
+	}
+	send := func(rt *sundialv1.RoutingTable) error {
+		rt.ProgressIntervalMs = interval.Milliseconds()
+		if err := stream.Send(rt); err != nil {
+			return toStatus(err)
+		}
+		if timer != nil {
+			timer.Reset(interval)
+		}
+		return nil
+	}
 	var last *sundialv1.RoutingTable
 	recheck := time.NewTicker(refusalRecheck)
 	defer recheck.Stop()
@@ -63,8 +87,8 @@ func (c *Cluster) WatchRouting(_ *sundialv1.WatchRoutingRequest, stream sundialv
 		if len(st.Shards) > 0 {
 			rt := routingTable(st, c.host.ShardLeaders(), false)
 			if last == nil || !sameRouting(last, rt) {
-				if err := stream.Send(rt); err != nil {
-					return toStatus(err)
+				if err := send(rt); err != nil {
+					return err
 				}
 				last = rt
 			}
@@ -72,10 +96,32 @@ func (c *Cluster) WatchRouting(_ *sundialv1.WatchRoutingRequest, stream sundialv
 		select {
 		case <-changed:
 		case <-recheck.C:
+		case <-progress:
+			// Before the first table too (no shards yet at bootstrap): the
+			// watcher judges the silence of a stream from its start.
+			if err := send(&sundialv1.RoutingTable{Version: last.GetVersion(), ProgressOnly: true}); err != nil {
+				return err
+			}
 		case <-stream.Context().Done():
 			return toStatus(stream.Context().Err())
 		}
 	}
+}
+
+// Bounds of the progress interval a WatchRouting request may ask for.
+const (
+	minProgressInterval = 100 * time.Millisecond
+	maxProgressInterval = 10 * time.Second
+)
+
+// progressInterval is the progress interval kept for a request asking for
+// ms milliseconds: 0 (no progress frames) for 0 or less, else ms clamped
+// to the bounds.
+func progressInterval(ms int64) time.Duration {
+	if ms <= 0 {
+		return 0
+	}
+	return min(max(time.Duration(ms)*time.Millisecond, minProgressInterval), maxProgressInterval)
 }
 
 // refusalRecheck is how often an open WatchRouting stream checks whether

@@ -34,6 +34,7 @@ type fileConfig struct {
 	Brokers            []string      `yaml:"brokers"`
 	ForwardTimeout     time.Duration `yaml:"forward_timeout"`
 	ReadyProbeInterval time.Duration `yaml:"ready_probe_interval"`
+	WatchSilence       time.Duration `yaml:"watch_silence_timeout"`
 	LogLevel           string        `yaml:"log_level"`
 	Limits             fileLimits    `yaml:"limits"`
 }
@@ -52,7 +53,7 @@ type fileLimits struct {
 func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 	fc := fileConfig{
 		GRPCAddr: cfg.GRPCAddr, HTTPAddr: cfg.HTTPAddr, Brokers: cfg.Brokers, ForwardTimeout: cfg.ForwardTimeout,
-		ReadyProbeInterval: cfg.ReadyProbeInterval, LogLevel: *level,
+		ReadyProbeInterval: cfg.ReadyProbeInterval, WatchSilence: cfg.WatchSilenceTimeout, LogLevel: *level,
 		Limits: fileLimits{
 			MaxMessageBytes: cfg.Limits.MaxMessageBytes, MaxDelay: cfg.Limits.MaxDelay, MaxKeyBytes: cfg.Limits.MaxKeyBytes,
 			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
@@ -64,7 +65,7 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 		return err
 	}
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers, *level = fc.GRPCAddr, fc.HTTPAddr, fc.Brokers, fc.LogLevel
-	cfg.ForwardTimeout, cfg.ReadyProbeInterval = fc.ForwardTimeout, fc.ReadyProbeInterval
+	cfg.ForwardTimeout, cfg.ReadyProbeInterval, cfg.WatchSilenceTimeout = fc.ForwardTimeout, fc.ReadyProbeInterval, fc.WatchSilence
 	cfg.Limits = validate.Limits{
 		MaxMessageBytes: fc.Limits.MaxMessageBytes, MaxDelay: fc.Limits.MaxDelay, MaxKeyBytes: fc.Limits.MaxKeyBytes,
 		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes,

@@ -16,6 +16,12 @@
 //   - a WrongShard naming a topic (a misplaced message, not a moved shard)
 //     is the answer: the caller routes the message again with a newer
 //     table;
+//   - cut a try whose broker a newer routing table no longer names as the
+//     shard's leader (it froze or was deposed, and the other replicas
+//     elected one) and try the new leader at once, rather than wait out
+//     the try: the call may have taken effect at the old leader, as with a
+//     connection lost mid-call, which shards answer from their request-id
+//     dedup records (the SDK sets an id on every change);
 //   - give up at the forward timeout or the caller's deadline with
 //     codes.Unavailable "shard N has no reachable leader".
 //
@@ -57,6 +63,8 @@ const (
 type Tables interface {
 	Table() *routing.Table
 	Wait(ctx context.Context) (*routing.Table, error)
+	// Changed returns a channel closed when the next table is installed.
+	Changed() <-chan struct{}
 }
 
 // Call is one attempt of a forwarded call on conn.
@@ -224,13 +232,17 @@ func (f *Forwarder) DoFor(ctx context.Context, shard uint64, timeout time.Durati
 		if addr == "" {
 			return status.Errorf(codes.NotFound, "%v: shard %d (routing version %d)", ErrUnknownShard, shard, f.tables.Table().Version())
 		}
-		err := f.attempt(ctx, addr, call)
+		moved, err := f.tryLeader(ctx, shard, addr, call)
 		if err == nil {
 			f.Succeeded(shard, addr)
 			return nil
 		}
 		if ctx.Err() != nil {
 			return f.giveUp(parent, shard, err)
+		}
+		if moved {
+			f.metrics.retries.WithLabelValues("leader_moved").Inc()
+			continue
 		}
 		switch f.Observe(shard, addr, err) {
 		case Fail:
@@ -247,6 +259,50 @@ func (f *Forwarder) DoFor(ctx context.Context, shard uint64, timeout time.Durati
 		}
 		backoff = min(2*backoff, MaxBackoff)
 	}
+}
+
+// tryLeader runs one try of call at addr, the broker believed to lead
+// shard. moved reports that the try was cut because a table newer than the
+// one at the try's start changed the leader of shard to another address;
+// the next Leader(shard) answers that one (its leader hint changed, so the
+// cache entry no longer counts).
+func (f *Forwarder) tryLeader(ctx context.Context, shard uint64, addr string, call Call) (moved bool, err error) {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := f.tables.Table().LeaderHint(shard)
+	var cut atomic.Bool
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			changed := f.tables.Changed()
+			if t := f.tables.Table(); movedOff(t, shard, start, addr) {
+				cut.Store(true)
+				cancel()
+				return
+			}
+			select {
+			case <-changed:
+			case <-tctx.Done():
+				return
+			}
+		}
+	}()
+	err = f.attempt(tctx, addr, call)
+	cancel()
+	<-watched
+	return err != nil && cut.Load() && ctx.Err() == nil, err
+}
+
+// movedOff reports whether t names a leader of shard other than start,
+// at an address other than addr.
+func movedOff(t *routing.Table, shard uint64, start uint64, addr string) bool {
+	hint := t.LeaderHint(shard)
+	if hint == 0 || hint == start {
+		return false
+	}
+	a := t.NodeAddr(hint)
+	return a != "" && a != addr
 }
 
 func (f *Forwarder) attempt(ctx context.Context, addr string, call Call) error {
@@ -332,7 +388,9 @@ func (f *Forwarder) any(ctx context.Context, read bool, call Call) error {
 }
 
 // attemptAny runs one attempt of Any or AnyRead at addr; timedOut reports
-// that a read's own deadline ended it while ctx has time left.
+// that a read's own deadline ended it while ctx has time left. The broker
+// may answer DeadlineExceeded (it saw the propagated deadline pass) a
+// moment before tctx's own timer fires: that counts as timed out too.
 func (f *Forwarder) attemptAny(ctx context.Context, read bool, addr string, call Call) (timedOut bool, err error) {
 	if !read {
 		return false, f.attempt(ctx, addr, call)
@@ -341,7 +399,8 @@ func (f *Forwarder) attemptAny(ctx context.Context, read bool, addr string, call
 	tctx, cancel := context.WithTimeout(ctx, max(left/3, MinTryTimeout))
 	defer cancel()
 	err = f.attempt(tctx, addr, call)
-	return err != nil && tctx.Err() != nil && ctx.Err() == nil, err
+	expired := tctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded
+	return err != nil && expired && ctx.Err() == nil, err
 }
 
 func deadline(ctx context.Context) time.Time {

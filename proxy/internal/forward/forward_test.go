@@ -18,6 +18,7 @@ type fixedTable struct{ t *routing.Table }
 
 func (f fixedTable) Table() *routing.Table                        { return f.t }
 func (f fixedTable) Wait(context.Context) (*routing.Table, error) { return f.t, nil }
+func (f fixedTable) Changed() <-chan struct{}                     { return nil }
 
 // TestObserve: the forwarder retries what apierr.Classify calls Retry
 // (a NotLeader naming another leader at once, the rest at the next

@@ -16,7 +16,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return &Metrics{
 		retries: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_proxy_forward_retries_total",
-			Help: "Forwarded calls retried, by reason (not_leader, wrong_shard, unavailable, aborted, resource_exhausted).",
+			Help: "Forwarded calls retried, by reason (not_leader, wrong_shard, unavailable, aborted, resource_exhausted, leader_moved).",
 		}, []string{"reason"}),
 		tryTimeouts: promauto.With(reg).NewCounter(prometheus.CounterOpts{
 			Name: "sundial_proxy_forward_try_timeouts_total",

@@ -6,7 +6,11 @@
 //
 // A Table is an immutable snapshot; the Watcher swaps in a new one
 // atomically, so request goroutines read it without locks. The Watcher's
-// single goroutine (started by Start, joined by Stop) is the only writer.
+// goroutine (started by Start, joined by Stop) is the only writer; it
+// runs one receiver goroutine per watch stream, joined before it opens the
+// next. A broker that promised progress frames and sends nothing for the
+// silence bound is left for another (the table is kept), and Stale says
+// so meanwhile; every wait of the watcher runs on its Clock.
 // The Pool and Topics are safe for concurrent use; each mutex guards its
 // map.
 package routing

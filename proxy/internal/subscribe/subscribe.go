@@ -21,8 +21,9 @@
 // routing table, with the partition count asked from meta while the table
 // does not list the topic yet. The planner re-plans on every table change:
 // it opens streams on shards that gained partitions of the topic, reopens
-// a stream whose partitions changed, and closes one that lost them all,
-// handing its credit to the others.
+// a stream whose partitions changed or whose broker the table no longer
+// names as the shard's leader, and closes one that lost them all, handing
+// its credit to the others.
 package subscribe
 
 import (
@@ -183,6 +184,7 @@ type shardStream struct {
 	// Guarded by session.mu:
 	partitions []uint32           // the topic's partitions on this shard, ascending
 	reopen     context.CancelFunc // ends the current stream so it reopens with new partitions
+	addr       string             // the broker the current (or last) stream was opened at
 	replanned  bool               // the current stream ended for a re-plan: reopen at once
 	pending    int64              // credit granted but not yet sent
 	revoke     int64              // credit to ask back, not yet sent
@@ -361,7 +363,7 @@ func (s *session) streamOnce(ss *shardStream, addr string) error {
 	s.mu.Lock()
 	credit := s.split.Held(ss.id)
 	ss.pending, ss.revoke, ss.revoking, ss.active = 0, 0, false, time.Now()
-	ss.reopen, ss.replanned = cancel, false
+	ss.reopen, ss.replanned, ss.addr = cancel, false, addr
 	partitions := ss.partitions
 	s.mu.Unlock()
 	start := &brokerv1.ShardStart{
@@ -580,6 +582,17 @@ func (s *session) replan(byShard map[uint64][]uint32) {
 			if ss.reopen != nil {
 				ss.reopen()
 			}
+			changed = true
+			continue
+		}
+		// The table moved the shard's leader off the broker the stream is
+		// on (it froze or was deposed): reopen at the new leader rather
+		// than wait for the stream to break (a frozen broker's only by
+		// keepalive, ~12 s).
+		if lead := s.h.Forwarder.Leader(id); ss.reopen != nil && ss.addr != "" && lead != "" && lead != ss.addr {
+			s.h.Log.Debug("shard subscription moves to the new leader", zap.Uint64("shard_id", id), zap.String("from_broker_addr", ss.addr), zap.String("broker_addr", lead))
+			ss.replanned = true
+			ss.reopen()
 			changed = true
 		}
 	}

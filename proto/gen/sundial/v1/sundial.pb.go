@@ -4968,9 +4968,15 @@ func (x *OperationStep) GetShardId() uint64 {
 }
 
 type WatchRoutingRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// progress_interval_ms, when above 0, asks for a progress frame (a
+	// RoutingTable with progress_only set) whenever no frame was sent for
+	// that long. The broker clamps it to [100, 10000] and names the interval
+	// it keeps in every frame (RoutingTable.progress_interval_ms). 0: no
+	// progress frames, as from brokers that predate them.
+	ProgressIntervalMs int64 `protobuf:"varint,1,opt,name=progress_interval_ms,json=progressIntervalMs,proto3" json:"progress_interval_ms,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *WatchRoutingRequest) Reset() {
@@ -5003,6 +5009,13 @@ func (*WatchRoutingRequest) Descriptor() ([]byte, []int) {
 	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{65}
 }
 
+func (x *WatchRoutingRequest) GetProgressIntervalMs() int64 {
+	if x != nil {
+		return x.ProgressIntervalMs
+	}
+	return 0
+}
+
 type RoutingTable struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// version grows with every placement or topic change.
@@ -5016,7 +5029,17 @@ type RoutingTable struct {
 	// cancel, reschedule and get by key go to from_shard (a key lives in one
 	// shard) until the hand-over is sealed, to to_shard after; subscriptions
 	// and receives read both shards.
-	Handovers     []*Handover `protobuf:"bytes,6,rep,name=handovers,proto3" json:"handovers,omitempty"`
+	Handovers []*Handover `protobuf:"bytes,6,rep,name=handovers,proto3" json:"handovers,omitempty"`
+	// progress_interval_ms is set on every frame of a WatchRouting stream
+	// whose request asked for progress frames: the longest the broker stays
+	// silent on it. 0 from a broker that sends no progress frames (one older
+	// than them), whose silence a watcher must not judge.
+	ProgressIntervalMs int64 `protobuf:"varint,7,opt,name=progress_interval_ms,json=progressIntervalMs,proto3" json:"progress_interval_ms,omitempty"`
+	// progress_only marks a progress frame: the broker is alive and the
+	// table it sent last on the stream is still current. Only version (the
+	// last table's, 0 before the first) and progress_interval_ms are set
+	// besides; a watcher must not install it as a table.
+	ProgressOnly  bool `protobuf:"varint,8,opt,name=progress_only,json=progressOnly,proto3" json:"progress_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5084,6 +5107,20 @@ func (x *RoutingTable) GetHandovers() []*Handover {
 		return x.Handovers
 	}
 	return nil
+}
+
+func (x *RoutingTable) GetProgressIntervalMs() int64 {
+	if x != nil {
+		return x.ProgressIntervalMs
+	}
+	return 0
+}
+
+func (x *RoutingTable) GetProgressOnly() bool {
+	if x != nil {
+		return x.ProgressOnly
+	}
+	return false
 }
 
 // Handover is one topic partition moving from one shard to another; see
@@ -6159,14 +6196,17 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
 	"\brollback\x18\x04 \x01(\tR\brollback\x12\x19\n" +
-	"\bshard_id\x18\x05 \x01(\x04R\ashardId\"\x15\n" +
-	"\x13WatchRoutingRequest\"\xef\x01\n" +
+	"\bshard_id\x18\x05 \x01(\x04R\ashardId\"G\n" +
+	"\x13WatchRoutingRequest\x120\n" +
+	"\x14progress_interval_ms\x18\x01 \x01(\x03R\x12progressIntervalMs\"\xc6\x02\n" +
 	"\fRoutingTable\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12&\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x10.sundial.v1.NodeR\x05nodes\x12)\n" +
 	"\x06shards\x18\x03 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x12.\n" +
 	"\x06topics\x18\x04 \x03(\v2\x16.sundial.v1.TopicRouteR\x06topics\x122\n" +
-	"\thandovers\x18\x06 \x03(\v2\x14.sundial.v1.HandoverR\thandoversJ\x04\b\x05\x10\x06R\bdefaults\"\xce\x01\n" +
+	"\thandovers\x18\x06 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\x120\n" +
+	"\x14progress_interval_ms\x18\a \x01(\x03R\x12progressIntervalMs\x12#\n" +
+	"\rprogress_only\x18\b \x01(\bR\fprogressOnlyJ\x04\b\x05\x10\x06R\bdefaults\"\xce\x01\n" +
 	"\bHandover\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x1d\n" +

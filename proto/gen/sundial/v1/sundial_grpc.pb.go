@@ -1171,7 +1171,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ClusterClient interface {
 	// WatchRouting streams the routing table: once at once, then on every
-	// change of placement, topics or shard leaders.
+	// change of placement, topics or shard leaders. A watcher that sets
+	// WatchRoutingRequest.progress_interval_ms also gets progress frames
+	// while nothing changes, so it can tell a silent (frozen) broker from a
+	// quiet cluster.
 	WatchRouting(ctx context.Context, in *WatchRoutingRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RoutingTable], error)
 	ListShards(ctx context.Context, in *ListShardsRequest, opts ...grpc.CallOption) (*ListShardsResponse, error)
 	// TransferLeader asks a shard's leader to hand its leadership to the
@@ -1353,7 +1356,10 @@ func (c *clusterClient) AddShards(ctx context.Context, in *AddShardsRequest, opt
 // for forward compatibility.
 type ClusterServer interface {
 	// WatchRouting streams the routing table: once at once, then on every
-	// change of placement, topics or shard leaders.
+	// change of placement, topics or shard leaders. A watcher that sets
+	// WatchRoutingRequest.progress_interval_ms also gets progress frames
+	// while nothing changes, so it can tell a silent (frozen) broker from a
+	// quiet cluster.
 	WatchRouting(*WatchRoutingRequest, grpc.ServerStreamingServer[RoutingTable]) error
 	ListShards(context.Context, *ListShardsRequest) (*ListShardsResponse, error)
 	// TransferLeader asks a shard's leader to hand its leadership to the
