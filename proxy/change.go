@@ -18,7 +18,7 @@ func (p producer) Cancel(ctx context.Context, req *sundialv1.CancelRequest) (*su
 	if vs := validate.Cancel(req, p.s.cfg.Limits); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	return changeOnShard(ctx, p.s, req.GetMessage(), func(ctx context.Context, c brokerv1.ShardClient, sreq *brokerv1.ShardChangeRequest) (*sundialv1.CancelResponse, error) {
+	return changeOnShard(ctx, p.s, req.GetMessage(), req.GetRequestId(), func(ctx context.Context, c brokerv1.ShardClient, sreq *brokerv1.ShardChangeRequest) (*sundialv1.CancelResponse, error) {
 		sreq.RequestId = req.GetRequestId()
 		return c.Cancel(ctx, sreq)
 	})
@@ -29,24 +29,24 @@ func (p producer) Reschedule(ctx context.Context, req *sundialv1.RescheduleReque
 	if vs := validate.Reschedule(req, p.s.cfg.Limits, time.Now().UnixMilli()); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	return changeOnShard(ctx, p.s, req.GetMessage(), func(ctx context.Context, c brokerv1.ShardClient, sreq *brokerv1.ShardChangeRequest) (*sundialv1.RescheduleResponse, error) {
+	return changeOnShard(ctx, p.s, req.GetMessage(), req.GetRequestId(), func(ctx context.Context, c brokerv1.ShardClient, sreq *brokerv1.ShardChangeRequest) (*sundialv1.RescheduleResponse, error) {
 		sreq.DelayMs, sreq.DeliverAtUnixMs, sreq.RequestId = req.GetDelayMs(), req.GetDeliverAtUnixMs(), req.GetRequestId()
 		return c.Reschedule(ctx, sreq)
 	})
 }
 
-// changeOnShard runs call on the shard holding sel. When the broker
-// answers that the key lives on another shard (its routing version is
-// newer than the proxy's table), it routes once more with a table at that
-// version.
-func changeOnShard[T any](ctx context.Context, s *Server, sel *sundialv1.MessageSelector, call func(context.Context, brokerv1.ShardClient, *brokerv1.ShardChangeRequest) (T, error)) (T, error) {
+// changeOnShard runs call, the change with requestID, on the shard
+// holding sel. When the broker answers that the key lives on another shard
+// (its routing version is newer than the proxy's table), it routes once
+// more with a table at that version.
+func changeOnShard[T any](ctx context.Context, s *Server, sel *sundialv1.MessageSelector, requestID string, call func(context.Context, brokerv1.ShardClient, *brokerv1.ShardChangeRequest) (T, error)) (T, error) {
 	var out T
 	for round := 0; ; round++ {
 		sreq, err := s.changeRequest(ctx, sel)
 		if err != nil {
 			return out, err
 		}
-		out, err = onShard(ctx, s, sreq.GetShardId(), func(ctx context.Context, c brokerv1.ShardClient) (T, error) {
+		out, err = onShardBy(ctx, s.forwardDo(requestID), sreq.GetShardId(), func(ctx context.Context, c brokerv1.ShardClient) (T, error) {
 			return call(ctx, c, sreq)
 		})
 		ws, misplaced := apierr.AsWrongShard(err)

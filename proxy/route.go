@@ -166,7 +166,7 @@ func (s *Server) forwardParts(ctx context.Context, rid string, table *routing.Ta
 				sreq.RequestId = rid + "/" + strconv.FormatUint(pt.Shard, 10)
 			}
 			var resp *sundialv1.PublishResponse
-			err := s.fwd.Do(ctx, pt.Shard, func(ctx context.Context, conn *grpc.ClientConn) error {
+			err := s.forwardDo(sreq.RequestId)(ctx, pt.Shard, func(ctx context.Context, conn *grpc.ClientConn) error {
 				var err error
 				resp, err = brokerv1.NewShardClient(conn).Publish(ctx, sreq)
 				return err

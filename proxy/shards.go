@@ -11,6 +11,7 @@ import (
 
 	"github.com/sundialmq/sundial/proto/apierr"
 	"github.com/sundialmq/sundial/proxy/internal/fanout"
+	"github.com/sundialmq/sundial/proxy/internal/forward"
 	"github.com/sundialmq/sundial/proxy/internal/routing"
 
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -49,8 +50,22 @@ func (s *Server) tableFor(ctx context.Context, topic string) (*routing.Table, er
 // onShard runs one Shard call against the leader of shard under the
 // forwarding policy.
 func onShard[T any](ctx context.Context, s *Server, shard uint64, call func(context.Context, brokerv1.ShardClient) (T, error)) (T, error) {
+	return onShardBy(ctx, s.fwd.Do, shard, call)
+}
+
+// forwardDo is the forwarder's call for a write with requestID: Do, or
+// DoUncut when the write has no id (a cut try retried would apply it
+// twice).
+func (s *Server) forwardDo(requestID string) func(context.Context, uint64, forward.Call) error {
+	if requestID == "" {
+		return s.fwd.DoUncut
+	}
+	return s.fwd.Do
+}
+
+func onShardBy[T any](ctx context.Context, do func(context.Context, uint64, forward.Call) error, shard uint64, call func(context.Context, brokerv1.ShardClient) (T, error)) (T, error) {
 	var out T
-	err := s.fwd.Do(ctx, shard, func(ctx context.Context, conn *grpc.ClientConn) error {
+	err := do(ctx, shard, func(ctx context.Context, conn *grpc.ClientConn) error {
 		var err error
 		out, err = call(ctx, brokerv1.NewShardClient(conn))
 		return err

@@ -21,7 +21,9 @@
 //     elected one) and try the new leader at once, rather than wait out
 //     the try: the call may have taken effect at the old leader, as with a
 //     connection lost mid-call, which shards answer from their request-id
-//     dedup records (the SDK sets an id on every change);
+//     dedup records (the SDK sets an id on every change); a write without
+//     a request id goes through DoUncut, whose try is never cut, since a
+//     second try would apply it again;
 //   - give up at the forward timeout or the caller's deadline with
 //     codes.Unavailable "shard N has no reachable leader".
 //
@@ -219,6 +221,18 @@ func (f *Forwarder) Do(ctx context.Context, shard uint64, call Call) error {
 // DoFor is Do with its own timeout instead of the forward timeout, for
 // calls that wait on purpose (a long-polling Receive).
 func (f *Forwarder) DoFor(ctx context.Context, shard uint64, timeout time.Duration, call Call) error {
+	return f.doFor(ctx, shard, timeout, true, call)
+}
+
+// DoUncut is Do for a write that carries no request id: the shard cannot
+// answer a second try from a dedup record, so a try is not cut when a
+// newer table moves the shard's leader; it runs until its broker answers,
+// or the timeout.
+func (f *Forwarder) DoUncut(ctx context.Context, shard uint64, call Call) error {
+	return f.doFor(ctx, shard, f.timeout, false, call)
+}
+
+func (f *Forwarder) doFor(ctx context.Context, shard uint64, timeout time.Duration, cut bool, call Call) error {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -232,7 +246,13 @@ func (f *Forwarder) DoFor(ctx context.Context, shard uint64, timeout time.Durati
 		if addr == "" {
 			return status.Errorf(codes.NotFound, "%v: shard %d (routing version %d)", ErrUnknownShard, shard, f.tables.Table().Version())
 		}
-		moved, err := f.tryLeader(ctx, shard, addr, call)
+		var moved bool
+		var err error
+		if cut {
+			moved, err = f.tryLeader(ctx, shard, addr, call)
+		} else {
+			err = f.attempt(ctx, addr, call)
+		}
 		if err == nil {
 			f.Succeeded(shard, addr)
 			return nil

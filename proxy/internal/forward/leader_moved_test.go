@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +63,59 @@ func TestDoLeavesALeaderTheTableMovedOff(t *testing.T) {
 	}
 	if got := f.Leader(7); got != "b:1" {
 		t.Errorf("Leader(7) after the move = %q, want b:1", got)
+	}
+}
+
+// A write without a request id (DoUncut) is not cut when the table moves
+// its shard's leader: a second try at the new leader would apply it again,
+// so the try at the old leader runs on to its answer.
+func TestDoUncutWaitsForTheTriedLeader(t *testing.T) {
+	w := routing.NewWatcher(routing.WatcherConfig{}, nil, zaptest.NewLogger(t), nil, nil)
+	w.Install(shardTable(1, 1))
+	pool := routing.NewPool()
+	t.Cleanup(pool.Close)
+	f := New(w, pool, nil, time.Minute, nil)
+
+	tried := make(chan context.Context, 1)
+	answer := make(chan struct{})
+	var atNew atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- f.DoUncut(context.Background(), 7, func(ctx context.Context, conn *grpc.ClientConn) error {
+			if conn.Target() == "b:1" {
+				atNew.Add(1)
+				return nil
+			}
+			tried <- ctx
+			select {
+			case <-answer: // the old leader answers in the end
+				return nil
+			case <-ctx.Done():
+				return status.FromContextError(ctx.Err()).Err()
+			}
+		})
+	}()
+	var tryCtx context.Context
+	select {
+	case tryCtx = <-tried:
+	case <-time.After(30 * time.Second):
+		t.Fatal("DoUncut() never tried the leader the table names")
+	}
+	w.Install(shardTable(2, 2))
+	// A cut (Do) reacts to the install at once; give it ample time to.
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if tryCtx.Err() != nil {
+			t.Fatalf("DoUncut()'s try at the old leader was cut (%v) when the table moved the leader; want it to run on", tryCtx.Err())
+		}
+	}
+	close(answer)
+	select {
+	case err := <-done:
+		if err != nil || atNew.Load() != 0 {
+			t.Fatalf("DoUncut() = %v with %d tries at the new leader, want nil from the old leader's answer and none there", err, atNew.Load())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("DoUncut() did not return after the old leader answered")
 	}
 }
 
