@@ -119,7 +119,9 @@ func pauseWatchedBroker(t *testing.T, c *framework.Cluster, target int) {
 	// A call sent at the freeze, before the table moved, whose try waits
 	// at the frozen leader: the proxy cuts the try once the table names
 	// the new leader and answers from there, within the bound too (before,
-	// it waited out forward_timeout, 10 s, and answered Unavailable).
+	// it waited out forward_timeout, 10 s, and answered Unavailable). It
+	// carries a request id, as the SDK's do: a change without one is not
+	// cut (a second try would apply it again).
 	producer := dial(t, proxy.GRPCAddr).producer
 	type answer struct {
 		outcome sundialv1.ChangeOutcome
@@ -130,7 +132,7 @@ func pauseWatchedBroker(t *testing.T, c *framework.Cluster, target int) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		resp, err := producer.Cancel(ctx, &sundialv1.CancelRequest{Message: client.ByID("watch-heal", absent)})
+		resp, err := producer.Cancel(ctx, &sundialv1.CancelRequest{Message: client.ByID("watch-heal", absent), RequestId: "watch-heal-cancel-at-freeze"})
 		early <- answer{resp.GetOutcome(), err, time.Since(paused)}
 	}()
 	var moved, routed, ready time.Duration
