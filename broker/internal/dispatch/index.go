@@ -88,8 +88,11 @@ func (x *dueIndex) scan(q keys.Queue, nowMs int64, limit int, leasing map[string
 	}
 	defer it.Close()
 	until := keys.DueUntil(x.shard, q, nowMs)
-	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
+	valid := it.First()
+	later := false // the iterator stopped at the first entry not yet due
+	for ; valid && len(out) < limit; valid = it.Next() {
 		if string(it.Key()) >= string(until) {
+			later = true
 			break
 		}
 		e, err := keys.ParseDue(x.shard, q, it.Key())
@@ -105,9 +108,11 @@ func (x *dueIndex) scan(q keys.Queue, nowMs int64, limit int, leasing map[string
 			out = append(out, item)
 		}
 	}
+	// Without a limit the loop ends at the first entry due later (or at
+	// the end of the queue): no second seek is needed to find it.
 	if len(out) == limit {
 		wakeAt = time.UnixMilli(nowMs)
-	} else if it.SeekGE(until) {
+	} else if later {
 		if e, err := keys.ParseDue(x.shard, q, it.Key()); err == nil {
 			wakeAt = time.UnixMilli(e.VisibleAtMs)
 			note(e.VisibleAtMs, it.Key())
