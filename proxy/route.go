@@ -156,7 +156,7 @@ func (s *Server) forwardParts(ctx context.Context, rid string, table *routing.Ta
 	refused := make([]*brokerv1.WrongShard, len(parts))
 	var wg sync.WaitGroup
 	for i, pt := range parts {
-		forward := func() {
+		wg.Go(func() {
 			sreq := &brokerv1.ShardPublishRequest{
 				ShardId:        pt.Shard,
 				Messages:       pt.Messages,
@@ -179,15 +179,7 @@ func (s *Server) forwardParts(ctx context.Context, rid string, table *routing.Ta
 				return
 			}
 			answers[i] = batch.Answer{Results: resp.GetResults()}
-		}
-		// A request of one part (most at a low rate) is forwarded on the
-		// handler's goroutine: a new one per request would grow its stack
-		// anew through gRPC's client call every time.
-		if len(parts) == 1 {
-			forward()
-			break
-		}
-		wg.Go(forward)
+		})
 	}
 	wg.Wait()
 	return answers, refused
