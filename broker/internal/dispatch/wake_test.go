@@ -6,6 +6,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 // rounds is how many delivery rounds r's dispatcher has run.
@@ -76,6 +78,38 @@ func TestOneRoundPerDueInstant(t *testing.T) {
 		}
 		if got := r.rounds() - before; got != n {
 			t.Fatalf("%d messages due at %d instants ran %v rounds, want %d", n, n, got, n)
+		}
+	})
+}
+
+// A round opens the due index only of queues that may have something due:
+// one whose scan floor lies after now answers from the floor. Here the
+// consumer reads two partitions and only partition 0 gets messages due
+// soon; partition 1's next copy is an hour out.
+func TestRoundReadsOnlyQueuesWithSomethingDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		now := time.Now().UnixMilli()
+		r.publishMessages(&fsmpb.StoredMessage{Topic: "t", Partition: 1, Payload: []byte("later"), DueAtMs: now + time.Hour.Milliseconds()})
+		c := NewConsumer("t", "default", []uint32{0, 1}, time.Minute, false, 100)
+		r.d.Attach(c)
+		synctest.Wait() // both queues scanned once: their floors are set
+		r.d.mu.Lock()
+		before := r.d.index.scans
+		r.d.mu.Unlock()
+		const n = 5
+		for i := range n {
+			r.publish("t", time.Now().UnixMilli()+100)
+			if _, ok := next(c, 5*time.Second); !ok {
+				t.Fatalf("delivery %d missing", i)
+			}
+			synctest.Wait()
+		}
+		r.d.mu.Lock()
+		got := r.d.index.scans - before
+		r.d.mu.Unlock()
+		if got != n {
+			t.Fatalf("%d rounds due in partition 0 opened %d scans, want %d (partition 1 has nothing due for an hour)", n, got, n)
 		}
 	})
 }
