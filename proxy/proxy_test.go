@@ -180,7 +180,7 @@ func (b *fakeBroker) Ack(_ context.Context, req *brokerv1.ShardAckRequest) (*sun
 	return out, nil
 }
 
-func serve(t *testing.T, b *fakeBroker) string {
+func serve(t testing.TB, b *fakeBroker) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -201,7 +201,7 @@ func serve(t *testing.T, b *fakeBroker) string {
 // startCluster runs a leader (node 1) and a follower (node 2, listed
 // first as every shard's leader hint, so calls are redirected) and a proxy
 // seeded with the follower.
-func startCluster(t *testing.T) (*Server, *fakeBroker, *grpc.ClientConn) {
+func startCluster(t testing.TB) (*Server, *fakeBroker, *grpc.ClientConn) {
 	t.Helper()
 	adm := &fakeAdmin{deletes: new(atomic.Int32)}
 	leader := &fakeBroker{leader: true, published: map[uint64]int{}, admin: adm, queue: &fakeQueue{}}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -117,6 +118,10 @@ func (c *Config) fill() {
 	}
 }
 
+// notArmed is armedMs while the loop runs a round or sleeps until woken:
+// every insertion nudges it.
+const notArmed = math.MaxInt64
+
 // DefaultMaxCredit is Config.MaxCredit's default.
 const DefaultMaxCredit = 10_000
 
@@ -161,10 +166,18 @@ type Dispatcher struct {
 	// local state then holds everything committed before the term began.
 	caughtUp chan struct{}
 
-	ctx      context.Context // canceled by Stop; bounds lease proposals
-	cancel   context.CancelFunc
-	slots    chan struct{} // one per lease proposal in flight
-	wake     chan struct{}
+	ctx    context.Context // canceled by Stop; bounds lease proposals
+	cancel context.CancelFunc
+	slots  chan struct{} // one per lease proposal in flight
+	wake   chan struct{} // a round is needed now
+	// rearm nudges the sleeping loop to take dueMs, the earliest
+	// visible_at (unix ms) inserted since it last looked (MaxInt64: none),
+	// and fire its timer no later. armedMs is when the timer fires
+	// (notArmed while a round runs or nothing is due): an insertion due at
+	// or after it needs no nudge, the round at the timer sees it.
+	rearm    chan struct{}
+	dueMs    atomic.Int64
+	armedMs  atomic.Int64
 	stopc    chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup // the loop, the lease renewer, the lease committers and releases
@@ -191,8 +204,10 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, read
 		lease:    newLeaderLease(cfg.LeaderLeaseTimeout),
 		ctx:      ctx, cancel: cancel,
 		slots: make(chan struct{}, cfg.MaxLeasesInFlight),
-		wake:  make(chan struct{}, 1), stopc: make(chan struct{}),
+		wake:  make(chan struct{}, 1), rearm: make(chan struct{}, 1), stopc: make(chan struct{}),
 	}
+	d.armedMs.Store(notArmed)
+	d.dueMs.Store(math.MaxInt64)
 	d.index = &dueIndex{shard: shard, db: db, floors: d.floors, horizons: d.horizons, rebuilt: m.fairRebuilds.Inc}
 	d.ttl = newTTLTimer(d.index.firstExpiry)
 	return d
@@ -243,12 +258,39 @@ func (d *Dispatcher) BeginChange() (end func(err error)) { return d.fence.begin(
 
 // Changed is the state machine's report of due-index insertions (lows: the
 // earliest visible_at per queue) or of a wholesale reset; it lowers the scan
-// floors and FAIR queues' horizons and wakes the loop.
+// floors and FAIR queues' horizons. A reset wakes the loop for a round. An
+// insertion only makes sure the loop's timer fires no later than it is due
+// (a publish due in 2 s, a lease's deadline 30 s out): the round then scans
+// from the lowered floors; a round now would find nothing due.
 func (d *Dispatcher) Changed(lows map[keys.Queue]int64, expiryLow int64, reset bool) {
 	d.ttl.lower(expiryLow, reset)
 	d.floors.lower(lows, reset)
 	d.horizons.lower(lows, reset)
-	d.Wake()
+	if reset {
+		d.Wake()
+		return
+	}
+	earliest := int64(math.MaxInt64)
+	if expiryLow != 0 {
+		earliest = expiryLow
+	}
+	for _, low := range lows {
+		earliest = min(earliest, low)
+	}
+	for {
+		cur := d.dueMs.Load()
+		if earliest >= cur || d.dueMs.CompareAndSwap(cur, earliest) {
+			break
+		}
+	}
+	// Read after dueMs was lowered: a loop that armed its timer before
+	// that either fires first or is nudged and takes dueMs.
+	if earliest < d.armedMs.Load() {
+		select {
+		case d.rearm <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Attach adds a consumer.
@@ -310,6 +352,7 @@ func (d *Dispatcher) run() {
 	defer timer.Stop()
 	lastSweep := d.now()
 	for {
+		d.armedMs.Store(notArmed)
 		next := d.round()
 		if at := d.expireDue(d.now()); !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
@@ -317,6 +360,21 @@ func (d *Dispatcher) run() {
 		if now := d.now(); now.Sub(lastSweep) >= d.cfg.SweepInterval {
 			d.sweep(now)
 			lastSweep = now
+		}
+		if !d.sleep(timer, next) {
+			return
+		}
+	}
+}
+
+// sleep waits until next (zero: until woken, or SweepInterval), woken by
+// Wake, or until the earliest insertion Changed reports, whichever comes
+// first; false when the dispatcher stops. An insertion due later than the
+// timer costs no round.
+func (d *Dispatcher) sleep(timer *time.Timer, next time.Time) bool {
+	for {
+		if due := d.dueMs.Swap(math.MaxInt64); due != math.MaxInt64 && (next.IsZero() || due < next.UnixMilli()) {
+			next = time.UnixMilli(due)
 		}
 		if !timer.Stop() {
 			select {
@@ -326,14 +384,19 @@ func (d *Dispatcher) run() {
 		}
 		if !next.IsZero() {
 			timer.Reset(max(time.Until(next), 0))
+			d.armedMs.Store(next.UnixMilli())
 		} else {
 			timer.Reset(d.cfg.SweepInterval)
+			d.armedMs.Store(notArmed)
 		}
 		select {
 		case <-d.stopc:
-			return
+			return false
 		case <-d.wake:
+			return true
 		case <-timer.C:
+			return true
+		case <-d.rearm:
 		}
 	}
 }

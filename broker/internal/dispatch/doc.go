@@ -14,8 +14,13 @@
 //
 // The loop sleeps on a timer set to the earliest visible_at among the
 // queues that have credit (or the next TTL expiry, or a release-rate
-// refill), or until woken (a publish or nack applied, credit granted, a
-// consumer attached, a full consumer taking its deliveries). Each round it scans the due index
+// refill), or until woken (credit granted, a consumer attached, a full
+// consumer taking its deliveries, a lease settled that left work). An
+// applied insertion into the due index (a publish, a nack, a lease moving
+// its copy to the deadline) wakes nothing: it only brings the timer forward
+// to its visible_at if that is earlier, and the round then scans from the
+// lowered floor; so a round runs when something may be due, about once per
+// due instant, not once per applied command. Each round it scans the due index
 // up to now and proposes one Lease command for everything it picked. When
 // the lease is pushed to consumers depends on what could go wrong:
 //   - at-least-once copies are pushed as soon as the lease is queued in the

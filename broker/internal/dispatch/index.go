@@ -28,9 +28,10 @@ type dueIndex struct {
 	// index (see catchUp); they have the floors' rules and their own lock.
 	horizons *floors
 	// visited counts the index entries the fair reads stepped on (in the
-	// due index, for a catch-up, and in the fair index), so tests
-	// can assert what a round costs.
+	// due index, for a catch-up, and in the fair index), and scans the
+	// iterators scan opened, so tests can assert what a round costs.
 	visited int
+	scans   int
 	// rebuilt is told of every rebuild of a FAIR queue's active keys from
 	// the fair index (a metric).
 	rebuilt func()
@@ -61,7 +62,8 @@ func (x *dueIndex) dueItem(it *pebble.Iterator, q keys.Queue, e keys.DueEntry, l
 // scan returns up to limit copies of q visible at or before nowMs that are
 // not in leasing, and when to look again: now if it stopped at
 // the limit, else the visible_at of the first later copy (zero if none).
-// It starts at q's floor and leaves the floor at the first entry it saw.
+// It starts at q's floor and leaves the floor at the first entry it saw;
+// a floor later than nowMs answers without reading.
 // Entries between the floor and the first entry it saw were deleted (their
 // leases committed) or are being leased; a lease that fails or conflicts
 // leaves its copy at its key, which is at or after the floor.
@@ -69,11 +71,18 @@ func (x *dueIndex) scan(q keys.Queue, nowMs int64, limit int, leasing map[string
 	prefix := keys.QueuePrefix(x.shard, q)
 	lower := prefix
 	if f, ok := x.floors.begin(q); ok {
+		if f.ms > nowMs {
+			// Nothing of q is due before its floor: no need to read
+			// (a round for another queue's due instant, or for credit).
+			x.floors.end(q, f, true)
+			return nil, time.UnixMilli(f.ms), nil
+		}
 		lower = f.key
 		if lower == nil {
 			lower = keys.DueFrom(x.shard, q, f.ms)
 		}
 	}
+	x.scans++
 	first := floor{ms: nowMs} // for an empty queue: every later insertion lowers the floor
 	seen := false
 	defer func() { x.floors.end(q, first, err == nil) }()
@@ -88,8 +97,11 @@ func (x *dueIndex) scan(q keys.Queue, nowMs int64, limit int, leasing map[string
 	}
 	defer it.Close()
 	until := keys.DueUntil(x.shard, q, nowMs)
-	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
+	valid := it.First()
+	later := false // the iterator stopped at the first entry not yet due
+	for ; valid && len(out) < limit; valid = it.Next() {
 		if string(it.Key()) >= string(until) {
+			later = true
 			break
 		}
 		e, err := keys.ParseDue(x.shard, q, it.Key())
@@ -105,9 +117,11 @@ func (x *dueIndex) scan(q keys.Queue, nowMs int64, limit int, leasing map[string
 			out = append(out, item)
 		}
 	}
+	// Without a limit the loop ends at the first entry due later (or at
+	// the end of the queue): no second seek is needed to find it.
 	if len(out) == limit {
 		wakeAt = time.UnixMilli(nowMs)
-	} else if it.SeekGE(until) {
+	} else if later {
 		if e, err := keys.ParseDue(x.shard, q, it.Key()); err == nil {
 			wakeAt = time.UnixMilli(e.VisibleAtMs)
 			note(e.VisibleAtMs, it.Key())

@@ -28,6 +28,9 @@ type Metrics struct {
 	// fairRebuilds counts FAIR queue partitions whose active fairness
 	// keys were rebuilt from the fair index.
 	fairRebuilds prometheus.Counter
+	// rounds counts delivery rounds (each scans the due index of every
+	// queue with credit): the dispatchers' wake-ups.
+	rounds prometheus.Counter
 }
 
 // NewMetrics registers the dispatch collectors on reg.
@@ -84,8 +87,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "sundial", Subsystem: "broker", Name: "fair_rebuilds_total",
 		Help: "FAIR queue partitions whose fairness keys with due messages were rebuilt from the fair index (a new leader's first round, a reset, or more due at once than a round catches up on).",
 	})
+	m.rounds = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "dispatch_rounds_total",
+		Help: "Delivery rounds run by the shard leaders' dispatchers (each scans the due index of every queue with credit).",
+	})
 	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness, m.leaseConflicts, m.deadLettered, m.expired,
-		m.barrierWait, m.leaseRenewalsFailed, m.pushedAfterCommit, m.consumerFull, m.fairRebuilds)
+		m.barrierWait, m.leaseRenewalsFailed, m.pushedAfterCommit, m.consumerFull, m.fairRebuilds, m.rounds)
 	return m
 }
 

@@ -44,6 +44,7 @@ func (d *Dispatcher) round() time.Time {
 	case <-d.stopc:
 		return time.Time{}
 	}
+	d.metrics.rounds.Inc()
 	now := d.now()
 	mark := d.fence.mark()
 	picks, next := d.pickDue(now.UnixMilli())
@@ -110,7 +111,10 @@ func (d *Dispatcher) round() time.Time {
 	}
 	d.wg.Add(1)
 	go d.commit(picks, pushed, early, wait, cancel)
-	return now // more may be due: look again at once
+	// next is now when a pick stopped at a limit with more due; else
+	// nothing else is due before it, and the copies just picked are off
+	// the due index once their lease applies.
+	return next
 }
 
 // commit waits for the lease of picks, pushes the at-most-once ones that
@@ -142,7 +146,28 @@ func (d *Dispatcher) commit(picks []pick, pushed []bool, early bool, wait func()
 	}
 	d.push(picks, now, pushed)
 	d.settle(picks, pushed, out.Codes)
-	d.Wake()
+	// A copy not pushed gave its credit back, one whose lease did not
+	// commit as picked may still be due, and a consumer at MaxCredit
+	// has room again: the next round may find work. Otherwise the round
+	// that picked these already set the loop's timer.
+	if needsRound(picks, pushed, out.Codes) {
+		d.Wake()
+	}
+}
+
+// needsRound reports whether settling picks freed anything a round could
+// use: credit refunded (a copy not pushed), a copy left due (a lease code
+// other than OK) or room of a consumer that a round skipped at MaxCredit.
+func needsRound(picks []pick, pushed []bool, codes []fsmpb.RefCode) bool {
+	for i, p := range picks {
+		if (p.consumer != nil && !pushed[i]) || codes[i] != fsmpb.RefCode_REF_CODE_OK {
+			return true
+		}
+		if p.consumer != nil && p.consumer.full.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // leaseFailed releases picks whose lease proposal failed, after a pause
@@ -156,6 +181,7 @@ func (d *Dispatcher) leaseFailed(picks []pick, pushed []bool, err error) {
 		}
 	}
 	d.settle(picks, pushed, nil)
+	d.Wake() // the copies are due again and their credit is back
 }
 
 // push hands the deliveries of picks[i], for each i in which, to their
