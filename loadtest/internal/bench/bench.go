@@ -89,6 +89,61 @@ type Run struct {
 	// ClientCPU is what this loadtest process (the load generator and
 	// every client library) spent during the scenario, on the same cores.
 	ClientCPU *CPU `json:"client_cpu,omitempty"`
+	// SteadyCPU is the server processes' CPU in cores over the precision
+	// scenario's steady state alone (publishing and delivering at its
+	// rate), without the wait before the first message is due and the
+	// drain after the last send, which the CPU column includes.
+	SteadyCPU *SteadyCPU `json:"steady_cpu,omitempty"`
+}
+
+// SteadyCPU is CPU over a window, in cores (CPU seconds per second).
+type SteadyCPU struct {
+	Window float64 `json:"window_s"`
+	Cores  float64 `json:"cores"`
+	// Parts are the cores of each role (Sundial: brokers, proxy).
+	Parts []CPUPart `json:"parts,omitempty"`
+}
+
+// steadyMeter samples groups at the two ends of a window (steady(true),
+// steady(false)); result is the CPU between them in cores, or why there is
+// none (the window was not seen whole, a sample failed).
+type steadyMeter struct {
+	groups      []target.ProcessGroup
+	begin, end  time.Time
+	first, last cpuSample
+	err         error
+}
+
+func (m *steadyMeter) steady(begin bool) {
+	s, err := sampleCPU(groupPids(m.groups))
+	if err != nil {
+		m.err = err
+		return
+	}
+	if begin {
+		m.begin, m.first = time.Now(), s
+	} else {
+		m.end, m.last = time.Now(), s
+	}
+}
+
+func (m *steadyMeter) result() (*SteadyCPU, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	if m.begin.IsZero() || m.end.IsZero() || !m.end.After(m.begin) {
+		return nil, errors.New("bench: the steady window was not seen")
+	}
+	c, err := cpuBetween(m.first, m.last, m.groups, 1)
+	if err != nil {
+		return nil, err
+	}
+	w := m.end.Sub(m.begin).Seconds()
+	out := &SteadyCPU{Window: w, Cores: c.Seconds / w}
+	for _, p := range c.Parts {
+		out.Parts = append(out.Parts, CPUPart{Role: p.Role, Processes: p.Processes, Seconds: p.Seconds / w})
+	}
+	return out, nil
 }
 
 // Machine describes where the run happened.
@@ -233,8 +288,16 @@ func runOne(ctx context.Context, cfg Config, sc string, spec target.Spec, dir st
 		run.Burst = &r
 		return err
 	case Precision:
-		r, err := scenario.Precision(ctx, inst, cfg.Precision)
+		meter := &steadyMeter{groups: groups}
+		pc := cfg.Precision
+		pc.OnSteady = meter.steady
+		r, err := scenario.Precision(ctx, inst, pc)
 		run.Precision = &r
+		if s, serr := meter.result(); serr == nil {
+			run.SteadyCPU = s
+		} else if run.CPUError == "" {
+			run.CPUError = "steady window: " + serr.Error()
+		}
 		return err
 	case Backlog:
 		r, err := scenario.Backlog(ctx, inst, cfg.Backlog)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sundialmq/sundial/loadtest/internal/scenario"
 	"github.com/sundialmq/sundial/loadtest/internal/target"
@@ -219,5 +221,26 @@ func TestTargetsRenderCPUAtPrecisionRate(t *testing.T) {
 				t.Errorf("Markdown() lacks %q:\n%s", tc.want, md.String())
 			}
 		})
+	}
+}
+
+// The steady meter answers the CPU between its two samples in cores, and
+// no figure when it did not see both ends of the window.
+func TestSteadyMeter(t *testing.T) {
+	groups := []target.ProcessGroup{{Role: "server", Pids: []int{os.Getpid()}}}
+	m := &steadyMeter{groups: groups}
+	m.steady(true)
+	if _, err := m.result(); err == nil {
+		t.Fatal("result() before the window ended: no error, want one saying it was not seen")
+	}
+	for spin := time.Now(); time.Since(spin) < 50*time.Millisecond; {
+	}
+	m.steady(false)
+	got, err := m.result()
+	if err != nil {
+		t.Fatalf("result() = %v", err)
+	}
+	if got.Window <= 0 || got.Cores < 0 || got.Cores > float64(runtime.NumCPU()) {
+		t.Fatalf("result() = %+v, want a positive window and between 0 and %d cores", got, runtime.NumCPU())
 	}
 }

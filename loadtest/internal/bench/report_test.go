@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sundialmq/sundial/loadtest/internal/scenario"
+	"github.com/sundialmq/sundial/loadtest/internal/target"
 )
 
 func TestAdvantage(t *testing.T) {
@@ -68,8 +69,10 @@ func TestReportRenders(t *testing.T) {
 		{Name: "sundial", System: "Sundial", Scenario: Throughput, Throughput: &scenario.ThroughputResult{MsgsPerS: 200}},
 		{Name: "redis-always", System: "Redis", Durable: true, Scenario: Throughput, Throughput: &scenario.ThroughputResult{MsgsPerS: 100}},
 		{Name: "nats-always", System: "NATS", Scenario: Throughput, Skipped: "nats-server is not on PATH"},
-		{Name: "sundial", System: "Sundial", Scenario: Precision, Precision: &scenario.PrecisionResult{LatenessCDF: cdf}},
+		{Name: "sundial", System: "Sundial", Scenario: Precision, Precision: &scenario.PrecisionResult{LatenessCDF: cdf},
+			SteadyCPU: &SteadyCPU{Window: 8, Cores: 0.9, Parts: []CPUPart{{Role: target.RoleBrokers, Seconds: 0.7}, {Role: target.RoleProxy, Seconds: 0.2}}}},
 	}}
+	rep.Config.Precision.Rate, rep.Config.Precision.Duration, rep.Config.Precision.Delay = 1000, 10*time.Second, 2*time.Second
 	rep.RaftCeiling = &RaftCeiling{Proposers: 8, MsgsPerS: 400}
 	var md, svg strings.Builder
 	rep.Markdown(&md, "chart.svg")
@@ -77,7 +80,8 @@ func TestReportRenders(t *testing.T) {
 		t.Fatalf("SVG() error = %v", err)
 	}
 	for _, want := range []string{"| Redis |", "2.00×", "skipped: nats-server is not on PATH", "![Lateness", "Durable publish ≥ 1.0×",
-		"carried **400 msgs/s**", "| Durable publish, RF 3 ≥ 0.6× the no-op Raft ceiling (same run) | 0.50× (200 vs 400 msgs/s) | **no** |"} {
+		"carried **400 msgs/s**", "Sundial  0.90 (brokers 0.70, proxy 0.20)",
+		"| CPU at 1000 msgs/s (precision, RF 3): ≤ 0.45 cores for the whole cluster | 0.90 cores over the 8 s steady state (brokers 0.70, proxy 0.20) | **no** |", "| Durable publish, RF 3 ≥ 0.6× the no-op Raft ceiling (same run) | 0.50× (200 vs 400 msgs/s) | **no** |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("Markdown() lacks %q", want)
 		}

@@ -16,6 +16,11 @@ type PrecisionConfig struct {
 	// Grace is how long to keep consuming after the last message is due;
 	// default 5s.
 	Grace time.Duration `json:"grace_ns"`
+	// OnSteady, when set, is called with true when the steady state begins
+	// (Delay after the first send: from then on messages are published and
+	// come due at Rate) and with false when it ends (the last send), on the
+	// scheduling goroutine; not called when Duration ≤ Delay.
+	OnSteady func(begin bool) `json:"-"`
 }
 
 func (c PrecisionConfig) withDefaults() PrecisionConfig {
@@ -117,12 +122,17 @@ func Precision(ctx context.Context, t Target, cfg PrecisionConfig) (PrecisionRes
 	tick := time.NewTicker(time.Millisecond)
 	interval := time.Second / time.Duration(cfg.Rate)
 	var sent uint64
+	steady := false
 schedule:
 	for sent < total {
 		select {
 		case <-pctx.Done():
 			break schedule
 		case <-tick.C:
+		}
+		if !steady && cfg.OnSteady != nil && cfg.Duration > cfg.Delay && time.Since(start) >= cfg.Delay {
+			steady = true
+			cfg.OnSteady(true)
 		}
 		want := min(total, uint64(time.Since(start)/interval)+1)
 		for ; sent < want; sent++ {
@@ -132,6 +142,9 @@ schedule:
 		}
 	}
 	tick.Stop()
+	if steady {
+		cfg.OnSteady(false)
+	}
 	close(queue)
 	wg.Wait()
 	res.Published, res.Failed, res.FirstError = ok, fail, errString(firstErr)
