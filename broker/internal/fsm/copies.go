@@ -57,7 +57,12 @@ func (c *groupCopy) message() (*fsmpb.StoredMessage, error) {
 // same attempt and visible_at and, for a delivery, the same content version
 // as the body the round read its payload from. A dead letter is built from
 // the body at apply time, so it names no version.
-func (a *applier) lease(l *fsmpb.Lease) (*fsmpb.Outcome, error) {
+func (a *applier) lease(l *fsmpb.Lease) (_ *fsmpb.Outcome, err error) {
+	bodies, err := a.bodiesOf(len(l.Items), func(i int) []byte { return l.Items[i].GetRef().GetMessageId() })
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, bodies.close()) }()
 	out := &fsmpb.Outcome{Codes: make([]fsmpb.RefCode, 0, len(l.Items))}
 	for _, item := range l.Items {
 		ref := item.GetRef()
@@ -65,7 +70,7 @@ func (a *applier) lease(l *fsmpb.Lease) (*fsmpb.Outcome, error) {
 		if item.Remove || item.DeadLetter {
 			mode = readDecoded
 		}
-		c, err := a.copyOf(ref.GetMessageId(), ref.GetGroup(), mode)
+		c, err := a.copyOf(bodies, ref.GetMessageId(), ref.GetGroup(), mode)
 		if err != nil {
 			return nil, err
 		}
@@ -107,10 +112,15 @@ func (a *applier) lease(l *fsmpb.Lease) (*fsmpb.Outcome, error) {
 
 // forEachRef validates each ref against its copy's current lease and runs
 // fn on the valid ones; mode says what fn does with the copy (see readMode).
-func (a *applier) forEachRef(refs []*fsmpb.MessageRef, mode readMode, fn func(int, *groupCopy) error) (*fsmpb.Outcome, error) {
+func (a *applier) forEachRef(refs []*fsmpb.MessageRef, mode readMode, fn func(int, *groupCopy) error) (_ *fsmpb.Outcome, err error) {
+	bodies, err := a.bodiesOf(len(refs), func(i int) []byte { return refs[i].GetMessageId() })
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, bodies.close()) }()
 	out := &fsmpb.Outcome{Codes: make([]fsmpb.RefCode, 0, len(refs))}
 	for i, ref := range refs {
-		c, err := a.copyOf(ref.GetMessageId(), ref.GetGroup(), mode)
+		c, err := a.copyOf(bodies, ref.GetMessageId(), ref.GetGroup(), mode)
 		if err != nil {
 			return nil, err
 		}
@@ -321,9 +331,14 @@ func (a *applier) putCopy(c *groupCopy) error {
 // copyOf reads group's copy of message id; nil if it is gone. mode says
 // what the command does with it: readForRewrite if it may write the copy
 // back (lease, nack, extend), so an inline copy keeps its body's head for
-// putCopy; readForDrop if it only deletes it (ack).
-func (a *applier) copyOf(id []byte, group string, mode readMode) (*groupCopy, error) {
-	c, err := readCopy(a.b, a.shard, id, group, mode)
+// putCopy; readForDrop if it only deletes it (ack). The body is read
+// through bodies if not nil.
+func (a *applier) copyOf(bodies *bodyIter, id []byte, group string, mode readMode) (*groupCopy, error) {
+	var g getter
+	if bodies != nil {
+		g = bodies
+	}
+	c, err := readCopy(a.b, g, a.shard, id, group, mode)
 	if err != nil || c == nil || c.cs == nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ import (
 // nil when the message or that group's copy is gone (the body may still be
 // there, for the other groups).
 func ReadCopy(r pebble.Reader, shard uint64, id []byte, group string) (*fsmpb.StoredMessage, *fsmpb.CopyState, error) {
-	c, err := readCopy(r, shard, id, group, readDecoded)
+	c, err := readCopy(r, nil, shard, id, group, readDecoded)
 	if err != nil || c == nil {
 		return nil, nil, err
 	}
@@ -55,15 +55,19 @@ const (
 	readForDrop
 )
 
-// readCopy reads group's copy of message id from r as ReadCopy does; nil
-// if the message is gone, a copy with a nil cs if only that group's copy
-// is. A copy read by scanning (see readMode) answers no body: its head or
-// its end stands in for it.
-func readCopy(r pebble.Reader, shard uint64, id []byte, group string, mode readMode) (*groupCopy, error) {
+// readCopy reads group's copy of message id from r as ReadCopy does, the
+// body through bodies if not nil (see bodyIter); nil if the message is
+// gone, a copy with a nil cs if only that group's copy is. A copy read by
+// scanning (see readMode) answers no body: its head or its end stands in
+// for it.
+func readCopy(r pebble.Reader, bodies getter, shard uint64, id []byte, group string, mode readMode) (*groupCopy, error) {
 	if len(id) != keys.IDBytes {
 		return nil, nil
 	}
-	v, closer, err := r.Get(keys.Message(shard, id))
+	if bodies == nil {
+		bodies = r
+	}
+	v, closer, err := bodies.Get(keys.Message(shard, id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
 	}
