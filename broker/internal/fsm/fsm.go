@@ -128,7 +128,7 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	if err := b.Set(keys.Applied(s.shard), binary.BigEndian.AppendUint64(nil, last), nil); err != nil {
 		return nil, err
 	}
-	if err := commitSorted(s.db, b); err != nil {
+	if err := b.Commit(pebble.NoSync); err != nil {
 		return nil, fmt.Errorf("fsm: commit batch: %w", err)
 	}
 	s.applied.Store(last)
