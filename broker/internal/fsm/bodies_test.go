@@ -8,12 +8,13 @@ import (
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
-// A lease, nack, extend or ack naming its messages in id order reads their
-// bodies through one iterator opened as the command starts (bodyIter); it
-// must answer and leave exactly what the same refs do one command each,
-// each read through the batch: whatever earlier refs of the command wrote,
-// on messages of one copy and of two, a dead letter among them, and a ref
-// of a message that is gone.
+// A lease, nack, extend or ack naming distinct messages reads their bodies
+// through one iterator opened as the command starts (bodyIter), in id order,
+// or all of them first if the refs are in another order; it must answer and
+// leave exactly what the same refs do one command each, each read through
+// the batch: whatever earlier refs of the command wrote, on messages of one
+// copy and of two, a dead letter among them, refs of a message that is
+// gone, and a command naming one message twice (read through the batch).
 func TestRefsInIDOrderActLikeOneCommandEach(t *testing.T) {
 	run := func(split bool) ([]byte, string) {
 		r := newReplica(t)
@@ -86,9 +87,18 @@ func TestRefsInIDOrderActLikeOneCommandEach(t *testing.T) {
 		do(splitRefs(refs(5, 8, 1), func(rs []*fsmpb.MessageRef) *fsmpb.Command {
 			return &fsmpb.Command{Kind: &fsmpb.Command_Nack{Nack: &fsmpb.Nack{Refs: rs, VisibleAtMs: 2500, Reason: "r"}}}
 		})...)
-		// Acks of every message: the dead letter's and the last are gone
-		// or not leased, the nacked ones stale.
-		do(splitRefs(refs(0, 12, 1), ack)...)
+		// Extends out of id order, and one naming a message twice.
+		do(splitRefs(reorder(refs(0, 4, 1), 3, 1, 0, 2), func(rs []*fsmpb.MessageRef) *fsmpb.Command {
+			return &fsmpb.Command{Kind: &fsmpb.Command_Extend{Extend: &fsmpb.Extend{Refs: rs, DeadlineMs: 9500}}}
+		})...)
+		do(splitRefs(reorder(refs(8, 11, 1), 0, 2, 0, 1), func(rs []*fsmpb.MessageRef) *fsmpb.Command {
+			return &fsmpb.Command{Kind: &fsmpb.Command_Extend{Extend: &fsmpb.Extend{Refs: rs, DeadlineMs: 9600}}}
+		})...)
+		// Acks of every message in the order consumers might send them:
+		// the dead letter's and the last are gone or not leased, the
+		// nacked ones stale; then acks naming one message twice.
+		do(splitRefs(reorder(refs(0, 12, 1), 7, 2, 9, 0, 11, 5, 3, 1, 10, 4, 6), ack)...)
+		do(splitRefs(reorder(refs(0, 12, 1), 8, 8), ack)...)
 		return r.hash(), fmt.Sprint(codes)
 	}
 	batched, batchedLog := run(false)
@@ -99,4 +109,13 @@ func TestRefsInIDOrderActLikeOneCommandEach(t *testing.T) {
 	if batchedLog != splitLog {
 		t.Fatalf("codes of commands of many refs = %s, of one command per ref = %s; want equal", batchedLog, splitLog)
 	}
+}
+
+// reorder returns rs[at[0]], rs[at[1]], ….
+func reorder(rs []*fsmpb.MessageRef, at ...int) []*fsmpb.MessageRef {
+	out := make([]*fsmpb.MessageRef, len(at))
+	for i, j := range at {
+		out[i] = rs[j]
+	}
+	return out
 }
