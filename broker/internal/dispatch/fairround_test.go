@@ -126,8 +126,13 @@ func BenchmarkFairRound(b *testing.B) {
 func (r *roundRig) pickedKeys(picks []pick) map[string]int {
 	r.tb.Helper()
 	counts := map[string]int{}
+	bodies, err := r.d.index.bodies()
+	if err != nil {
+		r.tb.Fatalf("bodies() error = %v", err)
+	}
+	defer bodies.close()
 	for _, p := range picks {
-		dl, _, err := r.d.index.delivery(p)
+		dl, _, err := bodies.delivery(p)
 		if err != nil {
 			r.tb.Fatalf("delivery() error = %v", err)
 		}

@@ -329,23 +329,52 @@ func (x *dueIndex) rebuild(q keys.Queue, t *fairTree, nowMs int64) (bool, error)
 	return true, it.Error()
 }
 
+// bodyReader reads the bodies of one round's picks through one iterator.
+// A queue's picks come in due-index order, which for copies due at one
+// instant (a burst) is message id order, the bodies' key order: each read
+// then steps forward from the one before, where a Get per body searched
+// every level of the store again (about twice the CPU per read).
+type bodyReader struct {
+	shard uint64
+	it    *pebble.Iterator
+}
+
+// bodies opens a bodyReader on the store as it is now; close it.
+func (x *dueIndex) bodies() (*bodyReader, error) {
+	prefix := keys.MessagePrefix(x.shard)
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	return &bodyReader{shard: x.shard, it: it}, nil
+}
+
+func (r *bodyReader) close() error { return r.it.Close() }
+
 // delivery reads the body of p's message and returns its delivery and TTL
-// expiry. It stamps p's lease item with the body's content version: the
-// payload and the version come from one read, so the lease commits exactly
-// when the payload pushed is still the message's current contents.
-func (x *dueIndex) delivery(p pick) (*sundialv1.Delivery, int64, error) {
+// expiry; pebble.ErrNotFound if the message is gone. It stamps p's lease
+// item with the body's content version: the payload and the version come
+// from one read, so the lease commits exactly when the payload pushed is
+// still the message's current contents.
+func (r *bodyReader) delivery(p pick) (*sundialv1.Delivery, int64, error) {
 	id, err := receipt.MessageIDFromBytes(p.item.Ref.MessageId)
 	if err != nil {
 		return nil, 0, err
 	}
-	v, closer, err := x.db.Get(keys.Message(x.shard, id[:]))
+	// The comparer's prefix of a key is the whole key: this finds the body
+	// or nothing, and uses the tables' bloom filters as a Get does.
+	if !r.it.SeekPrefixGE(keys.Message(r.shard, id[:])) {
+		if err := r.it.Error(); err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, pebble.ErrNotFound
+	}
+	v, err := r.it.ValueAndErr()
 	if err != nil {
 		return nil, 0, err
 	}
 	var m fsmpb.StoredMessage
-	err = proto.Unmarshal(v, &m)
-	closer.Close()
-	if err != nil {
+	if err := proto.Unmarshal(v, &m); err != nil {
 		return nil, 0, err
 	}
 	p.item.Version = m.Version

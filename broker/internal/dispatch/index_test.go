@@ -2,7 +2,9 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -84,7 +86,12 @@ func TestDueIndexScan(t *testing.T) {
 func TestDueIndexDeliveryStampsVersion(t *testing.T) {
 	x, ids := newIndex(t, 10)
 	p := pick{item: &fsmpb.LeaseItem{Ref: &fsmpb.MessageRef{MessageId: ids[0], Group: "default"}, DeadlineMs: 99, Version: 7}, q: keys.Queue{Topic: "t", Group: "default"}}
-	d, expiresAt, err := x.delivery(p)
+	bodies, err := x.bodies()
+	if err != nil {
+		t.Fatalf("bodies() error = %v", err)
+	}
+	defer bodies.close()
+	d, expiresAt, err := bodies.delivery(p)
 	if err != nil {
 		t.Fatalf("delivery() error = %v", err)
 	}
@@ -93,5 +100,34 @@ func TestDueIndexDeliveryStampsVersion(t *testing.T) {
 	}
 	if p.item.Version != 0 {
 		t.Fatalf("lease item's content version after delivery() = %d, want the body's: 0, a new message's", p.item.Version)
+	}
+}
+
+// A round reads every body of its picks through one iterator (bodyReader):
+// in id order, as a burst's picks come, out of order, and past a message
+// that is gone, each read answers that message's body or ErrNotFound.
+func TestBodyReaderReadsPicksInAnyOrder(t *testing.T) {
+	x, ids := newIndex(t, 10, 20, 30, 40, 50)
+	gone := slices.Clone(ids[2])
+	gone[len(gone)-1] ^= 0xff // an id of no message
+	bodies, err := x.bodies()
+	if err != nil {
+		t.Fatalf("bodies() error = %v", err)
+	}
+	defer bodies.close()
+	for _, tc := range []struct {
+		id   []byte
+		want string // payload; "" for ErrNotFound
+	}{
+		{ids[0], "10"}, {ids[1], "20"}, {ids[3], "40"}, {ids[2], "30"}, {gone, ""}, {ids[4], "50"}, {ids[0], "10"}, {ids[4], "50"},
+	} {
+		p := pick{item: &fsmpb.LeaseItem{Ref: &fsmpb.MessageRef{MessageId: tc.id, Group: "default"}}, q: keys.Queue{Topic: "t", Group: "default"}}
+		d, _, err := bodies.delivery(p)
+		switch {
+		case tc.want == "" && !errors.Is(err, pebble.ErrNotFound):
+			t.Fatalf("delivery(%x) = %v, %v; want ErrNotFound", tc.id, d, err)
+		case tc.want != "" && (err != nil || string(d.Payload) != tc.want):
+			t.Fatalf("delivery(%x) = %v, %v; want payload %q", tc.id, d, err, tc.want)
+		}
 	}
 }

@@ -56,12 +56,19 @@ func (d *Dispatcher) round() time.Time {
 	// messages are never delivered: the next expiry command drops them.
 	var unread []pick
 	ready := picks[:0]
+	bodies, err := d.index.bodies()
+	if err != nil {
+		d.log.Error("read due messages", zap.Uint64("shard_id", d.shard), zap.Error(err))
+		d.settle(picks, make([]bool, len(picks)), nil)
+		<-d.slots
+		return now.Add(d.cfg.RetryInterval)
+	}
 	for _, p := range picks {
 		if p.item.DeadLetter {
 			ready = append(ready, p)
 			continue
 		}
-		delivery, expiresAt, err := d.index.delivery(p)
+		delivery, expiresAt, err := bodies.delivery(p)
 		if err != nil {
 			d.log.Error("read due message", zap.Uint64("shard_id", d.shard), zap.Error(err))
 			unread = append(unread, p)
@@ -74,6 +81,9 @@ func (d *Dispatcher) round() time.Time {
 		}
 		p.delivery = delivery
 		ready = append(ready, p)
+	}
+	if err := bodies.close(); err != nil {
+		d.log.Error("read due messages", zap.Uint64("shard_id", d.shard), zap.Error(err))
 	}
 	picks = ready
 	d.settle(unread, make([]bool, len(unread)), nil)

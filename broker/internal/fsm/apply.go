@@ -49,6 +49,9 @@ type applier struct {
 	// visited counts the keys maintenance scans stepped on, so tests can
 	// show a scan stays inside its range.
 	visited int
+	// decoded counts the bodies copyOf decoded whole, so tests can show
+	// an ack of a one-copy message decodes none.
+	decoded int
 }
 
 type counterKey struct{ topic, group string }
@@ -60,12 +63,12 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Outcome, error) {
 	case *fsmpb.Command_Lease:
 		return a.lease(k.Lease)
 	case *fsmpb.Command_Ack:
-		return a.forEachRef(k.Ack.Refs, false, func(_ int, c *groupCopy) error {
+		return a.forEachRef(k.Ack.Refs, readForDrop, func(_ int, c *groupCopy) error {
 			return a.dropCopy(c, k.Ack.NowMs, fsmpb.EndState_END_STATE_DELIVERED)
 		})
 	case *fsmpb.Command_Nack:
 		n := k.Nack
-		return a.forEachRef(n.Refs, true, func(i int, c *groupCopy) error {
+		return a.forEachRef(n.Refs, readForRewrite, func(i int, c *groupCopy) error {
 			c.cs.Reason = n.Reason
 			visibleAt := n.VisibleAtMs
 			if len(n.VisibleAtEachMs) == len(n.Refs) {
@@ -74,7 +77,7 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Outcome, error) {
 			return a.moveTo(c, visibleAt, false)
 		})
 	case *fsmpb.Command_Extend:
-		return a.forEachRef(k.Extend.Refs, true, func(_ int, c *groupCopy) error {
+		return a.forEachRef(k.Extend.Refs, readForRewrite, func(_ int, c *groupCopy) error {
 			return a.moveTo(c, k.Extend.DeadlineMs, true)
 		})
 	case *fsmpb.Command_Sweep:

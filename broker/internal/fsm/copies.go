@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -27,13 +28,20 @@ type groupCopy struct {
 	// instead of encoding the whole body again. Whoever changes another
 	// field of the body clears it.
 	head []byte
+	// end, for an inline copy read for an ack (readForDrop), is what
+	// deleting its body needs; such a copy has neither body nor head.
+	end *bodyEnd
 }
 
 // inline says the copy lives in its body.
-func (c *groupCopy) inline() bool { return c.head != nil || c.body.InlineGroup != "" }
+func (c *groupCopy) inline() bool { return c.head != nil || c.end != nil || c.body.InlineGroup != "" }
 
 // message is the copy's body, decoded from head if it was read by scanning.
+// A copy read for an ack has no body to give.
 func (c *groupCopy) message() (*fsmpb.StoredMessage, error) {
+	if c.body == nil && c.head == nil {
+		return nil, errors.New("fsm: copy read for an ack has no body")
+	}
 	if c.body == nil {
 		body := &fsmpb.StoredMessage{}
 		if err := proto.Unmarshal(c.head, body); err != nil {
@@ -49,11 +57,20 @@ func (c *groupCopy) message() (*fsmpb.StoredMessage, error) {
 // same attempt and visible_at and, for a delivery, the same content version
 // as the body the round read its payload from. A dead letter is built from
 // the body at apply time, so it names no version.
-func (a *applier) lease(l *fsmpb.Lease) (*fsmpb.Outcome, error) {
+func (a *applier) lease(l *fsmpb.Lease) (_ *fsmpb.Outcome, err error) {
+	bodies, err := a.bodiesOf(len(l.Items), func(i int) []byte { return l.Items[i].GetRef().GetMessageId() })
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, bodies.close()) }()
 	out := &fsmpb.Outcome{Codes: make([]fsmpb.RefCode, 0, len(l.Items))}
 	for _, item := range l.Items {
 		ref := item.GetRef()
-		c, err := a.copyOf(ref.GetMessageId(), ref.GetGroup(), !item.Remove && !item.DeadLetter)
+		mode := readForRewrite
+		if item.Remove || item.DeadLetter {
+			mode = readDecoded
+		}
+		c, err := a.copyOf(bodies, ref.GetMessageId(), ref.GetGroup(), mode)
 		if err != nil {
 			return nil, err
 		}
@@ -94,11 +111,16 @@ func (a *applier) lease(l *fsmpb.Lease) (*fsmpb.Outcome, error) {
 }
 
 // forEachRef validates each ref against its copy's current lease and runs
-// fn on the valid ones; rewrite says fn writes the copy back (see copyOf).
-func (a *applier) forEachRef(refs []*fsmpb.MessageRef, rewrite bool, fn func(int, *groupCopy) error) (*fsmpb.Outcome, error) {
+// fn on the valid ones; mode says what fn does with the copy (see readMode).
+func (a *applier) forEachRef(refs []*fsmpb.MessageRef, mode readMode, fn func(int, *groupCopy) error) (_ *fsmpb.Outcome, err error) {
+	bodies, err := a.bodiesOf(len(refs), func(i int) []byte { return refs[i].GetMessageId() })
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, bodies.close()) }()
 	out := &fsmpb.Outcome{Codes: make([]fsmpb.RefCode, 0, len(refs))}
 	for i, ref := range refs {
-		c, err := a.copyOf(ref.GetMessageId(), ref.GetGroup(), rewrite)
+		c, err := a.copyOf(bodies, ref.GetMessageId(), ref.GetGroup(), mode)
 		if err != nil {
 			return nil, err
 		}
@@ -152,6 +174,12 @@ func (a *applier) dropCopy(c *groupCopy, nowMs int64, end fsmpb.EndState) error 
 	counter.Pending--
 	if c.cs.Leased {
 		counter.InFlight--
+	}
+	if e := c.end; e != nil {
+		// Read for an ack: what dropBody reads of the body, no more.
+		return a.dropBody(c.id, &fsmpb.StoredMessage{
+			Topic: c.cs.Topic, ExpiresAtMs: e.expiresAtMs, Key: e.key, DedupWindowMs: e.dedupWindowMs,
+		}, nowMs, end)
 	}
 	body, err := c.message()
 	if err != nil {
@@ -300,15 +328,24 @@ func (a *applier) putCopy(c *groupCopy) error {
 	return a.b.Set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, c.id), v, nil)
 }
 
-// copyOf reads group's copy of message id; nil if it is gone. rewrite
-// says the command may write the copy back (lease, nack, extend), so an
-// inline copy keeps its body's head for putCopy.
-func (a *applier) copyOf(id []byte, group string, rewrite bool) (*groupCopy, error) {
-	body, cs, head, err := readCopy(a.b, a.shard, id, group, rewrite)
-	if err != nil || cs == nil {
+// copyOf reads group's copy of message id; nil if it is gone. mode says
+// what the command does with it: readForRewrite if it may write the copy
+// back (lease, nack, extend), so an inline copy keeps its body's head for
+// putCopy; readForDrop if it only deletes it (ack). The body is read
+// through bodies if not nil.
+func (a *applier) copyOf(bodies *bodyIter, id []byte, group string, mode readMode) (*groupCopy, error) {
+	var g getter
+	if bodies != nil {
+		g = bodies
+	}
+	c, err := readCopy(a.b, g, a.shard, id, group, mode)
+	if err != nil || c == nil || c.cs == nil {
 		return nil, err
 	}
-	return &groupCopy{id: id, group: group, cs: cs, body: body, head: head}, nil
+	if c.body != nil {
+		a.decoded++
+	}
+	return c, nil
 }
 
 // copies reads message id's body and every group's copy of it, in group

@@ -32,55 +32,84 @@ import (
 // nil when the message or that group's copy is gone (the body may still be
 // there, for the other groups).
 func ReadCopy(r pebble.Reader, shard uint64, id []byte, group string) (*fsmpb.StoredMessage, *fsmpb.CopyState, error) {
-	body, cs, _, err := readCopy(r, shard, id, group, false)
-	return body, cs, err
+	c, err := readCopy(r, nil, shard, id, group, readDecoded)
+	if err != nil || c == nil {
+		return nil, nil, err
+	}
+	return c.body, c.cs, nil
 }
 
-// readCopy is ReadCopy that also answers, if wantHead and the copy is
-// inline, the body's encoding without its copy fields (see inlineHead), so
-// that writing the copy back does not encode the whole body again. Such a
-// copy is read by scanning the encoding (scanInline), the payload and
-// headers left undecoded, and answers no body.
-func readCopy(r pebble.Reader, shard uint64, id []byte, group string, wantHead bool) (*fsmpb.StoredMessage, *fsmpb.CopyState, []byte, error) {
+// readMode says how readCopy reads a body with an inline copy.
+type readMode int
+
+const (
+	// readDecoded decodes the body.
+	readDecoded readMode = iota
+	// readForRewrite scans the encoding (scanBody) for the copy and keeps
+	// the body's encoding without its copy fields (see inlineHead), so
+	// that writing the copy back does not encode the whole body again.
+	readForRewrite
+	// readForDrop scans the encoding for the copy and what deleting the
+	// body needs (bodyEnd): an ack never decodes the payload and headers
+	// it deletes.
+	readForDrop
+)
+
+// readCopy reads group's copy of message id from r as ReadCopy does, the
+// body through bodies if not nil (see bodyIter); nil if the message is
+// gone, a copy with a nil cs if only that group's copy is. A copy read by
+// scanning (see readMode) answers no body: its head or its end stands in
+// for it.
+func readCopy(r pebble.Reader, bodies getter, shard uint64, id []byte, group string, mode readMode) (*groupCopy, error) {
 	if len(id) != keys.IDBytes {
-		return nil, nil, nil, nil
+		return nil, nil
 	}
-	v, closer, err := r.Get(keys.Message(shard, id))
+	if bodies == nil {
+		bodies = r
+	}
+	v, closer, err := bodies.Get(keys.Message(shard, id))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	defer closer.Close()
-	if wantHead {
-		if inlineGroup, cs, head, ok := scanInline(v); ok {
-			if inlineGroup != group {
-				return nil, nil, nil, nil
+	if mode != readDecoded {
+		// A body of several pending groups keeps no copy inline; if one
+		// did, decoding it keeps dropCopy's rewrite of groups_pending.
+		if s, ok := scanBody(v, mode == readForRewrite); ok && (mode != readForDrop || s.end.groupsPending <= 1) {
+			if s.group != group {
+				return nil, nil
 			}
-			return nil, cs, head, nil
+			c := &groupCopy{id: id, group: group, cs: s.cs, head: s.head}
+			if mode == readForDrop {
+				c.end = &s.end
+			}
+			return c, nil
 		}
 	}
 	body := &fsmpb.StoredMessage{}
 	if err := proto.Unmarshal(v, body); err != nil {
-		return nil, nil, nil, fmt.Errorf("decode %T: %w", body, err)
+		return nil, fmt.Errorf("decode %T: %w", body, err)
 	}
+	c := &groupCopy{id: id, group: group, body: body}
 	if body.InlineGroup != "" {
 		if body.InlineGroup != group {
-			return body, nil, nil, nil
+			return c, nil
 		}
-		cs := inlineCopy(body)
-		var head []byte
-		if wantHead {
-			head = inlineHead(v, body, cs)
+		c.cs = inlineCopy(body)
+		if mode == readForRewrite {
+			c.head = inlineHead(v, body, c.cs)
 		}
-		return body, cs, head, nil
+		return c, nil
 	}
 	cs := &fsmpb.CopyState{}
 	if found, err := getRecord(r, keys.Copy(shard, id, group), cs); err != nil || !found {
-		return body, nil, nil, err
+		return c, err
 	}
-	return body, cs, nil, nil
+	c.cs = cs
+	return c, nil
 }
 
 // Copies reads every group's copy of message id, whose body (read from r
@@ -125,14 +154,18 @@ func setInline(body *fsmpb.StoredMessage, cs *fsmpb.CopyState) {
 	body.CopyAttempt, body.CopyVisibleAtMs, body.CopyLeased, body.CopyReason = cs.Attempt, cs.VisibleAtMs, cs.Leased, cs.Reason
 }
 
-// Field numbers of StoredMessage (fsm.proto) that scanInline reads; the
+// Field numbers of StoredMessage (fsm.proto) that scanBody reads; the
 // inline copy fields are its last ones, so a deterministic encoding ends
 // with them.
 const (
 	fieldTopic           = 1
 	fieldPartition       = 2
+	fieldExpiresAtMs     = 7
+	fieldKey             = 8
 	fieldFairnessKey     = 9
 	fieldPriority        = 10
+	fieldGroupsPending   = 11
+	fieldDedupWindowMs   = 14
 	fieldFair            = 15
 	fieldVersion         = 16
 	fieldInlineGroup     = 17
@@ -169,47 +202,81 @@ func inlineHead(v []byte, body *fsmpb.StoredMessage, cs *fsmpb.CopyState) []byte
 // keeps no copy inline, or is not encoded as the state machine writes it:
 // known fields of the expected wire types, the copy fields last.
 func scanInline(v []byte) (group string, cs *fsmpb.CopyState, head []byte, ok bool) {
-	cs = &fsmpb.CopyState{}
+	s, ok := scanBody(v, true)
+	return s.group, s.cs, s.head, ok
+}
+
+// bodyEnd is what deleting a message's body needs of it besides its copy
+// (see dropBody): an ack reads it by scanning the body's encoding instead
+// of decoding the payload and headers it is about to delete.
+type bodyEnd struct {
+	groupsPending uint32
+	expiresAtMs   int64
+	key           string
+	dedupWindowMs int64
+}
+
+// scanned is what scanBody reads of a body with an inline copy.
+type scanned struct {
+	group string
+	cs    *fsmpb.CopyState
+	end   bodyEnd
+	head  []byte // nil unless asked for
+}
+
+// scanBody is scanInline that also reads the body's bodyEnd fields and
+// copies the head only if wantHead.
+func scanBody(v []byte, wantHead bool) (s scanned, ok bool) {
+	cs := &fsmpb.CopyState{}
 	end := -1 // where the copy fields start
 	for off := 0; off < len(v); {
 		num, typ, n := protowire.ConsumeTag(v[off:])
 		if n < 0 {
-			return "", nil, nil, false
+			return scanned{}, false
 		}
 		switch {
 		case num > fieldCopyReason, num < fieldCopyAttempt && end >= 0:
-			return "", nil, nil, false
+			return scanned{}, false
 		case num >= fieldCopyAttempt && end < 0:
 			end = off
 		}
 		off += n
 		var m int
 		switch num {
-		case fieldTopic, fieldFairnessKey, fieldInlineGroup, fieldCopyReason:
+		case fieldTopic, fieldKey, fieldFairnessKey, fieldInlineGroup, fieldCopyReason:
 			var b []byte
 			if b, m = protowire.ConsumeBytes(v[off:]); m < 0 || typ != protowire.BytesType {
-				return "", nil, nil, false
+				return scanned{}, false
 			}
 			switch num {
 			case fieldTopic:
 				cs.Topic = string(b)
+			case fieldKey:
+				s.end.key = string(b)
 			case fieldFairnessKey:
 				cs.FairnessKey = string(b)
 			case fieldInlineGroup:
-				group = string(b)
+				s.group = string(b)
 			default:
 				cs.Reason = string(b)
 			}
-		case fieldPartition, fieldPriority, fieldFair, fieldVersion, fieldCopyAttempt, fieldCopyVisibleAtMs, fieldCopyLeased:
+		case fieldPartition, fieldExpiresAtMs, fieldPriority, fieldGroupsPending, fieldDedupWindowMs,
+			fieldFair, fieldVersion, fieldCopyAttempt, fieldCopyVisibleAtMs, fieldCopyLeased:
 			var x uint64
 			if x, m = protowire.ConsumeVarint(v[off:]); m < 0 || typ != protowire.VarintType {
-				return "", nil, nil, false
+				return scanned{}, false
 			}
 			switch num {
 			case fieldPartition:
 				cs.Partition = uint32(x)
+			case fieldExpiresAtMs:
+				s.end.expiresAtMs = int64(x)
 			case fieldPriority:
 				cs.Priority = int32(x)
+			case fieldGroupsPending:
+				s.end.groupsPending = uint32(x)
+			case fieldDedupWindowMs:
+				s.end.dedupWindowMs = int64(x)
 			case fieldFair:
 				cs.Fair = x != 0
 			case fieldVersion:
@@ -223,20 +290,23 @@ func scanInline(v []byte) (group string, cs *fsmpb.CopyState, head []byte, ok bo
 			}
 		default:
 			if m = protowire.ConsumeFieldValue(num, typ, v[off:]); m < 0 {
-				return "", nil, nil, false
+				return scanned{}, false
 			}
 		}
 		off += m
 	}
-	if group == "" {
-		return "", nil, nil, false
+	if s.group == "" {
+		return scanned{}, false
 	}
 	if end < 0 {
 		end = len(v)
 	}
-	head = make([]byte, end, end+32)
-	copy(head, v)
-	return group, cs, head, true
+	s.cs = cs
+	if wantHead {
+		s.head = make([]byte, end, end+32)
+		copy(s.head, v)
+	}
+	return s, true
 }
 
 // appendInline appends cs's inline fields to head as a deterministic

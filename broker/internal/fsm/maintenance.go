@@ -317,7 +317,7 @@ func (a *applier) dropTopicCopies(topic, group string, limit uint32, nowMs int64
 		if err != nil {
 			return n, err
 		}
-		c, err := a.copyOf(e.ID, q.Group, false)
+		c, err := a.copyOf(nil, e.ID, q.Group, readDecoded)
 		if err != nil || c == nil {
 			return n, err
 		}

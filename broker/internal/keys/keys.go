@@ -112,6 +112,11 @@ func Message(shard uint64, id []byte) []byte {
 	return append(append(ShardPrefix(shard), tagMessage), id...)
 }
 
+// MessagePrefix starts every message body key of a shard.
+func MessagePrefix(shard uint64) []byte {
+	return append(ShardPrefix(shard), tagMessage)
+}
+
 // Copy is the key of one group's copy state of a message.
 func Copy(shard uint64, id []byte, group string) []byte {
 	return append(append(append(ShardPrefix(shard), tagCopy), id...), group...)
