@@ -136,15 +136,7 @@ func TestReadyzFollowsTheBrokers(t *testing.T) {
 // Start's ctx bounds only the start: the routing watcher and the readiness
 // prober run on after it is cancelled, until Stop.
 func TestStartContextBoundsOnlyTheStart(t *testing.T) {
-	b := &fakeBroker{leader: true, published: map[uint64]int{}}
-	addr := serve(t, b)
-	b.table = func() *sundialv1.RoutingTable {
-		return &sundialv1.RoutingTable{
-			Version: 1,
-			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
-			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
-		}
-	}
+	_, addr := oneShardBroker(t, false)
 	cfg := DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "", []string{addr}
 	cfg.ReadyProbeInterval = 50 * time.Millisecond
@@ -159,6 +151,23 @@ func TestStartContextBoundsOnlyTheStart(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	cancel()
 	waitFor(t, "routing table and readiness after Start's ctx was cancelled", srv.Ready)
+}
+
+// oneShardBroker serves a fake broker leading the one shard of its routing
+// table (sending progress frames when asked, if progress), and answers it
+// and its address.
+func oneShardBroker(t *testing.T, progress bool) (*fakeBroker, string) {
+	t.Helper()
+	b := &fakeBroker{leader: true, published: map[uint64]int{}, progress: progress}
+	addr := serve(t, b)
+	b.table = func() *sundialv1.RoutingTable {
+		return &sundialv1.RoutingTable{
+			Version: 1,
+			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
+			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
+		}
+	}
+	return b, addr
 }
 
 // httpBody answers the status code and body of GET path on the proxy.
@@ -177,15 +186,7 @@ func httpBody(t *testing.T, srv *Server, path string) (int, string) {
 // connection open and its health still answering), /readyz says not ready
 // naming the stale watch, and ready again once the broker speaks.
 func TestReadyzSaysWhenTheRoutingWatchIsStale(t *testing.T) {
-	b := &fakeBroker{leader: true, published: map[uint64]int{}, progress: true}
-	addr := serve(t, b)
-	b.table = func() *sundialv1.RoutingTable {
-		return &sundialv1.RoutingTable{
-			Version: 1,
-			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
-			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
-		}
-	}
+	b, addr := oneShardBroker(t, true)
 	cfg := DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{addr}
 	cfg.ReadyProbeInterval = 50 * time.Millisecond

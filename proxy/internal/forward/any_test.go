@@ -40,8 +40,8 @@ func TestOrder(t *testing.T) {
 			for a, u := range tc.slow {
 				slow[a] = u
 			}
-			if got := order(addrs, tc.start, slow, now); !slices.Equal(got, tc.want) {
-				t.Errorf("order(%v, %d, %v) = %v, want %v", addrs, tc.start, tc.slow, got, tc.want)
+			if got := routing.RotateAvoiding(addrs, tc.start, slow, now); !slices.Equal(got, tc.want) {
+				t.Errorf("RotateAvoiding(%v, %d, %v) = %v, want %v", addrs, tc.start, tc.slow, got, tc.want)
 			}
 			var left []string
 			for a := range slow {

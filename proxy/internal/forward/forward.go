@@ -376,7 +376,7 @@ func (f *Forwarder) any(ctx context.Context, read bool, call Call) error {
 	last := status.Error(codes.Unavailable, "no broker address known")
 	for {
 		f.mu.Lock()
-		addrs := order(f.brokerAddrs(), int(f.next.Add(1)), f.slow, time.Now())
+		addrs := routing.RotateAvoiding(f.brokerAddrs(), int(f.next.Add(1)), f.slow, time.Now())
 		f.mu.Unlock()
 		for _, addr := range addrs {
 			timedOut, err := f.attemptAny(ctx, read, addr, call)
@@ -433,28 +433,6 @@ func (f *Forwarder) markSlow(addr string) {
 	f.mu.Lock()
 	f.slow[addr] = time.Now().Add(SlowInterval)
 	f.mu.Unlock()
-}
-
-// order is addrs rotated to begin at start (the round robin), with the
-// addresses slow lists until after now moved to the end, in the same
-// rotated order. Entries of slow that ended are deleted.
-func order(addrs []string, start int, slow map[string]time.Time, now time.Time) []string {
-	for a, until := range slow {
-		if !now.Before(until) {
-			delete(slow, a)
-		}
-	}
-	out := make([]string, 0, len(addrs))
-	var last []string
-	for i := range addrs {
-		a := addrs[(start+i)%len(addrs)]
-		if _, ok := slow[a]; ok {
-			last = append(last, a)
-			continue
-		}
-		out = append(out, a)
-	}
-	return append(out, last...)
 }
 
 func (f *Forwarder) brokerAddrs() []string {

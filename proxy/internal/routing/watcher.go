@@ -237,16 +237,23 @@ func (w *Watcher) candidates(start int, suspect map[string]time.Time, now time.T
 			all = append(all, a)
 		}
 	}
-	for a, until := range suspect {
+	return RotateAvoiding(all, start, suspect, now)
+}
+
+// RotateAvoiding is addrs rotated to begin at start (a round robin), with
+// the addresses avoid lists until after now moved to the end, in the same
+// rotated order. Entries of avoid that ended are deleted.
+func RotateAvoiding(addrs []string, start int, avoid map[string]time.Time, now time.Time) []string {
+	for a, until := range avoid {
 		if !now.Before(until) {
-			delete(suspect, a)
+			delete(avoid, a)
 		}
 	}
-	out := make([]string, 0, len(all))
+	out := make([]string, 0, len(addrs))
 	var last []string
-	for i := range all {
-		a := all[(start+i)%len(all)]
-		if _, ok := suspect[a]; ok {
+	for i := range addrs {
+		a := addrs[(start+i)%len(addrs)]
+		if _, ok := avoid[a]; ok {
 			last = append(last, a)
 			continue
 		}
