@@ -372,18 +372,35 @@ func TestKillMetaLeaderMidRebalance(t *testing.T) {
 	const topic = "kill-meta"
 	c, w, cl, ctx := start(t, 3, 4, 40*time.Second, topic)
 	publishPending(ctx, t, w, topic, 3000, 15*time.Second, 15*time.Second)
+	var joined []int
 	for range 2 {
-		if _, err := c.Join(90 * time.Second); err != nil {
+		id, err := c.Join(90 * time.Second)
+		if err != nil {
 			t.Fatalf("join: %v", err)
 		}
+		joined = append(joined, id)
 	}
 	old := metaLeader(t, c, 0)
 	ids := submit(t, cl)
+	// Hold the moves at wait-catch-up until the kill: the joined brokers
+	// they copy onto are frozen, so their learners cannot report catching
+	// up (unheld, a move of these small shards once finished within 0.7 s,
+	// before the poll below saw one running).
+	for _, id := range joined {
+		if err := c.Pause(id); err != nil {
+			t.Fatal(err)
+		}
+	}
 	at := waitStep(t, cl, ids, 1)
 	if err := c.Kill(old); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("killed meta leader %d with operations at %s", old, steps(at))
+	for _, id := range joined {
+		if err := c.Resume(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("killed meta leader %d with operations at %s (brokers %v paused until then)", old, steps(at), joined)
 	now := metaLeader(t, c, old)
 	t.Logf("node %d leads meta", now)
 	if err := c.Restart(old); err != nil {
