@@ -285,14 +285,16 @@ func (f *Forwarder) doFor(ctx context.Context, shard uint64, timeout time.Durati
 // shard. moved reports that the try was cut because a table newer than the
 // one at the try's start changed the leader of shard to another address;
 // the next Leader(shard) answers that one (its leader hint changed, so the
-// cache entry no longer counts).
+// cache entry no longer counts). A try starts watching the table only once
+// it has run for watchAfter: most answer sooner and cost a timer, not a
+// goroutine.
 func (f *Forwarder) tryLeader(ctx context.Context, shard uint64, addr string, call Call) (moved bool, err error) {
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := f.tables.Table().LeaderHint(shard)
 	var cut atomic.Bool
 	watched := make(chan struct{})
-	go func() {
+	timer := time.AfterFunc(watchAfter, func() {
 		defer close(watched)
 		for {
 			changed := f.tables.Changed()
@@ -307,12 +309,18 @@ func (f *Forwarder) tryLeader(ctx context.Context, shard uint64, addr string, ca
 				return
 			}
 		}
-	}()
+	})
 	err = f.attempt(tctx, addr, call)
 	cancel()
-	<-watched
+	if !timer.Stop() {
+		<-watched // the watch started: wait for it to see tctx end
+	}
 	return err != nil && cut.Load() && ctx.Err() == nil, err
 }
+
+// watchAfter is how long a try at a shard's leader runs before it watches
+// the routing table for the leader moving.
+const watchAfter = 50 * time.Millisecond
 
 // movedOff reports whether t names a leader of shard other than start,
 // at an address other than addr.
