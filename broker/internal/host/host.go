@@ -93,6 +93,9 @@ type Host struct {
 	routingG prometheus.Gauge
 	shardsG  *prometheus.GaugeVec // by state: starting, serving
 	handG    prometheus.Gauge     // open partition hand-overs
+	// raftLogDone stops counting the Raft log's syncs on this host's
+	// metrics (raftLogFS); called by Stop.
+	raftLogDone func()
 
 	metaState atomic.Pointer[meta.State]
 	refusal   atomic.Pointer[error] // set once the meta state refused this node
@@ -158,8 +161,15 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 	}
 	reg.MustRegister(h.leaderG, h.routingG, h.shardsG, h.handG, newNodeCollector(h))
 	h.metaState.Store(meta.NewState())
-	nh, err := dragonboat.NewNodeHost(nodeHostConfig(cfg, h))
+	nhCfg := nodeHostConfig(cfg, h)
+	h.raftLogDone, err = raftLogFS.register(nhCfg.NodeHostDir, newRaftLogMetrics(reg))
 	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("host: raft dir: %w", err)
+	}
+	nh, err := dragonboat.NewNodeHost(nhCfg)
+	if err != nil {
+		h.raftLogDone()
 		db.Close()
 		// Dragonboat keeps its hard-setting errors in an internal package,
 		// so only their text identifies them.
@@ -247,6 +257,7 @@ func (h *Host) Stop() {
 	}
 	h.mu.Unlock()
 	h.nh.Close()
+	h.raftLogDone()
 	if err := h.db.Close(); err != nil {
 		h.log.Warn("close state db", zap.Error(err))
 	}
