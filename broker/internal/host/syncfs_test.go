@@ -42,6 +42,22 @@ func fsyncCounts(t *testing.T, reg prometheus.Gatherer) (fsyncs, observed uint64
 	return fsyncs, observed
 }
 
+// counter reads the counter name from reg.
+func counter(t *testing.T, reg prometheus.Gatherer, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return uint64(mf.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+	t.Fatalf("registry serves no %s", name)
+	return 0
+}
+
 func write(t *testing.T, f pvfs.File, p string) {
 	t.Helper()
 	if _, err := f.Write([]byte(p)); err != nil {
@@ -299,7 +315,13 @@ func TestRaftLogFsyncsCountedPerCommitNotPerRead(t *testing.T) {
 		}
 	}
 	read, _ := fsyncCounts(t, reg)
-	t.Logf("fsyncs: %d at the first lead, %d after %d proposals, %d after %d reads", started, proposed, proposals, read, reads)
+	stateSyncs := counter(t, reg, "sundial_broker_state_db_fsyncs_total")
+	t.Logf("fsyncs: %d at the first lead, %d after %d proposals, %d after %d reads; state DB fsyncs %d", started, proposed, proposals, read, reads, stateSyncs)
+	// The state machine applies without a sync (the Raft log is the durable
+	// copy); 20 proposals are far from a snapshot (SnapshotEntries 1000).
+	if stateSyncs >= proposals {
+		t.Errorf("state DB fsyncs = %d after %d proposals applied, want fewer than one per apply", stateSyncs, proposals)
+	}
 	// Background commits of the meta group and the shard may add a few; a
 	// sync per read would add at least reads.
 	if read-proposed >= reads/2 {
