@@ -355,3 +355,35 @@ func BenchmarkWALSync(b *testing.B) {
 		})
 	}
 }
+
+// A host restarted on the same data dir registers it again before the old
+// one's unregister may run (a Stop after the new New): the new host keeps
+// counting.
+func TestWALSyncFSReregisteredDirCountsOnTheNewHost(t *testing.T) {
+	fs := newWALSyncFS(pvfs.NewMem())
+	if err := fs.MkdirAll("/raft", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	oldReg, newReg := prometheus.NewRegistry(), prometheus.NewRegistry()
+	oldDone, err := fs.register("/raft", newRaftLogMetrics(oldReg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.register("/raft", newRaftLogMetrics(newReg)); err != nil {
+		t.Fatal(err)
+	}
+	oldDone()
+	f, err := fs.Create("/raft/000001.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := fsyncCounts(t, oldReg); o != 0 {
+		t.Errorf("old host's fsyncs = %d, want 0", o)
+	}
+	if n, _ := fsyncCounts(t, newReg); n != 1 {
+		t.Errorf("new host's fsyncs = %d, want 1", n)
+	}
+}
