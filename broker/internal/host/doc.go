@@ -17,5 +17,10 @@
 // this node leads (handover.go). Join runs on the gRPC goroutine of a
 // JoinCluster call, on the meta leader only.
 //
+// The Raft log's syncs are counted per host by raftLogFS (syncfs.go), a
+// wrapper of the LogDB Pebble's process-wide default FS installed when the
+// package is initialised; each Host registers its raft dir in New and
+// unregisters it in Stop.
+//
 // Lock order: Host.mu, then a dispatcher's own lock.
 package host

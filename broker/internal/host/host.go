@@ -93,6 +93,10 @@ type Host struct {
 	routingG prometheus.Gauge
 	shardsG  *prometheus.GaugeVec // by state: starting, serving
 	handG    prometheus.Gauge     // open partition hand-overs
+	// raftLogDone stops counting the Raft log's syncs on this host's
+	// metrics (raftLogFS); called by Stop.
+	raftLogDone func()
+	stateSyncs  *stateSyncCollector
 
 	metaState atomic.Pointer[meta.State]
 	refusal   atomic.Pointer[error] // set once the meta state refused this node
@@ -156,10 +160,20 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 		metaCh:  make(chan struct{}, 1),
 		stopc:   make(chan struct{}),
 	}
-	reg.MustRegister(h.leaderG, h.routingG, h.shardsG, h.handG, newNodeCollector(h))
+	h.stateSyncs = newStateSyncCollector(db)
+	reg.MustRegister(h.leaderG, h.routingG, h.shardsG, h.handG, newNodeCollector(h), h.stateSyncs)
 	h.metaState.Store(meta.NewState())
-	nh, err := dragonboat.NewNodeHost(nodeHostConfig(cfg, h))
+	nhCfg := nodeHostConfig(cfg, h)
+	h.raftLogDone, err = raftLogFS.register(nhCfg.NodeHostDir, newRaftLogMetrics(reg))
 	if err != nil {
+		h.stateSyncs.close()
+		db.Close()
+		return nil, fmt.Errorf("host: raft dir: %w", err)
+	}
+	nh, err := dragonboat.NewNodeHost(nhCfg)
+	if err != nil {
+		h.raftLogDone()
+		h.stateSyncs.close()
 		db.Close()
 		// Dragonboat keeps its hard-setting errors in an internal package,
 		// so only their text identifies them.
@@ -247,6 +261,8 @@ func (h *Host) Stop() {
 	}
 	h.mu.Unlock()
 	h.nh.Close()
+	h.raftLogDone()
+	h.stateSyncs.close()
 	if err := h.db.Close(); err != nil {
 		h.log.Warn("close state db", zap.Error(err))
 	}
