@@ -1,0 +1,112 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sundialmq/sundial/loadtest/internal/target"
+)
+
+// windowText says what each scenario's profiled window covers.
+var windowText = map[string]string{
+	Throughput: "the publish window (the producers' start to the last publish's answer)",
+	Burst:      "the drain window (the first delivery to the last)",
+	Precision:  "the steady window (the first message due to the last send)",
+}
+
+// profileTable writes the scenario's "where the CPU went" table and its
+// fsync line, when any run of it was profiled.
+func (rep Report) profileTable(w io.Writer, scenario string) {
+	var runs []Run
+	for _, r := range rep.runs(scenario) {
+		if r.Profile != nil {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Where Sundial's CPU went (profiles of this run)\n\n")
+	fmt.Fprintf(w, "CPU profiles of every broker and of the proxy over %s, fetched from their `/debug/pprof/profile` at the same time as back-to-back 1 s profiles (the last one runs past the window's end by under a second), at pprof's default 100 Hz, which adds about 1%% CPU. Each sample goes to the first frame from the leaf up that a rule in `loadtest/internal/bench/classify.go` matches (a Pebble write made by apply is *Pebble writes*; GC assists are *GC*; every fsync syscall is *Raft log write + fsync*; network reads and writes are *syscalls (other)*). Shares are %% of the CPU seconds profiled; *brokers* is every broker together.\n\n", windowText[scenario])
+	cells := []string{"System", "Process", "CPU s profiled"}
+	for _, c := range Categories {
+		cells = append(cells, categoryLabels[c])
+	}
+	header(w, cells...)
+	for _, r := range runs {
+		p := r.Profile
+		if p.Error != "" {
+			cells := []string{sundialLabel(r), "–", "– (" + p.Error + ")"}
+			for range Categories {
+				cells = append(cells, "–")
+			}
+			row(w, cells...)
+			continue
+		}
+		for _, rp := range p.Roles {
+			process := rp.Role
+			if rp.Role == target.RoleBrokers {
+				process = fmt.Sprintf("brokers (%d)", rp.Processes)
+			}
+			cells := []string{sundialLabel(r), process}
+			if rp.CPU == nil {
+				cells = append(cells, "– (fetch failed)")
+				for range Categories {
+					cells = append(cells, "–")
+				}
+				row(w, cells...)
+				continue
+			}
+			cells = append(cells, fmt.Sprintf("%.1f", rp.CPU.Seconds))
+			for _, c := range Categories {
+				cells = append(cells, percent(rp.CPU.Share(c)))
+			}
+			row(w, cells...)
+		}
+	}
+	fmt.Fprintln(w)
+	var fsyncs []string
+	for _, r := range runs {
+		fsyncs = append(fsyncs, sundialLabel(r)+": "+fsyncCell(r.Profile))
+	}
+	fmt.Fprintf(w, "**Raft log fsyncs** over the same window (every broker's `%s` summed, after minus before; the mean from `%s`): %s.\n\n", FsyncsMetric, FsyncSecondsMetric, strings.Join(fsyncs, "; "))
+}
+
+// sundialLabel names a Sundial run in the profile table: its system and
+// the configuration up to the replication factor ("Sundial 3 brokers, RF 3").
+func sundialLabel(r Run) string {
+	parts := strings.SplitN(r.Config, ", ", 3)
+	return r.System + " " + strings.Join(parts[:min(2, len(parts))], ", ")
+}
+
+// percent renders a share as a percentage: one decimal below 10 %.
+func percent(share float64) string {
+	v := share * 100
+	switch {
+	case v == 0:
+		return "0"
+	case v < 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}
+
+// fsyncCell renders a window's fsync figures.
+func fsyncCell(p *WindowProfile) string {
+	switch {
+	case p.Error != "":
+		return "–"
+	case p.Fsync == nil:
+		return "– (" + p.FsyncError + ")"
+	}
+	f := p.Fsync
+	s := fmt.Sprintf("%s fsyncs in %.1f s, %.0f/s, %.0f per 1M msgs", count(uint64(f.Count+0.5)), p.Seconds, f.PerSecond, f.PerMillion)
+	if f.MeanSeconds > 0 {
+		s += fmt.Sprintf(", mean %.2f ms", f.MeanSeconds*1e3)
+	} else {
+		s += ", mean –"
+	}
+	return s
+}
