@@ -97,7 +97,7 @@ var rules = []rule{
 // passThrough are frames every syscall goes through (the raw entry into
 // the kernel): they match no rule, so the wrapper above them
 // (syscall.Fdatasync, syscall.write) decides.
-var passThrough = regexp.MustCompile(`^((syscall|golang\.org/x/sys/unix)\.(Raw)?Syscall(6|NoError)?|syscall\.rawsyscalln|syscall\.rawSyscallNoError|(internal/runtime|runtime/internal)/syscall\.)`)
+var passThrough = regexp.MustCompile(`^((syscall|golang\.org/x/sys/unix)\.(Raw)?Syscall(6|NoError)?|syscall\.rawsyscalln|syscall\.rawSyscallNoError|(internal/runtime|runtime/internal)/syscall(/linux)?\.)`)
 
 // classifyFrame is the category of the first rule matching fn, if any.
 func classifyFrame(fn string) (Category, bool) {

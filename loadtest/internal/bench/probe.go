@@ -24,7 +24,7 @@ import (
 // report then says "–".
 const (
 	FsyncsMetric       = "sundial_broker_raft_log_fsyncs_total"
-	FsyncSecondsMetric = "sundial_broker_raft_log_fsync_seconds"
+	FsyncSecondsMetric = "sundial_broker_raft_log_fsync_duration_seconds"
 )
 
 const (

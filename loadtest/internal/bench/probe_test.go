@@ -28,9 +28,9 @@ func TestParseFsync(t *testing.T) {
 # TYPE sundial_broker_raft_log_fsyncs_total counter
 sundial_broker_raft_log_fsyncs_total{shard="1"} 10
 sundial_broker_raft_log_fsyncs_total{shard="2"} 5
-sundial_broker_raft_log_fsync_seconds_bucket{le="0.001"} 3
-sundial_broker_raft_log_fsync_seconds_sum 0.03
-sundial_broker_raft_log_fsync_seconds_count 15
+sundial_broker_raft_log_fsync_duration_seconds_bucket{le="0.001"} 3
+sundial_broker_raft_log_fsync_duration_seconds_sum 0.03
+sundial_broker_raft_log_fsync_duration_seconds_count 15
 sundial_broker_raft_log_fsyncs_total_other 99
 `, fsyncSample{fsyncs: 15, hasCount: true, sum: 0.03, count: 15, hasHist: true}},
 		{"counter only, a label value with spaces and braces", `sundial_broker_raft_log_fsyncs_total{path="a }b"} 7 1700000000000
