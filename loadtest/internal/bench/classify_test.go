@@ -65,7 +65,7 @@ func TestClassifySample(t *testing.T) {
 		rsmHandle  = "github.com/lni/dragonboat/v4/internal/rsm.(*StateMachine).handle"
 		engine     = "github.com/lni/dragonboat/v4.(*engine).applyWorkerMain"
 		grpcWrite  = "google.golang.org/grpc/internal/transport.(*bufWriter).Flush"
-		rawSyscall = "internal/runtime/syscall.Syscall6"
+		rawSyscall = "internal/runtime/syscall/linux.Syscall6" // Go 1.26's raw syscall
 	)
 	for _, tc := range []struct {
 		name   string

@@ -28,7 +28,7 @@ func (rep Report) profileTable(w io.Writer, scenario string) {
 		return
 	}
 	fmt.Fprintf(w, "### Where Sundial's CPU went (profiles of this run)\n\n")
-	fmt.Fprintf(w, "CPU profiles of every broker and of the proxy over %s, fetched from their `/debug/pprof/profile` at the same time as back-to-back 1 s profiles (the last one runs past the window's end by under a second), at pprof's default 100 Hz, which adds about 1%% CPU. Each sample goes to the first frame from the leaf up that a rule in `loadtest/internal/bench/classify.go` matches (a Pebble write made by apply is *Pebble writes*; GC assists are *GC*; every fsync syscall is *Raft log write + fsync*; network reads and writes are *syscalls (other)*). Shares are %% of the CPU seconds profiled; *brokers* is every broker together.\n\n", windowText[scenario])
+	fmt.Fprintf(w, "CPU profiles of every broker and of the proxy over %s, fetched from their `/debug/pprof/profile` at the same time as back-to-back 1 s profiles (the last one runs past the window's end by under a second), at pprof's default 100 Hz, which adds about 1%% CPU. Each sample goes to the first frame from the leaf up that a rule in `loadtest/internal/bench/classify.go` matches (a Pebble write made by apply is *Pebble writes*; GC assists are *GC*; every fsync syscall is *Raft log write + fsync*; network reads and writes are *syscalls (other)*; *Sundial (other)* is Sundial code outside the state machine and the dispatcher: the broker's service and proposer, the proxy's routing and batching). Shares are %% of the CPU seconds profiled; *brokers* is every broker together.\n\n", windowText[scenario])
 	cells := []string{"System", "Process", "CPU s profiled"}
 	for _, c := range Categories {
 		cells = append(cells, categoryLabels[c])
@@ -102,7 +102,7 @@ func fsyncCell(p *WindowProfile) string {
 		return "– (" + p.FsyncError + ")"
 	}
 	f := p.Fsync
-	s := fmt.Sprintf("%s fsyncs in %.1f s, %.0f/s, %.0f per 1M msgs", count(uint64(f.Count+0.5)), p.Seconds, f.PerSecond, f.PerMillion)
+	s := fmt.Sprintf("%s fsyncs in %.1f s, %s/s, %s per 1M msgs", count(uint64(f.Count+0.5)), p.Seconds, count(uint64(f.PerSecond+0.5)), count(uint64(f.PerMillion+0.5)))
 	if f.MeanSeconds > 0 {
 		s += fmt.Sprintf(", mean %.2f ms", f.MeanSeconds*1e3)
 	} else {
