@@ -64,6 +64,9 @@ type Config struct {
 	// it for RaftCeilingTime (default 5s), the limit target 2 compares with.
 	RaftCeilingBin  string
 	RaftCeilingTime time.Duration
+	// NoProfiles skips the CPU profiles and fsync scrapes of the measured
+	// windows (Run.Profile stays nil).
+	NoProfiles bool
 	// ProfileDir, when set, keeps the CPU profile of every Sundial server
 	// process over each profiled window, as
 	// <scenario>-<system>-<process>.pprof; default: not kept.
@@ -298,7 +301,7 @@ func runOne(ctx context.Context, cfg Config, sc string, spec target.Spec, dir st
 	var probe *windowProbe
 	hook := func(window string) func(bool) {
 		eps := endpoints(inst)
-		if len(eps) == 0 {
+		if len(eps) == 0 || cfg.NoProfiles {
 			return nil
 		}
 		probe = newWindowProbe(ctx, window, eps)
@@ -313,6 +316,9 @@ func runOne(ctx context.Context, cfg Config, sc string, spec target.Spec, dir st
 			if w != "" {
 				fmt.Fprintf(cfg.Progress, "bench: %-10s %-17s WARNING: %s\n", sc, spec.Name, w)
 			}
+		}
+		if run.Profile.Error == "" {
+			fmt.Fprintf(cfg.Progress, "bench: %-10s %-17s profiled the %s window: %s\n", sc, spec.Name, run.Profile.Window, profileSummary(run.Profile))
 		}
 	}
 	switch sc {

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/sundialmq/sundial/loadtest/internal/target"
@@ -109,4 +111,27 @@ func fsyncCell(p *WindowProfile) string {
 		s += ", mean –"
 	}
 	return s
+}
+
+// profileSummary is a one-line account of a window for progress output:
+// each role's CPU seconds and its three largest categories, then the
+// fsyncs.
+func profileSummary(p *WindowProfile) string {
+	var parts []string
+	for _, rp := range p.Roles {
+		if rp.CPU == nil {
+			parts = append(parts, rp.Role+" –")
+			continue
+		}
+		top := slices.Clone(rp.CPU.Categories)
+		slices.SortStableFunc(top, func(a, b CategorySeconds) int { return cmp.Compare(b.Seconds, a.Seconds) })
+		var names []string
+		for _, c := range top[:min(3, len(top))] {
+			if c.Seconds > 0 {
+				names = append(names, fmt.Sprintf("%s %s%%", categoryLabels[c.Category], percent(rp.CPU.Share(c.Category))))
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f s (%s)", rp.Role, rp.CPU.Seconds, strings.Join(names, ", ")))
+	}
+	return strings.Join(parts, "; ") + "; Raft log fsyncs " + fsyncCell(p)
 }

@@ -105,6 +105,9 @@ func TestReportRenders(t *testing.T) {
 			t.Errorf("Markdown() lacks %q", want)
 		}
 	}
+	if got, want := profileSummary(rep.Runs[0].Profile), "brokers 8.0 s (Raft log write + fsync 50%, State machine apply 25%, other 20%); proxy –; Raft log fsyncs 3,000 fsyncs in 10.0 s, 300/s, 1,500,000 per 1M msgs, mean 1.20 ms"; got != want {
+		t.Errorf("profileSummary() = %q, want %q", got, want)
+	}
 	if !strings.HasPrefix(svg.String(), "<svg") || !strings.Contains(svg.String(), "<polyline") {
 		t.Errorf("SVG() = %.80q..., want an <svg> with a polyline", svg.String())
 	}
