@@ -17,6 +17,13 @@ var windowText = map[string]string{
 	Precision:  "the steady window (the first message due to the last send)",
 }
 
+// windowMessages says which messages a window's per-1M figures divide by.
+var windowMessages = map[string]string{
+	Throughput: "the messages published",
+	Burst:      "the messages delivered",
+	Precision:  "the rate × the window",
+}
+
 // profileTable writes the scenario's "where the CPU went" table and its
 // fsync line, when any run of it was profiled.
 func (rep Report) profileTable(w io.Writer, scenario string) {
@@ -72,7 +79,7 @@ func (rep Report) profileTable(w io.Writer, scenario string) {
 	for _, r := range runs {
 		fsyncs = append(fsyncs, sundialLabel(r)+": "+fsyncCell(r.Profile))
 	}
-	fmt.Fprintf(w, "**Raft log fsyncs** over the same window (every broker's `%s` summed, after minus before; the mean from `%s`): %s.\n\n", FsyncsMetric, FsyncSecondsMetric, strings.Join(fsyncs, "; "))
+	fmt.Fprintf(w, "**Raft log fsyncs** over the same window (every broker's `%s` summed, after minus before; per 1M of %s; the mean from `%s`): %s.\n\n", FsyncsMetric, windowMessages[scenario], FsyncSecondsMetric, strings.Join(fsyncs, "; "))
 }
 
 // sundialLabel names a Sundial run in the profile table: its system and

@@ -97,7 +97,7 @@ func TestReportRenders(t *testing.T) {
 		"| Sundial 3 brokers, RF 3 | brokers (3) | 8.0 | 25 | 0 | 0 | 0 | 0 | 50 | 0 | 0 | 0 | 0 | 0 | 5.0 | 0 | 0 | 20 |",
 		"| Sundial 3 brokers, RF 3 | proxy | – (fetch failed) | – |",
 		"| Sundial 1 broker, RF 1 (one fsynced copy) | – | – (the publish window was not seen) | – |",
-		"**Raft log fsyncs** over the same window (every broker's `sundial_broker_raft_log_fsyncs_total` summed, after minus before; the mean from `sundial_broker_raft_log_fsync_duration_seconds`): Sundial 3 brokers, RF 3: 3,000 fsyncs in 10.0 s, 300/s, 1,500,000 per 1M msgs, mean 1.20 ms; Sundial 1 broker, RF 1 (one fsynced copy): –.",
+		"**Raft log fsyncs** over the same window (every broker's `sundial_broker_raft_log_fsyncs_total` summed, after minus before; per 1M of the messages published; the mean from `sundial_broker_raft_log_fsync_duration_seconds`): Sundial 3 brokers, RF 3: 3,000 fsyncs in 10.0 s, 300/s, 1,500,000 per 1M msgs, mean 1.20 ms; Sundial 1 broker, RF 1 (one fsynced copy): –.",
 		"over the drain window (the first delivery to the last)",
 		"Sundial 3 brokers, RF 3: – (the brokers export no sundial_broker_raft_log_fsyncs_total (a broker older than the metric)).",
 		"| CPU at 1000 msgs/s (precision, RF 3): ≤ 0.45 cores for the whole cluster | 0.90 cores over the 8 s steady state (brokers 0.70, proxy 0.20) | **no** |", "| Durable publish, RF 3 ≥ 0.6× the no-op Raft ceiling (same run) | 0.50× (200 vs 400 msgs/s) | **no** |"} {
