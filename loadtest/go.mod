@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/beanstalkd/go-beanstalk v0.2.0
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/jedib0t/go-pretty/v6 v6.9.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/redis/go-redis/v9 v9.23.0

@@ -2,8 +2,14 @@
 // each on a freshly started instance, and renders the results as
 // docs/benchmarks.md with an SVG chart of lateness distributions.
 //
+// In Sundial's throughput, burst and precision runs it also profiles every
+// broker and the proxy over the scenario's measured window and reads the
+// brokers' Raft log fsync counters at its ends (probe.go), and files each
+// profile sample under a cost category (classify.go).
+//
 // RunAll is sequential: one system instance runs at a time, so the systems
-// never compete for the machine. It owns no goroutines after it returns.
+// never compete for the machine. It owns no goroutines after it returns
+// (a window's profile fetches are joined before its instance stops).
 package bench
 
 import (
@@ -58,6 +64,13 @@ type Config struct {
 	// it for RaftCeilingTime (default 5s), the limit target 2 compares with.
 	RaftCeilingBin  string
 	RaftCeilingTime time.Duration
+	// NoProfiles skips the CPU profiles and fsync scrapes of the measured
+	// windows (Run.Profile stays nil).
+	NoProfiles bool
+	// ProfileDir, when set, keeps the CPU profile of every Sundial server
+	// process over each profiled window, as
+	// <scenario>-<system>-<process>.pprof; default: not kept.
+	ProfileDir string
 	// ScenarioTimeout bounds one scenario on one system; default 10m.
 	ScenarioTimeout time.Duration
 	// Progress receives one line per step; nil discards.
@@ -94,6 +107,10 @@ type Run struct {
 	// rate), without the wait before the first message is due and the
 	// drain after the last send, which the CPU column includes.
 	SteadyCPU *SteadyCPU `json:"steady_cpu,omitempty"`
+	// Profile is the CPU profiles of every server process and the
+	// brokers' fsyncs over the scenario's measured window (Sundial's
+	// throughput, burst and precision runs); nil elsewhere.
+	Profile *WindowProfile `json:"profile,omitempty"`
 }
 
 // SteadyCPU is CPU over a window, in cores (CPU seconds per second).
@@ -183,6 +200,7 @@ func RunAll(ctx context.Context, cfg Config) (Report, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
+	cfg.Progress = progress
 	rep := Report{Machine: DescribeMachine(cfg.Systems), Started: time.Now()}
 	rep.Config.Throughput, rep.Config.Burst, rep.Config.Precision = cfg.Throughput, cfg.Burst, cfg.Precision
 	rep.Config.Backlog, rep.Config.Failover = cfg.Backlog, cfg.Failover
@@ -278,21 +296,60 @@ func runOne(ctx context.Context, cfg Config, sc string, spec target.Spec, dir st
 			run.CPUError = cpuErr.Error()
 		}
 	}()
+	// probe profiles a Sundial system's measured window; the peers have no
+	// pprof endpoints.
+	var probe *windowProbe
+	hook := func(window string) func(bool) {
+		eps := endpoints(inst)
+		if len(eps) == 0 || cfg.NoProfiles {
+			return nil
+		}
+		probe = newWindowProbe(ctx, window, eps)
+		return probe.window
+	}
+	profiled := func(msgs func(seconds float64) uint64) {
+		if probe == nil {
+			return
+		}
+		run.Profile = probe.result(msgs, cfg.ProfileDir, sc+"-"+spec.Name)
+		for _, w := range append(run.Profile.Warnings, run.Profile.Error) {
+			if w != "" {
+				fmt.Fprintf(cfg.Progress, "bench: %-10s %-17s WARNING: %s\n", sc, spec.Name, w)
+			}
+		}
+		if run.Profile.Error == "" {
+			fmt.Fprintf(cfg.Progress, "bench: %-10s %-17s profiled the %s window: %s\n", sc, spec.Name, run.Profile.Window, profileSummary(run.Profile))
+		}
+	}
 	switch sc {
 	case Throughput:
-		r, err := scenario.Throughput(ctx, inst, cfg.Throughput)
+		tc := cfg.Throughput
+		tc.OnPublish = hook("publish")
+		r, err := scenario.Throughput(ctx, inst, tc)
 		run.Throughput = &r
+		profiled(func(float64) uint64 { return r.Published })
 		return err
 	case Burst:
-		r, err := scenario.Burst(ctx, inst, cfg.Burst)
+		bc := cfg.Burst
+		bc.OnDrain = hook("drain")
+		r, err := scenario.Burst(ctx, inst, bc)
 		run.Burst = &r
+		profiled(func(float64) uint64 { return r.Delivered })
 		return err
 	case Precision:
 		meter := &steadyMeter{groups: groups}
 		pc := cfg.Precision
-		pc.OnSteady = meter.steady
+		window := hook("steady")
+		pc.OnSteady = func(begin bool) {
+			meter.steady(begin)
+			if window != nil {
+				window(begin)
+			}
+		}
 		r, err := scenario.Precision(ctx, inst, pc)
 		run.Precision = &r
+		// The steady window publishes, and delivers, at the rate.
+		profiled(func(s float64) uint64 { return uint64(float64(r.Config.Rate) * s) })
 		if s, serr := meter.result(); serr == nil {
 			run.SteadyCPU = s
 		} else if run.CPUError == "" {

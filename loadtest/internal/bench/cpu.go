@@ -204,6 +204,15 @@ func cpuGroups(sys interface{ Pids() []int }) []target.ProcessGroup {
 	return []target.ProcessGroup{{Role: "server", Pids: sys.Pids()}}
 }
 
+// endpoints are the HTTP addresses of a system's server processes that
+// serve /metrics and /debug/pprof (Sundial's); nil for a peer.
+func endpoints(sys any) []target.Endpoint {
+	if e, ok := sys.(interface{ Endpoints() []target.Endpoint }); ok {
+		return e.Endpoints()
+	}
+	return nil
+}
+
 // groupPids are the pids of every group.
 func groupPids(groups []target.ProcessGroup) []int {
 	var pids []int

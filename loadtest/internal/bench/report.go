@@ -253,8 +253,11 @@ func (rep Report) Markdown(w io.Writer, svgName string) {
 	fmt.Fprintf(w, "How each system is driven: see [How the peers are driven](#how-the-peers-are-driven) at the end.\n\n")
 
 	rep.throughputTable(w)
+	rep.profileTable(w, Throughput)
 	rep.burstTable(w)
+	rep.profileTable(w, Burst)
 	rep.precisionTable(w, svgName)
+	rep.profileTable(w, Precision)
 	rep.backlogTable(w)
 	rep.failoverTable(w)
 	rep.targets(w)
@@ -455,4 +458,5 @@ const drivers = `## How the peers are driven
 - **beanstalkd** (go-beanstalk v0.2.0) — ` + "`put`" + ` with a delay (beanstalkd's delay unit is the whole second: the driver rounds up and measures lateness against the due time it actually asked for, so a burst's due times spread over up to 1 s); a batch is its puts pipelined on one connection. Each consumer worker is one connection doing ` + "`reserve`" + ` then ` + "`delete`" + ` (beanstalkd has no batch reserve, so prefetch is 1). Binlog (` + "`-b`" + `) with ` + "`-f0`" + ` (fsync every write) or ` + "`-f1000`" + `.
 - **NATS JetStream** (nats.go v1.55.0, nats-server v2.12) — a file-backed work-queue stream with ` + "`allow_msg_schedules`" + `; every message is a schedule on its own subject (a subject holds one schedule) with ` + "`Nats-Schedule: @at <RFC 3339 time>`" + ` and ` + "`Nats-Schedule-Target`" + ` set to the stream's ` + "`due`" + ` subject; a batch is its messages published asynchronously and then every PubAck awaited. Each consumer worker is a ` + "`Consume`" + ` subscription pulling *prefetch* messages on a durable consumer, acking each with ` + "`Ack`" + `. ` + "`sync_interval: always`" + ` or the default (2 min). nats-server v2.12 fires schedules from a timer that runs at most every 250 ms (server/scheduler.go), which bounds its precision.
 - **CPU accounting** — before and after each scenario the driver reads utime + stime from ` + "`/proc/<pid>/stat`" + ` of every server process (Sundial: each broker and the proxy; a peer: its server) and of the loadtest process itself (the client: load generator, SDK or client library, and for Sundial the cluster supervision; child processes are not in it). *CPU / 1M msgs* is the servers' difference per million messages; *Brokers / proxy / client* gives Sundial's brokers (summed) and proxy separately, and the client for every system. A process that restarted during the scenario (failover, backlog) has no figure. The JSON report (` + "`--json`" + `) carries the same: ` + "`cpu`" + ` with ` + "`parts`" + ` (role ` + "`brokers`" + ` / ` + "`proxy`" + `) and ` + "`client_cpu`" + `.
+- **Profiles and fsyncs** — in Sundial's throughput, burst and precision runs the driver also takes CPU profiles of every broker and of the proxy at once over the scenario's measured window (publish, drain from the first delivery, steady state), as back-to-back 1 s ` + "`/debug/pprof/profile`" + ` requests at pprof's default 100 Hz (about 1% more CPU), files each sample under a cost category (` + "`loadtest/internal/bench/classify.go`" + `), and reads every broker's ` + "`" + FsyncsMetric + "`" + ` (and the ` + "`" + FsyncSecondsMetric + "`" + ` histogram) from ` + "`/metrics`" + ` at the window's two ends. A fetch that fails leaves its row – and a warning, never fails the scenario; a broker without the metric gives –. The JSON report carries each run's ` + "`profile`" + `: the window, per-process and per-role CPU seconds by category, and ` + "`fsync`" + `. ` + "`--profile-dir DIR`" + ` keeps the raw profiles as ` + "`<scenario>-<system>-<process>.pprof`" + `.
 `

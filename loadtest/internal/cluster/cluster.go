@@ -244,6 +244,20 @@ func (c *Cluster) BrokerPids() []int {
 // ProxyPid is the proxy's pid.
 func (c *Cluster) ProxyPid() int { return c.proxy.Pid() }
 
+// BrokerHTTPAddrs are the brokers' metrics addresses (/metrics, /healthz,
+// /debug/pprof), by node id in order.
+func (c *Cluster) BrokerHTTPAddrs() []string {
+	addrs := make([]string, len(c.brokers))
+	for i, b := range c.brokers {
+		addrs[i] = b.metrics
+	}
+	return addrs
+}
+
+// ProxyHTTPAddr is the proxy's HTTP address (/metrics, /healthz,
+// /debug/pprof, the HTTP/JSON API).
+func (c *Cluster) ProxyHTTPAddr() string { return c.proxyHTTP }
+
 // DataDirs are the brokers' data directories.
 func (c *Cluster) DataDirs() []string {
 	dirs := make([]string, len(c.brokers))

@@ -88,6 +88,8 @@ func loadFlags() []cli.Flag {
 		&cli.StringFlag{Name: "bin-dir", Usage: "directory with sundial-broker and sundial-proxy (default: <repo>/bin; built when missing)"},
 		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "bound on one scenario on one system"},
 		&cli.StringFlag{Name: "cpu-profile", Usage: "write this loadtest process's (the client's) CPU profile to `FILE` (go tool pprof)"},
+		&cli.BoolFlag{Name: "profiles", Value: true, Usage: "Sundial: CPU-profile every broker and the proxy and read the brokers' Raft log fsync counters over the measured window of throughput, burst and precision (about 1% more server CPU); false skips them"},
+		&cli.StringFlag{Name: "profile-dir", Usage: "keep the CPU profiles of every Sundial broker and proxy over each profiled window (throughput: publish, burst: drain, precision: steady) in `DIR`, as <scenario>-<system>-<process>.pprof (default: not kept)"},
 		&cli.IntFlag{Name: "sundial-partitions", Usage: "Sundial: partitions of the topic (default: one per shard, so every batch is split over every shard)"},
 		&cli.BoolFlag{Name: "sundial-request-ids", Value: true, Usage: "Sundial: send a request id with every publish (the SDK's Publish does; each shard then keeps a dedup record per batch part); false sends none, the shape ghz measured"},
 	}
@@ -153,7 +155,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		cfg := bench.Config{Systems: specs, Scenarios: []string{name}, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"),
+		cfg := bench.Config{Systems: specs, Scenarios: []string{name}, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"), ProfileDir: c.String("profile-dir"), NoProfiles: !c.Bool("profiles"),
 			ScenarioTimeout: c.Duration("timeout"), Progress: stderr, NoRequestIDs: !c.Bool("sundial-request-ids"), SundialPartitions: c.Int("sundial-partitions")}
 		cfg.Throughput.Load, cfg.Burst.Load, cfg.Precision.Load, cfg.Backlog.Load, cfg.Failover.Load = l, l, l, l, l
 		if err := set(&cfg); err != nil {
@@ -394,7 +396,7 @@ func benchConfig(c *cli.Context) (bench.Config, error) {
 		}
 		scs = append(scs, s)
 	}
-	cfg := bench.Config{Systems: specs, Scenarios: scs, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"),
+	cfg := bench.Config{Systems: specs, Scenarios: scs, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"), ProfileDir: c.String("profile-dir"), NoProfiles: !c.Bool("profiles"),
 		ScenarioTimeout: c.Duration("timeout"), NoRequestIDs: !c.Bool("sundial-request-ids"), SundialPartitions: c.Int("sundial-partitions"),
 		RaftCeilingBin: c.String("raft-ceiling"), RaftCeilingTime: c.Duration("raft-ceiling-time")}
 	cfg.Throughput = scenario.ThroughputConfig{Load: l, Duration: c.Duration("throughput-duration")}

@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -20,6 +21,11 @@ type BurstConfig struct {
 	// DrainTimeout bounds waiting for the deliveries after the due instant;
 	// default 120s.
 	DrainTimeout time.Duration `json:"drain_timeout_ns"`
+	// OnDrain, when set, is called with true at the first delivery (on a
+	// consumer goroutine: it must not block) and with false once the drain
+	// is over (every message delivered, or DrainTimeout passed); not
+	// called when nothing is delivered.
+	OnDrain func(begin bool) `json:"-"`
 }
 
 func (c BurstConfig) withDefaults() BurstConfig {
@@ -92,12 +98,25 @@ func Burst(ctx context.Context, t Target, cfg BurstConfig) (BurstResult, error) 
 	}
 
 	rec := newReceiver(cfg.Messages)
-	stop := startConsumer(ctx, t, cfg.Load.consume(), rec.handle)
+	handle := rec.handle
+	var draining sync.Once
+	drained := false // set inside draining.Do, read after it
+	if cfg.OnDrain != nil {
+		handle = func(d Delivery) {
+			draining.Do(func() { drained = true; cfg.OnDrain(true) })
+			rec.handle(d)
+		}
+	}
+	stop := startConsumer(ctx, t, cfg.Load.consume(), handle)
 	f := fill(ctx, t, cfg.Load, 0, cfg.Messages, stopAt, func(uint64) time.Time { return due })
 	res.Published, res.Failed, res.FirstError = f.published, f.failed, errString(f.firstErr)
 	res.FillRate = rate(f.published, f.elapsed)
 	rec.expect(f.published)
 	rec.wait(ctx, due.Add(cfg.DrainTimeout))
+	draining.Do(func() {}) // no delivery can start the drain from here on
+	if drained {
+		cfg.OnDrain(false)
+	}
 	res.ConsumeError = errString(stop())
 
 	rec.mu.Lock()

@@ -16,6 +16,10 @@ type ThroughputConfig struct {
 	// and 1h.
 	DelayMin time.Duration `json:"delay_min_ns"`
 	DelayMax time.Duration `json:"delay_max_ns"`
+	// OnPublish, when set, is called with true just before the producers
+	// start and with false once every publish has returned: the window the
+	// result's rate measures.
+	OnPublish func(begin bool) `json:"-"`
 }
 
 func (c ThroughputConfig) withDefaults() ThroughputConfig {
@@ -61,6 +65,9 @@ func Throughput(ctx context.Context, t Target, cfg ThroughputConfig) (Throughput
 	if err := cfg.Validate(); err != nil {
 		return ThroughputResult{}, fmt.Errorf("scenario: throughput: %w", err)
 	}
+	if cfg.OnPublish != nil {
+		cfg.OnPublish(true)
+	}
 	start := time.Now()
 	spread := cfg.DelayMax - cfg.DelayMin
 	f := fill(ctx, t, cfg.Load, 0, 1<<62, start.Add(cfg.Duration), func(uint64) time.Time {
@@ -70,6 +77,9 @@ func Throughput(ctx context.Context, t Target, cfg ThroughputConfig) (Throughput
 		}
 		return time.Now().Add(d)
 	})
+	if cfg.OnPublish != nil {
+		cfg.OnPublish(false)
+	}
 	res := ThroughputResult{
 		Config: cfg, Published: f.published, Failed: f.failed, Elapsed: f.elapsed,
 		MsgsPerS: rate(f.published, f.elapsed), BatchLatency: f.batches.Summary(), FirstError: errString(f.firstErr),

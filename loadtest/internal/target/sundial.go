@@ -156,6 +156,16 @@ func (s *sundial) CPUGroups() []ProcessGroup {
 	return []ProcessGroup{{Role: RoleBrokers, Pids: s.cl.BrokerPids()}, {Role: RoleProxy, Pids: []int{s.cl.ProxyPid()}}}
 }
 
+// Endpoints are every server process's HTTP address, brokers first (named
+// broker-<node id>), then the proxy.
+func (s *sundial) Endpoints() []Endpoint {
+	var eps []Endpoint
+	for i, addr := range s.cl.BrokerHTTPAddrs() {
+		eps = append(eps, Endpoint{Role: RoleBrokers, Name: fmt.Sprintf("broker-%d", s.cl.Brokers()[i]), Addr: addr})
+	}
+	return append(eps, Endpoint{Role: RoleProxy, Name: "proxy", Addr: s.cl.ProxyHTTPAddr()})
+}
+
 // Restart stops every broker (the proxy keeps running), starts them again
 // and waits for every /healthz.
 func (s *sundial) Restart(ctx context.Context) (time.Time, error) {

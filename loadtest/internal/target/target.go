@@ -82,6 +82,15 @@ type ProcessGroup struct {
 	Pids []int
 }
 
+// Endpoint is a server process's HTTP address serving /metrics and
+// /debug/pprof (Sundial's brokers and proxy).
+type Endpoint struct {
+	Role string
+	// Name tells the process apart within its role, e.g. "broker-2".
+	Name string
+	Addr string
+}
+
 // Roles of a Sundial system's server processes (CPUGroups).
 const (
 	RoleBrokers = "brokers"
