@@ -110,7 +110,7 @@ type Config struct {
 	// fsynced batch, so fewer workers mean fewer fsyncs per proposal at the
 	// cost of parallelism. Fixed when the data dir is created. Default 2.
 	RaftWorkers uint64 `yaml:"raft_workers"`
-	// CacheBytes is the state DB's block cache. Default 32 MiB.
+	// CacheBytes is the state DB's block cache. Default 16 MiB.
 	CacheBytes int64 `yaml:"cache_bytes"`
 	// MemTableBytes is the size of one state DB memtable; up to two are in
 	// memory (one filling, one flushing). Default 16 MiB.
@@ -119,7 +119,7 @@ type Config struct {
 	// process (Pebble's cache and memtables are outside it): the collector
 	// runs more often and returns idle heap to the OS as the Go heap nears
 	// it. Ignored when the GOMEMLIMIT variable is set; 0 disables.
-	// Default 128 MiB.
+	// Default 96 MiB.
 	GoMemoryLimit int64 `yaml:"go_memory_limit"`
 	// RaftLogShards is the number of Raft log stores (each its own WAL and
 	// fsync). Fixed when the data dir is created. Default 1.
@@ -194,9 +194,9 @@ func DefaultConfig() Config {
 		LogLevel:           "info",
 		RaftWorkers:        2,
 		RaftLogShards:      1,
-		CacheBytes:         32 << 20,
+		CacheBytes:         16 << 20,
 		MemTableBytes:      16 << 20,
-		GoMemoryLimit:      128 << 20,
+		GoMemoryLimit:      96 << 20,
 		JoinTimeout:        time.Minute,
 		DeadNodeTimeout:    5 * time.Minute,
 		SuspectNodeTimeout: 3 * time.Second,

@@ -15,7 +15,7 @@ import (
 
 func TestOverlayEnvSetsYAMLKeys(t *testing.T) {
 	env := map[string]string{
-		"SUNDIAL_CACHE_BYTES":        "16777216",
+		"SUNDIAL_CACHE_BYTES":        "25165824",
 		"SUNDIAL_RTT":                "50ms",
 		"SUNDIAL_AUTO_CREATE_TOPICS": "false",
 		"SUNDIAL_LOG_LEVEL":          "warn",
@@ -25,7 +25,7 @@ func TestOverlayEnvSetsYAMLKeys(t *testing.T) {
 	if err := overlayEnv(&cfg, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
 		t.Fatalf("overlayEnv() error = %v", err)
 	}
-	if cfg.CacheBytes != 16<<20 || cfg.RTT != 50*time.Millisecond || cfg.AutoCreateTopics || cfg.LogLevel != "warn" || cfg.DeadNodeTimeout != 4*time.Second {
+	if cfg.CacheBytes != 24<<20 || cfg.RTT != 50*time.Millisecond || cfg.AutoCreateTopics || cfg.LogLevel != "warn" || cfg.DeadNodeTimeout != 4*time.Second {
 		t.Fatalf("config after overlay = cache %d, rtt %v, auto-create %v, log %q, dead node timeout %v", cfg.CacheBytes, cfg.RTT, cfg.AutoCreateTopics, cfg.LogLevel, cfg.DeadNodeTimeout)
 	}
 }

@@ -21,7 +21,7 @@ import (
 type Config struct {
 	// Dir holds the DB files.
 	Dir string
-	// CacheBytes is the block cache size, on top of the memtables. Default 32 MiB.
+	// CacheBytes is the block cache size, on top of the memtables. Default 16 MiB.
 	CacheBytes int64
 	// MemTableBytes is the size of one memtable. Default 16 MiB.
 	MemTableBytes uint64
@@ -36,7 +36,7 @@ type Config struct {
 // above only.
 func Open(cfg Config, log *zap.Logger) (*pebble.DB, error) {
 	if cfg.CacheBytes == 0 {
-		cfg.CacheBytes = 32 << 20
+		cfg.CacheBytes = 16 << 20
 	}
 	if cfg.MemTableBytes == 0 {
 		cfg.MemTableBytes = 16 << 20
