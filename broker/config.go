@@ -80,8 +80,18 @@ type Config struct {
 	// HeartbeatRTT is the heartbeat interval in ticks. Default 5 (100 ms):
 	// heartbeats of every shard are most of an idle broker's CPU.
 	HeartbeatRTT uint64 `yaml:"heartbeat_rtt"`
-	// SnapshotEntries is the number of entries between snapshots. Default 10000.
+	// SnapshotEntries is the number of Raft entries between a shard's
+	// snapshots. The state machine is on disk, so a snapshot costs a sync
+	// and a small record, not a copy of the state; a restarted replica
+	// re-reads the entries after its last snapshot from the Raft log (up to
+	// this many per shard, and a bulk publish's entries hold ~100 messages
+	// each). Default 1000.
 	SnapshotEntries uint64 `yaml:"snapshot_entries"`
+	// RaftLogKeepEntries is how many entries a shard's Raft log keeps behind
+	// its latest snapshot, so a replica that fell up to this far behind (a
+	// restart, a pause) catches up from the log instead of receiving a copy
+	// of the whole shard; 0 means half of SnapshotEntries. Default 5000.
+	RaftLogKeepEntries uint64 `yaml:"raft_log_keep_entries"`
 	// AutoCreateTopics creates a topic on its first publish. Default true.
 	AutoCreateTopics bool `yaml:"auto_create_topics"`
 	// MaxMessageBytes is the largest payload accepted. Default 1 MiB.
@@ -121,6 +131,13 @@ type Config struct {
 	// it. Ignored when the GOMEMLIMIT variable is set; 0 disables.
 	// Default 96 MiB.
 	GoMemoryLimit int64 `yaml:"go_memory_limit"`
+	// MallocArenas caps the C allocator's arenas (glibc's M_ARENA_MAX),
+	// which hold the state DB's block cache and memtables and the Raft
+	// log's: with one arena per thread the freed blocks each arena keeps
+	// grew a broker's RSS by tens of MiB over a long fill. Ignored when the
+	// MALLOC_ARENA_MAX or GLIBC_TUNABLES variable is set and on builds
+	// without cgo; 0 leaves the C library's default. Default 2.
+	MallocArenas int `yaml:"malloc_arenas"`
 	// RaftLogShards is the number of Raft log stores (each its own WAL and
 	// fsync). Fixed when the data dir is created. Default 1.
 	RaftLogShards uint64 `yaml:"raft_log_shards"`
@@ -184,7 +201,8 @@ func DefaultConfig() Config {
 		RTT:                20 * time.Millisecond,
 		ElectionRTT:        15,
 		HeartbeatRTT:       5,
-		SnapshotEntries:    10000,
+		SnapshotEntries:    1000,
+		RaftLogKeepEntries: 5000,
 		AutoCreateTopics:   true,
 		MaxMessageBytes:    validate.DefaultLimits().MaxMessageBytes,
 		MaxDelay:           validate.DefaultLimits().MaxDelay,
@@ -197,6 +215,7 @@ func DefaultConfig() Config {
 		CacheBytes:         16 << 20,
 		MemTableBytes:      16 << 20,
 		GoMemoryLimit:      96 << 20,
+		MallocArenas:       2,
 		JoinTimeout:        time.Minute,
 		DeadNodeTimeout:    5 * time.Minute,
 		SuspectNodeTimeout: 3 * time.Second,
@@ -288,6 +307,9 @@ func (c Config) Validate() error {
 	}
 	if c.GoMemoryLimit != 0 && c.GoMemoryLimit < 32<<20 {
 		bad("go_memory_limit", "must be 0 (no limit) or at least 32 MiB")
+	}
+	if c.MallocArenas < 0 || c.MallocArenas > 64 {
+		bad("malloc_arenas", "must be between 0 (the C library's default) and 64")
 	}
 	if c.CacheBytes < 1<<20 {
 		bad("cache_bytes", "must be at least 1 MiB")

@@ -94,6 +94,7 @@ func run(c *cli.Context) error {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.GoMemoryLimit > 0 {
 		debug.SetMemoryLimit(cfg.GoMemoryLimit)
 	}
+	limitMallocArenas(cfg.MallocArenas, os.LookupEnv)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b, err := broker.New(cfg, log, reg)
