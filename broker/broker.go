@@ -214,7 +214,7 @@ func hostConfig(cfg Config, advertise string) host.Config {
 		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, RaftListenAddr: cfg.RaftListenAddr, GRPCAddr: advertise, DataDir: cfg.DataDir,
 		InitialMembers: members, Join: len(cfg.InitialMembers) == 0,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
-		SnapshotEntries: cfg.SnapshotEntries, RaftWorkers: cfg.RaftWorkers, RaftLogShards: cfg.RaftLogShards,
+		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.RaftLogKeepEntries, RaftWorkers: cfg.RaftWorkers, RaftLogShards: cfg.RaftLogShards,
 		CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes,
 		// The dispatcher's sweep forgets publish request ids older than
 		// the window: a retry within it is answered, not stored again.

@@ -75,7 +75,7 @@ func zonedCluster(t *testing.T, snapshotEntries uint64) *Cluster {
 		bc.Operations.StepTimeout = 20 * time.Second
 		bc.Operations.CatchUpTimeout = 60 * time.Second
 		if snapshotEntries > 0 {
-			bc.SnapshotEntries = snapshotEntries
+			bc.SnapshotEntries, bc.RaftLogKeepEntries = snapshotEntries, snapshotEntries/2
 		}
 	}})
 	for _, zs := range zonesOf(clusterInfo(t, c)) {

@@ -159,7 +159,7 @@ func TestPurgeUpdateDeleteTopic(t *testing.T) {
 }
 
 func TestStatsAfterSnapshotRecovery(t *testing.T) {
-	c := New(t, Config{Shards: 1, Tune: func(bc *broker.Config) { bc.SnapshotEntries = 20 }})
+	c := New(t, Config{Shards: 1, Tune: func(bc *broker.Config) { bc.SnapshotEntries, bc.RaftLogKeepEntries = 20, 10 }})
 	ctx := ctx10(t)
 	if _, err := c.Admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "snapstats"}}); err != nil {
 		t.Fatalf("CreateTopic() error = %v", err)

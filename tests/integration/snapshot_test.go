@@ -15,7 +15,7 @@ import (
 // replicas to converge to the others' state (they can only do so from a
 // snapshot), and then to serve as leader with every message there.
 func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
-	c := New(t, Config{Shards: 2, Tune: func(bc *broker.Config) { bc.SnapshotEntries = 20 }})
+	c := New(t, Config{Shards: 2, Tune: func(bc *broker.Config) { bc.SnapshotEntries, bc.RaftLogKeepEntries = 20, 10 }})
 	const topic = "snap"
 	first := publish(t, c, &sundialv1.Message{Topic: topic, Payload: []byte("0"), DelayMs: 60_000})
 	shard := shardOf(t, first[0].MessageId)

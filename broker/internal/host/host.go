@@ -49,6 +49,9 @@ type Config struct {
 	ElectionRTT     uint64
 	HeartbeatRTT    uint64
 	SnapshotEntries uint64
+	// CompactionOverhead is the entries a shard's Raft log keeps behind a
+	// snapshot for replicas that fell behind; 0 means SnapshotEntries / 2.
+	CompactionOverhead uint64
 	// RaftWorkers sizes Dragonboat's step, commit, apply, snapshot and
 	// close worker pools; RaftLogShards is its number of LogDB shards.
 	// Both are fixed for the life of a data dir.
@@ -278,8 +281,15 @@ func (h *Host) shardConfig(shardID, replicaID uint64) config.Config {
 		PreVote:             true,
 		OrderedConfigChange: true,
 		SnapshotEntries:     h.cfg.SnapshotEntries,
-		CompactionOverhead:  h.cfg.SnapshotEntries / 2,
+		CompactionOverhead:  h.compactionOverhead(),
 	}
+}
+
+func (h *Host) compactionOverhead() uint64 {
+	if h.cfg.CompactionOverhead > 0 {
+		return h.cfg.CompactionOverhead
+	}
+	return h.cfg.SnapshotEntries / 2
 }
 
 // LeaderUpdated is Dragonboat's leadership callback; it only posts.
