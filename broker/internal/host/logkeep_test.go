@@ -6,10 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
-	"github.com/sundialmq/sundial/broker/internal/operator"
 )
 
 // A shard snapshots every SnapshotEntries entries, and its Raft log keeps
@@ -17,43 +15,10 @@ import (
 // behind: snapshots far more often than the kept tail must not shorten it.
 func TestRaftLogKeepsCompactionOverheadBehindSnapshots(t *testing.T) {
 	const snapshotEvery, keep, proposals = 10, 100, 160
-	raftAddr, grpcAddr := loopbackAddr(t), loopbackAddr(t)
-	h, err := New(Config{
-		NodeID: 1, RaftAddr: raftAddr, GRPCAddr: grpcAddr, DataDir: t.TempDir(),
-		InitialMembers: map[uint64]Member{1: {RaftAddr: raftAddr, GRPCAddr: grpcAddr}},
-		RTT:            10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2,
-		SnapshotEntries: snapshotEvery, CompactionOverhead: keep,
-		RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
-	}, zaptest.NewLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(t.Context()); err != nil {
-		h.Stop()
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Stop)
-	shards := operator.NewShards(h, 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
-	shards.Start(t.Context())
-	t.Cleanup(shards.Stop)
-
-	var lead *Leading
-	var shard uint64
-	deadline := time.Now().Add(60 * time.Second)
-	for lead == nil && time.Now().Before(deadline) {
-		for _, id := range h.HostedShards() {
-			if lead, _, _, _ = h.LeaderInfo(id); lead != nil {
-				shard = id
-				break
-			}
-		}
-		if lead == nil {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if lead == nil {
-		t.Fatalf("no shard led within 60s (hosted shards %v)", h.HostedShards())
-	}
+	h := startOneBrokerHost(t, t.Context(), prometheus.NewRegistry(), func(c *Config) {
+		c.SnapshotEntries, c.CompactionOverhead = snapshotEvery, keep
+	})
+	shard, lead := waitShardLeader(t, h)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	for range proposals {
@@ -69,6 +34,7 @@ func TestRaftLogKeepsCompactionOverheadBehindSnapshots(t *testing.T) {
 	// Compaction follows the snapshots in the background: wait until it
 	// has dropped the first entries, then look at what it kept.
 	first, last := lr.GetRange()
+	deadline := time.Now().Add(30 * time.Second)
 	for first <= snapshotEvery && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 		first, last = lr.GetRange()

@@ -28,46 +28,60 @@ func loopbackAddr(t *testing.T) string {
 // executor's shard decisions create (a one-broker bootstrap), leading it
 // and committing through its proposer.
 func TestStartContextBoundsOnlyTheStart(t *testing.T) {
-	raftAddr, grpcAddr := loopbackAddr(t), loopbackAddr(t)
-	h, err := New(Config{
-		NodeID: 1, RaftAddr: raftAddr, GRPCAddr: grpcAddr, DataDir: t.TempDir(),
-		InitialMembers: map[uint64]Member{1: {RaftAddr: raftAddr, GRPCAddr: grpcAddr}},
-		RTT:            10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
-		RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
-	}, zaptest.NewLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(t.Context())
-	if err := h.Start(ctx); err != nil {
-		h.Stop()
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Stop)
-	// The broker's executor creates the shard (a one-member cluster: one
-	// shard of one replica) once the node registered.
-	shards := operator.NewShards(h, 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
-	shards.Start(t.Context())
-	t.Cleanup(shards.Stop)
+	h := startOneBrokerHost(t, ctx, prometheus.NewRegistry(), nil)
 	cancel()
-
-	var lead *Leading
-	deadline := time.Now().Add(60 * time.Second)
-	for lead == nil && time.Now().Before(deadline) {
-		for _, id := range h.HostedShards() {
-			lead, _, _, _ = h.LeaderInfo(id)
-		}
-		if lead == nil {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if lead == nil {
-		t.Fatalf("no shard led within 60s of a cancelled start ctx (hosted shards %v)", h.HostedShards())
-	}
+	_, lead := waitShardLeader(t, h)
 	pctx, pcancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer pcancel()
 	sweep := &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}}
 	if _, err := lead.Proposer.Propose(pctx, sweep); err != nil {
 		t.Fatalf("Propose(sweep) after the start ctx was cancelled: %v", err)
 	}
+}
+
+// startOneBrokerHost starts, with ctx, a host bootstrapping a one-broker
+// cluster on loopback with small test settings (tune, if not nil, adjusts
+// them), and the operator that creates its one shard once it registered.
+func startOneBrokerHost(t *testing.T, ctx context.Context, reg *prometheus.Registry, tune func(*Config)) *Host {
+	t.Helper()
+	raftAddr, grpcAddr := loopbackAddr(t), loopbackAddr(t)
+	cfg := Config{
+		NodeID: 1, RaftAddr: raftAddr, GRPCAddr: grpcAddr, DataDir: t.TempDir(),
+		InitialMembers: map[uint64]Member{1: {RaftAddr: raftAddr, GRPCAddr: grpcAddr}},
+		RTT:            10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
+		RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	h, err := New(cfg, zaptest.NewLogger(t), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(ctx); err != nil {
+		h.Stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Stop)
+	shards := operator.NewShards(h, 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
+	shards.Start(t.Context())
+	t.Cleanup(shards.Stop)
+	return h
+}
+
+// waitShardLeader waits up to 60 s for h to lead one of its shards.
+func waitShardLeader(t *testing.T, h *Host) (uint64, *Leading) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, id := range h.HostedShards() {
+			if lead, _, _, _ := h.LeaderInfo(id); lead != nil {
+				return id, lead
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no shard led within 60s (hosted shards %v)", h.HostedShards())
+	return 0, nil
 }

@@ -11,10 +11,8 @@ import (
 
 	pvfs "github.com/cockroachdb/pebble/vfs"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
-	"github.com/sundialmq/sundial/broker/internal/operator"
 )
 
 // fsyncCounts reads a host's (or test's) raft log sync counter and the
@@ -253,39 +251,9 @@ func TestWALSyncFSPassesErrorsThrough(t *testing.T) {
 // for one, so sequential proposals add at least one each; linearizable reads
 // (a ReadIndex, no log write) add none of their own.
 func TestRaftLogFsyncsCountedPerCommitNotPerRead(t *testing.T) {
-	raftAddr, grpcAddr := loopbackAddr(t), loopbackAddr(t)
 	reg := prometheus.NewRegistry()
-	h, err := New(Config{
-		NodeID: 1, RaftAddr: raftAddr, GRPCAddr: grpcAddr, DataDir: t.TempDir(),
-		InitialMembers: map[uint64]Member{1: {RaftAddr: raftAddr, GRPCAddr: grpcAddr}},
-		RTT:            10 * time.Millisecond, ElectionRTT: 20, HeartbeatRTT: 2, SnapshotEntries: 1000,
-		RaftWorkers: 1, RaftLogShards: 1, CacheBytes: 1 << 20, MemTableBytes: 1 << 20,
-	}, zaptest.NewLogger(t), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(t.Context()); err != nil {
-		h.Stop()
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Stop)
-	shards := operator.NewShards(h, 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
-	shards.Start(t.Context())
-	t.Cleanup(shards.Stop)
-
-	var lead *Leading
-	deadline := time.Now().Add(60 * time.Second)
-	for lead == nil && time.Now().Before(deadline) {
-		for _, id := range h.HostedShards() {
-			lead, _, _, _ = h.LeaderInfo(id)
-		}
-		if lead == nil {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if lead == nil {
-		t.Fatalf("no shard led within 60s (hosted shards %v)", h.HostedShards())
-	}
+	h := startOneBrokerHost(t, t.Context(), reg, nil)
+	_, lead := waitShardLeader(t, h)
 	started, _ := fsyncCounts(t, reg)
 	if started == 0 {
 		t.Fatal("fsyncs = 0 after the meta group and a shard elected and committed, want > 0")
