@@ -15,7 +15,7 @@ import (
 // behind: snapshots far more often than the kept tail must not shorten it.
 func TestRaftLogKeepsCompactionOverheadBehindSnapshots(t *testing.T) {
 	const snapshotEvery, keep, proposals = 10, 100, 160
-	h := startOneBrokerHost(t, t.Context(), prometheus.NewRegistry(), func(c *Config) {
+	h := startOneBrokerHost(t.Context(), t, prometheus.NewRegistry(), func(c *Config) {
 		c.SnapshotEntries, c.CompactionOverhead = snapshotEvery, keep
 	})
 	shard, lead := waitShardLeader(t, h)

@@ -29,7 +29,7 @@ func loopbackAddr(t *testing.T) string {
 // and committing through its proposer.
 func TestStartContextBoundsOnlyTheStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	h := startOneBrokerHost(t, ctx, prometheus.NewRegistry(), nil)
+	h := startOneBrokerHost(ctx, t, prometheus.NewRegistry(), nil)
 	cancel()
 	_, lead := waitShardLeader(t, h)
 	pctx, pcancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -42,8 +42,9 @@ func TestStartContextBoundsOnlyTheStart(t *testing.T) {
 
 // startOneBrokerHost starts, with ctx, a host bootstrapping a one-broker
 // cluster on loopback with small test settings (tune, if not nil, adjusts
-// them), and the operator that creates its one shard once it registered.
-func startOneBrokerHost(t *testing.T, ctx context.Context, reg *prometheus.Registry, tune func(*Config)) *Host {
+// them), and the operator that creates its one shard once it registered;
+// the operator runs until the test's cleanup, whatever becomes of ctx.
+func startOneBrokerHost(ctx context.Context, t *testing.T, reg *prometheus.Registry, tune func(*Config)) *Host {
 	t.Helper()
 	raftAddr, grpcAddr := loopbackAddr(t), loopbackAddr(t)
 	cfg := Config{
@@ -65,7 +66,7 @@ func startOneBrokerHost(t *testing.T, ctx context.Context, reg *prometheus.Regis
 	}
 	t.Cleanup(h.Stop)
 	shards := operator.NewShards(h, 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
-	shards.Start(t.Context())
+	shards.Start(context.WithoutCancel(ctx))
 	t.Cleanup(shards.Stop)
 	return h
 }

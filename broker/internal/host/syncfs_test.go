@@ -252,7 +252,7 @@ func TestWALSyncFSPassesErrorsThrough(t *testing.T) {
 // (a ReadIndex, no log write) add none of their own.
 func TestRaftLogFsyncsCountedPerCommitNotPerRead(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := startOneBrokerHost(t, t.Context(), reg, nil)
+	h := startOneBrokerHost(t.Context(), t, reg, nil)
 	_, lead := waitShardLeader(t, h)
 	started, _ := fsyncCounts(t, reg)
 	if started == 0 {
