@@ -58,16 +58,27 @@ func TestBrokerLivezAndReadyz(t *testing.T) {
 		defer l.Close()
 		return l.Addr().String()
 	}
-	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.DataDir = addr(), addr(), "127.0.0.1:0", t.TempDir()
-	cfg.InitialMembers = map[uint64]Member{1: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
-	cfg.Shards, cfg.RTT, cfg.CacheBytes, cfg.MemTableBytes = 2, 10*time.Millisecond, 1<<20, 1<<20
-	b, err := New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(t.Context()); err != nil {
-		t.Fatal(err)
+	// A port picked free can be taken by another package's test before the
+	// broker binds it: such a start is tried again on fresh ports.
+	var b *Server
+	for try := 1; ; try++ {
+		cfg := DefaultConfig()
+		cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.DataDir = addr(), addr(), "127.0.0.1:0", t.TempDir()
+		cfg.InitialMembers = map[uint64]Member{1: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
+		cfg.Shards, cfg.RTT, cfg.CacheBytes, cfg.MemTableBytes = 2, 10*time.Millisecond, 1<<20, 1<<20
+		var err error
+		if b, err = New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry()); err == nil {
+			if err = b.Start(t.Context()); err != nil {
+				b.Stop()
+			}
+		}
+		if err == nil {
+			break
+		}
+		if try == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("start on a taken port, trying again: %v", err)
 	}
 	t.Cleanup(b.Stop)
 	get := func(path string) (int, string) {
