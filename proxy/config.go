@@ -29,7 +29,9 @@ type Config struct {
 	ForwardTimeout time.Duration
 	// ReadyProbeInterval is how often the proxy checks that it reaches the
 	// leader of every event shard (each probe waits at most this long);
-	// /readyz answers the latest round. Default 2s.
+	// /readyz answers the latest round. While not ready it probes every
+	// 200ms (or this interval, if shorter), so that it turns ready soon
+	// after the cluster does. Default 2s.
 	ReadyProbeInterval time.Duration
 	// WatchSilenceTimeout bounds how long the broker the proxy follows the
 	// routing table from may stay silent: the proxy asks it for a progress

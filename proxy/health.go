@@ -71,10 +71,15 @@ func (r *readiness) poke() {
 	}
 }
 
-// run probes until ctx ends: at once, after each new table and every
-// interval.
+// notReadyProbeInterval is how soon a proxy that is not ready probes again
+// (unless its probe interval is shorter), so that it turns ready within
+// about this long of the cluster rather than up to a whole interval later.
+const notReadyProbeInterval = 200 * time.Millisecond
+
+// run probes until ctx ends: at once, after each new table, and every
+// interval while ready or every notReadyProbeInterval while not.
 func (r *readiness) run(ctx context.Context, tables func() *routing.Table, pool *routing.Pool) {
-	t := time.NewTicker(r.interval)
+	t := time.NewTimer(r.interval)
 	defer t.Stop()
 	for {
 		ready, reason := false, ""
@@ -87,6 +92,11 @@ func (r *readiness) run(ctx context.Context, tables func() *routing.Table, pool 
 			return
 		}
 		r.set(ready, reason)
+		next := r.interval
+		if !ready {
+			next = min(next, notReadyProbeInterval)
+		}
+		t.Reset(next)
 		select {
 		case <-ctx.Done():
 			return

@@ -25,6 +25,9 @@ type restartable struct {
 	b    *fakeBroker
 	addr string
 	g    *grpc.Server
+	// health is the health service of the latest start; it answers SERVING
+	// unless the test sets otherwise.
+	health *health.Server
 }
 
 func (r *restartable) start() {
@@ -44,7 +47,8 @@ func (r *restartable) start() {
 	r.g = grpc.NewServer()
 	sundialv1.RegisterClusterServer(r.g, r.b)
 	brokerv1.RegisterShardServer(r.g, r.b)
-	healthpb.RegisterHealthServer(r.g, health.NewServer())
+	r.health = health.NewServer()
+	healthpb.RegisterHealthServer(r.g, r.health)
 	go func() { _ = r.g.Serve(lis) }()
 }
 
@@ -64,10 +68,15 @@ func httpCode(t *testing.T, srv *Server, path string) int {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	waitWithin(t, 60*time.Second, what, cond)
+}
+
+func waitWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 60s", what)
+			t.Fatalf("%s: not within %v", what, d)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -131,6 +140,87 @@ func TestReadyzFollowsTheBrokers(t *testing.T) {
 
 	b.start()
 	waitFor(t, "/readyz and /healthz 200 once the broker is back", ready(http.StatusOK))
+}
+
+// After a long outage of every broker the proxy is ready again within
+// seconds of their return: its connections and its routing watch dial a
+// broker that went away at least once a second (gRPC's default reconnect
+// backoff would have grown past 6s by now, the watch's past 3s).
+func TestReadyAgainSoonAfterALongOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 20s outage")
+	}
+	b := &restartable{t: t, b: &fakeBroker{leader: true, published: map[uint64]int{}}, addr: "127.0.0.1:0"}
+	b.start()
+	t.Cleanup(b.stop)
+	addr := b.addr
+	b.b.table = func() *sundialv1.RoutingTable {
+		return &sundialv1.RoutingTable{
+			Version: 1,
+			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
+			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{addr}
+	srv, err := New(cfg, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	waitFor(t, "ready with the broker up", srv.Ready)
+	b.stop()
+	waitFor(t, "not ready with the broker stopped", func() bool { return !srv.Ready() })
+	time.Sleep(20 * time.Second)
+	b.start()
+	back := time.Now()
+	waitWithin(t, 5*time.Second, "ready after the broker came back", srv.Ready)
+	t.Logf("ready %v after the broker came back", time.Since(back).Round(time.Millisecond))
+}
+
+// A proxy that is not ready probes again soon, not a whole probe interval
+// later: after a cluster restart its clients are refused only until the
+// brokers serve.
+func TestReadyzTurnsReadySoonAfterTheLeaderServes(t *testing.T) {
+	b := &restartable{t: t, b: &fakeBroker{leader: true, published: map[uint64]int{}}, addr: "127.0.0.1:0"}
+	b.start()
+	t.Cleanup(b.stop)
+	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	addr := b.addr
+	b.b.table = func() *sundialv1.RoutingTable {
+		return &sundialv1.RoutingTable{
+			Version: 1,
+			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
+			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{addr}
+	// Only the not-ready re-probe (200ms) can turn the proxy ready within
+	// the 10s allowed below (without it: 31s, when the watch's table
+	// happened to arrive again).
+	cfg.ReadyProbeInterval = 10 * time.Minute
+	srv, err := New(cfg, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+
+	var body string
+	waitFor(t, "/readyz 503 naming the leader that does not serve", func() bool {
+		var code int
+		code, body = httpBody(t, srv, "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "not reachable and serving")
+	})
+	t.Logf("leader not serving: %s", strings.TrimSpace(body))
+	b.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	waitWithin(t, 10*time.Second, "/readyz 200 once the leader serves, long before the next 10-minute probe", func() bool { code, _ := httpBody(t, srv, "/readyz"); return code == http.StatusOK })
 }
 
 // Start's ctx bounds only the start: the routing watcher and the readiness

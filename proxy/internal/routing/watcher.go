@@ -16,10 +16,12 @@ import (
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
-// Reconnect backoff of the watch stream.
+// Reconnect backoff of the watch stream: capped at a second, so that the
+// proxy learns the routing table within about a second of a broker coming
+// back after any outage.
 const (
 	minWatchBackoff = 100 * time.Millisecond
-	maxWatchBackoff = 3 * time.Second
+	maxWatchBackoff = time.Second
 )
 
 // DefaultSuspectInterval is how long a broker the watcher gave up on for
