@@ -94,17 +94,7 @@ func TestReadyzFollowsTheBrokers(t *testing.T) {
 		}
 		return rt
 	}
-	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{addr}
-	cfg.ReadyProbeInterval = 50 * time.Millisecond
-	srv, err := New(cfg, zaptest.NewLogger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := startProxy(t, addr, func(cfg *Config) { cfg.ReadyProbeInterval = 50 * time.Millisecond })
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -150,27 +140,8 @@ func TestReadyAgainSoonAfterALongOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 20s outage")
 	}
-	b := &restartable{t: t, b: &fakeBroker{leader: true, published: map[uint64]int{}}, addr: "127.0.0.1:0"}
-	b.start()
-	t.Cleanup(b.stop)
-	addr := b.addr
-	b.b.table = func() *sundialv1.RoutingTable {
-		return &sundialv1.RoutingTable{
-			Version: 1,
-			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
-			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
-		}
-	}
-	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{addr}
-	srv, err := New(cfg, zaptest.NewLogger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	b := restartableLeader(t)
+	srv := startProxy(t, b.addr, nil)
 	waitFor(t, "ready with the broker up", srv.Ready)
 	b.stop()
 	waitFor(t, "not ready with the broker stopped", func() bool { return !srv.Ready() })
@@ -185,32 +156,14 @@ func TestReadyAgainSoonAfterALongOutage(t *testing.T) {
 // later: after a cluster restart its clients are refused only until the
 // brokers serve.
 func TestReadyzTurnsReadySoonAfterTheLeaderServes(t *testing.T) {
-	b := &restartable{t: t, b: &fakeBroker{leader: true, published: map[uint64]int{}}, addr: "127.0.0.1:0"}
-	b.start()
-	t.Cleanup(b.stop)
+	b := restartableLeader(t)
 	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	addr := b.addr
-	b.b.table = func() *sundialv1.RoutingTable {
-		return &sundialv1.RoutingTable{
-			Version: 1,
-			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
-			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
-		}
-	}
-	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{addr}
-	// Only the not-ready re-probe (200ms) can turn the proxy ready within
-	// the 10s allowed below (without it: 31s, when the watch's table
-	// happened to arrive again).
-	cfg.ReadyProbeInterval = 10 * time.Minute
-	srv, err := New(cfg, zaptest.NewLogger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := startProxy(t, b.addr, func(cfg *Config) {
+		// Only the not-ready re-probe (200ms) can turn the proxy ready
+		// within the 10s allowed below (without it: 31s, when the watch's
+		// table happened to arrive again).
+		cfg.ReadyProbeInterval = 10 * time.Minute
+	})
 
 	var body string
 	waitFor(t, "/readyz 503 naming the leader that does not serve", func() bool {
@@ -250,14 +203,50 @@ func oneShardBroker(t *testing.T, progress bool) (*fakeBroker, string) {
 	t.Helper()
 	b := &fakeBroker{leader: true, published: map[uint64]int{}, progress: progress}
 	addr := serve(t, b)
-	b.table = func() *sundialv1.RoutingTable {
-		return &sundialv1.RoutingTable{
-			Version: 1,
-			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
-			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
-		}
-	}
+	b.table = func() *sundialv1.RoutingTable { return oneShardTable(addr) }
 	return b, addr
+}
+
+// oneShardTable is the routing table of one broker, at addr, leading the
+// one shard.
+func oneShardTable(addr string) *sundialv1.RoutingTable {
+	return &sundialv1.RoutingTable{
+		Version: 1,
+		Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
+		Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
+	}
+}
+
+// restartableLeader starts a fake broker that can stop and come back,
+// leading the one shard of its routing table.
+func restartableLeader(t *testing.T) *restartable {
+	t.Helper()
+	b := &restartable{t: t, b: &fakeBroker{leader: true, published: map[uint64]int{}}, addr: "127.0.0.1:0"}
+	b.start()
+	t.Cleanup(b.stop)
+	addr := b.addr
+	b.b.table = func() *sundialv1.RoutingTable { return oneShardTable(addr) }
+	return b
+}
+
+// startProxy starts a proxy seeded with broker, on free ports, its
+// default configuration changed by tune (if not nil); it stops at cleanup.
+func startProxy(t *testing.T, broker string, tune func(*Config)) *Server {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{broker}
+	if tune != nil {
+		tune(&cfg)
+	}
+	srv, err := New(cfg, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
 }
 
 // httpBody answers the status code and body of GET path on the proxy.
@@ -277,18 +266,10 @@ func httpBody(t *testing.T, srv *Server, path string) (int, string) {
 // naming the stale watch, and ready again once the broker speaks.
 func TestReadyzSaysWhenTheRoutingWatchIsStale(t *testing.T) {
 	b, addr := oneShardBroker(t, true)
-	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{addr}
-	cfg.ReadyProbeInterval = 50 * time.Millisecond
-	cfg.WatchSilenceTimeout = 400 * time.Millisecond
-	srv, err := New(cfg, zaptest.NewLogger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := startProxy(t, addr, func(cfg *Config) {
+		cfg.ReadyProbeInterval = 50 * time.Millisecond
+		cfg.WatchSilenceTimeout = 400 * time.Millisecond
+	})
 
 	waitFor(t, "/readyz 200 with the broker speaking", func() bool { code, _ := httpBody(t, srv, "/readyz"); return code == http.StatusOK })
 	b.frozen.Store(true)
