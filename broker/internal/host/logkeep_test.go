@@ -1,13 +1,10 @@
 package host
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 // A shard snapshots every SnapshotEntries entries, and its Raft log keeps
@@ -19,14 +16,7 @@ func TestRaftLogKeepsCompactionOverheadBehindSnapshots(t *testing.T) {
 		c.SnapshotEntries, c.CompactionOverhead = snapshotEvery, keep
 	})
 	shard, lead := waitShardLeader(t, h)
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	for range proposals {
-		sweep := &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}}
-		if _, err := lead.Proposer.Propose(ctx, sweep); err != nil {
-			t.Fatalf("Propose(sweep): %v", err)
-		}
-	}
+	proposeSweeps(t, lead, proposals)
 	lr, err := h.nh.GetLogReader(shard)
 	if err != nil {
 		t.Fatalf("GetLogReader(%d): %v", shard, err)

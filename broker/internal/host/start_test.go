@@ -32,11 +32,20 @@ func TestStartContextBoundsOnlyTheStart(t *testing.T) {
 	h := startOneBrokerHost(ctx, t, prometheus.NewRegistry(), nil)
 	cancel()
 	_, lead := waitShardLeader(t, h)
-	pctx, pcancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer pcancel()
-	sweep := &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}}
-	if _, err := lead.Proposer.Propose(pctx, sweep); err != nil {
-		t.Fatalf("Propose(sweep) after the start ctx was cancelled: %v", err)
+	proposeSweeps(t, lead, 1)
+}
+
+// proposeSweeps commits n one-message sweeps through lead's proposer, one
+// after another: the smallest commands that make Raft entries.
+func proposeSweeps(t *testing.T, lead *Leading, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	for range n {
+		sweep := &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}}
+		if _, err := lead.Proposer.Propose(ctx, sweep); err != nil {
+			t.Fatalf("Propose(sweep): %v", err)
+		}
 	}
 }
 

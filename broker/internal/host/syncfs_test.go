@@ -11,8 +11,6 @@ import (
 
 	pvfs "github.com/cockroachdb/pebble/vfs"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 // fsyncCounts reads a host's (or test's) raft log sync counter and the
@@ -260,14 +258,7 @@ func TestRaftLogFsyncsCountedPerCommitNotPerRead(t *testing.T) {
 	}
 
 	const proposals = 20
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	for range proposals {
-		sweep := &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}}
-		if _, err := lead.Proposer.Propose(ctx, sweep); err != nil {
-			t.Fatalf("Propose(sweep): %v", err)
-		}
-	}
+	proposeSweeps(t, lead, proposals)
 	proposed, observed := fsyncCounts(t, reg)
 	if proposed < started+proposals {
 		t.Fatalf("fsyncs = %d after %d sequential proposals from %d, want at least %d", proposed, proposals, started, started+proposals)
@@ -277,6 +268,8 @@ func TestRaftLogFsyncsCountedPerCommitNotPerRead(t *testing.T) {
 	}
 
 	const reads = 100
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
 	for range reads {
 		if _, err := h.ReadMeta(ctx); err != nil {
 			t.Fatalf("ReadMeta: %v", err)
