@@ -36,19 +36,23 @@ const (
 	KeepaliveTimeout = 2 * time.Second
 )
 
-// ReconnectBackoff is how a connection to a broker that went away dials
-// again: gRPC's default (1s growing to 2 minutes) would leave a broker
+// reconnect is how a connection to a broker that went away dials again:
+// gRPC's default backoff (1s growing to 2 minutes) would leave a broker
 // restarted after a few seconds' outage unused for seconds more, while a
-// dial a second to a broker that is down costs nothing.
-var ReconnectBackoff = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
+// dial a second to a broker that is down costs nothing. Each dial gets 2s
+// to connect (the backoff alone would give the first ones 100ms).
+var reconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: 2 * time.Second,
+}
 
 // NewPool returns a pool dialling with plain-text credentials, keepalive
-// pings and ReconnectBackoff, plus opts.
+// pings and the reconnect parameters above, plus opts.
 func NewPool(opts ...grpc.DialOption) *Pool {
 	all := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: ReconnectBackoff, MinConnectTimeout: 2 * time.Second}),
+		grpc.WithConnectParams(reconnect),
 	}, opts...)
 	return &Pool{opts: all, conns: make(map[string]*grpc.ClientConn)}
 }
