@@ -45,6 +45,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"tiny memtable", func(c *Config) { c.MemTableBytes = 0 }, "memtable_bytes"},
 		{"go memory limit below 32 MiB", func(c *Config) { c.GoMemoryLimit = 1 << 20 }, "go_memory_limit"},
 		{"negative malloc arenas", func(c *Config) { c.MallocArenas = -1 }, "malloc_arenas"},
+		{"too many malloc arenas", func(c *Config) { c.MallocArenas = 65 }, "malloc_arenas"},
 		{"join with initial members", func(c *Config) { c.Join = []string{"127.0.0.1:7501"} }, "join"},
 		{"join address without port", func(c *Config) { c.InitialMembers, c.Join = nil, []string{"127.0.0.1"} }, "join"},
 		{"join address of another scheme", func(c *Config) { c.InitialMembers, c.Join = nil, []string{"http://127.0.0.1:7501"} }, "join"},
