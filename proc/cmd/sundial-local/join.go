@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -200,4 +201,40 @@ func removedNodeIDs(r io.Reader) (map[int]bool, error) {
 		}
 	}
 	return ids, nil
+}
+
+// findRunningCluster finds, among root/local and root/local-*, the data
+// directory of the `make run` that runs now (its control socket answers),
+// and its bootstrap broker count (the entries of its cluster-members). It
+// answers found false when none runs, and an error when several do.
+func findRunningCluster(root string) (dir string, brokers int, found bool, err error) {
+	dirs, err := filepath.Glob(filepath.Join(root, "local-*"))
+	if err != nil {
+		return "", 0, false, err
+	}
+	var running []string
+	for _, d := range append([]string{filepath.Join(root, "local")}, dirs...) {
+		conn, err := net.DialTimeout("unix", controlPath(d), time.Second)
+		if err != nil {
+			continue
+		}
+		_ = conn.Close()
+		running = append(running, d)
+	}
+	switch len(running) {
+	case 0:
+		return "", 0, false, nil
+	case 1:
+	default:
+		return "", 0, false, fmt.Errorf("several local clusters run (%s): name one with SUNDIAL_LOCAL_DIR=<dir>", strings.Join(running, ", "))
+	}
+	b, err := os.ReadFile(filepath.Join(running[0], "cluster-members"))
+	if err != nil {
+		return "", 0, false, fmt.Errorf("the cluster running on %s: %w", running[0], err)
+	}
+	n := len(strings.Split(strings.TrimSpace(string(b)), ","))
+	if n < 1 || n > 9 {
+		return "", 0, false, fmt.Errorf("%s lists %d members, want 1..9", filepath.Join(running[0], "cluster-members"), n)
+	}
+	return running[0], n, true, nil
 }
