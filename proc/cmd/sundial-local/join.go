@@ -21,14 +21,13 @@ import (
 const maxBroker = 99
 
 // nextJoinSlot is the first broker index above the cluster's brokers
-// whose three ports are all free (busy answers whether an address accepts
-// connections) and whose node id the cluster has not removed (removed):
-// a removed id is never reused. A stopped joined broker's slot is free
-// again, so joining at it restarts that broker on its data.
-func nextJoinSlot(brokers int, busy func(addr string) bool, removed func(id int) bool) (int, BrokerAddrs, error) {
-	l := DefaultLayout(maxBroker)
+// whose three ports in l are all free (busy answers whether an address
+// accepts connections) and whose node id the cluster has not removed
+// (removed): a removed id is never reused. A stopped joined broker's slot
+// is free again, so joining at it restarts that broker on its data.
+func nextJoinSlot(l Layout, brokers int, busy func(addr string) bool, removed func(id int) bool) (int, BrokerAddrs, error) {
 	for i := brokers + 1; i <= maxBroker; i++ {
-		b := l.Brokers[i-1]
+		b := l.broker(i)
 		if !removed(i) && !busy(b.GRPC) && !busy(b.Raft) && !busy(b.Metrics) {
 			return i, b, nil
 		}
@@ -61,8 +60,15 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	if len(seeds) == 0 {
 		return fmt.Errorf("no broker of the local cluster answers at %s: start it first with 'make run'", cfg.Layout.Brokers[0].GRPC)
 	}
-	removed := clusterRemovedIDs(ctx, cfg.Layout.ProxyHTTP)
-	i, b, err := nextJoinSlot(cfg.Brokers, func(addr string) bool { return proc.TCPOpen(addr)(ctx) == nil }, func(id int) bool { return removed[id] })
+	// The ids the cluster reports removed, and those a run recorded.
+	removed, _ := readRemoved(cfg.DataDir)
+	if removed == nil {
+		removed = map[int]bool{}
+	}
+	for id := range clusterRemovedIDs(ctx, cfg.Layout.ProxyHTTP) {
+		removed[id] = true
+	}
+	i, b, err := nextJoinSlot(cfg.Layout, cfg.Brokers, func(addr string) bool { return proc.TCPOpen(addr)(ctx) == nil }, func(id int) bool { return removed[id] })
 	if err != nil {
 		return err
 	}
