@@ -361,7 +361,7 @@ func refuseBusyPorts(ctx context.Context, l Layout, members []member, pidFile st
 	if b, err := os.ReadFile(pidFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		hint = "\nThe last run started these processes (pid name): " + strings.Join(strings.Split(strings.TrimSpace(string(b)), "\n"), ", ")
 	}
-	return fmt.Errorf("already in use: %s (is another 'make run' still running?)%s", strings.Join(busy, " "), hint)
+	return fmt.Errorf("already in use: %s (is another 'make run', or a 'make join' broker of this cluster, still running? Ctrl-C it first)%s", strings.Join(busy, " "), hint)
 }
 
 // waitReady waits for the proxy's /readyz (the last child), printing every
