@@ -248,11 +248,9 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	s := newSupervisor(out, pidFile, cfg.Layout.ProxyHTTP)
 	defer s.stopAll()
-	var grpcs, initial []string
+	var grpcs []string
 	for _, m := range members {
-		if !m.joined {
-			initial = append(initial, cfg.Layout.broker(m.id).GRPC)
-		}
+		grpcs = append(grpcs, cfg.Layout.broker(m.id).GRPC)
 	}
 	for _, m := range members {
 		b := cfg.Layout.broker(m.id)
@@ -265,8 +263,16 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 			"--data-dir", dir, "--log-level", cfg.LogLevel}
 		if m.joined {
 			// A joined broker starts on its data: its identity holds the
-			// cluster id, so --join only checks it with those brokers.
-			args = append(args, "--join", strings.Join(initial, ","))
+			// cluster id, so --join only checks it with the other members.
+			var others []string
+			for _, o := range members {
+				if o.id != m.id {
+					others = append(others, cfg.Layout.broker(o.id).GRPC)
+				}
+			}
+			if len(others) > 0 { // alone, it starts on its identity without any
+				args = append(args, "--join", strings.Join(others, ","))
+			}
 		} else {
 			args = append(args, "--initial-members", bootstrap, "--shards", strconv.Itoa(cfg.Shards))
 		}
@@ -277,7 +283,6 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		}); err != nil {
 			return err
 		}
-		grpcs = append(grpcs, b.GRPC)
 	}
 	if err := s.start(spec{
 		name: "proxy", bin: filepath.Join(cfg.BinDir, "sundial-proxy"),

@@ -93,7 +93,7 @@ func startArgs(t *testing.T, cfg Config, name string) string {
 
 // After the walkthrough (brokers 4, 5 and 7 joined, broker 6 waited and was
 // never added, node 2 removed), a run starts brokers 1, 3, 4, 5 and 7, the
-// joined ones with --join, and never 2 or 6. Before, it started 1, 2 and 3.
+// joined ones with --join naming the other members, and never 2 or 6. Before, it started 1, 2 and 3.
 func TestRunStartsWhatTheDataDirHolds(t *testing.T) {
 	cfg := testConfig(t, 3)
 	withJoinSlots(t, &cfg, 7)
@@ -125,8 +125,14 @@ func TestRunStartsWhatTheDataDirHolds(t *testing.T) {
 		t.Errorf("output does not count 5 brokers:\n%s", out.String())
 	}
 	l := cfg.Layout
-	join := "--join " + l.broker(1).GRPC + "," + l.broker(3).GRPC
 	for _, id := range []int{4, 5, 7} {
+		var others []string
+		for _, o := range []int{1, 3, 4, 5, 7} {
+			if o != id {
+				others = append(others, l.broker(o).GRPC)
+			}
+		}
+		join := "--join " + strings.Join(others, ",")
 		args := startArgs(t, cfg, fmt.Sprintf("broker-%d", id))
 		if !strings.Contains(args, join) || strings.Contains(args, "--initial-members") {
 			t.Errorf("broker-%d started with %q, want %q and no --initial-members", id, args, join)
