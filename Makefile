@@ -207,7 +207,8 @@ verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-o
 	if ! diff $$tmp/openapi.json $(OPENAPI_OUT) >/dev/null; then echo "verify: $(OPENAPI_OUT) is stale: run make gen and commit"; diff $$tmp/openapi.json $(OPENAPI_OUT) | head -20; exit 1; fi
 	@echo "verify: OK (generated code, go.mod/go.sum and formatting are current; no binaries)"
 
-# sundial-local (proc/cmd/sundial-local) starts the servers from bin/, waits for the
+# sundial-local (proc/cmd/sundial-local) starts the servers from bin/ (the brokers the
+# data dir holds: bootstrap ones, joined ones, never a removed one), waits for the
 # proxy's /readyz, prints the endpoints; Ctrl-C stops every process by pid.
 run: build ## Build, then run a local cluster: 3 brokers + proxy (SUNDIAL_BROKERS=1 for one broker)
 	$(BIN)/sundial-local
@@ -217,7 +218,9 @@ screenshots: ## Write PNGs of the admin UI's pages into docs/images (a test clus
 
 # `make join` (from another shell, while `make run` runs) starts one more broker that
 # joins that cluster, on the next free ports of the local scheme (gRPC 7500+i, Raft
-# 7600+i, metrics 7700+i), data in ./data/local/broker-i; Ctrl-C stops it.
+# 7600+i, metrics 7700+i), data in <its data dir>/broker-i; Ctrl-C stops it. It finds
+# the cluster that runs (./data/local or ./data/local-N) unless SUNDIAL_LOCAL_DIR or
+# SUNDIAL_BROKERS says which.
 # `make join WAIT=1` starts it in the waiting state instead (--wait-for-add): it
 # prints the `bin/shardctl add-node ADDR` command that adds it to the cluster.
 WAIT ?=

@@ -7,7 +7,8 @@
 // /readyz) on Config.HTTPAddr. Readiness (health.go) is probed every
 // Config.ReadyProbeInterval: a routing table, a routing watch that heard
 // its broker within Config.WatchSilenceTimeout, and the leader of every
-// event shard reached; the gRPC health service answers the same.
+// event shard reached; the gRPC health service answers the same at the
+// moment it is asked.
 //
 // The proxy holds no durable state. It follows the routing table streamed
 // by the brokers (internal/routing), hashes topic/partition onto event

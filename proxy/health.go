@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -27,22 +29,17 @@ type readiness struct {
 	interval time.Duration
 	stale    func() (bool, string) // the routing watch's staleness
 	log      *zap.Logger
-	health   interface {
-		SetServingStatus(service string, st healthpb.HealthCheckResponse_ServingStatus)
-	}
-	gauge prometheus.Gauge
-	now   chan struct{} // a new routing table: probe at once
+	gauge    prometheus.Gauge
+	now      chan struct{} // a new routing table: probe at once
 
 	mu     sync.Mutex // guards ready, reason
 	ready  bool
 	reason string
 }
 
-func newReadiness(interval time.Duration, stale func() (bool, string), log *zap.Logger, health interface {
-	SetServingStatus(string, healthpb.HealthCheckResponse_ServingStatus)
-}, reg prometheus.Registerer) *readiness {
+func newReadiness(interval time.Duration, stale func() (bool, string), log *zap.Logger, reg prometheus.Registerer) *readiness {
 	r := &readiness{
-		interval: interval, stale: stale, log: log, health: health, now: make(chan struct{}, 1), reason: "no routing table yet",
+		interval: interval, stale: stale, log: log, now: make(chan struct{}, 1), reason: "no routing table yet",
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_proxy_ready",
 			Help: "1 while the proxy is ready (/readyz 200): it has a routing table, its routing watch is not stale, and it reached the leader of every event shard in its latest probe.",
@@ -114,18 +111,90 @@ func (r *readiness) set(ready bool, reason string) {
 	if !changed {
 		return
 	}
-	st := healthpb.HealthCheckResponse_NOT_SERVING
 	if ready {
-		st = healthpb.HealthCheckResponse_SERVING
 		r.gauge.Set(1)
 		r.log.Info("proxy ready")
 	} else {
 		r.gauge.Set(0)
 		r.log.Warn("proxy not ready", zap.String("reason", reason))
 	}
-	for _, svc := range []string{"", sundialv1.Producer_ServiceDesc.ServiceName, sundialv1.Consumer_ServiceDesc.ServiceName, sundialv1.Admin_ServiceDesc.ServiceName, sundialv1.Cluster_ServiceDesc.ServiceName} {
-		r.health.SetServingStatus(svc, st)
+}
+
+// healthServices are the names the gRPC health service answers for: the
+// whole server ("") and each public service.
+var healthServices = []string{"", sundialv1.Producer_ServiceDesc.ServiceName, sundialv1.Consumer_ServiceDesc.ServiceName, sundialv1.Admin_ServiceDesc.ServiceName, sundialv1.Cluster_ServiceDesc.ServiceName}
+
+// grpcHealth is the proxy's grpc.health.v1.Health service. Check answers
+// readiness at the moment it is asked, exactly as /readyz does (a probe
+// that hears SERVING finds /readyz 200); Watch streams the statuses the
+// follow goroutine sets on the embedded server from the same readiness.
+// After Shutdown (Stop) every answer is NOT_SERVING.
+type grpcHealth struct {
+	*health.Server
+	ready    func() bool
+	shutdown atomic.Bool
+}
+
+func newGRPCHealth(ready func() bool) *grpcHealth {
+	h := &grpcHealth{Server: health.NewServer(), ready: ready}
+	for _, svc := range healthServices {
+		h.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
+	return h
+}
+
+// Check answers NOT_FOUND for a service the proxy does not serve, else
+// the proxy's readiness now.
+func (h *grpcHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	resp, err := h.Server.Check(ctx, req)
+	if err != nil || h.shutdown.Load() {
+		return resp, err
+	}
+	return &healthpb.HealthCheckResponse{Status: servingStatus(h.ready())}, nil
+}
+
+// Shutdown sets every status NOT_SERVING for good.
+func (h *grpcHealth) Shutdown() {
+	h.shutdown.Store(true)
+	h.Server.Shutdown()
+}
+
+// Health polls: follow re-reads readiness every healthPollNotServing while
+// not serving and every healthPollServing while serving, so that a Watch
+// stream hears a change within that long (Check needs no poll).
+const (
+	healthPollServing    = 100 * time.Millisecond
+	healthPollNotServing = 20 * time.Millisecond
+)
+
+// follow keeps the statuses Watch streams equal to readiness until ctx
+// ends.
+func (h *grpcHealth) follow(ctx context.Context) {
+	t := time.NewTimer(healthPollNotServing)
+	defer t.Stop()
+	for {
+		ready := h.ready()
+		for _, svc := range healthServices {
+			h.SetServingStatus(svc, servingStatus(ready))
+		}
+		next := healthPollNotServing
+		if ready {
+			next = healthPollServing
+		}
+		t.Reset(next)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func servingStatus(ready bool) healthpb.HealthCheckResponse_ServingStatus {
+	if ready {
+		return healthpb.HealthCheckResponse_SERVING
+	}
+	return healthpb.HealthCheckResponse_NOT_SERVING
 }
 
 // probe checks, concurrently and within timeout, the health of each broker

@@ -286,3 +286,56 @@ func TestReadyzSaysWhenTheRoutingWatchIsStale(t *testing.T) {
 	b.frozen.Store(false)
 	waitFor(t, "/readyz 200 once the broker speaks again", func() bool { code, _ := httpBody(t, srv, "/readyz"); return code == http.StatusOK })
 }
+
+// The gRPC health service answers what /readyz answers: NOT_SERVING while
+// /readyz is 503 (here a routing watch gone stale between two probe rounds,
+// the next ten minutes away) and SERVING once it is 200 again. Before, it
+// changed only at a probe round, so it stayed SERVING through the stale
+// watch.
+func TestGRPCHealthFollowsReadyz(t *testing.T) {
+	b, addr := oneShardBroker(t, true)
+	srv := startProxy(t, addr, func(cfg *Config) {
+		cfg.ReadyProbeInterval = 10 * time.Minute
+		cfg.WatchSilenceTimeout = 400 * time.Millisecond
+	})
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	grpcHealth := func(service string) healthpb.HealthCheckResponse_ServingStatus {
+		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			t.Fatalf("gRPC health Check(%q): %v", service, err)
+		}
+		return resp.GetStatus()
+	}
+	services := []string{"", sundialv1.Producer_ServiceDesc.ServiceName, sundialv1.Admin_ServiceDesc.ServiceName}
+	readyz := func() int { code, _ := httpBody(t, srv, "/readyz"); return code }
+
+	waitFor(t, "/readyz 200 with the broker speaking", func() bool { return readyz() == http.StatusOK })
+	for _, svc := range services {
+		if got := grpcHealth(svc); got != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("gRPC health %q with /readyz 200 = %v, want SERVING", svc, got)
+		}
+	}
+
+	b.frozen.Store(true)
+	waitFor(t, "/readyz 503 with the routing watch stale", func() bool { return readyz() == http.StatusServiceUnavailable })
+	for _, svc := range services {
+		if got := grpcHealth(svc); got != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Errorf("gRPC health %q with /readyz 503 = %v, want NOT_SERVING", svc, got)
+		}
+	}
+	if code := readyz(); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz = %d after the health checks, want still 503 (the broker is frozen)", code)
+	}
+
+	b.frozen.Store(false)
+	waitFor(t, "/readyz 200 once the broker speaks again", func() bool { return readyz() == http.StatusOK })
+	for _, svc := range services {
+		if got := grpcHealth(svc); got != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("gRPC health %q with /readyz 200 again = %v, want SERVING", svc, got)
+		}
+	}
+}

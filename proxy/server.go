@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
@@ -45,7 +44,7 @@ type Server struct {
 	subs    *subscribe.Handler
 
 	grpc      *grpc.Server
-	health    *health.Server
+	health    *grpcHealth
 	http      *http.Server
 	readiness *readiness
 	probing   context.CancelFunc // stops the readiness prober
@@ -84,12 +83,11 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		gatherer: gatherer,
 		metrics:  newMetrics(reg),
 		pool:     routing.NewPool(),
-		health:   health.NewServer(),
 		serveErr: make(chan error, 2),
 	}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s.watcher = routing.NewWatcher(routing.WatcherConfig{Seeds: cfg.Brokers, SilenceTimeout: cfg.WatchSilenceTimeout}, s.pool, log, routing.NewMetrics(reg), s.onTable)
-	s.readiness = newReadiness(cfg.ReadyProbeInterval, s.watcher.Stale, log, s.health, reg)
+	s.readiness = newReadiness(cfg.ReadyProbeInterval, s.watcher.Stale, log, reg)
+	s.health = newGRPCHealth(s.Ready)
 	s.fwd = forward.New(s.watcher, s.pool, cfg.Brokers, cfg.ForwardTimeout, forward.NewMetrics(reg))
 	s.acks = newAckCoalescer(cfg.ForwardTimeout, s.fwd.Do)
 	s.topics = routing.NewTopics(s.lookupTopic)
@@ -183,6 +181,7 @@ func (s *Server) Start(ctx context.Context) error {
 	pctx, cancel := context.WithCancel(life)
 	s.probing = cancel
 	s.wg.Go(func() { s.readiness.run(pctx, s.watcher.Table, s.pool) })
+	s.wg.Go(func() { s.health.follow(pctx) })
 	s.wg.Go(func() {
 		if err := s.grpc.Serve(gl); err != nil {
 			s.log.Error("grpc server stopped", zap.Error(err))

@@ -30,13 +30,28 @@ import (
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
+// exitDataDir is the exit status of a broker whose data dir cannot be
+// served (broker.ErrDataDirBehind, broker.ErrRaftLogCorrupt): starting it
+// again on the same data dir fails the same way, so a supervisor should
+// not restart it (systemd: RestartPreventExitStatus=3).
+const exitDataDir = 3
+
 func main() {
+	// A data dir fault found in a Dragonboat goroutine ends the process
+	// with its one message, not a panic's stack.
+	broker.SetDataDirFaultHandler(func(err error) {
+		fmt.Fprintln(os.Stderr, "sundial-broker: stopping:", err)
+		os.Exit(exitDataDir)
+	})
 	app := newApp(run)
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "sundial-broker:", err)
 		var ce usageError
-		if errors.As(err, &ce) {
+		switch {
+		case errors.As(err, &ce):
 			os.Exit(2)
+		case errors.Is(err, broker.ErrDataDirBehind), errors.Is(err, broker.ErrRaftLogCorrupt):
+			os.Exit(exitDataDir)
 		}
 		os.Exit(1)
 	}

@@ -127,12 +127,14 @@ type shard struct {
 	leaderID   uint64               // replica id of the known leader, 0 if none
 }
 
-// New opens the DB and the NodeHost; Start starts the replicas.
+// New opens the DB and the NodeHost; Start starts the replicas. A data
+// dir fault Dragonboat finds meanwhile (see DataDirError) is returned.
 func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	installRaftLogger(log)
+	faultDir.Store(&dataDirOf{dir: cfg.DataDir, node: cfg.NodeID})
 	db, err := store.Open(store.Config{Dir: filepath.Join(cfg.DataDir, "state"), CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes}, log)
 	if err != nil {
 		return nil, err
@@ -173,7 +175,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 		db.Close()
 		return nil, fmt.Errorf("host: raft dir: %w", err)
 	}
-	nh, err := dragonboat.NewNodeHost(nhCfg)
+	nh, err := newNodeHost(nhCfg)
 	if err != nil {
 		h.raftLogDone()
 		h.stateSyncs.close()
@@ -189,6 +191,13 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 	}
 	h.nh = nh
 	return h, nil
+}
+
+// newNodeHost is dragonboat.NewNodeHost, a data dir fault it panics on
+// returned as the error.
+func newNodeHost(cfg config.NodeHostConfig) (_ *dragonboat.NodeHost, err error) {
+	defer recoverFault(&err)
+	return dragonboat.NewNodeHost(cfg)
 }
 
 // nodeHostConfig is Dragonboat's configuration of a broker: a small LogDB
@@ -215,8 +224,10 @@ func nodeHostConfig(cfg Config, events raftio.IRaftEventListener) config.NodeHos
 
 // Start starts the meta replica and the loop that starts everything else.
 // The loop keeps ctx's values but not its cancellation: the host runs until
-// Stop, which also cancels the loop's meta proposals in flight.
-func (h *Host) Start(ctx context.Context) error {
+// Stop, which also cancels the loop's meta proposals in flight. A data dir
+// fault Dragonboat finds while it reads the log here is returned.
+func (h *Host) Start(ctx context.Context) (err error) {
+	defer recoverFault(&err)
 	_, initial := h.cfg.InitialMembers[h.cfg.NodeID]
 	if !initial && !h.cfg.Join {
 		return fmt.Errorf("%w: node %d", ErrNotMetaMember, h.cfg.NodeID)
@@ -236,7 +247,7 @@ func (h *Host) Start(ctx context.Context) error {
 	// A joined node was added as a non-voting member (Join); Dragonboat
 	// requires its replica to start as one.
 	mc.IsNonVoting = !initial
-	err := h.nh.StartReplica(members, join, meta.NewStateMachine(func(uint64) { h.signalMeta() }), mc)
+	err = h.nh.StartReplica(members, join, meta.NewStateMachine(func(uint64) { h.signalMeta() }), mc)
 	if err != nil {
 		return fmt.Errorf("host: start meta replica: %w", err)
 	}

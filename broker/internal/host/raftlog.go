@@ -66,7 +66,21 @@ func (l *raftLogger) Debugf(f string, a ...interface{})   { l.write(logger.DEBUG
 func (l *raftLogger) Infof(f string, a ...interface{})    { l.write(logger.INFO, f, a) }
 func (l *raftLogger) Warningf(f string, a ...interface{}) { l.write(logger.WARNING, f, a) }
 func (l *raftLogger) Errorf(f string, a ...interface{})   { l.write(logger.ERROR, f, a) }
+
+// Panicf is how Dragonboat stops on what it cannot go on from. A data dir
+// fault (dataDirFault: a log behind the cluster, a corrupt log file) is
+// raised as a *DataDirError, one clear message without a stack; anything
+// else is logged and panics as Dragonboat meant.
 func (l *raftLogger) Panicf(f string, a ...interface{}) {
+	msg := fmt.Sprintf(f, a...)
+	var dir string
+	var node uint64
+	if d := faultDir.Load(); d != nil {
+		dir, node = d.dir, d.node
+	}
+	if err := dataDirFault(msg, dir, node); err != nil {
+		raiseFault(err)
+	}
 	l.write(logger.CRITICAL, f, a)
-	panic(fmt.Sprintf(f, a...))
+	panic(msg)
 }

@@ -19,7 +19,8 @@ import (
 // the restarted process stays owned by the run and Ctrl-C stops it too.
 //
 // Protocol, one request per connection: the client writes "restart NAME\n";
-// the server writes progress lines, then a last line "ok" or "error: ...".
+// the server writes progress lines, then a last line "ok", or "error: ..."
+// and the error's further lines (a log tail), and closes the connection.
 
 // controlPath is the socket of the run whose data directory is dataDir.
 func controlPath(dataDir string) string { return filepath.Join(dataDir, "control.sock") }
@@ -118,7 +119,13 @@ func runRestart(ctx context.Context, cfg Config, arg string, out io.Writer) erro
 		case line == "ok":
 			return nil
 		case strings.HasPrefix(line, "error: "):
-			return errors.New(strings.TrimPrefix(line, "error: "))
+			// An error may span lines (a log tail): the rest of the
+			// answer, up to the close, is part of it.
+			msg := []string{strings.TrimPrefix(line, "error: ")}
+			for sc.Scan() {
+				msg = append(msg, sc.Text())
+			}
+			return errors.New(strings.Join(msg, "\n"))
 		}
 		fmt.Fprintln(out, line)
 	}

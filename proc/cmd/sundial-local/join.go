@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,14 +21,13 @@ import (
 const maxBroker = 99
 
 // nextJoinSlot is the first broker index above the cluster's brokers
-// whose three ports are all free (busy answers whether an address accepts
-// connections) and whose node id the cluster has not removed (removed):
-// a removed id is never reused. A stopped joined broker's slot is free
-// again, so joining at it restarts that broker on its data.
-func nextJoinSlot(brokers int, busy func(addr string) bool, removed func(id int) bool) (int, BrokerAddrs, error) {
-	l := DefaultLayout(maxBroker)
+// whose three ports in l are all free (busy answers whether an address
+// accepts connections) and whose node id the cluster has not removed
+// (removed): a removed id is never reused. A stopped joined broker's slot
+// is free again, so joining at it restarts that broker on its data.
+func nextJoinSlot(l Layout, brokers int, busy func(addr string) bool, removed func(id int) bool) (int, BrokerAddrs, error) {
 	for i := brokers + 1; i <= maxBroker; i++ {
-		b := l.Brokers[i-1]
+		b := l.broker(i)
 		if !removed(i) && !busy(b.GRPC) && !busy(b.Raft) && !busy(b.Metrics) {
 			return i, b, nil
 		}
@@ -60,8 +60,15 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	if len(seeds) == 0 {
 		return fmt.Errorf("no broker of the local cluster answers at %s: start it first with 'make run'", cfg.Layout.Brokers[0].GRPC)
 	}
-	removed := clusterRemovedIDs(ctx, cfg.Layout.ProxyHTTP)
-	i, b, err := nextJoinSlot(cfg.Brokers, func(addr string) bool { return proc.TCPOpen(addr)(ctx) == nil }, func(id int) bool { return removed[id] })
+	// The ids the cluster reports removed, and those a run recorded.
+	removed, _ := readRemoved(cfg.DataDir)
+	if removed == nil {
+		removed = map[int]bool{}
+	}
+	for id := range clusterRemovedIDs(ctx, cfg.Layout.ProxyHTTP) {
+		removed[id] = true
+	}
+	i, b, err := nextJoinSlot(cfg.Layout, cfg.Brokers, func(addr string) bool { return proc.TCPOpen(addr)(ctx) == nil }, func(id int) bool { return removed[id] })
 	if err != nil {
 		return err
 	}
@@ -200,4 +207,40 @@ func removedNodeIDs(r io.Reader) (map[int]bool, error) {
 		}
 	}
 	return ids, nil
+}
+
+// findRunningCluster finds, among root/local and root/local-*, the data
+// directory of the `make run` that runs now (its control socket answers),
+// and its bootstrap broker count (the entries of its cluster-members). It
+// answers found false when none runs, and an error when several do.
+func findRunningCluster(root string) (dir string, brokers int, found bool, err error) {
+	dirs, err := filepath.Glob(filepath.Join(root, "local-*"))
+	if err != nil {
+		return "", 0, false, err
+	}
+	var running []string
+	for _, d := range append([]string{filepath.Join(root, "local")}, dirs...) {
+		conn, err := net.DialTimeout("unix", controlPath(d), time.Second)
+		if err != nil {
+			continue
+		}
+		_ = conn.Close()
+		running = append(running, d)
+	}
+	switch len(running) {
+	case 0:
+		return "", 0, false, nil
+	case 1:
+	default:
+		return "", 0, false, fmt.Errorf("several local clusters run (%s): name one with SUNDIAL_LOCAL_DIR=<dir>", strings.Join(running, ", "))
+	}
+	b, err := os.ReadFile(filepath.Join(running[0], "cluster-members"))
+	if err != nil {
+		return "", 0, false, fmt.Errorf("the cluster running on %s: %w", running[0], err)
+	}
+	n := len(strings.Split(strings.TrimSpace(string(b)), ","))
+	if n < 1 || n > 9 {
+		return "", 0, false, fmt.Errorf("%s lists %d members, want 1..9", filepath.Join(running[0], "cluster-members"), n)
+	}
+	return running[0], n, true, nil
 }

@@ -19,13 +19,13 @@ func TestNextJoinSlot(t *testing.T) {
 		{"one broker", 1, nil, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, addrs, err := nextJoinSlot(tc.brokers, func(a string) bool { return tc.busy[a] }, func(int) bool { return false })
+			got, addrs, err := nextJoinSlot(DefaultLayout(tc.brokers), tc.brokers, func(a string) bool { return tc.busy[a] }, func(int) bool { return false })
 			if err != nil || got != tc.want || addrs != DefaultLayout(tc.want).Brokers[tc.want-1] {
 				t.Fatalf("nextJoinSlot(%d) = %d, %v, %v, want %d", tc.brokers, got, addrs, err, tc.want)
 			}
 		})
 	}
-	if i, _, err := nextJoinSlot(3, busyAll, func(int) bool { return false }); err == nil {
+	if i, _, err := nextJoinSlot(DefaultLayout(3), 3, busyAll, func(int) bool { return false }); err == nil {
 		t.Fatalf("nextJoinSlot(every port busy) = %d, want an error", i)
 	}
 }
@@ -34,7 +34,7 @@ func TestNextJoinSlot(t *testing.T) {
 // never reused, so a broker started there would be refused.
 func TestNextJoinSlotSkipsRemovedIDs(t *testing.T) {
 	removed := map[int]bool{4: true, 5: true}
-	got, _, err := nextJoinSlot(3, func(string) bool { return false }, func(i int) bool { return removed[i] })
+	got, _, err := nextJoinSlot(DefaultLayout(3), 3, func(string) bool { return false }, func(i int) bool { return removed[i] })
 	if err != nil || got != 6 {
 		t.Fatalf("nextJoinSlot(nodes 4 and 5 removed) = %d, %v, want 6", got, err)
 	}

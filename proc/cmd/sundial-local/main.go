@@ -18,7 +18,15 @@
 //
 // "sundial-local join" (make join) instead starts one more broker that
 // joins the running cluster: the next broker index whose ports are free
-// (see runJoin), data in <data dir>/broker-i. "sundial-local join --wait"
+// (see runJoin), data in <data dir>/broker-i. Without SUNDIAL_LOCAL_DIR or
+// SUNDIAL_BROKERS, join and restart find the cluster that runs (the
+// ./data/local or ./data/local-N whose control socket answers) and take
+// its directory and size.
+//
+// A run starts what the data dir holds (see members.go): the bootstrap
+// brokers, every broker that joined since, and never one the cluster
+// removed, so a `make run` after the README's walkthrough brings back the
+// cluster as it was left. "sundial-local join --wait"
 // (make join WAIT=1) starts it in the waiting state instead, for
 // "shardctl add-node ADDR" to add.
 //
@@ -69,6 +77,16 @@ func main() {
 	cfg, err := configFromEnv(os.Getenv)
 	if err == nil {
 		cfg.BinDir, err = binDir()
+	}
+	// "join" and "restart" act on the cluster that runs: unless told its
+	// directory or size, they find it.
+	if err == nil && (joining || restarting) && os.Getenv("SUNDIAL_LOCAL_DIR") == "" && os.Getenv("SUNDIAL_BROKERS") == "" {
+		var dir string
+		var n int
+		var found bool
+		if dir, n, found, err = findRunningCluster(filepath.Dir(cfg.DataDir)); found {
+			cfg.DataDir, cfg.Brokers, cfg.Layout = dir, n, DefaultLayout(n)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sundial-local:", err)
@@ -125,6 +143,15 @@ type Layout struct {
 // BrokerAddrs are one broker's listen addresses.
 type BrokerAddrs struct{ GRPC, Raft, Metrics string }
 
+// broker is the addresses of broker id: l.Brokers[id-1], or the ports of
+// DESIGN §5 for an id past them (a broker that joined).
+func (l Layout) broker(id int) BrokerAddrs {
+	if id <= len(l.Brokers) {
+		return l.Brokers[id-1]
+	}
+	return DefaultLayout(id).Brokers[id-1]
+}
+
 // DefaultLayout is the local cluster of DESIGN §5 with n brokers.
 func DefaultLayout(n int) Layout {
 	l := Layout{ProxyGRPC: "127.0.0.1:7400", ProxyHTTP: "127.0.0.1:7480"}
@@ -176,11 +203,13 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 	return cfg, nil
 }
 
-// members is the list every broker bootstraps with: id=raft-addr@grpc-addr.
-func (l Layout) members() string {
+// members is the list every broker bootstraps with, brokers 1..n:
+// id=raft-addr@grpc-addr.
+func (l Layout) members(n int) string {
 	var m []string
-	for i, b := range l.Brokers {
-		m = append(m, fmt.Sprintf("%d=%s@%s", i+1, b.Raft, b.GRPC))
+	for id := 1; id <= n; id++ {
+		b := l.broker(id)
+		m = append(m, fmt.Sprintf("%d=%s@%s", id, b.Raft, b.GRPC))
 	}
 	return strings.Join(m, ",")
 }
@@ -197,12 +226,16 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 			return fmt.Errorf("%s is missing: run 'make build' (or 'make run')", filepath.Join(cfg.BinDir, b))
 		}
 	}
-	members := cfg.Layout.members()
-	if err := claimDataDir(cfg.DataDir, members); err != nil {
+	bootstrap := cfg.Layout.members(cfg.Brokers)
+	if err := claimDataDir(cfg.DataDir, bootstrap); err != nil {
+		return err
+	}
+	members, skipped, err := localMembers(cfg.DataDir, cfg.Brokers)
+	if err != nil {
 		return err
 	}
 	pidFile := filepath.Join(cfg.DataDir, "run.pids")
-	if err := refuseBusyPorts(ctx, cfg.Layout, pidFile); err != nil {
+	if err := refuseBusyPorts(ctx, cfg.Layout, members, pidFile); err != nil {
 		return err
 	}
 	if err := os.WriteFile(pidFile, nil, 0o644); err != nil {
@@ -210,25 +243,46 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 
 	fmt.Fprintf(out, "Sundial local cluster: %d broker(s), %d shards at bootstrap, data in %s\n", cfg.Brokers, cfg.Shards, cfg.DataDir)
-	s := newSupervisor(out, pidFile)
+	for _, line := range skipped {
+		fmt.Fprintln(out, "  "+line)
+	}
+	s := newSupervisor(out, pidFile, cfg.Layout.ProxyHTTP)
 	defer s.stopAll()
 	var grpcs []string
-	for i, b := range cfg.Layout.Brokers {
-		id := i + 1
-		dir := filepath.Join(cfg.DataDir, fmt.Sprintf("broker-%d", id))
+	for _, m := range members {
+		grpcs = append(grpcs, cfg.Layout.broker(m.id).GRPC)
+	}
+	for _, m := range members {
+		b := cfg.Layout.broker(m.id)
+		name := fmt.Sprintf("broker-%d", m.id)
+		dir := filepath.Join(cfg.DataDir, name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
+		args := []string{"--node-id", strconv.Itoa(m.id), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
+			"--data-dir", dir, "--log-level", cfg.LogLevel}
+		if m.joined {
+			// A joined broker starts on its data: its identity holds the
+			// cluster id, so --join only checks it with the other members.
+			var others []string
+			for _, o := range members {
+				if o.id != m.id {
+					others = append(others, cfg.Layout.broker(o.id).GRPC)
+				}
+			}
+			if len(others) > 0 { // alone, it starts on its identity without any
+				args = append(args, "--join", strings.Join(others, ","))
+			}
+		} else {
+			args = append(args, "--initial-members", bootstrap, "--shards", strconv.Itoa(cfg.Shards))
+		}
 		if err := s.start(spec{
-			name: fmt.Sprintf("broker-%d", id), bin: filepath.Join(cfg.BinDir, "sundial-broker"),
-			readyz: "http://" + b.Metrics + "/readyz", logPath: filepath.Join(cfg.DataDir, "logs", fmt.Sprintf("broker-%d.log", id)),
-			args: []string{"--node-id", strconv.Itoa(id), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
-				"--data-dir", dir, "--initial-members", members, "--shards", strconv.Itoa(cfg.Shards),
-				"--log-level", cfg.LogLevel},
+			name: name, bin: filepath.Join(cfg.BinDir, "sundial-broker"),
+			readyz: "http://" + b.Metrics + "/readyz", logPath: filepath.Join(cfg.DataDir, "logs", name+".log"),
+			args: args,
 		}); err != nil {
 			return err
 		}
-		grpcs = append(grpcs, b.GRPC)
 	}
 	if err := s.start(spec{
 		name: "proxy", bin: filepath.Join(cfg.BinDir, "sundial-proxy"),
@@ -255,9 +309,17 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	} else {
 		defer ctl.Close()
 	}
-	printEndpoints(out, cfg, time.Since(began))
+	printEndpoints(out, cfg, members, time.Since(began))
 
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watchRemoved(wctx, cfg.DataDir, cfg.Layout.ProxyHTTP, out)
+	}()
 	s.supervise(ctx)
+	stopWatch()
+	<-watched
 	fmt.Fprintln(out, "\nsundial-local: stopping the cluster")
 	return nil
 }
@@ -282,11 +344,13 @@ func claimDataDir(dir, members string) error {
 	return nil
 }
 
-// refuseBusyPorts fails when any address of the layout accepts connections,
-// naming the processes of the last run if its pid file lists any.
-func refuseBusyPorts(ctx context.Context, l Layout, pidFile string) error {
+// refuseBusyPorts fails when any address of the proxy or of members
+// accepts connections, naming the processes of the last run if its pid
+// file lists any.
+func refuseBusyPorts(ctx context.Context, l Layout, members []member, pidFile string) error {
 	addrs := []string{l.ProxyGRPC, l.ProxyHTTP}
-	for _, b := range l.Brokers {
+	for _, m := range members {
+		b := l.broker(m.id)
 		addrs = append(addrs, b.GRPC, b.Raft, b.Metrics)
 	}
 	var busy []string
@@ -302,7 +366,7 @@ func refuseBusyPorts(ctx context.Context, l Layout, pidFile string) error {
 	if b, err := os.ReadFile(pidFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		hint = "\nThe last run started these processes (pid name): " + strings.Join(strings.Split(strings.TrimSpace(string(b)), "\n"), ", ")
 	}
-	return fmt.Errorf("already in use: %s (is another 'make run' still running?)%s", strings.Join(busy, " "), hint)
+	return fmt.Errorf("already in use: %s (is another 'make run', or a 'make join' broker of this cluster, still running? Ctrl-C it first)%s", strings.Join(busy, " "), hint)
 }
 
 // waitReady waits for the proxy's /readyz (the last child), printing every
@@ -357,15 +421,16 @@ func httpStatus(ctx context.Context, url string) string {
 	return strconv.Itoa(resp.StatusCode)
 }
 
-func printEndpoints(out io.Writer, cfg Config, took time.Duration) {
+func printEndpoints(out io.Writer, cfg Config, members []member, took time.Duration) {
 	l := cfg.Layout
 	fmt.Fprintf(out, "\nSundial is up after %ds (%d broker(s), data in %s, logs in %s).\n\n",
-		int(took.Seconds()), cfg.Brokers, cfg.DataDir, filepath.Join(cfg.DataDir, "logs"))
+		int(took.Seconds()), len(members), cfg.DataDir, filepath.Join(cfg.DataDir, "logs"))
 	fmt.Fprintf(out, "  proxy     gRPC %s   HTTP http://%s  (/livez, /readyz, /metrics)\n", l.ProxyGRPC, l.ProxyHTTP)
 	fmt.Fprintf(out, "  HTTP API  http://%s/v1/   docs http://%s/docs   OpenAPI http://%s/openapi.json\n", l.ProxyHTTP, l.ProxyHTTP, l.ProxyHTTP)
 	fmt.Fprintf(out, "  admin UI  http://%s/ui/\n", l.ProxyHTTP)
-	for i, b := range l.Brokers {
-		fmt.Fprintf(out, "  broker-%d  gRPC %s   metrics http://%s/metrics   raft %s\n", i+1, b.GRPC, b.Metrics, b.Raft)
+	for _, m := range members {
+		b := l.broker(m.id)
+		fmt.Fprintf(out, "  broker-%d  gRPC %s   metrics http://%s/metrics   raft %s\n", m.id, b.GRPC, b.Metrics, b.Raft)
 	}
 	fmt.Fprintf(out, `
 Try it from another shell:

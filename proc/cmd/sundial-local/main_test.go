@@ -31,8 +31,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// exitEnv names the fake server that exits at once instead of serving.
-const exitEnv = "SUNDIAL_LOCAL_TEST_EXIT"
+// exitEnv names the fake server that exits at once instead of serving; a
+// fake broker whose data dir holds giveUpFile does too.
+const (
+	exitEnv    = "SUNDIAL_LOCAL_TEST_EXIT"
+	giveUpFile = "give-up"
+)
+
+// clusterEnv names the file the fake proxy answers GET /v1/cluster with
+// (404 while it does not exist).
+const clusterEnv = "SUNDIAL_LOCAL_TEST_CLUSTER"
 
 func fakeServer(args []string) int {
 	flags := map[string]string{}
@@ -43,7 +51,8 @@ func fakeServer(args []string) int {
 	if id, ok := flags["--node-id"]; ok {
 		name, httpAddr = "broker-"+id, flags["--metrics-addr"]
 	}
-	if os.Getenv(exitEnv) == name {
+	_, giveUp := os.Stat(filepath.Join(flags["--data-dir"], giveUpFile))
+	if os.Getenv(exitEnv) == name || (flags["--data-dir"] != "" && giveUp == nil) {
 		fmt.Println("fake", name, "gives up")
 		return 3
 	}
@@ -56,6 +65,14 @@ func fakeServer(args []string) int {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/v1/cluster", func(w http.ResponseWriter, _ *http.Request) {
+		b, err := os.ReadFile(os.Getenv(clusterEnv))
+		if err != nil {
+			http.NotFound(w, nil)
+			return
+		}
+		_, _ = w.Write(b)
+	})
 	go func() { _ = http.Serve(l, mux) }()
 	fmt.Println("fake", name, "serving", httpAddr)
 	<-term

@@ -38,10 +38,11 @@ type child struct {
 // control socket's goroutines call restart; one goroutine per started
 // process waits for its exit and hands it to supervise.
 type supervisor struct {
-	out     io.Writer
-	pidFile string
-	exited  chan *child   // a process ended; read by supervise
-	quit    chan struct{} // closed by stopAll: exit waiters give up
+	out       io.Writer
+	pidFile   string
+	proxyHTTP string        // asked, when a broker exits, whether it was removed
+	exited    chan *child   // a process ended; read by supervise
+	quit      chan struct{} // closed by stopAll: exit waiters give up
 
 	mu       sync.Mutex // guards order, current, stopping
 	order    []string   // names in start order
@@ -49,8 +50,8 @@ type supervisor struct {
 	stopping bool
 }
 
-func newSupervisor(out io.Writer, pidFile string) *supervisor {
-	return &supervisor{out: out, pidFile: pidFile, exited: make(chan *child), quit: make(chan struct{}), current: map[string]*child{}}
+func newSupervisor(out io.Writer, pidFile, proxyHTTP string) *supervisor {
+	return &supervisor{out: out, pidFile: pidFile, proxyHTTP: proxyHTTP, exited: make(chan *child), quit: make(chan struct{}), current: map[string]*child{}}
 }
 
 // start starts sp's process (a first start or a restart of the same name)
@@ -122,11 +123,26 @@ func (s *supervisor) supervise(ctx context.Context) {
 			s.mu.Lock()
 			_ = s.writePidsLocked()
 			s.mu.Unlock()
-			fmt.Fprintf(s.out, "\nsundial-local: %s (pid %d) exited (%s); its log is %s, last lines:\n%s\n"+
-				"The other processes keep running. Start it again with:\n  %s\n\n",
-				c.name, c.p.Pid(), exitStatus(c.p), c.logPath, indent(c.p.Tail(2000)), restartHint(c.name))
+			next := "The other processes keep running. Start it again with:\n  " + restartHint(c.name)
+			if s.removed(ctx, c.name) {
+				next = fmt.Sprintf("The other processes keep running. %s was removed from the cluster (shardctl remove-node), so it is not started again\n"+
+					"(a removed node id never serves again; the next 'make run' leaves it out). 'make join' adds a new broker.", c.name)
+			}
+			fmt.Fprintf(s.out, "\nsundial-local: %s (pid %d) exited (%s); its log is %s, last lines:\n%s\n%s\n\n",
+				c.name, c.p.Pid(), exitStatus(c.p), c.logPath, indent(c.p.Tail(2000)), next)
 		}
 	}
+}
+
+// removed reports whether name is a broker the cluster removed: recorded
+// in the data dir, or reported now by the proxy (and then recorded).
+func (s *supervisor) removed(ctx context.Context, name string) bool {
+	n, ok := strings.CutPrefix(name, "broker-")
+	id, err := strconv.Atoi(n)
+	if !ok || err != nil {
+		return false
+	}
+	return noteRemoved(ctx, filepath.Dir(s.pidFile), s.proxyHTTP, s.out)[id]
 }
 
 // exitStatus says how p ended.
@@ -160,6 +176,8 @@ func (s *supervisor) restart(ctx context.Context, name string, timeout time.Dura
 		return fmt.Errorf("no process %q in this 'make run' (it runs %s)", name, strings.Join(names, ", "))
 	case !c.p.Exited():
 		return fmt.Errorf("%s is running (pid %d): stop it first (kill %d) to try a failover", name, c.p.Pid(), c.p.Pid())
+	case s.removed(ctx, name):
+		return fmt.Errorf("%s was removed from the cluster (shardctl remove-node): a removed node id never serves again, so it is not started; 'make join' adds a new broker", name)
 	}
 	if err := s.start(c.spec); err != nil {
 		return err
