@@ -123,10 +123,16 @@ func TestGroupsFollowModel(t *testing.T) {
 	for _, name := range sortedTopics(r.model) {
 		r.publish(name)
 	}
+	var wrong []string
 	for _, name := range sortedTopics(r.model) {
 		for _, g := range sortedGroups(r.model[name]) {
-			r.drain(name, g)
+			if err := r.drain(name, g); err != nil {
+				wrong = append(wrong, err.Error())
+			}
 		}
+	}
+	if len(wrong) > 0 {
+		r.fatalf("%d groups differ from the model:\n%s", len(wrong), strings.Join(wrong, "\n"))
 	}
 }
 
@@ -443,9 +449,9 @@ func (r *groupRun) moveReplica() {
 }
 
 // drain receives group of topic until it has every message the model
-// wants, acking each, and fails on a message it must not get or on one
-// that does not come; then the group must hold nothing more.
-func (r *groupRun) drain(topic, group string) {
+// wants, acking each, and answers what differs: a message it must not
+// get, one that does not come, or copies left after all came.
+func (r *groupRun) drain(topic, group string) error {
 	r.t.Helper()
 	want := r.model.want(topic, group)
 	wanted := map[string]bool{}
@@ -456,7 +462,7 @@ func (r *groupRun) drain(topic, group string) {
 	defer sub.Close()
 	got := map[string]bool{}
 	for len(got) < len(want) {
-		d, ok := sub.Next(30 * time.Second)
+		d, ok := sub.Next(20 * time.Second)
 		if !ok {
 			var missing []string
 			for _, id := range want {
@@ -464,11 +470,11 @@ func (r *groupRun) drain(topic, group string) {
 					missing = append(missing, fmt.Sprintf("%s (shard %d)", id, shardOf(r.t, id)))
 				}
 			}
-			r.fatalf("group %s of %s (%d partitions) received %d of %d messages (stream error %v); missing %d: %v",
+			return fmt.Errorf("group %s of %s (%d partitions) received %d of %d messages (stream error %v); missing %d: %v",
 				group, topic, r.model[topic].partitions, len(got), len(want), sub.Err(), len(missing), missing)
 		}
 		if !wanted[d.MessageId] {
-			r.fatalf("group %s of %s got %s (payload %q), published before the group existed", group, topic, d.MessageId, d.Payload)
+			return fmt.Errorf("group %s of %s got %s (payload %q), published before the group existed", group, topic, d.MessageId, d.Payload)
 		}
 		got[d.MessageId] = true
 		ack(r.t, r.c, d.Receipt)
@@ -482,7 +488,8 @@ func (r *groupRun) drain(topic, group string) {
 	}
 	for _, g := range gs.GetGroups() {
 		if st := g.GetStats(); g.GetName() == group && st.GetScheduled()+st.GetReady() > 0 {
-			r.fatalf("group %s of %s holds %d scheduled and %d ready copies after receiving its %d messages", group, topic, st.GetScheduled(), st.GetReady(), len(want))
+			return fmt.Errorf("group %s of %s holds %d scheduled and %d ready copies after receiving its %d messages", group, topic, st.GetScheduled(), st.GetReady(), len(want))
 		}
 	}
+	return nil
 }
