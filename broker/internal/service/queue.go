@@ -32,7 +32,8 @@ const batchLimit = 1000
 // topic before it answers, so the group gets a copy of every message
 // published after this call answers. The default group is every topic's
 // and each shard registers it on its first use of the topic: this shard
-// registers it now if it has not.
+// registers it now if it has not. A dead-letter topic has the default
+// group only (validate.ConsumerGroup).
 func (s *Shard) ensureGroup(ctx context.Context, lead *host.Leading, topic, group string) error {
 	registered, err := query.New(s.host.DB(), lead.Shard, 0).HasGroup(topic, group)
 	if err != nil || registered && group == meta.DefaultGroup {
