@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -321,7 +322,7 @@ func groupCreated(c *Cluster, cl sundialv1.ClusterClient, topic, group string, t
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("group %s of %s after %s: listed %v, operations of the topic unfinished %v (%v)", group, topic, timeout, listed, busy, err)
+			return errors.Join(fmt.Errorf("group %s of %s after %s: listed %v, operations of the topic unfinished %v", group, topic, timeout, listed, busy), err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -470,8 +471,8 @@ func (r *groupRun) drain(topic, group string) error {
 					missing = append(missing, fmt.Sprintf("%s (shard %d)", id, shardOf(r.t, id)))
 				}
 			}
-			return fmt.Errorf("group %s of %s (%d partitions) received %d of %d messages (stream error %v); missing %d: %v",
-				group, topic, r.model[topic].partitions, len(got), len(want), sub.Err(), len(missing), missing)
+			return errors.Join(fmt.Errorf("group %s of %s (%d partitions) received %d of %d messages; missing %d: %v",
+				group, topic, r.model[topic].partitions, len(got), len(want), len(missing), missing), sub.Err())
 		}
 		if !wanted[d.MessageId] {
 			return fmt.Errorf("group %s of %s got %s (payload %q), published before the group existed", group, topic, d.MessageId, d.Payload)
