@@ -463,7 +463,7 @@ func (r *groupRun) drain(topic, group string) error {
 	defer sub.Close()
 	got := map[string]bool{}
 	for len(got) < len(want) {
-		d, ok := sub.Next(20 * time.Second)
+		d, ok := sub.Next(45 * time.Second) // not a time bound: nothing more comes
 		if !ok {
 			var missing []string
 			for _, id := range want {
