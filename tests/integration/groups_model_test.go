@@ -177,6 +177,12 @@ func (r *groupRun) newGroup() (topic, group string, ok bool) {
 
 func (r *groupRun) step(kind string) {
 	r.t.Helper()
+	start, before := time.Now(), len(r.done)
+	defer func() {
+		if len(r.done) > before {
+			r.t.Logf("%s: %s", r.done[len(r.done)-1], time.Since(start).Round(time.Millisecond))
+		}
+	}()
 	switch kind {
 	case "create-topic":
 		var groups []string
