@@ -26,7 +26,9 @@ import (
 //     and never starts a second; a submit of another change of the topic
 //     answers ResultBusy with the id to wait for.
 //   - create-group adds the group to the topic when submitted (ListGroups
-//     shows it at once) and registers it on each shard; delete-group and
+//     shows it at once) and registers it on each shard; create_topic
+//     stores a create-topic operation registering the groups it was
+//     given the same way (createTopicGroups); delete-group and
 //     delete-topic change the topic only when their last step completes,
 //     in the same entry that ends the operation.
 //   - A topic with an unfinished delete-topic is marked Deleting: creating
@@ -52,6 +54,14 @@ const (
 	// seedGroups), before serve_shards puts them on the ring. Each step
 	// names its group (Step.Group); the operation's Group is empty.
 	OpKindSeedGroups OperationKind = "seed-groups"
+	// OpKindCreateTopic registers the groups a topic is created with
+	// (other than the default group, which a shard registers on its first
+	// use of the topic) on every shard holding the topic's partitions.
+	// create_topic stores it in the entry that creates the topic, so the
+	// groups are never listed without their registrations on the way.
+	// Each step names its group (Step.Group); the operation's Group is
+	// empty.
+	OpKindCreateTopic OperationKind = "create-topic"
 )
 
 // Admin step kinds; each names its shard in Step.Shard and is done on
@@ -71,7 +81,7 @@ const (
 // replica or leadership change.
 func (k OperationKind) Admin() bool {
 	switch k {
-	case OpKindDeleteTopic, OpKindCreateGroup, OpKindDeleteGroup, OpKindSeedGroups:
+	case OpKindDeleteTopic, OpKindCreateGroup, OpKindDeleteGroup, OpKindSeedGroups, OpKindCreateTopic:
 		return true
 	}
 	return false
@@ -153,7 +163,7 @@ func (s *State) adminOn(topic string) *Operation {
 // ResultInvalid for anything but an admin operation or a removal of the
 // default group.
 func (s *State) submitAdmin(op *Operation, ifNotExists bool, nowMs int64) (uint64, []byte) {
-	if op == nil || !op.Kind.Admin() || op.Kind == OpKindSeedGroups || op.Topic == "" || (op.Kind != OpKindDeleteTopic && op.Group == "") {
+	if op == nil || !op.Kind.Admin() || op.Kind == OpKindSeedGroups || op.Kind == OpKindCreateTopic || op.Topic == "" || (op.Kind != OpKindDeleteTopic && op.Group == "") {
 		return ResultInvalid, nil
 	}
 	t, ok := s.Topics[op.Topic]
@@ -294,4 +304,44 @@ func (s *State) adminShards(topic string) []EventShardID {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// createTopicGroups stores, for topic t just created, the create-topic
+// operation registering its groups other than the default one on every
+// shard of adminShards, one step per shard and group; nothing when it has
+// no other group. With no shard to register on, the operation is done at
+// once.
+func (s *State) createTopicGroups(t *Topic, nowMs int64) {
+	groups := slices.DeleteFunc(slices.Clone(t.Groups), func(g string) bool { return g == DefaultGroup })
+	if len(groups) == 0 {
+		return
+	}
+	op := &Operation{ID: s.nextOperationID(), Kind: OpKindCreateTopic, Topic: t.Name,
+		Reason: "topic " + t.Name + " groups " + strings.Join(groups, ","), Status: OperationPending, CreatedAtMs: nowMs}
+	timeout := DefaultStepTimeouts().Step.Milliseconds()
+	for _, id := range s.adminShards(t.Name) {
+		for _, g := range groups {
+			op.Steps = append(op.Steps, Step{Kind: StepRegisterGroup, Shard: id, Group: g, TimeoutMs: timeout, Rollback: RollbackRetry})
+		}
+	}
+	if s.Operations == nil {
+		s.Operations = map[OperationID]*Operation{}
+	}
+	s.Operations[op.ID] = op
+	if len(op.Steps) == 0 {
+		op.StartedAtMs = nowMs
+		s.completeAdmin(op, nowMs)
+	}
+}
+
+// TopicGroupsOperation returns the newest create-topic operation of topic
+// (the one registering the groups it was created with), nil if none.
+func (s *State) TopicGroupsOperation(topic string) *Operation {
+	var found *Operation
+	for _, op := range s.Operations {
+		if op.Kind == OpKindCreateTopic && op.Topic == topic && (found == nil || op.ID > found.ID) {
+			found = op
+		}
+	}
+	return found
 }

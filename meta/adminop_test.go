@@ -3,6 +3,7 @@ package meta
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -223,5 +224,54 @@ func TestAdminOperationEdges(t *testing.T) {
 	}
 	if got := NewCreateGroup("orders", "g", twoShards, time.Second).String(); got != "create-group (topic orders group g): register-group shard 100, register-group shard 101" {
 		t.Errorf("String() = %q", got)
+	}
+}
+
+// A topic created with groups stores, in the same entry, the create-topic
+// operation registering each group but the default one on every shard of
+// the topic; the groups are listed at once; another change of the topic
+// waits for it (busy) and a submit of the kind itself is refused. A topic
+// created with the default group only stores none.
+func TestCreateTopicRegistersItsGroups(t *testing.T) {
+	s := state(t, bootstrapped(t))
+	code, _ := s.Apply(&Command{Op: OpCreateTopic, Topic: &Topic{Name: "orders", Partitions: 8, Groups: []string{"audit", "billing"}}, NowMs: 1000})
+	if code != ResultOK {
+		t.Fatalf("create topic with groups = %d, want ResultOK", code)
+	}
+	if got, want := s.Topics["orders"].Groups, []string{"audit", "billing", DefaultGroup}; !slices.Equal(got, want) {
+		t.Fatalf("groups = %v, want %v", got, want)
+	}
+	op := s.TopicGroupsOperation("orders")
+	if op == nil || op.Kind != OpKindCreateTopic || op.Finished() || op.Group != "" {
+		t.Fatalf("TopicGroupsOperation(orders) = %+v, want an unfinished create-topic", op)
+	}
+	shards := s.adminShards("orders")
+	var want []string
+	for _, id := range shards {
+		want = append(want, fmt.Sprint(id, "/audit"), fmt.Sprint(id, "/billing"))
+	}
+	var got []string
+	for _, st := range op.Steps {
+		if st.Kind != StepRegisterGroup || st.Rollback != RollbackRetry {
+			t.Fatalf("step %+v, want register-group rolling forward", st)
+		}
+		got = append(got, fmt.Sprint(st.Shard, "/", st.Group))
+	}
+	if len(shards) < 2 || !slices.Equal(got, want) {
+		t.Fatalf("steps = %v, want %v (every shard of the topic, each group)", got, want)
+	}
+	if code, id := submitAdminOp(t, s, NewCreateGroup("orders", "late", shards, time.Second), false); code != ResultBusy || id != op.ID {
+		t.Fatalf("create-group while the topic's groups register = %d (id %d), want ResultBusy with %d", code, id, op.ID)
+	}
+	if code, _ := submitAdminOp(t, s, Operation{Kind: OpKindCreateTopic, Topic: "orders", Group: "x"}, false); code != ResultInvalid {
+		t.Fatalf("submit_admin create-topic = %d, want ResultInvalid", code)
+	}
+	runAll(t, s, op.ID)
+
+	if code, _ := s.Apply(&Command{Op: OpCreateTopic, Topic: &Topic{Name: "plain", Groups: []string{DefaultGroup}}}); code != ResultOK {
+		t.Fatalf("create topic plain = %d", code)
+	}
+	if op := s.TopicGroupsOperation("plain"); op != nil {
+		t.Fatalf("TopicGroupsOperation(plain) = %+v, want none for the default group only", op)
 	}
 }

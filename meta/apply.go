@@ -218,6 +218,7 @@ func (s *State) createTopic(t *Topic, ifNotExists bool, nowMs int64) (uint64, []
 	slices.Sort(tt.Groups)
 	tt.CreatedAtMs = nowMs
 	s.Topics[t.Name] = &tt
+	s.createTopicGroups(&tt, nowMs)
 	s.Version++
 	b, _ := json.Marshal(&tt)
 	return ResultOK, b

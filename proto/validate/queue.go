@@ -37,6 +37,22 @@ const (
 	MaxRequestIDBytes = 128
 )
 
+// ConsumerGroup checks the group a consumer of topic names (empty: the
+// default group): a valid group name, and on a dead-letter topic the
+// default group only (its dead letters have no other).
+func ConsumerGroup(field, topic, group string) []apierr.FieldViolation {
+	if group == "" || group == DefaultGroup {
+		return nil
+	}
+	if out := GroupName(field, group); len(out) > 0 {
+		return out
+	}
+	if IsDeadLetter(topic) {
+		return violation(field, fmt.Sprintf("dead-letter topic %q is consumed by the %s group only", topic, DefaultGroup))
+	}
+	return nil
+}
+
 // IsDeadLetter reports whether topic names a dead-letter topic.
 func IsDeadLetter(topic string) bool {
 	return len(topic) > len(DeadLetterSuffix) && strings.HasSuffix(topic, DeadLetterSuffix)
@@ -143,9 +159,7 @@ func Receive(req *sundialv1.ReceiveRequest) []apierr.FieldViolation {
 		return violation("topic", "must not be empty")
 	}
 	out := TopicName("topic", req.GetTopic())
-	if g := req.GetGroup(); g != "" {
-		out = append(out, GroupName("group", g)...)
-	}
+	out = append(out, ConsumerGroup("group", req.GetTopic(), req.GetGroup())...)
 	if n := req.GetMaxMessages(); n < 0 || n > MaxReceiveMessages {
 		out = append(out, violation("max_messages", fmt.Sprintf("must be within [0, %d], got %d", MaxReceiveMessages, n))...)
 	}

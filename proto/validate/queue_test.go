@@ -122,6 +122,8 @@ func TestReceive(t *testing.T) {
 		{"minimal", &sundialv1.ReceiveRequest{Topic: "t"}, nil},
 		{"full", &sundialv1.ReceiveRequest{Topic: "t", Group: "g", MaxMessages: 1000, WaitMs: 20000, VisibilityTimeoutMs: 1000, AckMode: sundialv1.AckMode_ACK_MODE_AT_MOST_ONCE}, nil},
 		{"dlq topic", &sundialv1.ReceiveRequest{Topic: "t.dlq"}, nil},
+		{"dlq topic default group", &sundialv1.ReceiveRequest{Topic: "t.dlq", Group: "default"}, nil},
+		{"dlq topic other group", &sundialv1.ReceiveRequest{Topic: "t.dlq", Group: "g"}, []string{"group"}},
 		{"nil", nil, []string{"topic"}},
 		{"bad group", &sundialv1.ReceiveRequest{Topic: "t", Group: "a/b"}, []string{"group"}},
 		{"too many", &sundialv1.ReceiveRequest{Topic: "t", MaxMessages: 1001}, []string{"max_messages"}},

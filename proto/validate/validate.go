@@ -214,9 +214,7 @@ func Start(s *sundialv1.Start) []apierr.FieldViolation {
 	}
 	var out []apierr.FieldViolation
 	out = append(out, TopicName("start.topic", s.GetTopic())...)
-	if g := s.GetGroup(); g != "" {
-		out = append(out, GroupName("start.group", g)...)
-	}
+	out = append(out, ConsumerGroup("start.group", s.GetTopic(), s.GetGroup())...)
 	if n := s.GetMaxInFlight(); n < 0 || n > MaxInFlight {
 		out = append(out, apierr.FieldViolation{Field: "start.max_in_flight", Description: fmt.Sprintf("must be within [0, %d], got %d", MaxInFlight, n)})
 	}

@@ -166,6 +166,8 @@ func TestStart(t *testing.T) {
 		{"nil", nil, []string{"start"}},
 		{"no topic", &sundialv1.Start{}, []string{"start.topic"}},
 		{"bad group", &sundialv1.Start{Topic: "t", Group: "a b"}, []string{"start.group"}},
+		{"dlq topic default group", &sundialv1.Start{Topic: "t.dlq", Group: "default"}, nil},
+		{"dlq topic other group", &sundialv1.Start{Topic: "t.dlq", Group: "g"}, []string{"start.group"}},
 		{"negative in flight", &sundialv1.Start{Topic: "t", MaxInFlight: -1}, []string{"start.max_in_flight"}},
 		{"in flight at max", &sundialv1.Start{Topic: "t", MaxInFlight: MaxInFlight}, nil},
 		{"in flight too big", &sundialv1.Start{Topic: "t", MaxInFlight: MaxInFlight + 1}, []string{"start.max_in_flight"}},

@@ -64,8 +64,10 @@ func TestGroupsFanOutIndependently(t *testing.T) {
 	if len(seen) != n {
 		t.Fatalf("billing received %d distinct messages, want %d", len(seen), n)
 	}
-	// A group created now receives only later messages.
+	// A group created now receives only later messages, from when it is
+	// registered on every shard (the stream does not say when).
 	late := c.Subscribe("events", "late", 10, 0)
+	waitGroupCreated(t, c, "events", "late")
 	if got, ok := late.Next(500 * time.Millisecond); ok {
 		t.Fatalf("new group received an older message %v", got.MessageId)
 	}

@@ -26,7 +26,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// Every kind has a series from the start, so a dashboard shows 0
 	// rather than no data before the first move.
 	for _, k := range []meta.OperationKind{meta.OpKindMoveReplica, meta.OpKindAddReplica, meta.OpKindRemoveReplica, meta.OpKindTransferLeader,
-		meta.OpKindDeleteTopic, meta.OpKindCreateGroup, meta.OpKindDeleteGroup, meta.OpKindSeedGroups} {
+		meta.OpKindDeleteTopic, meta.OpKindCreateGroup, meta.OpKindDeleteGroup, meta.OpKindSeedGroups, meta.OpKindCreateTopic} {
 		m.moveSeconds.WithLabelValues(string(k))
 	}
 	if reg != nil {

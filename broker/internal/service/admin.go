@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,7 +75,40 @@ func (a *Admin) createTopic(ctx context.Context, in *sundialv1.Topic, ifNotExist
 	if err := json.Unmarshal(data, &stored); err != nil {
 		return nil, status.Errorf(codes.Internal, "decode created topic: %v", err)
 	}
+	if err := a.waitTopicGroups(ctx, &stored); err != nil {
+		return nil, err
+	}
 	return topicProto(&stored), nil
+}
+
+// waitTopicGroups waits until the groups t was created with are
+// registered on every shard holding its partitions: the create-topic
+// operation the meta group stored with the topic (meta.createTopicGroups)
+// has ended. A topic with the default group only has none to wait for. A
+// retry of the create (if_not_exists) waits the same way.
+func (a *Admin) waitTopicGroups(ctx context.Context, t *meta.Topic) error {
+	if !slices.ContainsFunc(t.Groups, func(g string) bool { return g != meta.DefaultGroup }) {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, adminWaitTimeout)
+		defer cancel()
+	}
+	st, err := a.host.ReadMeta(ctx)
+	if err != nil {
+		return err
+	}
+	op := st.TopicGroupsOperation(t.Name)
+	if op == nil || op.Status == meta.OperationDone {
+		return nil
+	}
+	err = a.waitOperation(ctx, op.ID)
+	if status.Code(err) == codes.DeadlineExceeded {
+		return status.Errorf(codes.DeadlineExceeded, "topic %q is created and operation %d still registers its groups on its shards and will complete: "+
+			"CreateTopic again with if_not_exists waits for it (%v)", t.Name, op.ID, ctx.Err())
+	}
+	return err
 }
 
 // GetTopic answers one topic.
@@ -231,7 +265,7 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 		case "backoff_max_ms":
 			t.BackoffMaxMs = in.GetBackoffMaxMs()
 		default:
-			bad = append(bad, apierr.FieldViolation{Field: "update_mask", Description: "cannot change " + f + " (partitions, kind and groups are fixed here)"})
+			bad = append(bad, apierr.FieldViolation{Field: "update_mask", Description: "cannot change " + f + " (partitions, kind and groups are fixed here: add or remove a group with CreateGroup or DeleteGroup)"})
 		}
 	}
 	bad = append(bad, validate.TopicSettings(topicProto(t), a.opts.Limits)...)
@@ -278,19 +312,32 @@ func (a *Admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupReque
 	if bad := validate.TopicGroup(req.GetTopic(), req.GetGroup()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if _, ok := a.host.Meta().Topics[req.GetTopic()]; !ok && a.opts.AutoCreateTopics {
-		if _, err := a.createTopic(ctx, &sundialv1.Topic{Name: req.GetTopic()}, true); err != nil {
-			return nil, toStatus(err)
-		}
-	}
-	op, err := a.adminOperation(ctx, meta.OpKindCreateGroup, req.GetTopic(), req.GetGroup())
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	if err := a.runAdmin(ctx, op, req.GetIfNotExists()); err != nil {
+	if err := a.createGroup(ctx, req.GetTopic(), req.GetGroup(), req.GetIfNotExists()); err != nil {
 		return nil, toStatus(err)
 	}
 	return &sundialv1.Group{Topic: req.GetTopic(), Name: req.GetGroup()}, nil
+}
+
+// createGroup is how a group comes to exist after its topic, for
+// CreateGroup and a consumer's first use of it (Shard.ensureGroup): it
+// runs a create-group operation, which adds the group to the topic in the
+// meta group and registers it on every shard holding the topic's
+// partitions, and answers once every shard holds it, or with the error of
+// runAdmin (DeadlineExceeded: the operation still runs and will
+// complete). A topic that does not exist is created first when the
+// cluster creates topics automatically. Concurrent calls for one group
+// wait on one operation (the meta group answers its id).
+func (a *Admin) createGroup(ctx context.Context, topic, group string, ifNotExists bool) error {
+	if _, ok := a.host.Meta().Topics[topic]; !ok && a.opts.AutoCreateTopics {
+		if _, err := a.createTopic(ctx, &sundialv1.Topic{Name: topic}, true); err != nil {
+			return err
+		}
+	}
+	op, err := a.adminOperation(ctx, meta.OpKindCreateGroup, topic, group)
+	if err != nil {
+		return err
+	}
+	return a.runAdmin(ctx, op, ifNotExists)
 }
 
 // ListGroups answers a topic's groups (the proxy adds their stats).

@@ -26,25 +26,27 @@ import (
 // touches; handlers repeat commands until done.
 const batchLimit = 1000
 
-// ensureGroup registers group on the shard (and in the meta group) the
-// first time a consumer uses it; only messages published afterwards get
-// a copy for it.
+// ensureGroup makes group exist on topic the first time a consumer uses
+// it: unless this shard holds its registration and the meta group lists
+// it, it runs Admin.createGroup, which registers it on every shard of the
+// topic before it answers, so the group gets a copy of every message
+// published after this call answers. The default group is every topic's
+// and each shard registers it on its first use of the topic: this shard
+// registers it now if it has not. A dead-letter topic has the default
+// group only (validate.ConsumerGroup).
 func (s *Shard) ensureGroup(ctx context.Context, lead *host.Leading, topic, group string) error {
 	registered, err := query.New(s.host.DB(), lead.Shard, 0).HasGroup(topic, group)
-	if err != nil {
+	if err != nil || registered && group == meta.DefaultGroup {
 		return err
 	}
-	if !registered {
-		if _, err := lead.Proposer.Propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: topic, Group: group}}}); err != nil {
-			return err
-		}
+	if group == meta.DefaultGroup {
+		_, err := lead.Proposer.Propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: topic, Group: group}}})
+		return err
 	}
-	t, ok := s.host.Meta().Topics[topic]
-	if !ok || group == meta.DefaultGroup || slices.Contains(t.Groups, group) {
+	if t, ok := s.host.Meta().Topics[topic]; ok && registered && slices.Contains(t.Groups, group) {
 		return nil
 	}
-	_, _, err = s.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateGroup, Name: topic, Group: group, IfNotExists: true})
-	return err
+	return s.admin.createGroup(ctx, topic, group, true)
 }
 
 // copyTopic answers the meta topic of a receipt's copy, nil if unknown.
