@@ -88,6 +88,10 @@ type Step struct {
 	// TimeoutMs bounds one attempt of the step, in milliseconds.
 	TimeoutMs int64    `json:"timeout_ms"`
 	Rollback  Rollback `json:"rollback"`
+	// Outcome says how a step that did not simply complete ended: empty
+	// for a step done (or not reached), "skipped: ..." with the reason for
+	// a step the executor or a cancel skipped (operationend.go).
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // OperationStatus is an operation's place in its life cycle.
@@ -134,6 +138,10 @@ type Operation struct {
 	Current int             `json:"current"`
 	// Error says why a failed or rolled-back operation stopped.
 	Error string `json:"error,omitempty"`
+	// Cancel, when set, says who asked for the operation to be cancelled
+	// (cancel_operation, operationend.go). Once set no step advances; the
+	// executor rolls the operation back. It stays set after the end.
+	Cancel string `json:"cancel,omitempty"`
 	// CreatedAtMs, StartedAtMs and FinishedAtMs are stamped by the meta
 	// state machine from the proposer's clock (zero until they happen).
 	CreatedAtMs  int64 `json:"created_at_ms,omitempty"`
