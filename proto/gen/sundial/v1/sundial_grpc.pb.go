@@ -1224,7 +1224,8 @@ type ClusterClient interface {
 	// meta group. A meta voter is first replaced by a non-voting member
 	// (promoted to voter), so the group keeps its voters. force removes a
 	// node that still holds replicas, for a dead or unreachable node only;
-	// its replicas are re-created by the next rebalance. Any broker answers
+	// the meta leader's healer re-creates its replicas as it does a dead
+	// node's. Any broker answers
 	// (forwarded to the meta leader). Errors: InvalidArgument (node_id 0),
 	// NotFound (unknown node), FailedPrecondition (the node still holds
 	// replicas or operations, is not draining, is a shard's last live
@@ -1250,11 +1251,13 @@ type ClusterClient interface {
 	// deletes the data itself); one at add-learner, wait-catch-up, promote
 	// or a move's transfer-leader is rolled back by the executor (the
 	// replica it added leaves the membership). It answers once the
-	// operation has ended or the call's deadline (at most 30 s) passes, with
+	// operation has ended, or after at most 30 s (and three quarters of the
+	// time the call has left), with
 	// the operation as it is then (status running and cancel set: still
 	// rolling back). An operation that had ended already is answered as it
 	// is, already_finished set, and nothing changes. Any broker answers
-	// (forwarded to the meta leader). Errors: InvalidArgument
+	// (the cancel is a meta proposal; the executor on the meta leader rolls
+	// back). Errors: InvalidArgument
 	// (operation_id 0), NotFound (no such operation), FailedPrecondition
 	// (the operation is at remove-replica, which cannot be undone; it is an
 	// admin operation, which rolls forward; or rolling back would remove a
@@ -1437,7 +1440,8 @@ type ClusterServer interface {
 	// meta group. A meta voter is first replaced by a non-voting member
 	// (promoted to voter), so the group keeps its voters. force removes a
 	// node that still holds replicas, for a dead or unreachable node only;
-	// its replicas are re-created by the next rebalance. Any broker answers
+	// the meta leader's healer re-creates its replicas as it does a dead
+	// node's. Any broker answers
 	// (forwarded to the meta leader). Errors: InvalidArgument (node_id 0),
 	// NotFound (unknown node), FailedPrecondition (the node still holds
 	// replicas or operations, is not draining, is a shard's last live
@@ -1463,11 +1467,13 @@ type ClusterServer interface {
 	// deletes the data itself); one at add-learner, wait-catch-up, promote
 	// or a move's transfer-leader is rolled back by the executor (the
 	// replica it added leaves the membership). It answers once the
-	// operation has ended or the call's deadline (at most 30 s) passes, with
+	// operation has ended, or after at most 30 s (and three quarters of the
+	// time the call has left), with
 	// the operation as it is then (status running and cancel set: still
 	// rolling back). An operation that had ended already is answered as it
 	// is, already_finished set, and nothing changes. Any broker answers
-	// (forwarded to the meta leader). Errors: InvalidArgument
+	// (the cancel is a meta proposal; the executor on the meta leader rolls
+	// back). Errors: InvalidArgument
 	// (operation_id 0), NotFound (no such operation), FailedPrecondition
 	// (the operation is at remove-replica, which cannot be undone; it is an
 	// admin operation, which rolls forward; or rolling back would remove a
