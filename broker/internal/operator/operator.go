@@ -256,8 +256,11 @@ func (e *Executor) run(ctx context.Context, r *runner, id meta.OperationID) {
 			// Whatever rollback older operations persisted for it: the
 			// replica is out of the membership and the placement, so
 			// only the node's own garbage is left (see ends.go).
-			e.skip(ctx, op, fmt.Sprintf("skipped: node %d did not report within %s; %s", step.Node,
-				time.Duration(step.TimeoutMs)*time.Millisecond, cleanUp))
+			if err := e.skip(ctx, op, fmt.Sprintf("skipped: node %d did not report within %s; %s", step.Node,
+				time.Duration(step.TimeoutMs)*time.Millisecond, cleanUp)); err != nil {
+				log.Debug("operation step skip not committed yet", zap.Error(err))
+				sleep(ctx, e.cfg.Poll)
+			}
 		case step.Rollback == meta.RollbackRetry:
 			sleep(ctx, e.cfg.Poll)
 		case step.Rollback == meta.RollbackRemoveNew:
