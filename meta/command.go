@@ -16,7 +16,8 @@ type Op string
 // submit_operations (Operations), start_operation (OperationID),
 // advance_operation (OperationID, Step), finish_operation (OperationID,
 // Status, Error), skip_step (OperationID, Step, Error: the outcome),
-// cancel_operation (OperationID, Error: who asked), declare_dead (NodeID), declare_alive (NodeID),
+// cancel_operation (OperationID, Error: who asked), note_step
+// (OperationID, Step, Error: the failed attempt), declare_dead (NodeID), declare_alive (NodeID),
 // submit_admin (Operations: one admin operation, IfNotExists for
 // create-group), set_node_state (NodeID, NodeState, Force),
 // set_meta_voter (NodeID, MetaVoter), add_shards (Count, ZoneLabel,
@@ -38,6 +39,7 @@ const (
 	OpFinishOperation  Op = "finish_operation"
 	OpSkipStep         Op = "skip_step"
 	OpCancelOperation  Op = "cancel_operation"
+	OpNoteStep         Op = "note_step"
 
 	OpDeclareDead   Op = "declare_dead"
 	OpDeclareAlive  Op = "declare_alive"
@@ -83,8 +85,8 @@ type Command struct {
 	// OperationID names the operation start, advance and finish change;
 	// Step is the index of the step advance_operation completes (and
 	// skip_step skips); Status (failed or rolled-back) and Error are how
-	// finish_operation ends it; Error is also skip_step's outcome and
-	// who asked for a cancel_operation.
+	// finish_operation ends it; Error is also skip_step's outcome,
+	// note_step's failed attempt and who asked for a cancel_operation.
 	OperationID OperationID     `json:"operation_id,omitempty"`
 	Step        int             `json:"step,omitempty"`
 	Status      OperationStatus `json:"status,omitempty"`
@@ -193,6 +195,10 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpSkipStep:
 		if c.OperationID == 0 || c.Step < 0 || c.Error == "" {
 			return nil, fmt.Errorf("%w: skip_step needs an operation id, a step and its outcome", ErrMalformedCommand)
+		}
+	case OpNoteStep:
+		if c.OperationID == 0 || c.Step < 0 || c.Error == "" {
+			return nil, fmt.Errorf("%w: note_step needs an operation id, a step and the failed attempt", ErrMalformedCommand)
 		}
 	case OpCancelOperation:
 		if c.OperationID == 0 || c.Error == "" {

@@ -157,6 +157,7 @@ func (s *State) advanceOperation(id OperationID, step int, nowMs int64) uint64 {
 		}
 	}
 	op.Current++
+	op.Error = "" // a failed attempt noted by note_step is behind it
 	if op.StartedAtMs == 0 {
 		op.StartedAtMs = nowMs
 	}

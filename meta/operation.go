@@ -136,7 +136,9 @@ type Operation struct {
 	// are kept by the executor.
 	Status  OperationStatus `json:"status"`
 	Current int             `json:"current"`
-	// Error says why a failed or rolled-back operation stopped.
+	// Error says why a failed or rolled-back operation stopped; while a
+	// step that rolls forward (retry) is retried, why its last attempt
+	// failed (note_step, operationend.go).
 	Error string `json:"error,omitempty"`
 	// Cancel, when set, says who asked for the operation to be cancelled
 	// (cancel_operation, operationend.go). Once set no step advances; the

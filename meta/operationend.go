@@ -15,7 +15,8 @@ import (
 //   - a transfer-leader of a remove-replica or transfer-leader operation
 //     (none) ends the operation failed.
 //   - remove-replica (retry) is made by the shard's live replicas, never
-//     by the node it removes; each failed attempt is retried.
+//     by the node it removes; each failed attempt is recorded in the
+//     operation's Error (note_step) and retried.
 //   - delete-data is reported by the node that held the removed replica.
 //     The replica is out of the membership and placement by then, so the
 //     data is garbage on that node only: when the node is dead or removed,
@@ -50,6 +51,22 @@ func (s *State) skipStep(id OperationID, step int, why string, nowMs int64) uint
 	}
 	op.Steps[step].Outcome = why
 	return s.advanceOperation(id, step, nowMs)
+}
+
+// noteStep records in Error why an attempt at step of operation id, the
+// current one, failed while the executor retries it (the next step done
+// clears it). A step other than the current one is a no-op (ResultNoop).
+// It changes no placement, so the routing version stays.
+func (s *State) noteStep(id OperationID, step int, why string) uint64 {
+	op := s.unfinished(id)
+	if op == nil {
+		return ResultNotFound
+	}
+	if step != op.Current || op.Error == why {
+		return ResultNoop
+	}
+	op.Error = why
+	return ResultOK
 }
 
 // cancelOperation ends operation id at an operator's request (why says

@@ -262,6 +262,10 @@ func (e *Executor) run(ctx context.Context, r *runner, id meta.OperationID) {
 				sleep(ctx, e.cfg.Poll)
 			}
 		case step.Rollback == meta.RollbackRetry:
+			// Recorded, so the operation shows why it has not moved on.
+			if why := fmt.Sprintf("%s: attempt failed, retrying: %v", step.Kind, err); why != op.Error {
+				e.propose(ctx, &meta.Command{Op: meta.OpNoteStep, OperationID: id, Step: op.Current, Error: why})
+			}
 			sleep(ctx, e.cfg.Poll)
 		case step.Rollback == meta.RollbackRemoveNew:
 			if err := e.rollBack(ctx, st, op, err); err != nil {

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -23,11 +24,17 @@ type execHost struct {
 	lmu     sync.Mutex
 	leaders map[uint64]uint64 // shard → leading node
 	reports map[meta.NodeID]bool
+	// removeErr, when set, fails every RemoveReplica.
+	removeErr error
 }
 
 func (h *execHost) AddLearner(context.Context, uint64, uint64, string) error { return nil }
 func (h *execHost) Promote(context.Context, uint64, uint64, string) error    { return nil }
-func (h *execHost) RemoveReplica(context.Context, uint64, uint64) error      { return nil }
+func (h *execHost) RemoveReplica(context.Context, uint64, uint64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.removeErr
+}
 
 func (h *execHost) TransferLeadership(_ context.Context, shard, toNode uint64) error {
 	h.lmu.Lock()
@@ -208,4 +215,40 @@ func TestExecutorEndsStepsOfGoneNodes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A remove-replica the shard's replicas cannot make is retried (the old
+// replica is leaving: there is no going back) and each failed attempt is
+// recorded in the operation's error, so it never waits without saying
+// why; a cancel of it is refused, and it goes on once the removal works.
+func TestExecutorRecordsRetriedAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := cluster(5)
+		op := meta.NewRemoveReplica(100, 3, 0, false, "replica-balance", meta.DefaultStepTimeouts())
+		st.Apply(&meta.Command{Op: meta.OpSubmitOperations, Operations: []meta.Operation{op}})
+		id := st.NextOperationID - 1
+		h := &execHost{fakeHost: fakeHost{st: st, leader: 1}, leaders: map[uint64]uint64{}, reports: map[meta.NodeID]bool{3: true},
+			removeErr: errors.New("shard 100 remove-replica: no host answered")}
+		e := New(h, 1, Config{}, zaptest.NewLogger(t), nil)
+		e.Start(t.Context())
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		got, _ := h.ReadMeta(context.Background())
+		if op := got.Operations[id]; op.Status != meta.OperationRunning || op.Error != "remove-replica: attempt failed, retrying: shard 100 remove-replica: no host answered" {
+			t.Fatalf("after failed attempts: %s, error %q; want running, the attempt's failure recorded", op.Status, op.Error)
+		}
+		if code, _, _ := h.ProposeMeta(t.Context(), &meta.Command{Op: meta.OpCancelOperation, OperationID: id, Error: "by test"}); code != meta.ResultCannotCancel {
+			t.Fatalf("cancel at remove-replica = %d, want ResultCannotCancel", code)
+		}
+		h.mu.Lock()
+		h.removeErr = nil
+		h.mu.Unlock()
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		e.Stop()
+		got, _ = h.ReadMeta(context.Background())
+		if op := got.Operations[id]; op.Status != meta.OperationDone || op.Error != "" {
+			t.Fatalf("once the removal works: %s, error %q; want done, no error", op.Status, op.Error)
+		}
+	})
 }

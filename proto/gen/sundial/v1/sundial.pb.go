@@ -4730,7 +4730,9 @@ type Operation struct {
 	Status string `protobuf:"bytes,9,opt,name=status,proto3" json:"status,omitempty"`
 	// current_step is the index of the step running or next to run.
 	CurrentStep int32 `protobuf:"varint,10,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
-	// error says why a failed or rolled-back operation stopped.
+	// error says why a failed or rolled-back operation stopped; for a
+	// running one, why the last attempt at a step that is retried
+	// (remove-replica, topic and group steps) failed.
 	Error        string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
 	CreatedAtMs  int64  `protobuf:"varint,12,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
 	StartedAtMs  int64  `protobuf:"varint,13,opt,name=started_at_ms,json=startedAtMs,proto3" json:"started_at_ms,omitempty"`
