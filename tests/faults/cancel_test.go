@@ -3,6 +3,8 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +22,9 @@ import (
 // each move adds its learner and waits for a catch-up that cannot come
 // (up to catch_up_timeout, 10 minutes). CancelOperation through the proxy
 // ends each: rolled back with the cancel in its error, the learner out of
-// the shard's replicas; a second cancel answers already_finished. Once
-// thawed, broker 4 holds no replica.
+// the shard's replicas; a second cancel answers already_finished, over
+// gRPC and over the HTTP API, and an unknown id is 404 there. Once thawed,
+// broker 4 holds no replica.
 func TestCancelRollsBackAMoveOntoAFrozenBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and injects faults")
@@ -110,6 +113,12 @@ func TestCancelRollsBackAMoveOntoAFrozenBroker(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+		if code, body := cancelOverHTTP(t, c, id); code != http.StatusOK || !strings.Contains(body, `"alreadyFinished":true`) {
+			t.Fatalf("POST .../operations/%d:cancel = %d %s, want 200 with alreadyFinished", id, code, body)
+		}
+	}
+	if code, body := cancelOverHTTP(t, c, 999999); code != http.StatusNotFound {
+		t.Fatalf("POST .../operations/999999:cancel = %d %s, want 404", code, body)
 	}
 	shards, err := func() (*sundialv1.ListShardsResponse, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -137,4 +146,28 @@ func TestCancelRollsBackAMoveOntoAFrozenBroker(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// cancelOverHTTP posts a cancel of operation id to the first proxy's HTTP
+// API and answers the status code and body.
+func cancelOverHTTP(t *testing.T, c *framework.Cluster, id uint64) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	url := fmt.Sprintf("http://%s/v1/cluster/operations/%d:cancel", c.Proxies[0].HTTPAddr, id)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("POST %s: read body: %v", url, err)
+	}
+	return resp.StatusCode, strings.Join(strings.Fields(string(b)), "")
 }
