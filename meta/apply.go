@@ -39,6 +39,12 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.advanceOperation(c.OperationID, c.Step, c.NowMs), nil
 	case OpFinishOperation:
 		return s.finishOperation(c.OperationID, c.Status, c.Error, c.NowMs), nil
+	case OpSkipStep:
+		return s.skipStep(c.OperationID, c.Step, c.Error, c.NowMs), nil
+	case OpCancelOperation:
+		return s.cancelOperation(c.OperationID, c.Error, c.NowMs)
+	case OpNoteStep:
+		return s.noteStep(c.OperationID, c.Step, c.Error), nil
 	case OpDeclareDead:
 		return s.declareDead(c.NodeID), nil
 	case OpDeclareAlive:

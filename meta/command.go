@@ -15,7 +15,9 @@ type Op string
 // IfNotExists), delete_group (Name, Group), join_node (Node, ClusterID),
 // submit_operations (Operations), start_operation (OperationID),
 // advance_operation (OperationID, Step), finish_operation (OperationID,
-// Status, Error), declare_dead (NodeID), declare_alive (NodeID),
+// Status, Error), skip_step (OperationID, Step, Error: the outcome),
+// cancel_operation (OperationID, Error: who asked), note_step
+// (OperationID, Step, Error: the failed attempt), declare_dead (NodeID), declare_alive (NodeID),
 // submit_admin (Operations: one admin operation, IfNotExists for
 // create-group), set_node_state (NodeID, NodeState, Force),
 // set_meta_voter (NodeID, MetaVoter), add_shards (Count, ZoneLabel,
@@ -35,6 +37,9 @@ const (
 	OpStartOperation   Op = "start_operation"
 	OpAdvanceOperation Op = "advance_operation"
 	OpFinishOperation  Op = "finish_operation"
+	OpSkipStep         Op = "skip_step"
+	OpCancelOperation  Op = "cancel_operation"
+	OpNoteStep         Op = "note_step"
 
 	OpDeclareDead   Op = "declare_dead"
 	OpDeclareAlive  Op = "declare_alive"
@@ -78,8 +83,10 @@ type Command struct {
 	// Operations to submit, as planned (no ids).
 	Operations []Operation `json:"operations,omitempty"`
 	// OperationID names the operation start, advance and finish change;
-	// Step is the index of the step advance_operation completes; Status
-	// (failed or rolled-back) and Error are how finish_operation ends it.
+	// Step is the index of the step advance_operation completes (and
+	// skip_step skips); Status (failed or rolled-back) and Error are how
+	// finish_operation ends it; Error is also skip_step's outcome,
+	// note_step's failed attempt and who asked for a cancel_operation.
 	OperationID OperationID     `json:"operation_id,omitempty"`
 	Step        int             `json:"step,omitempty"`
 	Status      OperationStatus `json:"status,omitempty"`
@@ -121,6 +128,9 @@ const (
 	// ResultHandingOver refuses to change a topic's partition count while
 	// shards are starting or a partition of the topic hands over.
 	ResultHandingOver
+	// ResultCannotCancel refuses to cancel an operation; the data is the
+	// reason (a JSON string).
+	ResultCannotCancel
 )
 
 // ErrMalformedCommand is returned for bytes that are not a command.
@@ -181,6 +191,18 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpFinishOperation:
 		if c.OperationID == 0 || (c.Status != OperationFailed && c.Status != OperationRolledBack) {
 			return nil, fmt.Errorf("%w: finish_operation needs an operation id and status failed or rolled-back", ErrMalformedCommand)
+		}
+	case OpSkipStep:
+		if c.OperationID == 0 || c.Step < 0 || c.Error == "" {
+			return nil, fmt.Errorf("%w: skip_step needs an operation id, a step and its outcome", ErrMalformedCommand)
+		}
+	case OpNoteStep:
+		if c.OperationID == 0 || c.Step < 0 || c.Error == "" {
+			return nil, fmt.Errorf("%w: note_step needs an operation id, a step and the failed attempt", ErrMalformedCommand)
+		}
+	case OpCancelOperation:
+		if c.OperationID == 0 || c.Error == "" {
+			return nil, fmt.Errorf("%w: cancel_operation needs an operation id and who asked", ErrMalformedCommand)
 		}
 	case OpDeclareDead, OpDeclareAlive:
 		if c.NodeID == 0 {

@@ -129,7 +129,9 @@ func (s *State) startOperation(id OperationID, nowMs int64) uint64 {
 // the shard's replica list (with Join set, so its host starts it joining);
 // after remove-replica the removed one is gone from it (so its host stops
 // it and deletes its data). A step other than the current one is a no-op:
-// a retried or stale proposal cannot skip or repeat a step. After the last
+// a retried or stale proposal cannot skip or repeat a step; so is every
+// step of an operation being cancelled (its executor rolls it back from
+// the step it is at). After the last
 // step the operation is done (and an admin operation makes its meta change:
 // completeAdmin).
 func (s *State) advanceOperation(id OperationID, step int, nowMs int64) uint64 {
@@ -137,7 +139,7 @@ func (s *State) advanceOperation(id OperationID, step int, nowMs int64) uint64 {
 	if op == nil {
 		return ResultNotFound
 	}
-	if step != op.Current || step >= len(op.Steps) {
+	if step != op.Current || step >= len(op.Steps) || op.Cancel != "" {
 		return ResultNoop
 	}
 	sh := s.Shards[op.Shard]
@@ -155,6 +157,7 @@ func (s *State) advanceOperation(id OperationID, step int, nowMs int64) uint64 {
 		}
 	}
 	op.Current++
+	op.Error = "" // a failed attempt noted by note_step is behind it
 	if op.StartedAtMs == 0 {
 		op.StartedAtMs = nowMs
 	}

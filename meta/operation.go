@@ -88,6 +88,10 @@ type Step struct {
 	// TimeoutMs bounds one attempt of the step, in milliseconds.
 	TimeoutMs int64    `json:"timeout_ms"`
 	Rollback  Rollback `json:"rollback"`
+	// Outcome says how a step that did not simply complete ended: empty
+	// for a step done (or not reached), "skipped: ..." with the reason for
+	// a step the executor or a cancel skipped (operationend.go).
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // OperationStatus is an operation's place in its life cycle.
@@ -132,8 +136,14 @@ type Operation struct {
 	// are kept by the executor.
 	Status  OperationStatus `json:"status"`
 	Current int             `json:"current"`
-	// Error says why a failed or rolled-back operation stopped.
+	// Error says why a failed or rolled-back operation stopped; while a
+	// step that rolls forward (retry) is retried, why its last attempt
+	// failed (note_step, operationend.go).
 	Error string `json:"error,omitempty"`
+	// Cancel, when set, says who asked for the operation to be cancelled
+	// (cancel_operation, operationend.go). Once set no step advances; the
+	// executor rolls the operation back. It stays set after the end.
+	Cancel string `json:"cancel,omitempty"`
 	// CreatedAtMs, StartedAtMs and FinishedAtMs are stamped by the meta
 	// state machine from the proposer's clock (zero until they happen).
 	CreatedAtMs  int64 `json:"created_at_ms,omitempty"`

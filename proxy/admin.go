@@ -65,7 +65,8 @@ func (a admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfo
 	return readAnyBroker(ctx, a.s, req, adminCall(sundialv1.AdminClient.GetClusterInfo))
 }
 
-// cluster forwards ListShards, Rebalance, ListOperations and AddShards to
+// cluster forwards ListShards, Rebalance, ListOperations, AddShards,
+// DrainNode, RemoveNode and CancelOperation (nodes.go) to
 // any broker and TransferLeader to the shard's leader, and serves
 // WatchRouting from the proxy's own table.
 type cluster struct {

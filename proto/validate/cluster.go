@@ -75,6 +75,14 @@ func RemoveNode(req *sundialv1.RemoveNodeRequest) []apierr.FieldViolation {
 	return nil
 }
 
+// CancelOperation checks that the request names an operation.
+func CancelOperation(req *sundialv1.CancelOperationRequest) []apierr.FieldViolation {
+	if req.GetOperationId() == 0 {
+		return violation("operation_id", "required: the id of the operation to cancel (shardctl operations list shows them)")
+	}
+	return nil
+}
+
 // MaxAddShards caps AddShardsRequest.count (the meta group refuses more
 // too).
 const MaxAddShards = 256

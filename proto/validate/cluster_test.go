@@ -81,6 +81,15 @@ func TestDrainAndRemoveNode(t *testing.T) {
 	}
 }
 
+func TestCancelOperation(t *testing.T) {
+	if got := CancelOperation(&sundialv1.CancelOperationRequest{}); len(got) != 1 || got[0].Field != "operation_id" {
+		t.Errorf("CancelOperation(operation_id 0) = %v, want one on operation_id", got)
+	}
+	if got := CancelOperation(&sundialv1.CancelOperationRequest{OperationId: 7}); len(got) != 0 {
+		t.Errorf("CancelOperation(operation_id 7) = %v, want none", got)
+	}
+}
+
 func TestAddShards(t *testing.T) {
 	for _, n := range []int32{-1, 0, 257} {
 		if got := AddShards(&sundialv1.AddShardsRequest{Count: n}); len(got) != 1 || got[0].Field != "count" {

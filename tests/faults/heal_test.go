@@ -204,3 +204,90 @@ func TestDeadBrokerIsReplaced(t *testing.T) {
 		return nil
 	})
 }
+
+// TestForceRemovedBrokerIsRepaired: 3 brokers and a 4th that joined; one
+// initial broker that does not lead meta is killed and at once removed
+// with remove-node --force, long before dead_node_timeout (10 minutes
+// here) could declare it dead. The healer repairs its replicas as it does
+// a dead node's: every shard gets 3 replicas on live nodes and a leader
+// through add-replica repairs from the removed node that end done, and
+// the replicas agree. (Before, nothing repaired them until a manual
+// rebalance.)
+func TestForceRemovedBrokerIsRepaired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and injects faults")
+	}
+	t.Setenv("SUNDIAL_DEAD_NODE_TIMEOUT", "10m") // the brokers inherit it: nobody is declared dead here
+	c := framework.NewCluster(t, framework.Config{Shards: 2, LogLevel: "warn"})
+	joined, err := c.Join(2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.ClusterInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := 0
+	for id := 1; id <= 3; id++ {
+		if uint64(id) != info.GetMetaLeaderNodeId() && victim == 0 {
+			victim = id
+		}
+	}
+	if info.GetMetaLeaderNodeId() == 0 || victim == 0 {
+		t.Fatalf("meta leader %d: no broker to kill", info.GetMetaLeaderNodeId())
+	}
+	conn, err := grpc.NewClient(c.ProxyAddrs()[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	cl := sundialv1.NewClusterClient(conn)
+	if err := c.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	// Refused while the killed broker still counts as answering (the
+	// meta leader probes it), then done.
+	framework.WaitFor(t, 60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := cl.RemoveNode(ctx, &sundialv1.RemoveNodeRequest{NodeId: uint64(victim), Force: true})
+		return err
+	})
+	framework.WaitFor(t, 3*time.Minute, func() error {
+		info, err := c.ClusterInfo()
+		if err != nil {
+			return err
+		}
+		for _, s := range info.GetShards() {
+			var nodes []uint64
+			for _, r := range s.GetReplicas() {
+				nodes = append(nodes, r.GetNodeId())
+			}
+			if len(nodes) != 3 || slices.Contains(nodes, uint64(victim)) || s.GetLeaderNodeId() == 0 {
+				return fmt.Errorf("shard %d on nodes %v, leader %d", s.GetShardId(), nodes, s.GetLeaderNodeId())
+			}
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ops, err := cl.ListOperations(ctx, &sundialv1.ListOperationsRequest{})
+	cancel()
+	if err != nil {
+		t.Fatalf("ListOperations after the repair: %v", err)
+	}
+	repairs := 0
+	for _, op := range ops.GetOperations() {
+		if op.GetShardId() == 0 {
+			continue // an admin operation
+		}
+		repairs++
+		if op.GetKind() != "add-replica" || op.GetReason() != "repair" || op.GetFromNodeId() != uint64(victim) ||
+			op.GetToNodeId() != uint64(joined) || op.GetStatus() != "done" {
+			t.Fatalf("operation %v, want a done add-replica repair from removed node %d to node %d", op, victim, joined)
+		}
+	}
+	if repairs != 2 {
+		t.Fatalf("ListOperations after the repair = %v; want 2 repairs", ops)
+	}
+	framework.WaitFor(t, 60*time.Second, c.ReplicasAgree)
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/raftio"
 	"go.uber.org/zap"
 
 	"github.com/sundialmq/sundial/broker/internal/keys"
@@ -198,8 +199,10 @@ func (h *Host) dropReplica(ctx context.Context, id uint64, s *shard) error {
 
 // dropUnplaced stops the replicas running here that the meta state no
 // longer places on this node, removes their Raft data and deletes their
-// key range from the state DB; then it reports the delete-data step of
-// the operation that removed the replica, if one waits for it.
+// key range from the state DB; it does the same for the replicas on disk
+// here that never started since this node's start (dropStale); then it
+// reports the delete-data step of the operation that removed the replica,
+// if one waits for it.
 func (h *Host) dropUnplaced(ctx context.Context, st *meta.State) {
 	self := meta.NodeID(h.cfg.NodeID)
 	for _, id := range h.HostedShards() {
@@ -224,7 +227,60 @@ func (h *Host) dropUnplaced(ctx context.Context, st *meta.State) {
 		h.log.Info("shard replica removed from this node", zap.Uint64("shard_id", id), zap.Uint64("replica_id", s.replicaID))
 		h.notifyChanged()
 	}
+	h.dropStale(ctx, st)
 	h.reportSteps(ctx, st)
+}
+
+// dropStale removes the Raft data and key range of the replicas on this
+// node's disk that do not run and that st shows were taken off this node
+// for good (staleReplicas): a replica removed while the node was down,
+// whose removal the node's first meta state at start-up already held, so
+// it never started (dropUnplaced's loop over running replicas never sees
+// it). This is the clean-up a skipped delete-data step leaves to the node.
+func (h *Host) dropStale(ctx context.Context, st *meta.State) {
+	running := map[uint64]bool{}
+	for _, id := range h.HostedShards() {
+		running[id] = true
+	}
+	for _, ni := range staleReplicas(st, meta.NodeID(h.cfg.NodeID), h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{}).LogInfo, running) {
+		if err := h.removeData(ctx, ni.ShardID, ni.ReplicaID); err != nil {
+			h.log.Error("remove data of a replica no longer placed here", zap.Uint64("shard_id", ni.ShardID), zap.Uint64("replica_id", ni.ReplicaID), zap.Error(err))
+			continue
+		}
+		h.log.Info("data of a replica no longer placed here removed", zap.Uint64("shard_id", ni.ShardID), zap.Uint64("replica_id", ni.ReplicaID))
+	}
+}
+
+// staleReplicas picks from onDisk (the replicas with Raft data here) the
+// ones st shows were taken off node self for good, so their data can go:
+// an event shard's replica that does not run here (running: by shard),
+// whose shard st places no replica of on self (when it places one, the
+// join of that replica clears the old data: startJoining), whose id st has
+// handed out (below NextReplicaID) and that no unfinished operation is
+// adding. A meta state behind this node's disk (replayed at start-up) may
+// not place a replica yet that a later one places; such a replica is still
+// being added in it or not handed out yet, so it is never picked.
+func staleReplicas(st *meta.State, self meta.NodeID, onDisk []raftio.NodeInfo, running map[uint64]bool) []raftio.NodeInfo {
+	adding := map[meta.ReplicaID]bool{}
+	for _, op := range st.Unfinished() {
+		if op.NewReplica != 0 {
+			adding[op.NewReplica] = true
+		}
+	}
+	var out []raftio.NodeInfo
+	for _, ni := range onDisk {
+		r := meta.ReplicaID(ni.ReplicaID)
+		if ni.ShardID == meta.ShardID || running[ni.ShardID] || r >= st.NextReplicaID || adding[r] {
+			continue
+		}
+		if sh, ok := st.Shards[meta.EventShardID(ni.ShardID)]; ok {
+			if _, placed := sh.ReplicaOn(self); placed {
+				continue
+			}
+		}
+		out = append(out, ni)
+	}
+	return out
 }
 
 // removeData stops shard's replica and deletes its Raft data and its keys.

@@ -109,7 +109,7 @@ func (e *Executor) adminTick(ctx context.Context) {
 		go func(id meta.OperationID) {
 			defer e.wg.Done()
 			defer cancel()
-			e.run(octx, id)
+			e.run(octx, r, id)
 			a.mu.Lock()
 			if a.running[id] == r { // not a runner started after a lost and regained leadership
 				delete(a.running, id)

@@ -24,9 +24,10 @@ import (
 // fresh whenever this node begins leading (see liveness), and nothing is
 // declared dead while more than half of the nodes look down.
 //
-// While a dead node holds replicas it plans with the rebalance planner and
-// submits only the repairs (add a replica on a live node, then remove the
-// dead one), at most MaxRunning operations unfinished at once, on shards no
+// While a dead node, or one removed with force (remove-node --force of a
+// dead or unreachable broker), holds replicas it plans with the rebalance
+// planner and submits only the repairs (add a replica on a live node, then
+// remove the one on the gone node), at most MaxRunning operations unfinished at once, on shards no
 // operation touches; the Executor runs them. A shard whose repair found no
 // live node to go to is logged and counted, and planned again next round.
 //
@@ -325,16 +326,16 @@ func (h *Healer) declare(ctx context.Context, st *meta.State, v verdict, now tim
 	}
 }
 
-// repair submits repairs of the replicas on dead nodes, none onto the
-// suspect nodes.
+// repair submits repairs of the replicas on dead and removed nodes, none
+// onto the suspect nodes.
 func (h *Healer) repair(ctx context.Context, st *meta.State, suspects map[meta.NodeID]bool, now time.Time) {
-	// The shards with a replica on a dead node, and whether an operation
-	// touches them already.
+	// The shards with a replica on a dead or removed node, and whether an
+	// operation touches them already.
 	need := map[meta.EventShardID]bool{}
 	dead := 0
 	for _, sid := range st.ShardIDs() {
 		for _, r := range st.Shards[sid].Replicas {
-			if n := st.Nodes[r.Node]; n != nil && n.State == meta.NodeDead {
+			if gone(st, r.Node) {
 				need[sid] = true
 				dead++
 			}
@@ -367,7 +368,7 @@ func (h *Healer) repair(ctx context.Context, st *meta.State, suspects map[meta.N
 	// repairs of dead replicas.
 	var ops []meta.Operation
 	for _, op := range rebalance.Plan(st, leaders, rebalance.Options{MaxOperations: len(st.Shards) + 1, Timeouts: h.cfg.Timeouts, Unavailable: suspects}) {
-		if op.Reason != rebalance.ReasonRepair || !need[op.Shard] || op.From == 0 || st.Nodes[op.From] == nil || st.Nodes[op.From].State != meta.NodeDead {
+		if op.Reason != rebalance.ReasonRepair || !need[op.Shard] || !gone(st, op.From) {
 			continue
 		}
 		if len(ops) < room {
@@ -401,6 +402,12 @@ func (h *Healer) repair(ctx context.Context, st *meta.State, suspects map[meta.N
 	}
 	h.m.repairs.Add(float64(len(ids)))
 	h.log.Info("repairs submitted", zap.Int("planned", len(ops)), zap.Any("operation_ids", ids), SuspectsField(suspects))
+}
+
+// gone says node id is dead or removed: its replicas are to be repaired.
+func gone(st *meta.State, id meta.NodeID) bool {
+	n := st.Nodes[id]
+	return n != nil && (n.State == meta.NodeDead || n.State == meta.NodeRemoved)
 }
 
 // noteSuspects logs the nodes that became or stopped being suspect since

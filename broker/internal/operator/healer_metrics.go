@@ -27,7 +27,7 @@ func newHealerMetrics(reg prometheus.Registerer) *healerMetrics {
 	m := &healerMetrics{
 		nodes:        prometheus.NewGaugeVec(gaugeOpts("nodes", "Registered nodes by state (active, draining, dead, removed); set by the healer on the meta leader, 0 on the other brokers."), []string{"state"}),
 		lastSeen:     prometheus.NewGaugeVec(gaugeOpts("node_last_seen_seconds", "Seconds since the meta leader's healer last had an answer from the node (counted from when it began leading if none yet); 0 for the meta leader itself."), []string{"node_id"}),
-		deadReplicas: prometheus.NewGauge(gaugeOpts("dead_replicas", "Replicas placed on nodes declared dead, still to be repaired; set by the healer on the meta leader.")),
+		deadReplicas: prometheus.NewGauge(gaugeOpts("dead_replicas", "Replicas placed on nodes declared dead or removed with force, still to be repaired; set by the healer on the meta leader.")),
 		suspects:     prometheus.NewGauge(gaugeOpts("suspect_nodes", "Nodes the meta leader's healer has not heard from for suspect_after, not declared dead: plans move no replica or leadership onto or off them.")),
 		declared:     prometheus.NewCounterVec(counterOpts("node_declarations_total", "Nodes this broker's healer declared dead or alive again, by verdict."), []string{"verdict"}),
 		repairs:      prometheus.NewCounter(counterOpts("repairs_submitted_total", "Repair operations (a replica of a dead node re-created on a live one) this broker's healer submitted.")),

@@ -433,3 +433,24 @@ func TestHealerLiveness(t *testing.T) {
 		t.Fatalf("Liveness() while not leading meta = %v, want nil", got)
 	}
 }
+
+// A node removed with force while it still held replicas (remove-node
+// --force of a dead or unreachable broker) has its replicas repaired like
+// a dead node's: before, only a manual rebalance re-created them.
+func TestHealerRepairsAForceRemovedNode(t *testing.T) {
+	st := cluster(4)
+	if code, _ := st.Apply(&meta.Command{Op: meta.OpSetNodeState, NodeID: 3, NodeState: meta.NodeRemoved, Force: true}); code != meta.ResultOK {
+		t.Fatalf("force-remove node 3 = %d, want OK", code)
+	}
+	r := newHealerRig(t, st, map[meta.NodeID]bool{2: true, 4: true}, HealerConfig{DeadNodeTimeout: time.Minute, MaxRunning: 8})
+	got := r.round(time.Second)
+	ops := got.Unfinished()
+	if len(ops) != 8 {
+		t.Fatalf("repairs after node 3's forced removal = %d, want one per shard it held (8)", len(ops))
+	}
+	for _, op := range ops {
+		if op.Kind != meta.OpKindAddReplica || op.From != 3 || op.To != 4 {
+			t.Fatalf("repair %v, want add-replica from removed node 3 to node 4", op)
+		}
+	}
+}

@@ -20,7 +20,14 @@
 // A step that fails or times out follows its rollback rule: remove-new
 // takes the added replica out of the membership and ends the operation
 // rolled back (the shard keeps the replicas it had); retry runs the step
-// again; none ends the operation failed.
+// again; none ends the operation failed. A step naming a node that is dead
+// or removed fails at once rather than wait for its timeout, except
+// remove-replica (the shard's live replicas make it) and delete-data:
+// that one is skipped, at once for a dead or removed node and at its
+// timeout for a node that does not report, with the reason recorded in
+// the step (ends.go); the node's host deletes the data itself. An
+// operation an operator cancelled (meta cancel_operation) is rolled back
+// from the step it is at (ends.go).
 //
 // Admin operations (topic and group changes across shards) run through the
 // same step loop, in a loop of their own: see admin.go. The executor also
@@ -31,6 +38,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -73,7 +81,12 @@ type Config struct {
 }
 
 // runner is one running operation's goroutine.
-type runner struct{ cancel context.CancelFunc }
+type runner struct {
+	cancel context.CancelFunc
+	// step ends the running step's context (a cancel asked for the
+	// operation); set by the runner's goroutine, guarded by Executor.mu.
+	step context.CancelFunc
+}
 
 // Executor runs the persisted operations while this node leads meta.
 type Executor struct {
@@ -160,6 +173,11 @@ func (e *Executor) tick(ctx context.Context) {
 	e.m.count(st)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	for id, r := range e.running {
+		if op := st.Operations[id]; op != nil && op.Cancel != "" && r.step != nil {
+			r.step() // the runner sees the cancel and rolls back
+		}
+	}
 	for _, op := range st.UnfinishedMoves() { // admin operations: adminLoop
 		if len(e.running) >= e.cfg.MaxRunning {
 			return
@@ -173,7 +191,7 @@ func (e *Executor) tick(ctx context.Context) {
 		e.wg.Add(1)
 		go func(id meta.OperationID) {
 			defer e.wg.Done()
-			e.run(octx, id)
+			e.run(octx, r, id)
 			e.mu.Lock()
 			if e.running[id] == r { // not a runner started after a lost and regained leadership
 				delete(e.running, id)
@@ -184,8 +202,8 @@ func (e *Executor) tick(ctx context.Context) {
 	}
 }
 
-// run drives operation id until it ends or ctx does.
-func (e *Executor) run(ctx context.Context, id meta.OperationID) {
+// run drives operation id, run by r, until it ends or ctx does.
+func (e *Executor) run(ctx context.Context, r *runner, id meta.OperationID) {
 	for ctx.Err() == nil {
 		st, err := e.host.ReadMeta(ctx)
 		if err != nil {
@@ -205,9 +223,20 @@ func (e *Executor) run(ctx context.Context, id meta.OperationID) {
 			e.propose(ctx, &meta.Command{Op: meta.OpStartOperation, OperationID: id})
 			continue
 		}
+		if op.Cancel != "" {
+			e.cancelled(ctx, st, op)
+			continue
+		}
 		step := op.Steps[op.Current]
 		sctx, cancel := context.WithTimeout(ctx, time.Duration(step.TimeoutMs)*time.Millisecond)
+		e.mu.Lock()
+		r.step = cancel
+		e.mu.Unlock()
 		err = e.step(sctx, st, op, step)
+		timedOut, interrupted := errors.Is(sctx.Err(), context.DeadlineExceeded), errors.Is(sctx.Err(), context.Canceled)
+		e.mu.Lock()
+		r.step = nil
+		e.mu.Unlock()
 		cancel()
 		if ctx.Err() != nil {
 			return // no longer leading meta (or stopping): the next leader resumes
@@ -216,11 +245,29 @@ func (e *Executor) run(ctx context.Context, id meta.OperationID) {
 			log.Info("operation step done", zap.String("step", string(step.Kind)), zap.Int("index", op.Current))
 			continue
 		}
-		log.Warn("operation step failed", zap.String("step", string(step.Kind)), zap.String("rollback", string(step.Rollback)), zap.Error(err))
-		switch step.Rollback {
-		case meta.RollbackRetry:
+		if timedOut {
+			e.m.timeouts.WithLabelValues(string(step.Kind)).Inc()
+		}
+		log.Warn("operation step failed", zap.String("step", string(step.Kind)), zap.String("rollback", string(step.Rollback)), zap.Bool("timed_out", timedOut), zap.Error(err))
+		switch {
+		case interrupted:
+			// Ended by a cancel: the next round reads it and rolls back.
+		case step.Kind == meta.StepDeleteData:
+			// Whatever rollback older operations persisted for it: the
+			// replica is out of the membership and the placement, so
+			// only the node's own garbage is left (see ends.go).
+			if err := e.skip(ctx, op, fmt.Sprintf("skipped: node %d did not report within %s; %s", step.Node,
+				time.Duration(step.TimeoutMs)*time.Millisecond, cleanUp)); err != nil {
+				log.Debug("operation step skip not committed yet", zap.Error(err))
+				sleep(ctx, e.cfg.Poll)
+			}
+		case step.Rollback == meta.RollbackRetry:
+			// Recorded, so the operation shows why it has not moved on.
+			if why := fmt.Sprintf("%s: attempt failed, retrying: %v", step.Kind, err); why != op.Error {
+				e.propose(ctx, &meta.Command{Op: meta.OpNoteStep, OperationID: id, Step: op.Current, Error: why})
+			}
 			sleep(ctx, e.cfg.Poll)
-		case meta.RollbackRemoveNew:
+		case step.Rollback == meta.RollbackRemoveNew:
 			if err := e.rollBack(ctx, st, op, err); err != nil {
 				log.Warn("operation roll back not done yet", zap.Error(err))
 				sleep(ctx, e.cfg.Poll)
@@ -235,6 +282,14 @@ func (e *Executor) run(ctx context.Context, id meta.OperationID) {
 // step runs one step and records it done in the meta state.
 func (e *Executor) step(ctx context.Context, st *meta.State, op *meta.Operation, step meta.Step) error {
 	shard := uint64(op.Shard)
+	if gone := nodeGone(st, step.Node); gone != "" {
+		switch step.Kind {
+		case meta.StepAddLearner, meta.StepWaitCatchUp, meta.StepPromote, meta.StepTransferLeader:
+			return fmt.Errorf("%w: node %d is %s", errNodeGone, step.Node, gone)
+		case meta.StepDeleteData:
+			return e.skip(ctx, op, fmt.Sprintf("skipped: node %d %s; %s", step.Node, gone, cleanUp))
+		}
+	}
 	switch step.Kind {
 	case meta.StepAddLearner:
 		n := st.Nodes[step.Node]

@@ -123,11 +123,12 @@ func operationProto(op *meta.Operation) *sundialv1.Operation {
 		FromNodeId: uint64(op.From), ToNodeId: uint64(op.To), Reason: op.Reason,
 		NewReplicaId: uint64(op.NewReplica), Status: string(op.Status), CurrentStep: int32(op.Current), //nolint:gosec // a handful of steps
 		Error: op.Error, CreatedAtMs: op.CreatedAtMs, StartedAtMs: op.StartedAtMs, FinishedAtMs: op.FinishedAtMs,
-		Topic: op.Topic, Group: op.Group,
+		Topic: op.Topic, Group: op.Group, Cancel: op.Cancel,
 	}
 	for _, s := range op.Steps {
 		p.Steps = append(p.Steps, &sundialv1.OperationStep{
 			Kind: string(s.Kind), NodeId: uint64(s.Node), TimeoutMs: s.TimeoutMs, Rollback: string(s.Rollback), ShardId: uint64(s.Shard),
+			Outcome: s.Outcome,
 		})
 	}
 	return p

@@ -268,7 +268,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			leaf(transferLeaderCommand(plain(runTransferLeader))),
 			leaf(addNodeCommand(plain(runAddNode))),
 			leaf(rebalanceCommand(plain(runRebalance))),
-			leaf(operationsCommand(plain(runOperations))),
+			operationsCommand(leaf, plain(runOperations), plain(runOperationsCancel)),
 			leaf(drainNodeCommand(plain(runDrainNode))),
 			leaf(removeNodeCommand(plain(runRemoveNode))),
 			group("shards", "add and list event shards", shardsCommands(plain, leaf)...),

@@ -41,7 +41,7 @@ func removeNodeCommand(act cli.ActionFunc) *cli.Command {
 		ArgsUsage: "ID",
 		Description: "Refused while the node holds replicas or leaderships (run shardctl drain-node ID first). A meta\n" +
 			"voter is replaced by promoting a joined broker. --force removes a node that still holds replicas,\n" +
-			"only when it is dead or unreachable; its replicas are re-created by the next rebalance.",
+			"only when it is dead or unreachable; the healer re-creates its replicas as it does a dead node's.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "force", Usage: "remove a dead or unreachable node that still holds replicas"},
 		},

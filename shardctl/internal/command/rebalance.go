@@ -29,15 +29,37 @@ func rebalanceCommand(act cli.ActionFunc) *cli.Command {
 	}
 }
 
-func operationsCommand(act cli.ActionFunc) *cli.Command {
-	return &cli.Command{
-		Name:  "operations",
-		Usage: "list the cluster operations (replica moves, leadership transfers) and their progress",
-		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "unfinished", Usage: "only pending and running operations"},
-		},
-		Action: act,
+// operationsCommand lists the operations (as `operations` and
+// `operations list`) and cancels one (`operations cancel ID`); leaf adds
+// the common flags to each.
+func operationsCommand(leaf func(*cli.Command) *cli.Command, listAct, cancelAct cli.ActionFunc) *cli.Command {
+	listFlags := func() []cli.Flag {
+		return []cli.Flag{&cli.BoolFlag{Name: "unfinished", Usage: "only pending and running operations"}}
 	}
+	return leaf(&cli.Command{
+		Name:            "operations",
+		Usage:           "list the cluster operations (replica moves, leadership transfers) and their progress; cancel one",
+		Flags:           listFlags(),
+		Action:          listAct,
+		HideHelpCommand: true,
+		Subcommands: []*cli.Command{
+			leaf(&cli.Command{Name: "list", Usage: "list the cluster operations (as shardctl operations)", Flags: listFlags(), Action: listAct}),
+			leaf(&cli.Command{
+				Name:      "cancel",
+				Usage:     "cancel an unfinished operation: it is rolled back from the step it is at",
+				ArgsUsage: "ID",
+				Description: "A pending operation, or one at a step with nothing to undo, ends rolled-back at once. One at\n" +
+					"delete-data ends done with the step skipped (the move is made; the old node deletes the data\n" +
+					"itself). One at add-learner, wait-catch-up, promote or a move's transfer-leader is rolled back:\n" +
+					"the replica it added leaves the shard. Refused at remove-replica (the old replica is leaving and\n" +
+					"cannot be put back), for topic and group operations (they roll forward), and where removing the\n" +
+					"added replica would leave the shard fewer than a majority of live replicas. Cancelling an\n" +
+					"operation that has ended changes nothing and says how it ended.",
+				Flags:  []cli.Flag{yesFlag()},
+				Action: cancelAct,
+			}),
+		},
+	})
 }
 
 // operationView is one operation as shardctl prints it.
@@ -53,6 +75,10 @@ type operationView struct {
 	Steps    []string `json:"steps" yaml:"steps"`
 	Error    string   `json:"error,omitempty" yaml:"error,omitempty"`
 	Duration string   `json:"duration,omitempty" yaml:"duration,omitempty"`
+	// Outcome is what was skipped and why ("delete-data 3: skipped: ..."),
+	// Cancel who asked for a cancel; both empty for most operations.
+	Outcome string `json:"outcome,omitempty" yaml:"outcome,omitempty"`
+	Cancel  string `json:"cancel,omitempty" yaml:"cancel,omitempty"`
 }
 
 // operationsView is the answer of rebalance and operations.
@@ -73,6 +99,8 @@ func (op operationView) progress() string {
 	switch {
 	case op.Error != "":
 		return op.Error
+	case op.Duration != "" && op.Outcome != "":
+		return "took " + op.Duration + "; " + op.Outcome
 	case op.Duration != "":
 		return "took " + op.Duration
 	}
@@ -84,7 +112,7 @@ func viewOperations(ops []*sundialv1.Operation) []operationView {
 	for _, op := range ops {
 		v := operationView{
 			ID: op.GetOperationId(), Kind: op.GetKind(), Shard: op.GetShardId(), From: op.GetFromNodeId(),
-			To: op.GetToNodeId(), Reason: op.GetReason(), Status: op.GetStatus(), Error: op.GetError(),
+			To: op.GetToNodeId(), Reason: op.GetReason(), Status: op.GetStatus(), Error: op.GetError(), Cancel: op.GetCancel(),
 		}
 		if v.Status == "" {
 			v.Status = "planned"
@@ -94,6 +122,9 @@ func viewOperations(ops []*sundialv1.Operation) []operationView {
 				v.Steps = append(v.Steps, fmt.Sprintf("%s shard %d", s.GetKind(), s.GetShardId()))
 			} else {
 				v.Steps = append(v.Steps, fmt.Sprintf("%s %d", s.GetKind(), s.GetNodeId()))
+			}
+			if s.GetOutcome() != "" {
+				v.Outcome = fmt.Sprintf("%s %d: %s", s.GetKind(), s.GetNodeId(), s.GetOutcome())
 			}
 			if i == int(op.GetCurrentStep()) && (v.Status == "running" || v.Status == "pending") {
 				v.Step = fmt.Sprintf("%d/%d %s", i+1, len(op.GetSteps()), s.GetKind())
@@ -299,6 +330,60 @@ func withTimeout(ctx context.Context, d time.Duration, f func(context.Context) e
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return f(ctx)
+}
+
+// cancelView is the answer of operations cancel.
+type cancelView struct {
+	// AlreadyFinished: the operation had ended before the cancel; nothing
+	// changed.
+	AlreadyFinished bool `json:"already_finished" yaml:"already_finished"`
+	// RollingBack: the cancel is recorded and the executor still rolls
+	// the operation back (see shardctl operations).
+	RollingBack bool          `json:"rolling_back" yaml:"rolling_back"`
+	Operation   operationView `json:"operation" yaml:"operation"`
+}
+
+func runOperationsCancel(ctx context.Context, c *cli.Context, e *env) error {
+	if c.Args().Len() != 1 {
+		return usagef("operations cancel takes one argument, the operation ID, got %q", c.Args().Slice())
+	}
+	id, err := strconv.ParseUint(c.Args().First(), 10, 64)
+	if err != nil || id == 0 {
+		return usagef("operations cancel %q: want an operation id (a positive integer, see shardctl operations)", c.Args().First())
+	}
+	if err := confirm(c, e, fmt.Sprintf("cancel operation %d and roll it back", id)); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("operations cancel %d", id)
+	return call(ctx, e, func(ctx context.Context, cl *client.Client) error {
+		resp, err := cl.Cluster().CancelOperation(ctx, &sundialv1.CancelOperationRequest{OperationId: id})
+		if err != nil {
+			return refusal(op, err)
+		}
+		v := cancelView{AlreadyFinished: resp.GetAlreadyFinished(), RollingBack: resp.GetOperation().GetStatus() == "running",
+			Operation: viewOperations([]*sundialv1.Operation{resp.GetOperation()})[0]}
+		return render(e.stdout, e.output, v, func(w io.Writer) {
+			o := v.Operation
+			switch {
+			case v.AlreadyFinished:
+				fmt.Fprintf(w, "operation %d had already ended (%s%s): nothing changed\n", o.ID, o.Status, colonIf(o.Error))
+			case v.RollingBack:
+				fmt.Fprintf(w, "operation %d cancelled: still rolling back at %s; shardctl operations shows when it has ended\n", o.ID, o.Step)
+			case o.Status == "done":
+				fmt.Fprintf(w, "operation %d cancelled at its last step: the move is made (%s)\n", o.ID, o.Outcome)
+			default:
+				fmt.Fprintf(w, "operation %d cancelled: %s (%s)\n", o.ID, o.Status, o.Error)
+			}
+		})
+	})
+}
+
+// colonIf is ": s", or nothing for an empty s.
+func colonIf(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
 }
 
 func runOperations(ctx context.Context, c *cli.Context, e *env) error {

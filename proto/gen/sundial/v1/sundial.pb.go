@@ -4730,15 +4730,20 @@ type Operation struct {
 	Status string `protobuf:"bytes,9,opt,name=status,proto3" json:"status,omitempty"`
 	// current_step is the index of the step running or next to run.
 	CurrentStep int32 `protobuf:"varint,10,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
-	// error says why a failed or rolled-back operation stopped.
+	// error says why a failed or rolled-back operation stopped; for a
+	// running one, why the last attempt at a step that is retried
+	// (remove-replica, topic and group steps) failed.
 	Error        string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
 	CreatedAtMs  int64  `protobuf:"varint,12,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
 	StartedAtMs  int64  `protobuf:"varint,13,opt,name=started_at_ms,json=startedAtMs,proto3" json:"started_at_ms,omitempty"`
 	FinishedAtMs int64  `protobuf:"varint,14,opt,name=finished_at_ms,json=finishedAtMs,proto3" json:"finished_at_ms,omitempty"`
 	// topic and group name what a delete-topic, create-group or
 	// delete-group operation changes; empty for the others.
-	Topic         string `protobuf:"bytes,15,opt,name=topic,proto3" json:"topic,omitempty"`
-	Group         string `protobuf:"bytes,16,opt,name=group,proto3" json:"group,omitempty"`
+	Topic string `protobuf:"bytes,15,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group string `protobuf:"bytes,16,opt,name=group,proto3" json:"group,omitempty"`
+	// cancel, when set, says who asked for the operation to be cancelled
+	// (CancelOperation); it stays set after the operation ended.
+	Cancel        string `protobuf:"bytes,17,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4885,6 +4890,13 @@ func (x *Operation) GetGroup() string {
 	return ""
 }
 
+func (x *Operation) GetCancel() string {
+	if x != nil {
+		return x.Cancel
+	}
+	return ""
+}
+
 type OperationStep struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind: add-learner, wait-catch-up, promote, transfer-leader,
@@ -4897,7 +4909,13 @@ type OperationStep struct {
 	Rollback string `protobuf:"bytes,4,opt,name=rollback,proto3" json:"rollback,omitempty"`
 	// shard_id is the shard a topic or group step changes; 0 for the
 	// others (their shard is the operation's).
-	ShardId       uint64 `protobuf:"varint,5,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	ShardId uint64 `protobuf:"varint,5,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	// outcome says how a step that did not simply complete ended: empty
+	// for a step done or not reached; "skipped: ..." with the reason for a
+	// delete-data skipped because its node is dead, removed or did not
+	// report within the step's timeout, or because of a cancel (the node
+	// deletes the data of replicas no longer placed on it itself).
+	Outcome       string `protobuf:"bytes,6,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4965,6 +4983,13 @@ func (x *OperationStep) GetShardId() uint64 {
 		return x.ShardId
 	}
 	return 0
+}
+
+func (x *OperationStep) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
 }
 
 type WatchRoutingRequest struct {
@@ -5813,6 +5838,106 @@ func (x *AddShardsResponse) GetHandovers() []*Handover {
 	return nil
 }
 
+type CancelOperationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// operation_id is the operation to cancel; required.
+	OperationId   uint64 `protobuf:"varint,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelOperationRequest) Reset() {
+	*x = CancelOperationRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelOperationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelOperationRequest) ProtoMessage() {}
+
+func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelOperationRequest.ProtoReflect.Descriptor instead.
+func (*CancelOperationRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *CancelOperationRequest) GetOperationId() uint64 {
+	if x != nil {
+		return x.OperationId
+	}
+	return 0
+}
+
+type CancelOperationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// operation is the operation after the call.
+	Operation *Operation `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	// already_finished is set when the operation had ended before the call:
+	// nothing was changed.
+	AlreadyFinished bool `protobuf:"varint,2,opt,name=already_finished,json=alreadyFinished,proto3" json:"already_finished,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CancelOperationResponse) Reset() {
+	*x = CancelOperationResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelOperationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelOperationResponse) ProtoMessage() {}
+
+func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelOperationResponse.ProtoReflect.Descriptor instead.
+func (*CancelOperationResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *CancelOperationResponse) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *CancelOperationResponse) GetAlreadyFinished() bool {
+	if x != nil {
+		return x.AlreadyFinished
+	}
+	return false
+}
+
 var File_sundial_v1_sundial_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_sundial_proto_rawDesc = "" +
@@ -6169,7 +6294,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x16ListOperationsResponse\x125\n" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x15.sundial.v1.OperationR\n" +
-	"operations\"\xf7\x03\n" +
+	"operations\"\x8f\x04\n" +
 	"\tOperation\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\x04R\voperationId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
@@ -6189,14 +6314,16 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\rstarted_at_ms\x18\r \x01(\x03R\vstartedAtMs\x12$\n" +
 	"\x0efinished_at_ms\x18\x0e \x01(\x03R\ffinishedAtMs\x12\x14\n" +
 	"\x05topic\x18\x0f \x01(\tR\x05topic\x12\x14\n" +
-	"\x05group\x18\x10 \x01(\tR\x05group\"\x92\x01\n" +
+	"\x05group\x18\x10 \x01(\tR\x05group\x12\x16\n" +
+	"\x06cancel\x18\x11 \x01(\tR\x06cancel\"\xac\x01\n" +
 	"\rOperationStep\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
 	"\brollback\x18\x04 \x01(\tR\brollback\x12\x19\n" +
-	"\bshard_id\x18\x05 \x01(\x04R\ashardId\"G\n" +
+	"\bshard_id\x18\x05 \x01(\x04R\ashardId\x12\x18\n" +
+	"\aoutcome\x18\x06 \x01(\tR\aoutcome\"G\n" +
 	"\x13WatchRoutingRequest\x120\n" +
 	"\x14progress_interval_ms\x18\x01 \x01(\x03R\x12progressIntervalMs\"\xc6\x02\n" +
 	"\fRoutingTable\x12\x18\n" +
@@ -6255,7 +6382,12 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\"r\n" +
 	"\x11AddShardsResponse\x12)\n" +
 	"\x06shards\x18\x01 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x122\n" +
-	"\thandovers\x18\x02 \x03(\v2\x14.sundial.v1.HandoverR\thandovers*\x92\x01\n" +
+	"\thandovers\x18\x02 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\";\n" +
+	"\x16CancelOperationRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\x04R\voperationId\"y\n" +
+	"\x17CancelOperationResponse\x123\n" +
+	"\toperation\x18\x01 \x01(\v2\x15.sundial.v1.OperationR\toperation\x12)\n" +
+	"\x10already_finished\x18\x02 \x01(\bR\x0falreadyFinished*\x92\x01\n" +
 	"\vKeyConflict\x12\x1c\n" +
 	"\x18KEY_CONFLICT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13KEY_CONFLICT_IGNORE\x10\x01\x12\x18\n" +
@@ -6330,7 +6462,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\"@\x82\xd3\xe4\x93\x02:\x128/v1/topics/{message.topic}/messages/{message.message_id}\x12w\n" +
 	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/topics/{topic}/histogram\x12\x8e\x01\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\xde\a\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\xf4\b\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12g\n" +
 	"\n" +
@@ -6342,7 +6474,8 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\tDrainNode\x12\x1c.sundial.v1.DrainNodeRequest\x1a\x1d.sundial.v1.DrainNodeResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/cluster/nodes/{node_id}:drain\x12p\n" +
 	"\n" +
 	"RemoveNode\x12\x1d.sundial.v1.RemoveNodeRequest\x1a\x1e.sundial.v1.RemoveNodeResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/cluster/nodes/{node_id}\x12k\n" +
-	"\tAddShards\x12\x1c.sundial.v1.AddShardsRequest\x1a\x1d.sundial.v1.AddShardsResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/cluster/shards:addB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
+	"\tAddShards\x12\x1c.sundial.v1.AddShardsRequest\x1a\x1d.sundial.v1.AddShardsResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/cluster/shards:add\x12\x93\x01\n" +
+	"\x0fCancelOperation\x12\".sundial.v1.CancelOperationRequest\x1a#.sundial.v1.CancelOperationResponse\"7\x82\xd3\xe4\x93\x021:\x01*\",/v1/cluster/operations/{operation_id}:cancelB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_sundial_proto_rawDescOnce sync.Once
@@ -6357,7 +6490,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -6447,150 +6580,155 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*RemoveNodeResponse)(nil),         // 85: sundial.v1.RemoveNodeResponse
 	(*AddShardsRequest)(nil),           // 86: sundial.v1.AddShardsRequest
 	(*AddShardsResponse)(nil),          // 87: sundial.v1.AddShardsResponse
-	nil,                                // 88: sundial.v1.Message.HeadersEntry
-	nil,                                // 89: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 90: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 91: sundial.v1.MessageInfo.HeadersEntry
-	nil,                                // 92: sundial.v1.Node.LabelsEntry
-	nil,                                // 93: sundial.v1.JoinClusterRequest.LabelsEntry
-	(*status.Status)(nil),              // 94: google.rpc.Status
+	(*CancelOperationRequest)(nil),     // 88: sundial.v1.CancelOperationRequest
+	(*CancelOperationResponse)(nil),    // 89: sundial.v1.CancelOperationResponse
+	nil,                                // 90: sundial.v1.Message.HeadersEntry
+	nil,                                // 91: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 92: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 93: sundial.v1.MessageInfo.HeadersEntry
+	nil,                                // 94: sundial.v1.Node.LabelsEntry
+	nil,                                // 95: sundial.v1.JoinClusterRequest.LabelsEntry
+	(*status.Status)(nil),              // 96: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
-	10, // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	88, // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
-	0,  // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
-	12, // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	94, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
-	1,  // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
-	13, // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
-	2,  // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
-	13, // 8: sundial.v1.RescheduleRequest.message:type_name -> sundial.v1.MessageSelector
-	2,  // 9: sundial.v1.RescheduleResponse.outcome:type_name -> sundial.v1.ChangeOutcome
-	3,  // 10: sundial.v1.ReceiveRequest.ack_mode:type_name -> sundial.v1.AckMode
-	25, // 11: sundial.v1.ReceiveResponse.deliveries:type_name -> sundial.v1.Delivery
-	21, // 12: sundial.v1.SubscribeRequest.start:type_name -> sundial.v1.Start
-	22, // 13: sundial.v1.SubscribeRequest.credit:type_name -> sundial.v1.Credit
-	26, // 14: sundial.v1.SubscribeRequest.ack:type_name -> sundial.v1.AckRequest
-	27, // 15: sundial.v1.SubscribeRequest.nack:type_name -> sundial.v1.NackRequest
-	28, // 16: sundial.v1.SubscribeRequest.extend:type_name -> sundial.v1.ExtendRequest
-	3,  // 17: sundial.v1.Start.ack_mode:type_name -> sundial.v1.AckMode
-	25, // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
-	30, // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
-	22, // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
-	24, // 21: sundial.v1.SubscribeResponse.deliveries:type_name -> sundial.v1.Deliveries
-	25, // 22: sundial.v1.Deliveries.deliveries:type_name -> sundial.v1.Delivery
-	89, // 23: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	94, // 24: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
-	8,  // 25: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
-	29, // 26: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
-	29, // 27: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
-	29, // 28: sundial.v1.NackResponse.results:type_name -> sundial.v1.ReceiptResult
-	29, // 29: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
-	4,  // 30: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
-	35, // 31: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	90, // 32: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
-	35, // 33: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
-	34, // 34: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
-	36, // 35: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
-	51, // 36: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
-	13, // 37: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
-	5,  // 38: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	91, // 39: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
-	50, // 40: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
-	6,  // 41: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
-	54, // 42: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
-	34, // 43: sundial.v1.CreateTopicRequest.topic:type_name -> sundial.v1.Topic
-	34, // 44: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
-	63, // 45: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
-	64, // 46: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
-	76, // 47: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
-	72, // 48: sundial.v1.ClusterInfo.operations:type_name -> sundial.v1.Operation
-	7,  // 49: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	92, // 50: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
-	65, // 51: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	93, // 52: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
-	72, // 53: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
-	72, // 54: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
-	73, // 55: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
-	63, // 56: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	64, // 57: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	77, // 58: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	76, // 59: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
-	64, // 60: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	63, // 61: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
-	72, // 62: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
-	63, // 63: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
-	64, // 64: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
-	76, // 65: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
-	9,  // 66: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,  // 67: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14, // 68: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16, // 69: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20, // 70: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	26, // 71: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	27, // 72: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	28, // 73: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18, // 74: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	57, // 75: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	58, // 76: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	59, // 77: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	61, // 78: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	37, // 79: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	38, // 80: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	40, // 81: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	42, // 82: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	43, // 83: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	45, // 84: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	47, // 85: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	49, // 86: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	52, // 87: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	55, // 88: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	74, // 89: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	78, // 90: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	80, // 91: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	68, // 92: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	70, // 93: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	66, // 94: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	82, // 95: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
-	84, // 96: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
-	86, // 97: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
-	11, // 98: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11, // 99: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15, // 100: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17, // 101: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23, // 102: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	31, // 103: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	32, // 104: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	33, // 105: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19, // 106: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	34, // 107: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	34, // 108: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	60, // 109: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	62, // 110: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	34, // 111: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	39, // 112: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	41, // 113: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	36, // 114: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	44, // 115: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	46, // 116: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	48, // 117: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	51, // 118: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	53, // 119: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	56, // 120: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	75, // 121: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	79, // 122: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	81, // 123: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	69, // 124: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	71, // 125: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	67, // 126: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	83, // 127: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
-	85, // 128: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
-	87, // 129: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
-	98, // [98:130] is the sub-list for method output_type
-	66, // [66:98] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	10,  // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
+	90,  // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	0,   // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
+	12,  // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
+	96,  // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	1,   // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
+	13,  // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
+	2,   // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
+	13,  // 8: sundial.v1.RescheduleRequest.message:type_name -> sundial.v1.MessageSelector
+	2,   // 9: sundial.v1.RescheduleResponse.outcome:type_name -> sundial.v1.ChangeOutcome
+	3,   // 10: sundial.v1.ReceiveRequest.ack_mode:type_name -> sundial.v1.AckMode
+	25,  // 11: sundial.v1.ReceiveResponse.deliveries:type_name -> sundial.v1.Delivery
+	21,  // 12: sundial.v1.SubscribeRequest.start:type_name -> sundial.v1.Start
+	22,  // 13: sundial.v1.SubscribeRequest.credit:type_name -> sundial.v1.Credit
+	26,  // 14: sundial.v1.SubscribeRequest.ack:type_name -> sundial.v1.AckRequest
+	27,  // 15: sundial.v1.SubscribeRequest.nack:type_name -> sundial.v1.NackRequest
+	28,  // 16: sundial.v1.SubscribeRequest.extend:type_name -> sundial.v1.ExtendRequest
+	3,   // 17: sundial.v1.Start.ack_mode:type_name -> sundial.v1.AckMode
+	25,  // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
+	30,  // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
+	22,  // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
+	24,  // 21: sundial.v1.SubscribeResponse.deliveries:type_name -> sundial.v1.Deliveries
+	25,  // 22: sundial.v1.Deliveries.deliveries:type_name -> sundial.v1.Delivery
+	91,  // 23: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	96,  // 24: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	8,   // 25: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
+	29,  // 26: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
+	29,  // 27: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
+	29,  // 28: sundial.v1.NackResponse.results:type_name -> sundial.v1.ReceiptResult
+	29,  // 29: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
+	4,   // 30: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
+	35,  // 31: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
+	92,  // 32: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	35,  // 33: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
+	34,  // 34: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
+	36,  // 35: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
+	51,  // 36: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
+	13,  // 37: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
+	5,   // 38: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
+	93,  // 39: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	50,  // 40: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
+	6,   // 41: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
+	54,  // 42: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
+	34,  // 43: sundial.v1.CreateTopicRequest.topic:type_name -> sundial.v1.Topic
+	34,  // 44: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
+	63,  // 45: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
+	64,  // 46: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
+	76,  // 47: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
+	72,  // 48: sundial.v1.ClusterInfo.operations:type_name -> sundial.v1.Operation
+	7,   // 49: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
+	94,  // 50: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
+	65,  // 51: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
+	95,  // 52: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
+	72,  // 53: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
+	72,  // 54: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
+	73,  // 55: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
+	63,  // 56: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	64,  // 57: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	77,  // 58: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	76,  // 59: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
+	64,  // 60: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	63,  // 61: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
+	72,  // 62: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
+	63,  // 63: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
+	64,  // 64: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
+	76,  // 65: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
+	72,  // 66: sundial.v1.CancelOperationResponse.operation:type_name -> sundial.v1.Operation
+	9,   // 67: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,   // 68: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14,  // 69: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16,  // 70: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20,  // 71: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	26,  // 72: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	27,  // 73: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	28,  // 74: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18,  // 75: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	57,  // 76: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	58,  // 77: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	59,  // 78: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	61,  // 79: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	37,  // 80: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	38,  // 81: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	40,  // 82: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	42,  // 83: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	43,  // 84: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	45,  // 85: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	47,  // 86: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	49,  // 87: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	52,  // 88: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	55,  // 89: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	74,  // 90: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	78,  // 91: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	80,  // 92: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	68,  // 93: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	70,  // 94: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	66,  // 95: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	82,  // 96: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
+	84,  // 97: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
+	86,  // 98: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
+	88,  // 99: sundial.v1.Cluster.CancelOperation:input_type -> sundial.v1.CancelOperationRequest
+	11,  // 100: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11,  // 101: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15,  // 102: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17,  // 103: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23,  // 104: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	31,  // 105: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	32,  // 106: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	33,  // 107: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19,  // 108: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	34,  // 109: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	34,  // 110: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	60,  // 111: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	62,  // 112: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	34,  // 113: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	39,  // 114: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	41,  // 115: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	36,  // 116: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	44,  // 117: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	46,  // 118: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	48,  // 119: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	51,  // 120: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	53,  // 121: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	56,  // 122: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	75,  // 123: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	79,  // 124: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	81,  // 125: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	69,  // 126: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	71,  // 127: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	67,  // 128: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	83,  // 129: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
+	85,  // 130: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
+	87,  // 131: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
+	89,  // 132: sundial.v1.Cluster.CancelOperation:output_type -> sundial.v1.CancelOperationResponse
+	100, // [100:133] is the sub-list for method output_type
+	67,  // [67:100] is the sub-list for method input_type
+	67,  // [67:67] is the sub-list for extension type_name
+	67,  // [67:67] is the sub-list for extension extendee
+	0,   // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -6621,7 +6759,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   85,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

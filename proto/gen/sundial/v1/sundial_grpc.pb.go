@@ -1155,15 +1155,16 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Cluster_WatchRouting_FullMethodName   = "/sundial.v1.Cluster/WatchRouting"
-	Cluster_ListShards_FullMethodName     = "/sundial.v1.Cluster/ListShards"
-	Cluster_TransferLeader_FullMethodName = "/sundial.v1.Cluster/TransferLeader"
-	Cluster_Rebalance_FullMethodName      = "/sundial.v1.Cluster/Rebalance"
-	Cluster_ListOperations_FullMethodName = "/sundial.v1.Cluster/ListOperations"
-	Cluster_JoinCluster_FullMethodName    = "/sundial.v1.Cluster/JoinCluster"
-	Cluster_DrainNode_FullMethodName      = "/sundial.v1.Cluster/DrainNode"
-	Cluster_RemoveNode_FullMethodName     = "/sundial.v1.Cluster/RemoveNode"
-	Cluster_AddShards_FullMethodName      = "/sundial.v1.Cluster/AddShards"
+	Cluster_WatchRouting_FullMethodName    = "/sundial.v1.Cluster/WatchRouting"
+	Cluster_ListShards_FullMethodName      = "/sundial.v1.Cluster/ListShards"
+	Cluster_TransferLeader_FullMethodName  = "/sundial.v1.Cluster/TransferLeader"
+	Cluster_Rebalance_FullMethodName       = "/sundial.v1.Cluster/Rebalance"
+	Cluster_ListOperations_FullMethodName  = "/sundial.v1.Cluster/ListOperations"
+	Cluster_JoinCluster_FullMethodName     = "/sundial.v1.Cluster/JoinCluster"
+	Cluster_DrainNode_FullMethodName       = "/sundial.v1.Cluster/DrainNode"
+	Cluster_RemoveNode_FullMethodName      = "/sundial.v1.Cluster/RemoveNode"
+	Cluster_AddShards_FullMethodName       = "/sundial.v1.Cluster/AddShards"
+	Cluster_CancelOperation_FullMethodName = "/sundial.v1.Cluster/CancelOperation"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -1223,7 +1224,8 @@ type ClusterClient interface {
 	// meta group. A meta voter is first replaced by a non-voting member
 	// (promoted to voter), so the group keeps its voters. force removes a
 	// node that still holds replicas, for a dead or unreachable node only;
-	// its replicas are re-created by the next rebalance. Any broker answers
+	// the meta leader's healer re-creates its replicas as it does a dead
+	// node's. Any broker answers
 	// (forwarded to the meta leader). Errors: InvalidArgument (node_id 0),
 	// NotFound (unknown node), FailedPrecondition (the node still holds
 	// replicas or operations, is not draining, is a shard's last live
@@ -1242,6 +1244,26 @@ type ClusterClient interface {
 	// FailedPrecondition (shards are starting or hand-overs are open from an
 	// earlier growth, or fewer active nodes than the replication factor).
 	AddShards(ctx context.Context, in *AddShardsRequest, opts ...grpc.CallOption) (*AddShardsResponse, error)
+	// CancelOperation ends an unfinished replica or leadership operation by
+	// the rollback of the step it is at: a pending one, or one at a step
+	// with nothing to undo, ends rolled-back at once; one at delete-data
+	// ends done with the step skipped (the move is made; the old node
+	// deletes the data itself); one at add-learner, wait-catch-up, promote
+	// or a move's transfer-leader is rolled back by the executor (the
+	// replica it added leaves the membership). It answers once the
+	// operation has ended, or after at most 30 s (and three quarters of the
+	// time the call has left), with
+	// the operation as it is then (status running and cancel set: still
+	// rolling back). An operation that had ended already is answered as it
+	// is, already_finished set, and nothing changes. Any broker answers
+	// (the cancel is a meta proposal; the executor on the meta leader rolls
+	// back). Errors: InvalidArgument
+	// (operation_id 0), NotFound (no such operation), FailedPrecondition
+	// (the operation is at remove-replica, which cannot be undone; it is an
+	// admin operation, which rolls forward; or rolling back would remove a
+	// replica that may vote and leave fewer than a majority of the shard's
+	// replicas on live nodes).
+	CancelOperation(ctx context.Context, in *CancelOperationRequest, opts ...grpc.CallOption) (*CancelOperationResponse, error)
 }
 
 type clusterClient struct {
@@ -1351,6 +1373,16 @@ func (c *clusterClient) AddShards(ctx context.Context, in *AddShardsRequest, opt
 	return out, nil
 }
 
+func (c *clusterClient) CancelOperation(ctx context.Context, in *CancelOperationRequest, opts ...grpc.CallOption) (*CancelOperationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelOperationResponse)
+	err := c.cc.Invoke(ctx, Cluster_CancelOperation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1408,7 +1440,8 @@ type ClusterServer interface {
 	// meta group. A meta voter is first replaced by a non-voting member
 	// (promoted to voter), so the group keeps its voters. force removes a
 	// node that still holds replicas, for a dead or unreachable node only;
-	// its replicas are re-created by the next rebalance. Any broker answers
+	// the meta leader's healer re-creates its replicas as it does a dead
+	// node's. Any broker answers
 	// (forwarded to the meta leader). Errors: InvalidArgument (node_id 0),
 	// NotFound (unknown node), FailedPrecondition (the node still holds
 	// replicas or operations, is not draining, is a shard's last live
@@ -1427,6 +1460,26 @@ type ClusterServer interface {
 	// FailedPrecondition (shards are starting or hand-overs are open from an
 	// earlier growth, or fewer active nodes than the replication factor).
 	AddShards(context.Context, *AddShardsRequest) (*AddShardsResponse, error)
+	// CancelOperation ends an unfinished replica or leadership operation by
+	// the rollback of the step it is at: a pending one, or one at a step
+	// with nothing to undo, ends rolled-back at once; one at delete-data
+	// ends done with the step skipped (the move is made; the old node
+	// deletes the data itself); one at add-learner, wait-catch-up, promote
+	// or a move's transfer-leader is rolled back by the executor (the
+	// replica it added leaves the membership). It answers once the
+	// operation has ended, or after at most 30 s (and three quarters of the
+	// time the call has left), with
+	// the operation as it is then (status running and cancel set: still
+	// rolling back). An operation that had ended already is answered as it
+	// is, already_finished set, and nothing changes. Any broker answers
+	// (the cancel is a meta proposal; the executor on the meta leader rolls
+	// back). Errors: InvalidArgument
+	// (operation_id 0), NotFound (no such operation), FailedPrecondition
+	// (the operation is at remove-replica, which cannot be undone; it is an
+	// admin operation, which rolls forward; or rolling back would remove a
+	// replica that may vote and leave fewer than a majority of the shard's
+	// replicas on live nodes).
+	CancelOperation(context.Context, *CancelOperationRequest) (*CancelOperationResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1463,6 +1516,9 @@ func (UnimplementedClusterServer) RemoveNode(context.Context, *RemoveNodeRequest
 }
 func (UnimplementedClusterServer) AddShards(context.Context, *AddShardsRequest) (*AddShardsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AddShards not implemented")
+}
+func (UnimplementedClusterServer) CancelOperation(context.Context, *CancelOperationRequest) (*CancelOperationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelOperation not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1640,6 +1696,24 @@ func _Cluster_AddShards_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_CancelOperation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelOperationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).CancelOperation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_CancelOperation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).CancelOperation(ctx, req.(*CancelOperationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1678,6 +1752,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AddShards",
 			Handler:    _Cluster_AddShards_Handler,
+		},
+		{
+			MethodName: "CancelOperation",
+			Handler:    _Cluster_CancelOperation_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
