@@ -41,7 +41,8 @@ type applier struct {
 	lows      map[keys.Queue]int64 // earliest visible_at inserted per queue
 	expiryLow int64                // earliest TTL expiry inserted, 0 if none
 	counters  map[counterKey]*fsmpb.Counters
-	groupsOf  map[string][]string // topic → groups on this shard, this run
+	groupsOf  map[string][]string        // topic → groups on this shard, this run
+	fencedOf  map[string]map[uint32]bool // base topic → fenced partitions, this run (fence.go)
 	// endsAt gathers the ids of the end records the entry being applied
 	// writes, by forget time: flushEnds indexes each time's ids in one
 	// forget-index entry when the entry is done.
@@ -92,6 +93,8 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Outcome, error) {
 		return a.redrive(k.Redrive)
 	case *fsmpb.Command_Expire:
 		return a.expire(k.Expire)
+	case *fsmpb.Command_Fence:
+		return a.fence(k.Fence)
 	}
 	return &fsmpb.Outcome{}, nil
 }

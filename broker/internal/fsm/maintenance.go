@@ -241,9 +241,10 @@ func (a *applier) group(g *fsmpb.Group) (*fsmpb.Outcome, error) {
 }
 
 // forgetTopic removes a deleted topic from the shard, up to limit records
-// in all (0: no bound): its copies first, then its key records, counters
-// and group registrations, so a topic created again under the name starts
-// with the default group only, zero counters and no remembered keys. count
+// in all (0: no bound): its copies first, then its key records, counters,
+// group registrations and hand-over fences, so a topic created again under
+// the name starts with the default group only, zero counters, no
+// remembered keys and no fenced partition. count
 // is the copies removed; more says records are left for another command.
 func (a *applier) forgetTopic(topic string, limit uint32) (*fsmpb.Outcome, error) {
 	n, err := a.dropTopicCopies(topic, "", limit, 0)
@@ -257,7 +258,7 @@ func (a *applier) forgetTopic(topic string, limit uint32) (*fsmpb.Outcome, error
 		return out, nil
 	}
 	counters := keys.CounterPrefix(a.shard, topic)
-	for _, prefix := range [][]byte{keys.KeyPrefix(a.shard, topic, ""), counters, keys.GroupPrefix(a.shard, topic)} {
+	for _, prefix := range [][]byte{keys.KeyPrefix(a.shard, topic, ""), counters, keys.GroupPrefix(a.shard, topic), keys.FencePrefix(a.shard, topic)} {
 		scan := 0
 		if bounded {
 			scan = left + 1

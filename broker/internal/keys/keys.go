@@ -24,6 +24,8 @@
 //	'n' <topic> 0 <group>                    a group's counters
 //	'f' <topic> 0 <part 4> <group> 0 <fairness key> 0 <visible_at 8> <prio 4> <msg id 16>
 //	                                         fair index (FAIR topics); value as 'd'
+//	'h' <topic> 0 <part 4>                   hand-over fence: keyed publishes of
+//	                                         the partition are refused (fsm.Fence)
 //
 // One key per shard lives outside the shard's range, so that deleting or
 // replacing the range leaves it alone and snapshots never carry it:
@@ -74,6 +76,7 @@ const (
 	tagExpiry  = 'x'
 	tagCounter = 'n'
 	tagFair    = 'f'
+	tagFence   = 'h'
 )
 
 // Kinds of records in the forget index. A ForgetKey or ForgetEnd entry's
@@ -378,6 +381,16 @@ func Counter(shard uint64, topic, group string) []byte {
 // CounterPrefix is the prefix of every counter of topic.
 func CounterPrefix(shard uint64, topic string) []byte {
 	return append(append(append(ShardPrefix(shard), tagCounter), topic...), 0)
+}
+
+// Fence is the hand-over fence of partition of topic (a base topic name).
+func Fence(shard uint64, topic string, partition uint32) []byte {
+	return binary.BigEndian.AppendUint32(FencePrefix(shard, topic), partition)
+}
+
+// FencePrefix is the prefix of the hand-over fences of topic.
+func FencePrefix(shard uint64, topic string) []byte {
+	return append(append(append(ShardPrefix(shard), tagFence), topic...), 0)
 }
 
 // Tail is a key without its shard prefix and tag: the rest a forget-index

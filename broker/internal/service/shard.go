@@ -149,6 +149,9 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if f := out.GetFenced(); f != nil {
+		return nil, s.fenced(req.GetShardId(), f)
+	}
 	if out.GetRequestIdReused() {
 		return nil, apierr.InvalidArgument(apierr.FieldViolation{
 			Field:       "request_id",
@@ -166,6 +169,21 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		resp.Results[i] = r
 	}
 	return resp, nil
+}
+
+// fenced is the answer to a publish the shard refused because a keyed
+// message's partition is fenced for its hand-over's seal (see
+// host.checkHandovers): misplaced, at a routing version past the meta
+// state this broker has if that still shows the hand-over open, so the
+// proxy routes the message again once its table has the seal.
+func (s *Shard) fenced(shard uint64, f *fsmpb.FencedPartition) error {
+	s.metrics.misplaced.Inc()
+	st := s.host.Meta()
+	version := st.Version
+	if _, open := st.KeyedOn(f.GetTopic(), f.GetPartition()); open {
+		version++
+	}
+	return apierr.Misplaced(shard, version, f.GetTopic(), f.GetPartition())
 }
 
 // proposePublish commits a publish command. One that may rewrite a pending
