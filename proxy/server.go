@@ -91,7 +91,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	s.watcher = routing.NewWatcher(routing.WatcherConfig{Seeds: cfg.Brokers, SilenceTimeout: cfg.WatchSilenceTimeout}, s.pool, log, routing.NewMetrics(reg), s.onTable)
 	s.readiness = newReadiness(cfg.ReadyProbeInterval, s.watcher.Stale, log, s.health, reg)
 	s.fwd = forward.New(s.watcher, s.pool, cfg.Brokers, cfg.ForwardTimeout, forward.NewMetrics(reg))
-	s.acks = newAckCoalescer(cfg.ForwardTimeout, s.fwd.Do)
+	s.acks = newAckCoalescer(cfg.ForwardTimeout, s.fwd.DoUncut) // no request id: see settler
 	s.topics = routing.NewTopics(s.lookupTopic)
 	s.subs = &subscribe.Handler{
 		Tables:      s.watcher,
