@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,5 +209,74 @@ func TestSettleIsNotRetriedWhenTheLeaderMoves(t *testing.T) {
 				t.Errorf("new leader got %d tries (%d receipts answered NOT_FOUND), want none", retried, notFound)
 			}
 		})
+	}
+}
+
+// shortAckBroker leads shard 1 and answers every ack with one result,
+// whatever the number of receipts (a broken or mismatched broker).
+type shortAckBroker struct {
+	settleBroker
+}
+
+func (b *shortAckBroker) Ack(_ context.Context, req *brokerv1.ShardAckRequest) (*sundialv1.AckResponse, error) {
+	return &sundialv1.AckResponse{Results: []*sundialv1.ReceiptResult{{Receipt: req.GetReceipts()[0]}}}, nil
+}
+
+// A broker answering the wrong number of ack results fails each receipt
+// with Internal saying what happened, never Unknown.
+func TestAckWithTheWrongNumberOfResultsIsInternal(t *testing.T) {
+	b := &shortAckBroker{}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	b.table = func() *sundialv1.RoutingTable {
+		return &sundialv1.RoutingTable{
+			Version: 3,
+			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: addr}},
+			Shards:  []*sundialv1.Shard{{ShardId: 1, LeaderNodeId: 1, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}}}},
+		}
+	}
+	g := grpc.NewServer()
+	sundialv1.RegisterClusterServer(g, b)
+	brokerv1.RegisterShardServer(g, b)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Brokers = []string{addr}
+	srv, err := New(cfg, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	waitFor(t, "proxy ready", srv.Ready)
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+
+	var rs []string
+	for i := range 2 {
+		rs = append(rs, receipt.Receipt{Message: receipt.NewMessageID(1, uint64(5+i), 0), Group: "default", Attempt: 1}.String())
+	}
+	resp, err := sundialv1.NewConsumerClient(conn).Ack(t.Context(), &sundialv1.AckRequest{Receipts: rs})
+	if err != nil {
+		t.Fatalf("Ack() = %v", err)
+	}
+	if len(resp.GetResults()) != 2 {
+		t.Fatalf("Ack() results = %v, want 2", resp.GetResults())
+	}
+	for _, r := range resp.GetResults() {
+		if got := codes.Code(r.GetError().GetCode()); got != codes.Internal || !strings.Contains(r.GetError().GetMessage(), "1 ack results for 2 receipts") {
+			t.Errorf("Ack() result = %v, want Internal saying the shard answered 1 result for 2 receipts", r)
+		}
 	}
 }
