@@ -113,9 +113,15 @@ func (a *applier) counter(topic, group string) (*fsmpb.Counters, error) {
 	return c, nil
 }
 
-// flushEnds writes one forget-index entry per forget time of the end
-// records the entry at a.index wrote (their ids, 16 bytes each, as its
-// value), in time order, instead of an entry per record.
+// endsPerEntry caps the message ids of one ForgetEnds entry, so a sweep
+// that forgets part of an entry rewrites a small value.
+const endsPerEntry = 256
+
+// flushEnds writes the forget-index entries of the end records the entry
+// at a.index wrote, per forget time (their ids, 16 bytes each, as the
+// value, at most endsPerEntry in one: an entry that ended more writes
+// several, numbered after the index), in key order, instead of an entry
+// per record.
 func (a *applier) flushEnds() error {
 	if len(a.endsAt) == 0 {
 		return nil
@@ -125,10 +131,15 @@ func (a *applier) flushEnds() error {
 		ats = append(ats, at)
 	}
 	slices.Sort(ats)
-	index := binary.BigEndian.AppendUint64(nil, a.index)
 	for _, at := range ats {
-		if err := a.b.Set(keys.Forget(a.shard, at, keys.ForgetEnds, index), a.endsAt[at], nil); err != nil {
-			return err
+		ids := a.endsAt[at]
+		for chunk := uint32(0); len(ids) > 0; chunk++ {
+			n := min(len(ids), endsPerEntry*keys.IDBytes)
+			rest := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, a.index), chunk)
+			if err := a.b.Set(keys.Forget(a.shard, at, keys.ForgetEnds, rest), ids[:n], nil); err != nil {
+				return err
+			}
+			ids = ids[n:]
 		}
 		delete(a.endsAt, at)
 	}

@@ -19,7 +19,8 @@
 //	'e' <msg id 16>                          how a message ended (EndRecord)
 //	'v' <forget_at 8> <kind> <rest>          key and end records by expiry; the
 //	                                         end records one Raft entry wrote with
-//	                                         one forget time share an entry
+//	                                         one forget time share entries of up
+//	                                         to 256 ids
 //	'x' <expires_at 8> <msg id 16>           messages by TTL expiry
 //	'n' <topic> 0 <group>                    a group's counters
 //	'f' <topic> 0 <part 4> <group> 0 <fairness key> 0 <visible_at 8> <prio 4> <msg id 16>
@@ -81,8 +82,9 @@ const (
 
 // Kinds of records in the forget index. A ForgetKey or ForgetEnd entry's
 // rest is the tail of the one record it forgets (Tail). A ForgetEnds entry
-// (format 2) forgets every end record one Raft entry wrote with that forget
-// time: its rest is the entry's index (8), its value the message ids.
+// (format 2) forgets end records one Raft entry wrote with that forget
+// time: its rest is the entry's index (8) and, when written in parts of at
+// most 256 ids, the part's number (4); its value the message ids.
 const (
 	ForgetKey  byte = 'k'
 	ForgetEnd  byte = 'e'
