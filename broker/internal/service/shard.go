@@ -251,7 +251,7 @@ func keyOutcome(k fsmpb.KeyOutcome) sundialv1.KeyOutcome {
 // of msgs and is not older than the routing version the proxy routed with;
 // otherwise a linearizable meta read does, so a publish right after
 // CreateTopic is stamped with the topic as created. Unknown topics are
-// created first when the cluster allows it.
+// created first when the cluster allows it, each once per request.
 func (s *Shard) topics(ctx context.Context, msgs []*brokerv1.PartitionedMessage, routingVersion uint64) (*meta.State, error) {
 	st := s.host.Meta()
 	if st.Version >= routingVersion && knowsAll(st, msgs) {
@@ -265,21 +265,24 @@ func (s *Shard) topics(ctx context.Context, msgs []*brokerv1.PartitionedMessage,
 	if err != nil {
 		return nil, err
 	}
-	created := false
+	// Each unknown topic is created once per request, however many of
+	// its messages name it (st is not re-read until all are created).
+	created := map[string]bool{}
 	for _, pm := range msgs {
 		topic := pm.GetMessage().GetTopic()
-		if _, ok := st.Topics[topic]; ok {
+		if _, ok := st.Topics[topic]; ok || created[topic] {
 			continue
 		}
 		if !s.opts.AutoCreateTopics {
 			return nil, status.Errorf(codes.NotFound, "topic %q does not exist and automatic topic creation is off: create it first", topic)
 		}
+		s.metrics.topicCreates.Inc()
 		if _, err := s.admin.createTopic(ctx, &sundialv1.Topic{Name: topic}, true); err != nil {
 			return nil, err
 		}
-		created = true
+		created[topic] = true
 	}
-	if created {
+	if len(created) > 0 {
 		return s.readMeta(ctx, "created_topic")
 	}
 	return st, nil
