@@ -56,7 +56,7 @@ type moveHost struct {
 func newMoveHost(h *host.Host, self uint64, log *zap.Logger, reg prometheus.Registerer) *moveHost {
 	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sundial", Subsystem: "operator", Name: "peer_calls_total",
-		Help: "Membership and leadership changes the executor asked of another broker hosting the shard (the meta leader holds no replica of it, or a transfer goes to the leader), by call and result (ok, passed: the host could not answer and the next was asked, refused).",
+		Help: "Membership and leadership changes the executor asked of another broker hosting the shard (the meta leader holds no replica of it, or a transfer goes to the leader), by call and result (ok, passed: the host could not answer, or does not lead the shard it was asked to transfer, and the next was asked, refused).",
 	}, []string{"call", "result"})
 	for _, c := range []string{"add-learner", "promote", "remove-replica", "transfer-leader"} {
 		for _, r := range []string{"ok", "passed", "refused"} {
