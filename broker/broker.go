@@ -353,7 +353,8 @@ func (s *Server) MetricsAddr() string {
 
 // TransferLeadership asks for shard's leadership to move to the broker
 // toNode (it must hold a replica); it returns once the request is queued
-// on this broker, which must lead the shard.
+// on this broker, which must lead the shard: a follower queues nothing and
+// answers an error naming the leader.
 func (s *Server) TransferLeadership(shard, toNode uint64) error {
 	return s.host.TransferLeadership(shard, toNode)
 }

@@ -56,7 +56,7 @@ type moveHost struct {
 func newMoveHost(h *host.Host, self uint64, log *zap.Logger, reg prometheus.Registerer) *moveHost {
 	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sundial", Subsystem: "operator", Name: "peer_calls_total",
-		Help: "Membership and leadership changes the executor asked of another broker hosting the shard (the meta leader holds no replica of it, or a transfer goes to the leader), by call and result (ok, passed: the host could not answer and the next was asked, refused).",
+		Help: "Membership and leadership changes the executor asked of another broker hosting the shard (the meta leader holds no replica of it, or a transfer goes to the leader), by call and result (ok, passed: the host could not answer, or does not lead the shard it was asked to transfer, and the next was asked, refused).",
 	}, []string{"call", "result"})
 	for _, c := range []string{"add-learner", "promote", "remove-replica", "transfer-leader"} {
 		for _, r := range []string{"ok", "passed", "refused"} {
@@ -114,15 +114,16 @@ func (m *moveHost) RemoveReplica(ctx context.Context, shard, replica uint64) err
 		ShardId: shard, Change: brokerv1.MembershipChange_MEMBERSHIP_CHANGE_DELETE, ReplicaId: replica})
 }
 
-// TransferLeadership asks the shard's leader when another node leads it,
-// so the leader ends its dispatcher's lease before the transfer; this
-// node's replica when it leads or nobody else is known to.
+// TransferLeadership asks the shard's leader to transfer, as only the
+// leader's own host may (host.TransferLeadership: it ends its dispatcher's
+// lease first): this node's replica when it leads, else the other hosts,
+// the leader first; a follower answers NotLeader and the next is asked.
 func (m *moveHost) TransferLeadership(ctx context.Context, shard, toNode uint64) error {
-	leader := m.ShardLeader(shard)
-	if m.h.HostsShard(shard) && (leader == 0 || leader == m.self) {
-		return m.h.TransferLeadership(shard, toNode)
+	var local func() error
+	if m.h.HostsShard(shard) {
+		local = func() error { return m.h.TransferLeadership(shard, toNode) }
 	}
-	return m.viaPeers(ctx, shard, "transfer-leader", func(ctx context.Context, c brokerv1.PeerClient) error {
+	return m.viaPeers(ctx, shard, "transfer-leader", local, func(ctx context.Context, c brokerv1.PeerClient) error {
 		_, err := c.TransferShardLeader(ctx, &brokerv1.TransferShardLeaderRequest{ShardId: shard, ToNodeId: toNode})
 		return err
 	})
@@ -139,17 +140,26 @@ func (m *moveHost) own(shard, replica uint64) bool {
 }
 
 func (m *moveHost) change(ctx context.Context, call string, req *brokerv1.ChangeShardMembershipRequest) error {
-	return m.viaPeers(ctx, req.GetShardId(), call, func(ctx context.Context, c brokerv1.PeerClient) error {
+	return m.viaPeers(ctx, req.GetShardId(), call, nil, func(ctx context.Context, c brokerv1.PeerClient) error {
 		_, err := c.ChangeShardMembership(ctx, req)
 		return err
 	})
 }
 
 // viaPeers runs do against the other hosts of shard, in order, until one
-// answers or refuses, in rounds until ctx ends.
-func (m *moveHost) viaPeers(ctx context.Context, shard uint64, call string, do func(context.Context, brokerv1.PeerClient) error) error {
+// answers or refuses, in rounds until ctx ends. A round first runs local,
+// when not nil, on this node's replica: a *host.NotShardLeaderError from
+// it passes to the other hosts, any other answer ends the call.
+func (m *moveHost) viaPeers(ctx context.Context, shard uint64, call string, local func() error, do func(context.Context, brokerv1.PeerClient) error) error {
 	for {
 		last := errNoHost
+		if local != nil {
+			var nl *host.NotShardLeaderError
+			if err := local(); !errors.As(err, &nl) {
+				return err
+			}
+			last = nl
+		}
 		for _, n := range m.hostsOf(shard) {
 			conn, err := m.conns.get(n.GRPCAddr)
 			if err != nil {
@@ -184,8 +194,12 @@ func (m *moveHost) viaPeers(ctx context.Context, shard uint64, call string, do f
 
 // passes reports whether err from one host lets the next be asked: the
 // host was unreachable or out of time, answered a temporary error, holds
-// no replica of the shard (any more), or predates the call.
+// no replica of the shard (any more), does not lead it (a transfer), or
+// predates the call.
 func passes(err error) bool {
+	if _, ok := apierr.AsNotLeader(err); ok {
+		return true
+	}
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unimplemented, codes.Aborted:
 		return true

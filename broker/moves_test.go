@@ -23,6 +23,7 @@ func TestPasses(t *testing.T) {
 		{"out of time", status.Error(codes.DeadlineExceeded, "deadline"), true},
 		{"older broker", status.Error(codes.Unimplemented, "unknown method"), true},
 		{"no replica here", apierr.FailedPrecondition(apierr.FieldViolation{Field: "shard_id", Description: "node 2 holds no replica of shard 100"}), true},
+		{"a follower asked to transfer", apierr.NotLeader(100, 3, "127.0.0.1:7003"), true},
 		{"wrapped", fmt.Errorf("node 2: %w", status.Error(codes.Unavailable, "x")), true},
 		{"no replica on the target", apierr.FailedPrecondition(apierr.FieldViolation{Field: "to_node_id", Description: "no replica"}), false},
 		{"bad request", apierr.InvalidArgument(apierr.FieldViolation{Field: "raft_addr", Description: "required"}), false},

@@ -2,11 +2,12 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -107,7 +108,9 @@ func (a *ackCoalescer) flush(ctx context.Context, shard uint64, q *ackQueue) {
 		})
 		cancel()
 		if err == nil && len(results) != len(all) {
-			err = fmt.Errorf("proxy: shard %d answered %d ack results for %d receipts", shard, len(results), len(all))
+			// A broker bug or a mismatched version, not the caller's:
+			// each receipt fails with Internal saying what happened.
+			err = status.Errorf(codes.Internal, "proxy: shard %d answered %d ack results for %d receipts", shard, len(results), len(all))
 		}
 		off := 0
 		for _, w := range batch {

@@ -52,13 +52,16 @@ func (c consumer) Extend(ctx context.Context, req *sundialv1.ExtendRequest) (*su
 }
 
 // settler forwards acks, nacks and extends (unary or from a subscription
-// stream) to the shards named by their receipts.
+// stream) to the shards named by their receipts. They carry no request id,
+// so they go uncut (forward.DoUncut): a try cut because the leader moved
+// may have taken effect, and its retry would find the copy settled and
+// answer NOT_FOUND or FailedPrecondition for an operation that succeeded.
 type settler struct{ s *Server }
 
 func (st settler) run(ctx context.Context, receipts []string, call func(ctx context.Context, c brokerv1.ShardClient, shard uint64, rs []string) ([]*sundialv1.ReceiptResult, error)) []*sundialv1.ReceiptResult {
 	return ack.Run(ctx, receipts, func(ctx context.Context, shard uint64, rs []string) ([]*sundialv1.ReceiptResult, error) {
 		var out []*sundialv1.ReceiptResult
-		err := st.s.fwd.Do(ctx, shard, func(ctx context.Context, conn *grpc.ClientConn) error {
+		err := st.s.fwd.DoUncut(ctx, shard, func(ctx context.Context, conn *grpc.ClientConn) error {
 			var err error
 			out, err = call(ctx, brokerv1.NewShardClient(conn), shard, rs)
 			return err

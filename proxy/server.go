@@ -89,7 +89,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	s.readiness = newReadiness(cfg.ReadyProbeInterval, s.watcher.Stale, log, reg)
 	s.health = newGRPCHealth(s.Ready)
 	s.fwd = forward.New(s.watcher, s.pool, cfg.Brokers, cfg.ForwardTimeout, forward.NewMetrics(reg))
-	s.acks = newAckCoalescer(cfg.ForwardTimeout, s.fwd.Do)
+	s.acks = newAckCoalescer(cfg.ForwardTimeout, s.fwd.DoUncut) // no request id: see settler
 	s.topics = routing.NewTopics(s.lookupTopic)
 	s.subs = &subscribe.Handler{
 		Tables:      s.watcher,

@@ -176,15 +176,17 @@ func TestRebalanceReplicaLeavesAndJoins(t *testing.T) {
 	if on := shards(t, cl)[shard]; !slices.Equal(on, before[shard]) {
 		t.Fatalf("shard %d replicas after the add = %v, want nodes %v", shard, on, before[shard])
 	}
-	// The rejoined replica can lead: it caught up.
+	// The rejoined replica can lead: it caught up. Only the shard's
+	// current leader starts a transfer (a follower answers NotLeader).
 	Eventually(t, 60*time.Second, func() error {
-		if err := c.Nodes[leader-1].Server.TransferLeadership(shard, node); err != nil {
+		now := uint64(c.LeaderOf(shard)) + 1
+		if now == node {
+			return nil
+		}
+		if err := c.Nodes[now-1].Server.TransferLeadership(shard, node); err != nil {
 			return err
 		}
-		if now := uint64(c.LeaderOf(shard)) + 1; now != node {
-			return fmt.Errorf("shard %d led by node %d, want %d", shard, now, node)
-		}
-		return nil
+		return fmt.Errorf("shard %d led by node %d, want %d", shard, now, node)
 	})
 	c.WaitReady()
 
@@ -247,13 +249,14 @@ func TestOperationsOnShardNotOnMetaLeader(t *testing.T) {
 	if leader := uint64(c.LeaderOf(shard)) + 1; leader == metaLeader {
 		other := metaLeader%3 + 1
 		Eventually(t, 60*time.Second, func() error {
-			if err := c.Nodes[leader-1].Server.TransferLeadership(shard, other); err != nil {
+			now := uint64(c.LeaderOf(shard)) + 1
+			if now != metaLeader {
+				return nil
+			}
+			if err := c.Nodes[now-1].Server.TransferLeadership(shard, other); err != nil {
 				return err
 			}
-			if now := uint64(c.LeaderOf(shard)) + 1; now == metaLeader {
-				return fmt.Errorf("shard %d still led by the meta leader %d", shard, now)
-			}
-			return nil
+			return fmt.Errorf("shard %d still led by the meta leader %d", shard, now)
 		})
 	}
 	ids := submit(t, c, meta.NewRemoveReplica(meta.EventShardID(shard), meta.NodeID(metaLeader), 0, false, "test", timeouts(c)))

@@ -44,8 +44,9 @@ type Config struct {
 	// MaxExpireBatch caps the messages one TTL expiry command removes.
 	// Default 1000.
 	MaxExpireBatch int
-	// MaxSweepBatch caps the records one sweep command forgets; a sweep
-	// repeats commands until none are left. Default 1024.
+	// MaxSweepBatch caps the records (dedup, key and end records, each
+	// counted) one sweep command forgets; a sweep repeats commands until
+	// none are left. Default 1024.
 	MaxSweepBatch int
 	// MaxCredit caps the deliveries one consumer may have on the broker:
 	// picked for it and not yet settled plus buffered for it and not yet

@@ -41,7 +41,8 @@ type applier struct {
 	lows      map[keys.Queue]int64 // earliest visible_at inserted per queue
 	expiryLow int64                // earliest TTL expiry inserted, 0 if none
 	counters  map[counterKey]*fsmpb.Counters
-	groupsOf  map[string][]string // topic → groups on this shard, this run
+	groupsOf  map[string][]string        // topic → groups on this shard, this run
+	fencedOf  map[string]map[uint32]bool // base topic → fenced partitions, this run (fence.go)
 	// endsAt gathers the ids of the end records the entry being applied
 	// writes, by forget time: flushEnds indexes each time's ids in one
 	// forget-index entry when the entry is done.
@@ -92,6 +93,8 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Outcome, error) {
 		return a.redrive(k.Redrive)
 	case *fsmpb.Command_Expire:
 		return a.expire(k.Expire)
+	case *fsmpb.Command_Fence:
+		return a.fence(k.Fence)
 	}
 	return &fsmpb.Outcome{}, nil
 }
@@ -110,9 +113,15 @@ func (a *applier) counter(topic, group string) (*fsmpb.Counters, error) {
 	return c, nil
 }
 
-// flushEnds writes one forget-index entry per forget time of the end
-// records the entry at a.index wrote (their ids, 16 bytes each, as its
-// value), in time order, instead of an entry per record.
+// endsPerEntry caps the message ids of one ForgetEnds entry, so a sweep
+// that forgets part of an entry rewrites a small value.
+const endsPerEntry = 256
+
+// flushEnds writes the forget-index entries of the end records the entry
+// at a.index wrote, per forget time (their ids, 16 bytes each, as the
+// value, at most endsPerEntry in one: an entry that ended more writes
+// several, numbered after the index), in key order, instead of an entry
+// per record.
 func (a *applier) flushEnds() error {
 	if len(a.endsAt) == 0 {
 		return nil
@@ -122,10 +131,15 @@ func (a *applier) flushEnds() error {
 		ats = append(ats, at)
 	}
 	slices.Sort(ats)
-	index := binary.BigEndian.AppendUint64(nil, a.index)
 	for _, at := range ats {
-		if err := a.b.Set(keys.Forget(a.shard, at, keys.ForgetEnds, index), a.endsAt[at], nil); err != nil {
-			return err
+		ids := a.endsAt[at]
+		for chunk := uint32(0); len(ids) > 0; chunk++ {
+			n := min(len(ids), endsPerEntry*keys.IDBytes)
+			rest := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, a.index), chunk)
+			if err := a.b.Set(keys.Forget(a.shard, at, keys.ForgetEnds, rest), ids[:n], nil); err != nil {
+				return err
+			}
+			ids = ids[n:]
 		}
 		delete(a.endsAt, at)
 	}

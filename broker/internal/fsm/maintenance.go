@@ -20,10 +20,12 @@ const DefaultSweepLimit = 1024
 
 // sweep forgets up to limit records in all: dedup records applied
 // before before_ms, then key and end records whose own forget time is at or
-// before now_ms. more says records are left for another sweep. A
-// forget-index entry counts as one record, also one that forgets the end
-// records of all the messages one Raft entry ended (keys.ForgetEnds), so a
-// sweep deletes at most limit times the messages of one entry.
+// before now_ms. more says records are left for another sweep. The limit
+// counts records deleted, not forget-index entries: an entry that forgets
+// the end records of many messages (keys.ForgetEnds) spends one per
+// message, and one larger than what is left of the limit is forgotten in
+// part, keeping the rest of its ids for the next sweep, so one apply
+// deletes at most about limit records however many messages an entry ended.
 func (a *applier) sweep(s *fsmpb.Sweep) (*fsmpb.Outcome, error) {
 	limit := int(s.Limit)
 	if limit == 0 {
@@ -55,36 +57,57 @@ func (a *applier) sweep(s *fsmpb.Sweep) (*fsmpb.Outcome, error) {
 	}
 	left := limit - len(doomed)
 	lower, upper = keys.ForgetUntil(a.shard, nowMs)
+	// Every entry spends at least one of what is left, so left+1 entries
+	// are more than this sweep can forget.
 	if doomed, err = a.scanKeys(lower, upper, left+1, nil); err != nil {
 		return nil, err
 	}
-	more = len(doomed) > left
-	for _, k := range doomed[:min(len(doomed), left)] {
-		if err := a.forget(k); err != nil {
+	for _, k := range doomed {
+		if left == 0 {
+			return &fsmpb.Outcome{More: true}, nil
+		}
+		spent, done, err := a.forget(k, left)
+		if err != nil {
 			return nil, err
 		}
+		if !done {
+			return &fsmpb.Outcome{More: true}, nil
+		}
+		left -= spent
 	}
-	return &fsmpb.Outcome{More: more}, nil
+	return &fsmpb.Outcome{}, nil
 }
 
-// forget deletes one forget-index entry and the key or end records it
-// points at.
-func (a *applier) forget(k []byte) error {
+// forget deletes the key or end records forget-index entry k points at,
+// at most budget (≥ 1) of them, and the entry once none is left. spent is
+// the records it deleted, at least 1 (an entry whose record was reused
+// costs one too); done is false when a ForgetEnds entry kept ids for
+// later: its value is rewritten with the ids not forgotten yet.
+func (a *applier) forget(k []byte, budget int) (spent int, done bool, err error) {
 	at, kind, rest, err := keys.ParseForget(k)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
-	var ids []byte // a ForgetEnds entry's message ids
 	if kind == keys.ForgetEnds {
 		v, closer, err := a.b.Get(k)
 		if err != nil {
-			return err
+			return 0, false, err
 		}
-		ids = slices.Clone(v)
+		ids := slices.Clone(v)
 		closer.Close()
+		n := min(len(ids)/keys.IDBytes, budget)
+		for i := range n {
+			if err := a.b.Delete(keys.End(a.shard, ids[i*keys.IDBytes:(i+1)*keys.IDBytes]), nil); err != nil {
+				return 0, false, err
+			}
+		}
+		if kept := ids[n*keys.IDBytes:]; len(kept) >= keys.IDBytes {
+			return n, false, a.b.Set(k, kept, nil)
+		}
+		return max(n, 1), true, a.b.Delete(k, nil)
 	}
 	if err := a.b.Delete(k, nil); err != nil {
-		return err
+		return 0, false, err
 	}
 	switch kind {
 	case keys.ForgetKey:
@@ -93,20 +116,14 @@ func (a *applier) forget(k []byte) error {
 		rk := keys.FromTail(a.shard, keys.TagKey, rest)
 		var rec fsmpb.KeyRecord
 		if found, err := a.get(rk, &rec); err != nil || !found {
-			return err
+			return 1, true, err
 		} else if rec.End != fsmpb.EndState_END_STATE_PENDING && rec.ForgetAtMs == at {
-			return a.b.Delete(rk, nil)
+			return 1, true, a.b.Delete(rk, nil)
 		}
 	case keys.ForgetEnd:
-		return a.b.Delete(keys.FromTail(a.shard, keys.TagEnd, rest), nil)
-	case keys.ForgetEnds:
-		for ; len(ids) >= keys.IDBytes; ids = ids[keys.IDBytes:] {
-			if err := a.b.Delete(keys.End(a.shard, ids[:keys.IDBytes]), nil); err != nil {
-				return err
-			}
-		}
+		return 1, true, a.b.Delete(keys.FromTail(a.shard, keys.TagEnd, rest), nil)
 	}
-	return nil
+	return 1, true, nil
 }
 
 // change cancels or reschedules one message and answers definitely. A
@@ -241,9 +258,10 @@ func (a *applier) group(g *fsmpb.Group) (*fsmpb.Outcome, error) {
 }
 
 // forgetTopic removes a deleted topic from the shard, up to limit records
-// in all (0: no bound): its copies first, then its key records, counters
-// and group registrations, so a topic created again under the name starts
-// with the default group only, zero counters and no remembered keys. count
+// in all (0: no bound): its copies first, then its key records, counters,
+// group registrations and hand-over fences, so a topic created again under
+// the name starts with the default group only, zero counters, no
+// remembered keys and no fenced partition. count
 // is the copies removed; more says records are left for another command.
 func (a *applier) forgetTopic(topic string, limit uint32) (*fsmpb.Outcome, error) {
 	n, err := a.dropTopicCopies(topic, "", limit, 0)
@@ -257,7 +275,7 @@ func (a *applier) forgetTopic(topic string, limit uint32) (*fsmpb.Outcome, error
 		return out, nil
 	}
 	counters := keys.CounterPrefix(a.shard, topic)
-	for _, prefix := range [][]byte{keys.KeyPrefix(a.shard, topic, ""), counters, keys.GroupPrefix(a.shard, topic)} {
+	for _, prefix := range [][]byte{keys.KeyPrefix(a.shard, topic, ""), counters, keys.GroupPrefix(a.shard, topic), keys.FencePrefix(a.shard, topic)} {
 		scan := 0
 		if bounded {
 			scan = left + 1

@@ -17,7 +17,9 @@ import (
 // and the outcome says so (RequestIdReused) instead of handing out another
 // request's ids. A record or request without a digest matches any of the
 // same count, so the outcome always has one result per message. A change's
-// record (no published results) never matches a publish.
+// record (no published results) never matches a publish. A publish with a
+// keyed message of a fenced partition (fence.go) writes nothing and says
+// which (Fenced).
 func (a *applier) publish(p *fsmpb.Publish) (*fsmpb.Outcome, error) {
 	if p.RequestId != "" {
 		var rec fsmpb.DedupRecord
@@ -32,6 +34,9 @@ func (a *applier) publish(p *fsmpb.Publish) (*fsmpb.Outcome, error) {
 			}
 			return rec.Outcome, nil
 		}
+	}
+	if f, err := a.fenced(p.Messages); err != nil || f != nil {
+		return &fsmpb.Outcome{Fenced: f}, err
 	}
 	out := &fsmpb.Outcome{Published: make([]*fsmpb.PublishOutcome, 0, len(p.Messages))}
 	for _, m := range p.Messages {

@@ -68,6 +68,11 @@ func wireSamples() []struct {
 		{"Counters", &fsmpb.Counters{Pending: 9, InFlight: 10, DeadLettered: 11}},
 		{"DedupRecord", &fsmpb.DedupRecord{AppliedAtMs: 12, Outcome: outcome, Digest: []byte{3}}},
 		{"Outcomes", &fsmpb.Outcomes{Outcomes: []*fsmpb.Outcome{outcome}}},
+		// The hand-over fence (issue 19): its command and its answers.
+		{"BatchFence", &fsmpb.Batch{Commands: []*fsmpb.Command{
+			{Kind: &fsmpb.Command_Fence{Fence: &fsmpb.Fence{Topic: "t", Partition: 24, Partitions: 25, Lift: true}}},
+		}}},
+		{"OutcomesFence", &fsmpb.Outcomes{Outcomes: []*fsmpb.Outcome{{KeysHeld: true}, {Fenced: &fsmpb.FencedPartition{Topic: "t", Partition: 26}}}}},
 	}
 }
 

@@ -2,10 +2,13 @@ package host
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
+	"github.com/sundialmq/sundial/broker/internal/proposer"
 	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/validate"
@@ -30,6 +33,15 @@ const (
 // since it opened and From holds no key record of the partition, and
 // closed once handoverGrace has passed since the seal and From holds no
 // copy of the partition (nor of its dead-letter partition).
+//
+// The key check alone would miss a keyed publish the service accepted
+// under the open hand-over and committed after the check: sealed, meta
+// sends the key's later publishes to To, and the key lives on two shards.
+// So before the seal the check fences the partition in From's Raft log
+// (fsmpb.Fence), which From applies only while it holds no key record of
+// the partition and which refuses every keyed publish of it applied later
+// (the service answers those misplaced, and the proxy routes them again
+// once its table has the seal). The fence is lifted before the close.
 func (h *Host) checkHandovers(ctx context.Context, st *meta.State) {
 	nowMs := h.cfg.Now().UnixMilli()
 	barrier := map[meta.EventShardID]bool{} // From shard → barrier passed
@@ -62,6 +74,12 @@ func (h *Host) checkHandovers(ctx context.Context, st *meta.State) {
 		op, msg := meta.OpSealHandover, "hand-over sealed: keys of the partition move to the new shard"
 		if ho.SealedAtMs != 0 {
 			op, msg = meta.OpCloseHandover, "hand-over closed: the old shard holds nothing of the partition"
+		}
+		if held, err := h.fence(ctx, ho, t, ho.SealedAtMs != 0); err != nil || held {
+			if err != nil {
+				h.log.Debug("hand-over fence not committed yet", zap.Uint64("shard_id", uint64(ho.From)), zap.String("topic", ho.Topic), zap.Uint32("partition", ho.Partition), zap.Error(err))
+			}
+			continue
 		}
 		h.log.Info(msg, zap.String("topic", ho.Topic), zap.Uint32("partition", ho.Partition), zap.Uint64("from_shard", uint64(ho.From)), zap.Uint64("to_shard", uint64(ho.To)))
 		h.proposeMeta(ctx, &meta.Command{Op: op, Name: ho.Topic, Partition: ho.Partition})
@@ -102,6 +120,34 @@ func (h *Host) holds(ho meta.Handover, t *meta.Topic, nowMs int64) (bool, error)
 		}
 	}
 	return false, nil
+}
+
+// errNotLeadingFrom answers a fence proposed on a node that no longer
+// leads the hand-over's From shard.
+var errNotLeadingFrom = errors.New("host: this node does not lead the hand-over's old shard")
+
+// fence commits the hand-over fence of ho's partition in its From shard
+// (lift: its removal) through this node's leading replica; held reports
+// that From holds a key record of the partition, so no fence was set.
+func (h *Host) fence(ctx context.Context, ho meta.Handover, t *meta.Topic, lift bool) (held bool, err error) {
+	h.mu.RLock()
+	var p *proposer.Proposer
+	if s := h.shards[uint64(ho.From)]; s != nil && s.dispatcher != nil {
+		p = s.proposer
+	}
+	h.mu.RUnlock()
+	if p == nil {
+		return false, errNotLeadingFrom
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	out, err := p.Propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Fence{Fence: &fsmpb.Fence{
+		Topic: ho.Topic, Partition: ho.Partition, Partitions: max(t.Partitions, 1), Lift: lift,
+	}}})
+	if err != nil {
+		return false, err
+	}
+	return out.GetKeysHeld(), nil
 }
 
 // leadsApplied reports whether this node leads shard and has applied

@@ -547,10 +547,30 @@ func (h *Host) leaderChanged(ctx context.Context, id, leader uint64) {
 // holds no replica of the shard.
 var ErrNoReplicaOnNode = errors.New("host: no replica of the shard on the node")
 
+// NotShardLeaderError answers a leadership transfer asked of a node whose
+// replica does not lead the shard: Leader and LeaderAddr (its gRPC
+// address) name the node that does, 0 and empty when unknown.
+type NotShardLeaderError struct {
+	Shard      uint64
+	Leader     uint64
+	LeaderAddr string
+}
+
+func (e *NotShardLeaderError) Error() string {
+	if e.Leader == 0 {
+		return fmt.Sprintf("host: shard %d: leader unknown", e.Shard)
+	}
+	return fmt.Sprintf("host: shard %d led by node %d at %s", e.Shard, e.Leader, e.LeaderAddr)
+}
+
 // TransferLeadership asks Dragonboat to move shard id's leadership to the
-// replica on node toNode; it returns once the request is queued. This
-// node's dispatcher first gives up its leader lease, so nothing is pushed
-// ahead of a lease the transfer may drop.
+// replica on node toNode; it returns once the request is queued. Only the
+// leader's own host starts a transfer, so the leader's dispatcher gives up
+// its leader lease first and nothing is pushed ahead of a lease the
+// transfer may drop. A follower asked answers a *NotShardLeaderError
+// naming the leader: Dragonboat would forward the request to the leader,
+// whose lease would then outlive its leadership while the target, elected
+// at once, already answers cancels.
 func (h *Host) TransferLeadership(id, toNode uint64) error {
 	sh, ok := h.Meta().Shards[meta.EventShardID(id)]
 	if !ok {
@@ -562,13 +582,21 @@ func (h *Host) TransferLeadership(id, toNode uint64) error {
 	}
 	h.mu.RLock()
 	var d *dispatch.Dispatcher
+	var replica uint64
 	if s := h.shards[id]; s != nil {
-		d = s.dispatcher
+		d, replica = s.dispatcher, s.replicaID
 	}
 	h.mu.RUnlock()
-	if d != nil {
-		d.EndLease()
+	// The dispatcher says this host took the leadership; Dragonboat may
+	// have seen it go since (the host loop drops the dispatcher next).
+	if leader, _, valid, err := h.nh.GetLeaderID(id); d == nil || err != nil || !valid || leader != replica {
+		e := &NotShardLeaderError{Shard: id}
+		if err == nil && valid && leader != replica {
+			e.Leader, e.LeaderAddr = h.nodeOfReplica(id, leader)
+		}
+		return e
 	}
+	d.EndLease()
 	h.log.Info("shard leadership transfer requested", zap.Uint64("shard_id", id), zap.Uint64("to_node_id", toNode), zap.Uint64("to_replica_id", uint64(r.ID)))
 	return h.nh.RequestLeaderTransfer(id, uint64(r.ID))
 }

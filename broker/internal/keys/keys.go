@@ -19,11 +19,14 @@
 //	'e' <msg id 16>                          how a message ended (EndRecord)
 //	'v' <forget_at 8> <kind> <rest>          key and end records by expiry; the
 //	                                         end records one Raft entry wrote with
-//	                                         one forget time share an entry
+//	                                         one forget time share entries of up
+//	                                         to 256 ids
 //	'x' <expires_at 8> <msg id 16>           messages by TTL expiry
 //	'n' <topic> 0 <group>                    a group's counters
 //	'f' <topic> 0 <part 4> <group> 0 <fairness key> 0 <visible_at 8> <prio 4> <msg id 16>
 //	                                         fair index (FAIR topics); value as 'd'
+//	'h' <topic> 0 <part 4>                   hand-over fence: keyed publishes of
+//	                                         the partition are refused (fsm.Fence)
 //
 // One key per shard lives outside the shard's range, so that deleting or
 // replacing the range leaves it alone and snapshots never carry it:
@@ -74,12 +77,14 @@ const (
 	tagExpiry  = 'x'
 	tagCounter = 'n'
 	tagFair    = 'f'
+	tagFence   = 'h'
 )
 
 // Kinds of records in the forget index. A ForgetKey or ForgetEnd entry's
 // rest is the tail of the one record it forgets (Tail). A ForgetEnds entry
-// (format 2) forgets every end record one Raft entry wrote with that forget
-// time: its rest is the entry's index (8), its value the message ids.
+// (format 2) forgets end records one Raft entry wrote with that forget
+// time: its rest is the entry's index (8) and, when written in parts of at
+// most 256 ids, the part's number (4); its value the message ids.
 const (
 	ForgetKey  byte = 'k'
 	ForgetEnd  byte = 'e'
@@ -378,6 +383,16 @@ func Counter(shard uint64, topic, group string) []byte {
 // CounterPrefix is the prefix of every counter of topic.
 func CounterPrefix(shard uint64, topic string) []byte {
 	return append(append(append(ShardPrefix(shard), tagCounter), topic...), 0)
+}
+
+// Fence is the hand-over fence of partition of topic (a base topic name).
+func Fence(shard uint64, topic string, partition uint32) []byte {
+	return binary.BigEndian.AppendUint32(FencePrefix(shard, topic), partition)
+}
+
+// FencePrefix is the prefix of the hand-over fences of topic.
+func FencePrefix(shard uint64, topic string) []byte {
+	return append(append(append(ShardPrefix(shard), tagFence), topic...), 0)
 }
 
 // Tail is a key without its shard prefix and tag: the rest a forget-index

@@ -11,6 +11,7 @@ import (
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/proposer"
 	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/proto/apierr"
 )
 
 // toStatus turns any error into a gRPC status error: status errors pass
@@ -18,7 +19,8 @@ import (
 // FailedPrecondition (a topic being deleted, or its partitions handing
 // over) and Aborted (a topic busy with
 // another operation: retry),
-// a transfer to a node without a replica FailedPrecondition,
+// a transfer to a node without a replica FailedPrecondition, a transfer
+// asked of a follower NotLeader naming the leader,
 // context and Dragonboat errors their codes, anything else Internal.
 func toStatus(err error) error {
 	if err == nil {
@@ -30,6 +32,7 @@ func toStatus(err error) error {
 	var deleting *meta.BeingDeletedError
 	var busy *meta.BusyError
 	var handingOver *meta.HandingOverError
+	var notLeader *host.NotShardLeaderError
 	switch {
 	case errors.As(err, &se):
 		return se.GRPCStatus().Err()
@@ -43,6 +46,8 @@ func toStatus(err error) error {
 		return status.Error(codes.Aborted, busy.Error())
 	case errors.As(err, &handingOver):
 		return status.Error(codes.FailedPrecondition, handingOver.Error())
+	case errors.As(err, &notLeader):
+		return apierr.NotLeader(notLeader.Shard, notLeader.Leader, notLeader.LeaderAddr)
 	case errors.Is(err, host.ErrNoReplicaOnNode):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled):

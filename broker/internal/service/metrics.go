@@ -19,6 +19,7 @@ type Metrics struct {
 	acked          prometheus.Counter
 	metaReads      *prometheus.CounterVec
 	misplaced      prometheus.Counter
+	topicCreates   prometheus.Counter
 }
 
 // NewMetrics registers the service collectors on reg.
@@ -53,8 +54,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "sundial", Subsystem: "broker", Name: "publish_misplaced_total",
 			Help: "Shard publishes and keyed cancels/reschedules refused (WrongShard) because a message's topic partition does not live on the shard.",
 		}),
+		topicCreates: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "broker", Name: "publish_topic_creates_total",
+			Help: "Meta proposals shard publishes made to create a topic the broker did not know (automatic topic creation): one per new topic of a request, however many of its messages name it.",
+		}),
 	}
-	reg.MustRegister(m.publishedMsgs, m.publishLatency, m.publishErrors, m.receipts, m.acked, m.metaReads, m.misplaced)
+	reg.MustRegister(m.publishedMsgs, m.publishLatency, m.publishErrors, m.receipts, m.acked, m.metaReads, m.misplaced, m.topicCreates)
 	return m
 }
 

@@ -74,7 +74,9 @@ func (p *Peer) ChangeShardMembership(ctx context.Context, req *brokerv1.ChangeSh
 }
 
 // TransferShardLeader queues a leadership transfer of a hosted shard
-// (host.TransferLeadership: a leader here first ends its lease).
+// through host.TransferLeadership: only the leader's own host starts one
+// (ending its lease first), so a follower answers NotLeader naming the
+// leader, which the executor asks next.
 func (p *Peer) TransferShardLeader(_ context.Context, req *brokerv1.TransferShardLeaderRequest) (*brokerv1.TransferShardLeaderResponse, error) {
 	if bad := validate.TransferShardLeader(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
@@ -83,14 +85,13 @@ func (p *Peer) TransferShardLeader(_ context.Context, req *brokerv1.TransferShar
 	if err := p.hosting(shard); err != nil {
 		return nil, err
 	}
-	leader := p.host.ShardLeader(shard)
 	if err := p.host.TransferLeadership(shard, req.GetToNodeId()); err != nil {
 		if errors.Is(err, host.ErrNoReplicaOnNode) {
 			return nil, apierr.FailedPrecondition(apierr.FieldViolation{Field: "to_node_id", Description: err.Error()})
 		}
-		return nil, toStatus(err)
+		return nil, err
 	}
-	return &brokerv1.TransferShardLeaderResponse{LeaderNodeId: leader}, nil
+	return &brokerv1.TransferShardLeaderResponse{LeaderNodeId: p.node}, nil
 }
 
 // hosting is nil when a replica of shard runs here, else

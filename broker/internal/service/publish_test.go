@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -74,6 +76,43 @@ func TestExpiresAt(t *testing.T) {
 	for _, tt := range tests {
 		if got := expiresAt(tt.due, tt.ttl, tt.retention); got != tt.want {
 			t.Errorf("%s: expiresAt(%d, %d, %d) = %d, want %d", tt.name, tt.due, tt.ttl, tt.retention, got, tt.want)
+		}
+	}
+}
+
+// A batch to topics the cluster does not know yet creates each topic once,
+// not once per message: a 10,000-message batch to a new topic made 10,000
+// meta proposals before (1,000 took 4.6 s; 10,000 answered
+// DeadlineExceeded for every message). Every message is stored.
+func TestPublishBatchToNewTopicsCreatesEachOnce(t *testing.T) {
+	s, shard := singleNode(t)
+	const n = 10_000
+	msgs := make([]*brokerv1.PartitionedMessage, n)
+	for i := range msgs {
+		topic := "fresh"
+		if i%1000 == 999 {
+			topic = "fresher"
+		}
+		msgs[i] = &brokerv1.PartitionedMessage{Message: &sundialv1.Message{Topic: topic, Payload: []byte("x"), DelayMs: time.Hour.Milliseconds()}}
+	}
+	resp, err := s.Publish(t.Context(), &brokerv1.ShardPublishRequest{ShardId: shard, Messages: msgs})
+	if err != nil {
+		t.Fatalf("Publish(%d messages to 2 new topics) error = %v", n, err)
+	}
+	if len(resp.GetResults()) != n {
+		t.Fatalf("Publish() answered %d results, want %d", len(resp.GetResults()), n)
+	}
+	for i, r := range resp.GetResults() {
+		if r.GetError() != nil || r.GetMessageId() == "" {
+			t.Fatalf("result %d = %v, want a stored message", i, r)
+		}
+	}
+	if got := testutil.ToFloat64(s.metrics.topicCreates); got != 2 {
+		t.Errorf("topic creations proposed to meta = %v, want 2 (one per new topic)", got)
+	}
+	for _, topic := range []string{"fresh", "fresher"} {
+		if _, ok := s.host.Meta().Topics[topic]; !ok {
+			t.Errorf("meta has no topic %q after the publish", topic)
 		}
 	}
 }

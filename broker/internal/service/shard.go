@@ -149,6 +149,9 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if f := out.GetFenced(); f != nil {
+		return nil, s.fenced(req.GetShardId(), f)
+	}
 	if out.GetRequestIdReused() {
 		return nil, apierr.InvalidArgument(apierr.FieldViolation{
 			Field:       "request_id",
@@ -166,6 +169,21 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		resp.Results[i] = r
 	}
 	return resp, nil
+}
+
+// fenced is the answer to a publish the shard refused because a keyed
+// message's partition is fenced for its hand-over's seal (see
+// host.checkHandovers): misplaced, at a routing version past the meta
+// state this broker has if that still shows the hand-over open, so the
+// proxy routes the message again once its table has the seal.
+func (s *Shard) fenced(shard uint64, f *fsmpb.FencedPartition) error {
+	s.metrics.misplaced.Inc()
+	st := s.host.Meta()
+	version := st.Version
+	if _, open := st.KeyedOn(f.GetTopic(), f.GetPartition()); open {
+		version++
+	}
+	return apierr.Misplaced(shard, version, f.GetTopic(), f.GetPartition())
 }
 
 // proposePublish commits a publish command. One that may rewrite a pending
@@ -233,7 +251,7 @@ func keyOutcome(k fsmpb.KeyOutcome) sundialv1.KeyOutcome {
 // of msgs and is not older than the routing version the proxy routed with;
 // otherwise a linearizable meta read does, so a publish right after
 // CreateTopic is stamped with the topic as created. Unknown topics are
-// created first when the cluster allows it.
+// created first when the cluster allows it, each once per request.
 func (s *Shard) topics(ctx context.Context, msgs []*brokerv1.PartitionedMessage, routingVersion uint64) (*meta.State, error) {
 	st := s.host.Meta()
 	if st.Version >= routingVersion && knowsAll(st, msgs) {
@@ -247,21 +265,24 @@ func (s *Shard) topics(ctx context.Context, msgs []*brokerv1.PartitionedMessage,
 	if err != nil {
 		return nil, err
 	}
-	created := false
+	// Each unknown topic is created once per request, however many of
+	// its messages name it (st is not re-read until all are created).
+	created := map[string]bool{}
 	for _, pm := range msgs {
 		topic := pm.GetMessage().GetTopic()
-		if _, ok := st.Topics[topic]; ok {
+		if _, ok := st.Topics[topic]; ok || created[topic] {
 			continue
 		}
 		if !s.opts.AutoCreateTopics {
 			return nil, status.Errorf(codes.NotFound, "topic %q does not exist and automatic topic creation is off: create it first", topic)
 		}
+		s.metrics.topicCreates.Inc()
 		if _, err := s.admin.createTopic(ctx, &sundialv1.Topic{Name: topic}, true); err != nil {
 			return nil, err
 		}
-		created = true
+		created[topic] = true
 	}
-	if created {
+	if len(created) > 0 {
 		return s.readMeta(ctx, "created_topic")
 	}
 	return st, nil

@@ -354,6 +354,7 @@ type Command struct {
 	//	*Command_Purge
 	//	*Command_Redrive
 	//	*Command_Expire
+	//	*Command_Fence
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -495,6 +496,15 @@ func (x *Command) GetExpire() *Expire {
 	return nil
 }
 
+func (x *Command) GetFence() *Fence {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Fence); ok {
+			return x.Fence
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -543,6 +553,10 @@ type Command_Expire struct {
 	Expire *Expire `protobuf:"bytes,11,opt,name=expire,proto3,oneof"`
 }
 
+type Command_Fence struct {
+	Fence *Fence `protobuf:"bytes,12,opt,name=fence,proto3,oneof"`
+}
+
 func (*Command_Publish) isCommand_Kind() {}
 
 func (*Command_Lease) isCommand_Kind() {}
@@ -564,6 +578,8 @@ func (*Command_Purge) isCommand_Kind() {}
 func (*Command_Redrive) isCommand_Kind() {}
 
 func (*Command_Expire) isCommand_Kind() {}
+
+func (*Command_Fence) isCommand_Kind() {}
 
 type Publish struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1686,6 +1702,137 @@ func (x *Expire) GetMessageIds() [][]byte {
 	return nil
 }
 
+// Fence closes (or, with lift, reopens) a partition of a topic (a base
+// topic name, its dead-letter topic included) to keyed publishes while it
+// hands over to another shard (meta.Handover): the shard leading the old
+// owner proposes it before it asks meta to seal the hand-over, so a keyed
+// publish accepted under the open hand-over and applied after the fence is
+// refused (Outcome.fenced) instead of putting its key on two shards. A
+// fence is set only if the shard holds no key record of the partition
+// (Outcome.keys_held otherwise: nothing is written); setting it again, or
+// lifting a lifted one, changes nothing.
+type Fence struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition uint32                 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The topic's partition count, to map a key record to its partition.
+	Partitions    uint32 `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	Lift          bool   `protobuf:"varint,4,opt,name=lift,proto3" json:"lift,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Fence) Reset() {
+	*x = Fence{}
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fence) ProtoMessage() {}
+
+func (x *Fence) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fence.ProtoReflect.Descriptor instead.
+func (*Fence) Descriptor() ([]byte, []int) {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Fence) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Fence) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *Fence) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *Fence) GetLift() bool {
+	if x != nil {
+		return x.Lift
+	}
+	return false
+}
+
+// FencedPartition names the partition whose fence refused a publish.
+type FencedPartition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     uint32                 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FencedPartition) Reset() {
+	*x = FencedPartition{}
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FencedPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FencedPartition) ProtoMessage() {}
+
+func (x *FencedPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FencedPartition.ProtoReflect.Descriptor instead.
+func (*FencedPartition) Descriptor() ([]byte, []int) {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *FencedPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FencedPartition) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
 // CopyState is one group's state of one message.
 type CopyState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1709,7 +1856,7 @@ type CopyState struct {
 
 func (x *CopyState) Reset() {
 	*x = CopyState{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1868,7 @@ func (x *CopyState) String() string {
 func (*CopyState) ProtoMessage() {}
 
 func (x *CopyState) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1881,7 @@ func (x *CopyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyState.ProtoReflect.Descriptor instead.
 func (*CopyState) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CopyState) GetReason() string {
@@ -1826,13 +1973,19 @@ type Outcome struct {
 	// the other way round); nothing was written, published and change are
 	// empty.
 	RequestIdReused bool `protobuf:"varint,6,opt,name=request_id_reused,json=requestIdReused,proto3" json:"request_id_reused,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// For fence: the shard holds a key record of the partition, so no
+	// fence was set.
+	KeysHeld bool `protobuf:"varint,7,opt,name=keys_held,json=keysHeld,proto3" json:"keys_held,omitempty"`
+	// For publish: a keyed message of a fenced partition; nothing was
+	// written and published is empty.
+	Fenced        *FencedPartition `protobuf:"bytes,8,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +1997,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2010,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Outcome) GetPublished() []*PublishOutcome {
@@ -1902,6 +2055,20 @@ func (x *Outcome) GetRequestIdReused() bool {
 	return false
 }
 
+func (x *Outcome) GetKeysHeld() bool {
+	if x != nil {
+		return x.KeysHeld
+	}
+	return false
+}
+
+func (x *Outcome) GetFenced() *FencedPartition {
+	if x != nil {
+		return x.Fenced
+	}
+	return nil
+}
+
 type PublishOutcome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MessageId     []byte                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
@@ -1913,7 +2080,7 @@ type PublishOutcome struct {
 
 func (x *PublishOutcome) Reset() {
 	*x = PublishOutcome{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2092,7 @@ func (x *PublishOutcome) String() string {
 func (*PublishOutcome) ProtoMessage() {}
 
 func (x *PublishOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2105,7 @@ func (x *PublishOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishOutcome.ProtoReflect.Descriptor instead.
 func (*PublishOutcome) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PublishOutcome) GetMessageId() []byte {
@@ -1973,7 +2140,7 @@ type ChangeResult struct {
 
 func (x *ChangeResult) Reset() {
 	*x = ChangeResult{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2152,7 @@ func (x *ChangeResult) String() string {
 func (*ChangeResult) ProtoMessage() {}
 
 func (x *ChangeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2165,7 @@ func (x *ChangeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeResult.ProtoReflect.Descriptor instead.
 func (*ChangeResult) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ChangeResult) GetCode() ChangeCode {
@@ -2037,7 +2204,7 @@ type KeyRecord struct {
 
 func (x *KeyRecord) Reset() {
 	*x = KeyRecord{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2216,7 @@ func (x *KeyRecord) String() string {
 func (*KeyRecord) ProtoMessage() {}
 
 func (x *KeyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2229,7 @@ func (x *KeyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyRecord.ProtoReflect.Descriptor instead.
 func (*KeyRecord) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KeyRecord) GetMessageId() []byte {
@@ -2104,7 +2271,7 @@ type EndRecord struct {
 
 func (x *EndRecord) Reset() {
 	*x = EndRecord{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2283,7 @@ func (x *EndRecord) String() string {
 func (*EndRecord) ProtoMessage() {}
 
 func (x *EndRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2296,7 @@ func (x *EndRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndRecord.ProtoReflect.Descriptor instead.
 func (*EndRecord) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EndRecord) GetEnd() EndState {
@@ -2158,7 +2325,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2337,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2350,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Counters) GetPending() int64 {
@@ -2216,7 +2383,7 @@ type Outcomes struct {
 
 func (x *Outcomes) Reset() {
 	*x = Outcomes{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2395,7 @@ func (x *Outcomes) String() string {
 func (*Outcomes) ProtoMessage() {}
 
 func (x *Outcomes) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2408,7 @@ func (x *Outcomes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcomes.ProtoReflect.Descriptor instead.
 func (*Outcomes) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Outcomes) GetOutcomes() []*Outcome {
@@ -2267,7 +2434,7 @@ type DedupRecord struct {
 
 func (x *DedupRecord) Reset() {
 	*x = DedupRecord{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2446,7 @@ func (x *DedupRecord) String() string {
 func (*DedupRecord) ProtoMessage() {}
 
 func (x *DedupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2459,7 @@ func (x *DedupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupRecord.ProtoReflect.Descriptor instead.
 func (*DedupRecord) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DedupRecord) GetAppliedAtMs() int64 {
@@ -2322,7 +2489,7 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
 	"#broker/internal/fsm/fsmpb/fsm.proto\x12\x0esundial.fsm.v1\"<\n" +
 	"\x05Batch\x123\n" +
-	"\bcommands\x18\x01 \x03(\v2\x17.sundial.fsm.v1.CommandR\bcommands\"\xa2\x04\n" +
+	"\bcommands\x18\x01 \x03(\v2\x17.sundial.fsm.v1.CommandR\bcommands\"\xd1\x04\n" +
 	"\aCommand\x123\n" +
 	"\apublish\x18\x01 \x01(\v2\x17.sundial.fsm.v1.PublishH\x00R\apublish\x12-\n" +
 	"\x05lease\x18\x02 \x01(\v2\x15.sundial.fsm.v1.LeaseH\x00R\x05lease\x12'\n" +
@@ -2335,7 +2502,8 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05purge\x18\t \x01(\v2\x15.sundial.fsm.v1.PurgeH\x00R\x05purge\x123\n" +
 	"\aredrive\x18\n" +
 	" \x01(\v2\x17.sundial.fsm.v1.RedriveH\x00R\aredrive\x120\n" +
-	"\x06expire\x18\v \x01(\v2\x16.sundial.fsm.v1.ExpireH\x00R\x06expireB\x06\n" +
+	"\x06expire\x18\v \x01(\v2\x16.sundial.fsm.v1.ExpireH\x00R\x06expire\x12-\n" +
+	"\x05fence\x18\f \x01(\v2\x15.sundial.fsm.v1.FenceH\x00R\x05fenceB\x06\n" +
 	"\x04kind\"\x92\x01\n" +
 	"\aPublish\x12\x1d\n" +
 	"\n" +
@@ -2436,7 +2604,17 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1f\n" +
 	"\vmessage_ids\x18\x03 \x03(\fR\n" +
-	"messageIds\"\x9a\x02\n" +
+	"messageIds\"o\n" +
+	"\x05Fence\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\rR\n" +
+	"partitions\x12\x12\n" +
+	"\x04lift\x18\x04 \x01(\bR\x04lift\"E\n" +
+	"\x0fFencedPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\"\x9a\x02\n" +
 	"\tCopyState\x12\x16\n" +
 	"\x06reason\x18\a \x01(\tR\x06reason\x12\x12\n" +
 	"\x04fair\x18\b \x01(\bR\x04fair\x12!\n" +
@@ -2448,14 +2626,16 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\tpartition\x18\x05 \x01(\rR\tpartition\x12\x14\n" +
 	"\x05topic\x18\x06 \x01(\tR\x05topic\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\x04R\aversion\"\x82\x02\n" +
+	" \x01(\x04R\aversion\"\xd8\x02\n" +
 	"\aOutcome\x12<\n" +
 	"\tpublished\x18\x01 \x03(\v2\x1e.sundial.fsm.v1.PublishOutcomeR\tpublished\x12-\n" +
 	"\x05codes\x18\x02 \x03(\x0e2\x17.sundial.fsm.v1.RefCodeR\x05codes\x124\n" +
 	"\x06change\x18\x03 \x01(\v2\x1c.sundial.fsm.v1.ChangeResultR\x06change\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12\x12\n" +
 	"\x04more\x18\x05 \x01(\bR\x04more\x12*\n" +
-	"\x11request_id_reused\x18\x06 \x01(\bR\x0frequestIdReused\"\x88\x01\n" +
+	"\x11request_id_reused\x18\x06 \x01(\bR\x0frequestIdReused\x12\x1b\n" +
+	"\tkeys_held\x18\a \x01(\bR\bkeysHeld\x127\n" +
+	"\x06fenced\x18\b \x01(\v2\x1f.sundial.fsm.v1.FencedPartitionR\x06fenced\"\x88\x01\n" +
 	"\x0ePublishOutcome\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\fR\tmessageId\x12\x1a\n" +
@@ -2531,39 +2711,41 @@ func file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_broker_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
-	(KeyConflict)(0),       // 0: sundial.fsm.v1.KeyConflict
-	(KeyOutcome)(0),        // 1: sundial.fsm.v1.KeyOutcome
-	(ChangeCode)(0),        // 2: sundial.fsm.v1.ChangeCode
-	(EndState)(0),          // 3: sundial.fsm.v1.EndState
-	(RefCode)(0),           // 4: sundial.fsm.v1.RefCode
-	(*Batch)(nil),          // 5: sundial.fsm.v1.Batch
-	(*Command)(nil),        // 6: sundial.fsm.v1.Command
-	(*Publish)(nil),        // 7: sundial.fsm.v1.Publish
-	(*StoredMessage)(nil),  // 8: sundial.fsm.v1.StoredMessage
-	(*MessageRef)(nil),     // 9: sundial.fsm.v1.MessageRef
-	(*Lease)(nil),          // 10: sundial.fsm.v1.Lease
-	(*LeaseItem)(nil),      // 11: sundial.fsm.v1.LeaseItem
-	(*Ack)(nil),            // 12: sundial.fsm.v1.Ack
-	(*Nack)(nil),           // 13: sundial.fsm.v1.Nack
-	(*Extend)(nil),         // 14: sundial.fsm.v1.Extend
-	(*Sweep)(nil),          // 15: sundial.fsm.v1.Sweep
-	(*Change)(nil),         // 16: sundial.fsm.v1.Change
-	(*Group)(nil),          // 17: sundial.fsm.v1.Group
-	(*Purge)(nil),          // 18: sundial.fsm.v1.Purge
-	(*Redrive)(nil),        // 19: sundial.fsm.v1.Redrive
-	(*Expire)(nil),         // 20: sundial.fsm.v1.Expire
-	(*CopyState)(nil),      // 21: sundial.fsm.v1.CopyState
-	(*Outcome)(nil),        // 22: sundial.fsm.v1.Outcome
-	(*PublishOutcome)(nil), // 23: sundial.fsm.v1.PublishOutcome
-	(*ChangeResult)(nil),   // 24: sundial.fsm.v1.ChangeResult
-	(*KeyRecord)(nil),      // 25: sundial.fsm.v1.KeyRecord
-	(*EndRecord)(nil),      // 26: sundial.fsm.v1.EndRecord
-	(*Counters)(nil),       // 27: sundial.fsm.v1.Counters
-	(*Outcomes)(nil),       // 28: sundial.fsm.v1.Outcomes
-	(*DedupRecord)(nil),    // 29: sundial.fsm.v1.DedupRecord
-	nil,                    // 30: sundial.fsm.v1.StoredMessage.HeadersEntry
+	(KeyConflict)(0),        // 0: sundial.fsm.v1.KeyConflict
+	(KeyOutcome)(0),         // 1: sundial.fsm.v1.KeyOutcome
+	(ChangeCode)(0),         // 2: sundial.fsm.v1.ChangeCode
+	(EndState)(0),           // 3: sundial.fsm.v1.EndState
+	(RefCode)(0),            // 4: sundial.fsm.v1.RefCode
+	(*Batch)(nil),           // 5: sundial.fsm.v1.Batch
+	(*Command)(nil),         // 6: sundial.fsm.v1.Command
+	(*Publish)(nil),         // 7: sundial.fsm.v1.Publish
+	(*StoredMessage)(nil),   // 8: sundial.fsm.v1.StoredMessage
+	(*MessageRef)(nil),      // 9: sundial.fsm.v1.MessageRef
+	(*Lease)(nil),           // 10: sundial.fsm.v1.Lease
+	(*LeaseItem)(nil),       // 11: sundial.fsm.v1.LeaseItem
+	(*Ack)(nil),             // 12: sundial.fsm.v1.Ack
+	(*Nack)(nil),            // 13: sundial.fsm.v1.Nack
+	(*Extend)(nil),          // 14: sundial.fsm.v1.Extend
+	(*Sweep)(nil),           // 15: sundial.fsm.v1.Sweep
+	(*Change)(nil),          // 16: sundial.fsm.v1.Change
+	(*Group)(nil),           // 17: sundial.fsm.v1.Group
+	(*Purge)(nil),           // 18: sundial.fsm.v1.Purge
+	(*Redrive)(nil),         // 19: sundial.fsm.v1.Redrive
+	(*Expire)(nil),          // 20: sundial.fsm.v1.Expire
+	(*Fence)(nil),           // 21: sundial.fsm.v1.Fence
+	(*FencedPartition)(nil), // 22: sundial.fsm.v1.FencedPartition
+	(*CopyState)(nil),       // 23: sundial.fsm.v1.CopyState
+	(*Outcome)(nil),         // 24: sundial.fsm.v1.Outcome
+	(*PublishOutcome)(nil),  // 25: sundial.fsm.v1.PublishOutcome
+	(*ChangeResult)(nil),    // 26: sundial.fsm.v1.ChangeResult
+	(*KeyRecord)(nil),       // 27: sundial.fsm.v1.KeyRecord
+	(*EndRecord)(nil),       // 28: sundial.fsm.v1.EndRecord
+	(*Counters)(nil),        // 29: sundial.fsm.v1.Counters
+	(*Outcomes)(nil),        // 30: sundial.fsm.v1.Outcomes
+	(*DedupRecord)(nil),     // 31: sundial.fsm.v1.DedupRecord
+	nil,                     // 32: sundial.fsm.v1.StoredMessage.HeadersEntry
 }
 var file_broker_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	6,  // 0: sundial.fsm.v1.Batch.commands:type_name -> sundial.fsm.v1.Command
@@ -2578,28 +2760,30 @@ var file_broker_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	18, // 9: sundial.fsm.v1.Command.purge:type_name -> sundial.fsm.v1.Purge
 	19, // 10: sundial.fsm.v1.Command.redrive:type_name -> sundial.fsm.v1.Redrive
 	20, // 11: sundial.fsm.v1.Command.expire:type_name -> sundial.fsm.v1.Expire
-	8,  // 12: sundial.fsm.v1.Publish.messages:type_name -> sundial.fsm.v1.StoredMessage
-	30, // 13: sundial.fsm.v1.StoredMessage.headers:type_name -> sundial.fsm.v1.StoredMessage.HeadersEntry
-	0,  // 14: sundial.fsm.v1.StoredMessage.on_conflict:type_name -> sundial.fsm.v1.KeyConflict
-	11, // 15: sundial.fsm.v1.Lease.items:type_name -> sundial.fsm.v1.LeaseItem
-	9,  // 16: sundial.fsm.v1.LeaseItem.ref:type_name -> sundial.fsm.v1.MessageRef
-	9,  // 17: sundial.fsm.v1.Ack.refs:type_name -> sundial.fsm.v1.MessageRef
-	9,  // 18: sundial.fsm.v1.Nack.refs:type_name -> sundial.fsm.v1.MessageRef
-	9,  // 19: sundial.fsm.v1.Extend.refs:type_name -> sundial.fsm.v1.MessageRef
-	23, // 20: sundial.fsm.v1.Outcome.published:type_name -> sundial.fsm.v1.PublishOutcome
-	4,  // 21: sundial.fsm.v1.Outcome.codes:type_name -> sundial.fsm.v1.RefCode
-	24, // 22: sundial.fsm.v1.Outcome.change:type_name -> sundial.fsm.v1.ChangeResult
-	1,  // 23: sundial.fsm.v1.PublishOutcome.key_outcome:type_name -> sundial.fsm.v1.KeyOutcome
-	2,  // 24: sundial.fsm.v1.ChangeResult.code:type_name -> sundial.fsm.v1.ChangeCode
-	3,  // 25: sundial.fsm.v1.KeyRecord.end:type_name -> sundial.fsm.v1.EndState
-	3,  // 26: sundial.fsm.v1.EndRecord.end:type_name -> sundial.fsm.v1.EndState
-	22, // 27: sundial.fsm.v1.Outcomes.outcomes:type_name -> sundial.fsm.v1.Outcome
-	22, // 28: sundial.fsm.v1.DedupRecord.outcome:type_name -> sundial.fsm.v1.Outcome
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	21, // 12: sundial.fsm.v1.Command.fence:type_name -> sundial.fsm.v1.Fence
+	8,  // 13: sundial.fsm.v1.Publish.messages:type_name -> sundial.fsm.v1.StoredMessage
+	32, // 14: sundial.fsm.v1.StoredMessage.headers:type_name -> sundial.fsm.v1.StoredMessage.HeadersEntry
+	0,  // 15: sundial.fsm.v1.StoredMessage.on_conflict:type_name -> sundial.fsm.v1.KeyConflict
+	11, // 16: sundial.fsm.v1.Lease.items:type_name -> sundial.fsm.v1.LeaseItem
+	9,  // 17: sundial.fsm.v1.LeaseItem.ref:type_name -> sundial.fsm.v1.MessageRef
+	9,  // 18: sundial.fsm.v1.Ack.refs:type_name -> sundial.fsm.v1.MessageRef
+	9,  // 19: sundial.fsm.v1.Nack.refs:type_name -> sundial.fsm.v1.MessageRef
+	9,  // 20: sundial.fsm.v1.Extend.refs:type_name -> sundial.fsm.v1.MessageRef
+	25, // 21: sundial.fsm.v1.Outcome.published:type_name -> sundial.fsm.v1.PublishOutcome
+	4,  // 22: sundial.fsm.v1.Outcome.codes:type_name -> sundial.fsm.v1.RefCode
+	26, // 23: sundial.fsm.v1.Outcome.change:type_name -> sundial.fsm.v1.ChangeResult
+	22, // 24: sundial.fsm.v1.Outcome.fenced:type_name -> sundial.fsm.v1.FencedPartition
+	1,  // 25: sundial.fsm.v1.PublishOutcome.key_outcome:type_name -> sundial.fsm.v1.KeyOutcome
+	2,  // 26: sundial.fsm.v1.ChangeResult.code:type_name -> sundial.fsm.v1.ChangeCode
+	3,  // 27: sundial.fsm.v1.KeyRecord.end:type_name -> sundial.fsm.v1.EndState
+	3,  // 28: sundial.fsm.v1.EndRecord.end:type_name -> sundial.fsm.v1.EndState
+	24, // 29: sundial.fsm.v1.Outcomes.outcomes:type_name -> sundial.fsm.v1.Outcome
+	24, // 30: sundial.fsm.v1.DedupRecord.outcome:type_name -> sundial.fsm.v1.Outcome
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_broker_internal_fsm_fsmpb_fsm_proto_init() }
@@ -2619,6 +2803,7 @@ func file_broker_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_Purge)(nil),
 		(*Command_Redrive)(nil),
 		(*Command_Expire)(nil),
+		(*Command_Fence)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2626,7 +2811,7 @@ func file_broker_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

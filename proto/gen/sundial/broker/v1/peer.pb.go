@@ -519,8 +519,7 @@ func (x *TransferShardLeaderRequest) GetToNodeId() uint64 {
 
 type TransferShardLeaderResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The node the answering broker saw leading the shard when asked (0:
-	// unknown).
+	// The node that queued the transfer: the answering broker, the leader.
 	LeaderNodeId  uint64 `protobuf:"varint,1,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

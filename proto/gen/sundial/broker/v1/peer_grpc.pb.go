@@ -55,10 +55,12 @@ type PeerClient interface {
 	// holds no replica of the shard; InvalidArgument names a missing field;
 	// Unavailable for Dragonboat's temporary errors.
 	ChangeShardMembership(ctx context.Context, in *ChangeShardMembershipRequest, opts ...grpc.CallOption) (*ChangeShardMembershipResponse, error)
-	// TransferShardLeader asks the answering broker's replica of an event
-	// shard to move the shard's leadership to the replica on to_node_id (a
-	// follower passes the request to the leader); it answers once the
-	// request is queued, not after the election. FailedPrecondition names
+	// TransferShardLeader asks the answering broker, which must lead the
+	// event shard, to move the shard's leadership to the replica on
+	// to_node_id; the leader ends its leader lease first. It answers once
+	// the request is queued, not after the election. A follower answers
+	// NotLeader (FailedPrecondition with a NotLeader detail naming the
+	// leader, if known) and queues nothing. FailedPrecondition names
 	// shard_id when the broker holds no replica, to_node_id when that node
 	// holds none.
 	TransferShardLeader(ctx context.Context, in *TransferShardLeaderRequest, opts ...grpc.CallOption) (*TransferShardLeaderResponse, error)
@@ -140,10 +142,12 @@ type PeerServer interface {
 	// holds no replica of the shard; InvalidArgument names a missing field;
 	// Unavailable for Dragonboat's temporary errors.
 	ChangeShardMembership(context.Context, *ChangeShardMembershipRequest) (*ChangeShardMembershipResponse, error)
-	// TransferShardLeader asks the answering broker's replica of an event
-	// shard to move the shard's leadership to the replica on to_node_id (a
-	// follower passes the request to the leader); it answers once the
-	// request is queued, not after the election. FailedPrecondition names
+	// TransferShardLeader asks the answering broker, which must lead the
+	// event shard, to move the shard's leadership to the replica on
+	// to_node_id; the leader ends its leader lease first. It answers once
+	// the request is queued, not after the election. A follower answers
+	// NotLeader (FailedPrecondition with a NotLeader detail naming the
+	// leader, if known) and queues nothing. FailedPrecondition names
 	// shard_id when the broker holds no replica, to_node_id when that node
 	// holds none.
 	TransferShardLeader(context.Context, *TransferShardLeaderRequest) (*TransferShardLeaderResponse, error)
