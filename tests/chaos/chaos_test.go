@@ -18,7 +18,6 @@ import (
 	"github.com/sundialmq/sundial/proc"
 	"github.com/sundialmq/sundial/tests/checker"
 	"github.com/sundialmq/sundial/tests/framework"
-	"github.com/sundialmq/sundial/tests/history"
 	"github.com/sundialmq/sundial/tests/workload"
 )
 
@@ -118,12 +117,12 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos seed %d: faults injected %d (%s); %s", seed, len(done), Count(done), res.Summary())
 	t.Logf("unknown answers:%s", workload.UnknownCauses(ops))
 	if len(res.Violations) > 0 {
+		// make chaos names data/chaos/history-<seed>.jsonl; else a kept dir.
 		path := os.Getenv("CHAOS_HISTORY")
 		if path == "" {
-			path = filepath.Join(t.TempDir(), "history.jsonl")
-		}
-		if err := writeHistory(path, ops); err != nil {
-			t.Logf("write history: %v", err)
+			path = framework.KeepHistory(t, ops)
+		} else if err := framework.WriteHistory(path, ops); err != nil {
+			path = "not kept: " + err.Error()
 		}
 		t.Errorf("chaos seed %d: %d violations (history in %s):\n%s", seed, len(res.Violations), path, res)
 	}
@@ -320,19 +319,4 @@ func heal(t *testing.T, c *framework.Cluster, removed *removedSet, proxies int) 
 	if err := c.WaitReady(2 * time.Minute); err != nil {
 		t.Errorf("cluster not ready after healing: %v", err)
 	}
-}
-
-func writeHistory(path string, ops []history.Op) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := history.WriteJSON(f, ops); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

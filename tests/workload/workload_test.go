@@ -3,8 +3,6 @@ package workload
 import (
 	"context"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -53,12 +51,7 @@ func TestWorkloadWithoutFaults(t *testing.T) {
 	res := checker.Check(w.CheckerConfig(), ops)
 	t.Logf("checked: %s; unknown answers:%s", res.Summary(), UnknownCauses(ops))
 	if len(res.Violations) > 0 {
-		path := filepath.Join(t.TempDir(), "history.jsonl")
-		if f, err := os.Create(path); err == nil {
-			_ = history.WriteJSON(f, ops)
-			f.Close()
-		}
-		t.Errorf("violations (history in %s):\n%s", path, res)
+		t.Errorf("violations (history in %s):\n%s", framework.KeepHistory(t, ops), res)
 	}
 }
 
