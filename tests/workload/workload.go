@@ -120,9 +120,9 @@ type Workload struct {
 	rec  *history.Recorder
 	seed atomic.Uint64
 
-	mu     sync.Mutex // guards recent and sent
-	recent []known    // messages answered, for cancels, reschedules and rewrites
-	sent   []sent     // the latest requests answered, to send again
+	mu     sync.Mutex    // guards recent and sent
+	recent []known       // messages answered, for cancels, reschedules and rewrites
+	sent   []sentRequest // the latest requests answered, to send again
 
 	payloads atomic.Int64
 	ops      atomic.Int64
@@ -136,9 +136,9 @@ type known struct {
 	conflict sundialv1.KeyConflict
 }
 
-// sent is a request the workload may send again: the same request id,
-// which must be answered as at its first invoke.
-type sent struct {
+// sentRequest is a request the workload may send again: the same request
+// id, which must be answered as at its first invoke.
+type sentRequest struct {
 	req *sundialv1.PublishRequest
 	at  time.Time // its first invoke
 }
@@ -350,7 +350,7 @@ func (w *Workload) replayable(rng *rand.Rand, now time.Time) *sundialv1.PublishR
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	age := w.cfg.replayAge()
-	w.sent = slices.DeleteFunc(w.sent, func(s sent) bool { return now.Sub(s.at) >= age })
+	w.sent = slices.DeleteFunc(w.sent, func(s sentRequest) bool { return now.Sub(s.at) >= age })
 	if len(w.sent) == 0 {
 		return nil
 	}
@@ -388,14 +388,14 @@ func (w *Workload) pick(rng *rand.Rand, keyed bool) (known, bool) {
 // remember keeps an answered message for later operations and, unless s
 // is zero, its request to send again (once per request; at most maxSent,
 // the latest).
-func (w *Workload) remember(k known, s sent) {
+func (w *Workload) remember(k known, s sentRequest) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.recent = append(w.recent, k)
 	if len(w.recent) > 1024 {
 		w.recent = w.recent[len(w.recent)-512:]
 	}
-	if s.req == nil || slices.ContainsFunc(w.sent, func(o sent) bool { return o.req == s.req }) {
+	if s.req == nil || slices.ContainsFunc(w.sent, func(o sentRequest) bool { return o.req == s.req }) {
 		return
 	}
 	w.sent = append(w.sent, s)
@@ -408,9 +408,9 @@ func (w *Workload) remember(k known, s sent) {
 // records one operation per message. A request sent for the first time
 // (not replay) is remembered to be sent again.
 func (w *Workload) publish(ctx context.Context, name string, req *sundialv1.PublishRequest, replay bool) {
-	first := sent{req: req, at: time.Now()}
+	first := sentRequest{req: req, at: time.Now()}
 	if replay {
-		first = sent{}
+		first = sentRequest{}
 	}
 	ops := make([]*history.Op, len(req.GetMessages()))
 	for i, m := range req.GetMessages() {

@@ -65,10 +65,10 @@ func TestReplayOnlyWithinTheDedupWindow(t *testing.T) {
 	edge := &sundialv1.PublishRequest{RequestId: "edge"}
 	old := &sundialv1.PublishRequest{RequestId: "old"}
 	limit := 10*time.Minute - 8*time.Second - time.Minute
-	w.remember(known{}, sent{req: old, at: now.Add(-11 * time.Minute)})
-	w.remember(known{}, sent{req: edge, at: now.Add(-limit)})
-	w.remember(known{}, sent{req: young, at: now.Add(-limit + time.Second)})
-	w.remember(known{}, sent{req: young, at: now}) // the same request again: kept once, at its first invoke
+	w.remember(known{}, sentRequest{req: old, at: now.Add(-11 * time.Minute)})
+	w.remember(known{}, sentRequest{req: edge, at: now.Add(-limit)})
+	w.remember(known{}, sentRequest{req: young, at: now.Add(-limit + time.Second)})
+	w.remember(known{}, sentRequest{req: young, at: now}) // the same request again: kept once, at its first invoke
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 20 {
 		if got := w.replayable(rng, now); got != young {
