@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sundialmq/sundial/broker"
 	"github.com/sundialmq/sundial/proc"
 	"github.com/sundialmq/sundial/tests/checker"
 	"github.com/sundialmq/sundial/tests/framework"
-	"github.com/sundialmq/sundial/tests/history"
 	"github.com/sundialmq/sundial/tests/workload"
 )
 
@@ -71,7 +71,11 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), duration+15*time.Minute)
 	defer cancel()
 	// Eight partitions, so a shards add hands some over.
-	w, err := workload.New(ctx, workload.Config{Seed: seed, Duration: duration, Partitions: 8, Ops: int(duration.Seconds()) * 40}, c.ProxyAddrs())
+	// The brokers keep their default dedup window: the workload re-sends a
+	// request only within it, and the checker knows it (a run longer than
+	// the window would otherwise "find" ids answered anew, as documented).
+	w, err := workload.New(ctx, workload.Config{Seed: seed, Duration: duration, Partitions: 8, Ops: int(duration.Seconds()) * 40,
+		DedupWindow: broker.DefaultConfig().DedupWindow}, c.ProxyAddrs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +117,12 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos seed %d: faults injected %d (%s); %s", seed, len(done), Count(done), res.Summary())
 	t.Logf("unknown answers:%s", workload.UnknownCauses(ops))
 	if len(res.Violations) > 0 {
+		// make chaos names data/chaos/history-<seed>.jsonl; else a kept dir.
 		path := os.Getenv("CHAOS_HISTORY")
 		if path == "" {
-			path = filepath.Join(t.TempDir(), "history.jsonl")
-		}
-		if err := writeHistory(path, ops); err != nil {
-			t.Logf("write history: %v", err)
+			path = framework.KeepHistory(t, ops)
+		} else if err := framework.WriteHistory(path, ops); err != nil {
+			path = "not kept: " + err.Error()
 		}
 		t.Errorf("chaos seed %d: %d violations (history in %s):\n%s", seed, len(res.Violations), path, res)
 	}
@@ -315,19 +319,4 @@ func heal(t *testing.T, c *framework.Cluster, removed *removedSet, proxies int) 
 	if err := c.WaitReady(2 * time.Minute); err != nil {
 		t.Errorf("cluster not ready after healing: %v", err)
 	}
-}
-
-func writeHistory(path string, ops []history.Op) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := history.WriteJSON(f, ops); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -23,9 +23,12 @@
 //	   promised (or a concurrent one); and a REPLACED or DEBOUNCED answer's
 //	   payload reaches every group that had not acked before the answer.
 //	G6 every OK answer to one request id (and message index) names the
-//	   same message and due time. For G2 and G5 the answers to one request
-//	   id are one logical publish, from its first invoke to its first
-//	   answer.
+//	   same message and due time, within the dedup window
+//	   (Config.DedupWindow): a re-send that may have reached the broker
+//	   after the window since the first use may be answered anew, and its
+//	   answer holds from then on. For G2 and G5 the answers to one use of a
+//	   request id are one logical publish, from its first invoke to its
+//	   first answer.
 //
 // Times: every process runs on one machine and one clock; Config.Tolerance
 // absorbs millisecond truncation. The checker is pure: it reads Ops and
@@ -48,6 +51,12 @@ type Config struct {
 	Groups map[string][]string
 	// Tolerance is the clock slack of the time comparisons; default 1 ms.
 	Tolerance time.Duration
+	// DedupWindow is the brokers' dedup_window: a request id is
+	// remembered for it after the broker stored the id's first answer, so
+	// a re-sent request that may have reached the broker later than its
+	// first invoke plus the window may be answered as a new request (G6),
+	// and is then a publish of its own. Zero: request ids never expire.
+	DedupWindow time.Duration
 	// SkipLiveness leaves out the properties that need a drained history
 	// (G1 and G5's promised-payload check), for a history cut mid-run.
 	SkipLiveness bool
@@ -162,7 +171,7 @@ func Check(cfg Config, ops []history.Op) Result {
 			c.checkLiveness(m)
 		}
 	}
-	c.checkRequestIDs(ops)
+	c.checkRequestIDs()
 	res.Violations = c.violations
 	return res
 }
@@ -171,6 +180,7 @@ type run struct {
 	cfg        Config
 	msgs       map[string]*message
 	byKey      map[string][]*message // topic/key -> messages that had it
+	uses       requestUseSet         // the uses of each request id (G6)
 	violations []Violation
 }
 
@@ -245,16 +255,18 @@ func (c *run) index(ops []history.Op) {
 			}
 		}
 	}
-	// Pass 2: what may have changed each message. The answers to one
-	// request id are one logical publish (a re-sent request replays the
-	// stored answer), taken from its first invoke to its first answer.
-	logical := mergeRequests(ops)
+	// Pass 2: what may have changed each message. The answers to one use
+	// of a request id are one logical publish (a re-sent request replays
+	// the stored answer), taken from its first invoke to its first answer;
+	// a re-send answered anew after the dedup window is another.
+	c.uses = requestUses(ops, c.cfg.DedupWindow, c.cfg.Tolerance)
+	logical := mergeRequests(ops, c.uses.use)
 	for i := range ops {
 		op := &ops[i]
 		if op.Kind == history.Publish && op.RequestID != "" {
-			op = logical[requestSlot{op.RequestID, op.Index}]
+			op = logical[c.uses.use[i]]
 			if op.Seq != ops[i].Seq {
-				continue // only the first op of a request stands for it
+				continue // only the first op of a use stands for it
 			}
 		}
 		switch op.Kind {
@@ -295,43 +307,6 @@ func (c *run) index(ops []history.Op) {
 			}
 		}
 	}
-}
-
-type requestSlot struct {
-	rid string
-	idx int
-}
-
-// mergeRequests folds the publish ops of each (request id, message index)
-// into one: the first op's request, invoked at the earliest invoke,
-// answered by the first OK answer (completed at the earliest OK
-// completion), else Failed when every answer is Failed, else Unknown.
-func mergeRequests(ops []history.Op) map[requestSlot]*history.Op {
-	out := map[requestSlot]*history.Op{}
-	for i := range ops {
-		op := &ops[i]
-		if op.Kind != history.Publish || op.RequestID == "" {
-			continue
-		}
-		k := requestSlot{op.RequestID, op.Index}
-		cur, ok := out[k]
-		if !ok {
-			cp := *op
-			out[k] = &cp
-			continue
-		}
-		switch {
-		case op.Answer == history.OK && cur.Answer != history.OK:
-			seq, inv := cur.Seq, cur.Invoke
-			*cur = *op
-			cur.Seq, cur.Invoke = seq, inv
-		case op.Answer == history.OK && op.Complete.Before(cur.Complete):
-			cur.Complete = op.Complete
-		case op.Answer == history.Unknown && cur.Answer == history.Failed:
-			cur.Answer, cur.Complete = history.Unknown, time.Time{}
-		}
-	}
-	return out
 }
 
 // publishEvent is what a publish may have done to its key's message; nil
@@ -547,38 +522,6 @@ func (c *run) checkPromisedPayloads(m *message, g string, got []*history.Op) {
 		if !found {
 			c.flag("G5", m, g, fmt.Sprintf("%s answered for payload %q, which was never delivered", x.op.Outcome, x.op.Payload), x.op)
 			c.violations[len(c.violations)-1].Liveness = true
-		}
-	}
-}
-
-// checkRequestIDs checks G6.
-func (c *run) checkRequestIDs(all []history.Op) {
-	type slot struct {
-		rid string
-		idx int
-	}
-	seen := map[slot][]*history.Op{}
-	var order []slot
-	for i := range all {
-		op := &all[i]
-		if op.Kind != history.Publish || op.RequestID == "" || op.Answer == history.Unknown {
-			continue
-		}
-		s := slot{op.RequestID, op.Index}
-		if seen[s] == nil {
-			order = append(order, s)
-		}
-		seen[s] = append(seen[s], op)
-	}
-	for _, s := range order {
-		answers := seen[s]
-		first := answers[0]
-		for _, o := range answers[1:] {
-			if o.Answer != first.Answer || o.MessageID != first.MessageID || o.DueMs != first.DueMs || o.Outcome != first.Outcome {
-				m := &message{id: first.MessageID}
-				c.flag("G6", m, "", fmt.Sprintf("request %s message %d answered %s %s %q due %d, then %s %s %q due %d",
-					s.rid, s.idx, first.Answer, first.Outcome, first.MessageID, first.DueMs, o.Answer, o.Outcome, o.MessageID, o.DueMs), first, o)
-			}
 		}
 	}
 }

@@ -205,3 +205,58 @@ func TestCheckNackAnsweredStaleStillCounts(t *testing.T) {
 		t.Fatalf("Check() = %s, want no violations", res)
 	}
 }
+
+// TestCheckDedupWindow: a request id's answers agree within the brokers'
+// dedup window; a re-send that may have reached the broker after it (first
+// invoke + window) may be answered as a new publish, which is then its own
+// message, and that new answer holds for the re-sends after it.
+func TestCheckDedupWindow(t *testing.T) {
+	const window = 10_000 // ms
+	one := map[string][]string{"t": {"g"}}
+	first := func() *h {
+		return new(h).pub(0, 5, "m1", "", "p", history.Created, 100).deliver(100, "m1", "g", "p", 1, 100, 30100)
+	}
+	tests := []struct {
+		name   string
+		window time.Duration
+		hist   *h
+		want   map[string]int
+	}{
+		{"just inside the window: a new message is a second outcome", window * time.Millisecond,
+			first().pub(window-20, window-10, "m2", "", "p", history.Created, window+90).deliver(window+90, "m2", "g", "p", 1, window+90, window+30090),
+			map[string]int{"G6": 1}},
+		{"just inside the window: the first outcome", window * time.Millisecond,
+			first().pub(window-20, window-10, "m1", "", "p", history.Created, 100),
+			nil},
+		{"answered after the window: a new message is allowed", window * time.Millisecond,
+			first().pub(window-20, window+10, "m2", "", "p", history.Created, window+100).deliver(window+100, "m2", "g", "p", 1, window+100, window+30100),
+			nil},
+		{"after the window: the first outcome still (not swept yet)", window * time.Millisecond,
+			first().pub(window+50, window+60, "m1", "", "p", history.Created, 100),
+			nil},
+		{"after a new outcome the first one is gone", window * time.Millisecond,
+			first().pub(window+50, window+60, "m2", "", "p", history.Created, window+150).deliver(window+150, "m2", "g", "p", 1, window+150, window+30150).
+				pub(window+200, window+210, "m1", "", "p", history.Created, 100),
+			map[string]int{"G6": 1}},
+		{"the new message must be delivered like any publish", window * time.Millisecond,
+			first().pub(window+50, window+60, "m2", "", "p", history.Created, window+150),
+			map[string]int{"G1": 1}},
+		{"without a window a request id never expires", 0,
+			first().pub(window+50, window+60, "m2", "", "p", history.Created, window+150).deliver(window+150, "m2", "g", "p", 1, window+150, window+30150),
+			map[string]int{"G6": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := Check(Config{Groups: one, DedupWindow: tt.window}, tt.hist.ops)
+			got := res.ByProperty()
+			if len(got) != len(tt.want) {
+				t.Fatalf("Check() violations = %v, want %v\n%s", got, tt.want, res)
+			}
+			for p, n := range tt.want {
+				if got[p] != n {
+					t.Fatalf("Check() violations = %v, want %v\n%s", got, tt.want, res)
+				}
+			}
+		})
+	}
+}

@@ -4,13 +4,15 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sundialmq/sundial/tests/history"
 )
 
 // TestRecheckHistory checks a saved history (make chaos writes one per
 // failing seed): CHECK_HISTORY=path, CHECK_GROUPS=topic:g1,g2 (default
-// chaos:default,second). Skipped when CHECK_HISTORY is unset.
+// chaos:default,second), CHECK_DEDUP_WINDOW=the brokers' dedup_window
+// (default 10m, the broker's default). Skipped when CHECK_HISTORY is unset.
 func TestRecheckHistory(t *testing.T) {
 	path := os.Getenv("CHECK_HISTORY")
 	if path == "" {
@@ -30,7 +32,13 @@ func TestRecheckHistory(t *testing.T) {
 		spec = "chaos:default,second"
 	}
 	topic, groups, _ := strings.Cut(spec, ":")
-	res := Check(Config{Groups: map[string][]string{topic: strings.Split(groups, ",")}}, ops)
+	window := 10 * time.Minute
+	if v := os.Getenv("CHECK_DEDUP_WINDOW"); v != "" {
+		if window, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("CHECK_DEDUP_WINDOW: %v", err)
+		}
+	}
+	res := Check(Config{Groups: map[string][]string{topic: strings.Split(groups, ",")}, DedupWindow: window}, ops)
 	t.Logf("%s", res.Summary())
 	if len(res.Violations) > 0 {
 		t.Errorf("%s", res)

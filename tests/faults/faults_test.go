@@ -7,8 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -91,12 +89,7 @@ func check(t *testing.T, w *workload.Workload) checker.Result {
 	res := checker.Check(w.CheckerConfig(), ops)
 	t.Logf("checked: %s", res.Summary())
 	if len(res.Violations) > 0 {
-		path := filepath.Join(t.TempDir(), "history.jsonl")
-		if f, err := os.Create(path); err == nil {
-			_ = history.WriteJSON(f, ops)
-			f.Close()
-		}
-		t.Errorf("violations (history in %s):\n%s", path, res)
+		t.Errorf("violations (history in %s):\n%s", framework.KeepHistory(t, ops), res)
 	}
 	return res
 }

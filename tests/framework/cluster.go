@@ -99,7 +99,8 @@ type Cluster struct {
 
 // NewCluster starts cfg's brokers and proxies and waits until they are
 // ready and a publish through the first proxy succeeds. Stop is registered
-// with t.Cleanup; when t failed, each process's log tail is printed.
+// with t.Cleanup; when t failed, the process logs are kept (keepLogs) and
+// each one's tail is printed with the kept file's path.
 func NewCluster(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
 	cfg = cfg.withDefaults()
@@ -110,15 +111,24 @@ func NewCluster(t testing.TB, cfg Config) *Cluster {
 	c := &Cluster{t: t, cfg: cfg, bin: bin, dir: t.TempDir(),
 		isolated: map[int]bool{}, parted: map[[2]int]bool{}, cutGRPC: map[int]bool{}, slow: map[int]time.Duration{}}
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.LogTails(6000))
-		}
 		c.Stop()
-		if dir := os.Getenv("SUNDIAL_KEEP_LOGS"); dir != "" && t.Failed() {
-			if err := c.keepLogs(dir); err != nil {
-				t.Logf("keep logs: %v", err)
-			}
+		if !t.Failed() {
+			return
 		}
+		// The logs live in t.TempDir, removed when the test ends: keep
+		// them (in SUNDIAL_KEEP_LOGS, else a KeepDir) before naming them.
+		dir, err := os.Getenv("SUNDIAL_KEEP_LOGS"), error(nil)
+		if dir == "" {
+			dir, err = KeepDir(t)
+		}
+		if err == nil {
+			err = c.keepLogs(dir)
+		}
+		if err != nil {
+			t.Logf("keep logs: %v", err)
+			dir = ""
+		}
+		t.Log(c.logTails(6000, dir))
 	})
 	var members, seeds []string
 	for i := 1; i <= cfg.Brokers; i++ {
@@ -496,7 +506,8 @@ func (c *Cluster) Stop() {
 
 // keepLogs copies every process log of a failed test into dir (made if
 // missing), for a run whose temporary dir is removed at its end:
-// SUNDIAL_KEEP_LOGS names it (make chaos sets data/chaos/logs-<seed>).
+// SUNDIAL_KEEP_LOGS names it (make chaos sets data/chaos/logs-<seed>),
+// else a KeepDir.
 func (c *Cluster) keepLogs(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -518,14 +529,24 @@ func (c *Cluster) keepLogs(dir string) error {
 	return nil
 }
 
-// LogTails returns the last n bytes of every process log.
-func (c *Cluster) LogTails(n int) string {
-	var sb strings.Builder
+// logTails returns the last n bytes of every process log, naming each log
+// by its copy in kept (see keepLogs) when kept is set, else by its path
+// under the test's temporary dir.
+func (c *Cluster) logTails(n int, kept string) string {
+	var names []string
 	for _, b := range c.Brokers {
-		fmt.Fprintf(&sb, "--- %s (%s):\n%s\n", b.Name, c.logPath(b.Name), tail(c.logPath(b.Name), n))
+		names = append(names, b.Name)
 	}
 	for _, p := range c.Proxies {
-		fmt.Fprintf(&sb, "--- %s (%s):\n%s\n", p.Name, c.logPath(p.Name), tail(c.logPath(p.Name), n))
+		names = append(names, p.Name)
+	}
+	var sb strings.Builder
+	for _, name := range names {
+		path := c.logPath(name)
+		if kept != "" {
+			path = filepath.Join(kept, name+".log")
+		}
+		fmt.Fprintf(&sb, "--- %s (%s):\n%s\n", name, path, tail(c.logPath(name), n))
 	}
 	return sb.String()
 }

@@ -1,6 +1,8 @@
 // Package framework runs a Sundial cluster of real processes for tests: the
 // sundial-broker and sundial-proxy binaries, on loopback ports, with data
-// dirs and logs under t.TempDir(), and injects faults into it.
+// dirs and logs under t.TempDir() (the logs of a failed test, and the
+// histories tests write with KeepHistory, kept in a KeepDir), and injects
+// faults into it.
 //
 // What it owns:
 //   - Ports: MustFreeAddr, over proc.FreeAddr (loopback ports 20000-31999,

@@ -15,6 +15,7 @@ import (
 	"github.com/sundialmq/sundial/broker"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/tests/checker"
+	"github.com/sundialmq/sundial/tests/framework"
 	"github.com/sundialmq/sundial/tests/workload"
 )
 
@@ -230,10 +231,11 @@ func TestDrainAndRemoveNodeUnderTraffic(t *testing.T) {
 	if pending := w.Drain(90 * time.Second); len(pending) > 0 {
 		t.Logf("drain ended with %d deliveries outstanding", len(pending))
 	}
-	res := checker.Check(w.CheckerConfig(), w.Recorder().Ops())
+	ops := w.Recorder().Ops()
+	res := checker.Check(w.CheckerConfig(), ops)
 	t.Logf("%s", res.Summary())
 	if len(res.Violations) > 0 {
-		t.Fatalf("%d violations across the drain and removal:\n%s", len(res.Violations), res)
+		t.Fatalf("%d violations across the drain and removal (history in %s):\n%s", len(res.Violations), framework.KeepHistory(t, ops), res)
 	}
 	w.Stop()
 

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proxy"
@@ -18,7 +19,11 @@ import (
 // TestRetriedPublishIsAnsweredNotRepeated: a publish retried with its
 // request id, through the same proxy or another one, answers the first
 // attempt's ids and stores nothing more; the id reused for other messages
-// is refused with InvalidArgument.
+// is refused with InvalidArgument. What a busy machine may do to a
+// cluster (a shard between leaders answering Unavailable, a delivery
+// pushed again after a leader change) is retried or allowed as the SDK
+// and at-least-once delivery allow; only a second outcome for the request
+// id fails the test.
 func TestRetriedPublishIsAnsweredNotRepeated(t *testing.T) {
 	c := New(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -40,7 +45,7 @@ func TestRetriedPublishIsAnsweredNotRepeated(t *testing.T) {
 		return msgs
 	}
 	const rid = "retry-test-request"
-	first := publishAs(t, c.Producer, rid, batch("m"))
+	first := answered(t, c.Producer, rid, batch("m"))
 	ids := map[string]int{} // message id → request position
 	for i, r := range first {
 		if r.GetError() != nil {
@@ -53,26 +58,32 @@ func TestRetriedPublishIsAnsweredNotRepeated(t *testing.T) {
 	}
 	producers := []sundialv1.ProducerClient{c.Producer, sundialv1.NewProducerClient(other), c.Producer}
 	for attempt, p := range producers {
-		again := publishAs(t, p, rid, batch("m"))
+		again := answered(t, p, rid, batch("m"))
 		for i, r := range again {
 			if r.GetError() != nil || r.GetMessageId() != first[i].GetMessageId() {
 				t.Fatalf("retry %d of Publish(%s) result %d = %v, want id %s", attempt, rid, i, r, first[i].GetMessageId())
 			}
 		}
 	}
-	reused := publishAs(t, c.Producer, rid, batch("other"))
+	reused := answered(t, c.Producer, rid, batch("other"))
 	for i, r := range reused {
 		if code := codes.Code(r.GetError().GetCode()); code != codes.InvalidArgument {
 			t.Fatalf("Publish(%s, other payloads) result %d = %v, want InvalidArgument", rid, i, r)
 		}
 	}
 
+	// Every delivery is one of the first attempt's messages with its
+	// payload; each of them arrives. Delivery is at least once: a copy
+	// pushed by a leader that lost its term before the lease committed
+	// comes again (and its first receipt's ack may fail), so a message
+	// seen twice is no second message. A retry that stored anything would
+	// deliver an id the first answer did not name.
 	sub := c.Subscribe("retried", "", n, 0)
-	delivered := 0
-	for seen := map[string]bool{}; ; {
-		wait := 15 * time.Second
+	seen := map[string]bool{}
+	for {
+		wait := 30 * time.Second
 		if len(seen) == n {
-			wait = 2 * time.Second // then: nothing more may arrive
+			wait = 2 * time.Second // then: nothing else may arrive
 		}
 		got, ok := sub.Next(wait)
 		if !ok {
@@ -81,36 +92,68 @@ func TestRetriedPublishIsAnsweredNotRepeated(t *testing.T) {
 			}
 			break
 		}
-		delivered++
 		i, known := ids[got.MessageId]
 		if !known || string(got.Payload) != fmt.Sprintf("m-%d", i) {
 			t.Fatalf("delivered %s payload %q, not one of the first attempt's messages", got.MessageId, got.Payload)
 		}
 		seen[got.MessageId] = true
 		if r := ack(t, c, got.Receipt); r[0].GetError() != nil {
-			t.Fatalf("Ack(%s) = %v", got.MessageId, r[0].GetError())
+			t.Logf("Ack(%s attempt %d) = %v; it comes again", got.MessageId, got.Attempt, r[0].GetError())
 		}
 		sub.Credit(1)
 	}
-	if delivered != n {
-		t.Fatalf("delivered %d messages for %d published, want each once", delivered, n)
-	}
+}
+
+// answered sends the request with request id rid until no result carries
+// an error a retry may cure (Unavailable, DeadlineExceeded: a shard
+// between leaders, a machine too busy to answer in time), as the SDK does,
+// and returns the last results. A
+// result answered OK once must name the same message on every later
+// attempt.
+func answered(t *testing.T, p sundialv1.ProducerClient, rid string, msgs []*sundialv1.Message) []*sundialv1.PublishResult {
+	t.Helper()
+	ids := make([]string, len(msgs))
+	var res []*sundialv1.PublishResult
+	Eventually(t, 60*time.Second, func() error {
+		var err error
+		if res, err = publishAs(t, p, rid, msgs); err != nil {
+			return err
+		}
+		var transient error
+		for i, r := range res {
+			switch code := codes.Code(r.GetError().GetCode()); {
+			case r.GetError() == nil && ids[i] == "":
+				ids[i] = r.GetMessageId()
+			case r.GetError() == nil && ids[i] != r.GetMessageId():
+				t.Fatalf("Publish(%s) result %d = %s, an earlier attempt answered %s", rid, i, r.GetMessageId(), ids[i])
+			case code == codes.Unavailable || code == codes.DeadlineExceeded:
+				transient = fmt.Errorf("result %d: %v", i, r.GetError())
+			}
+		}
+		return transient
+	})
+	return res
 }
 
 // publishAs sends one request with request id rid and returns its results,
-// failed ones included.
-func publishAs(t *testing.T, p sundialv1.ProducerClient, rid string, msgs []*sundialv1.Message) []*sundialv1.PublishResult {
+// failed ones included. A failure of the whole call is returned when a
+// retry may cure it (Unavailable, DeadlineExceeded) and fails the test
+// otherwise.
+func publishAs(t *testing.T, p sundialv1.ProducerClient, rid string, msgs []*sundialv1.Message) ([]*sundialv1.PublishResult, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	resp, err := p.Publish(ctx, &sundialv1.PublishRequest{RequestId: rid, Messages: msgs})
+	if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded {
+		return nil, err
+	}
 	if err != nil {
 		t.Fatalf("Publish(%s) error = %v", rid, err)
 	}
 	if len(resp.GetResults()) != len(msgs) {
 		t.Fatalf("Publish(%s) gave %d results for %d messages", rid, len(resp.GetResults()), len(msgs))
 	}
-	return resp.GetResults()
+	return resp.GetResults(), nil
 }
 
 // startProxy starts a second proxy in front of c's brokers and returns a

@@ -49,9 +49,26 @@ func TestReplaceRacingDelivery(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	// The payloads the answers promise must all arrive: wait for them
+	// without a bound that a busy machine decides, then 1.5 s more for an
+	// old payload of a REPLACED message that must not.
+	want := map[string]bool{}
+	for i, o := range outcome {
+		want[fmt.Sprint("new-", i)] = true
+		if o.GetKeyOutcome() == sundialv1.KeyOutcome_KEY_OUTCOME_CREATED {
+			want[fmt.Sprint("old-", i)] = true
+		}
+	}
 	delivered := map[string]string{} // payload → message id
 	for {
-		d, ok := sub.Next(1500 * time.Millisecond)
+		wait := 1500 * time.Millisecond
+		for p := range want {
+			if _, ok := delivered[p]; !ok {
+				wait = 30 * time.Second
+				break
+			}
+		}
+		d, ok := sub.Next(wait)
 		if !ok {
 			break
 		}

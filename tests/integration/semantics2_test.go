@@ -8,6 +8,7 @@ import (
 
 	"github.com/sundialmq/sundial/broker"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/validate"
 )
 
 func TestPullReceive(t *testing.T) {
@@ -37,12 +38,17 @@ func TestPullReceive(t *testing.T) {
 			ack(t, c, d.Receipt)
 		}
 	}
-	// A long poll returns as soon as a message becomes due.
+	// A long poll returns as soon as a message becomes due: due in 300 ms,
+	// it must come well before the longest wait (20 s) ends; a busy machine
+	// does not take 15 s of it, a poll that only looks again at the end
+	// of its wait takes all of it.
 	publish(t, c, &sundialv1.Message{Topic: "pull", Payload: []byte("late"), DelayMs: 300})
 	start := time.Now()
-	resp, err := c.Consumer.Receive(ctx, &sundialv1.ReceiveRequest{Topic: "pull", MaxMessages: 10, WaitMs: 5000})
-	if err != nil || len(resp.Deliveries) != 1 || time.Since(start) > 4*time.Second {
-		t.Fatalf("long poll = %v, %v after %v, want the late message well before the 5s wait", resp, err, time.Since(start))
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer wcancel()
+	resp, err := c.Consumer.Receive(wctx, &sundialv1.ReceiveRequest{Topic: "pull", MaxMessages: 10, WaitMs: validate.MaxReceiveWait.Milliseconds()})
+	if err != nil || len(resp.Deliveries) != 1 || time.Since(start) > 15*time.Second {
+		t.Fatalf("long poll = %v, %v after %v, want the late message well before the 20s wait", resp, err, time.Since(start))
 	}
 }
 
@@ -104,9 +110,19 @@ func TestCancelRacingDelivery(t *testing.T) {
 		}
 		outcome[fmt.Sprint(i)] = resp.Outcome
 	}
+	// Every IN_FLIGHT message must arrive (its delivery had begun): wait
+	// for those without a bound that a busy machine decides, then 1.5 s
+	// more for a cancelled one that must not.
 	delivered := map[string]bool{}
 	for {
-		d, ok := sub.Next(1500 * time.Millisecond)
+		wait := 1500 * time.Millisecond
+		for k, o := range outcome {
+			if o == sundialv1.ChangeOutcome_CHANGE_OUTCOME_IN_FLIGHT && !delivered[k] {
+				wait = 30 * time.Second
+				break
+			}
+		}
+		d, ok := sub.Next(wait)
 		if !ok {
 			break
 		}

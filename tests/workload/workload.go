@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -57,6 +58,10 @@ type Config struct {
 	// CallTimeout bounds one operation including its retries; past it the
 	// answer is Unknown. Default 8 s.
 	CallTimeout time.Duration
+	// DedupWindow is the brokers' dedup_window: a request is sent again
+	// (G6) only while they surely remember its id (see replayAge). Default
+	// 10 min, the broker's default.
+	DedupWindow time.Duration
 	// Seed makes the choice of operations reproducible (the interleaving
 	// with faults is not).
 	Seed uint64
@@ -93,7 +98,19 @@ func (c Config) withDefaults() Config {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 8 * time.Second
 	}
+	if c.DedupWindow <= 0 {
+		c.DedupWindow = 10 * time.Minute
+	}
 	return c
+}
+
+// replayAge is the age (since its first invoke) up to which a request is
+// sent again. A broker counts the window from when it stored the id,
+// which is after the first invoke, and a re-send reaches it within
+// CallTimeout; a tenth of the window more is slack. At most 0: no
+// re-sends.
+func (c Config) replayAge() time.Duration {
+	return c.DedupWindow - c.CallTimeout - c.DedupWindow/10
 }
 
 // Workload is one recorded load against a cluster.
@@ -103,9 +120,9 @@ type Workload struct {
 	rec  *history.Recorder
 	seed atomic.Uint64
 
-	mu     sync.Mutex // guards recent and sent
-	recent []known    // messages answered, for cancels, reschedules and rewrites
-	sent   []*sundialv1.PublishRequest
+	mu     sync.Mutex    // guards recent and sent
+	recent []known       // messages answered, for cancels, reschedules and rewrites
+	sent   []sentRequest // the latest requests answered, to send again
 
 	payloads atomic.Int64
 	ops      atomic.Int64
@@ -118,6 +135,16 @@ type known struct {
 	id, key  string
 	conflict sundialv1.KeyConflict
 }
+
+// sentRequest is a request the workload may send again: the same request
+// id, which must be answered as at its first invoke.
+type sentRequest struct {
+	req *sundialv1.PublishRequest
+	at  time.Time // its first invoke
+}
+
+// maxSent bounds the requests kept to send again.
+const maxSent = 256
 
 // New dials the proxies.
 func New(ctx context.Context, cfg Config, proxies []string) (*Workload, error) {
@@ -134,9 +161,10 @@ func New(ctx context.Context, cfg Config, proxies []string) (*Workload, error) {
 // Recorder is the workload's history.
 func (w *Workload) Recorder() *history.Recorder { return w.rec }
 
-// CheckerConfig is the checker's view of the workload's topic and groups.
+// CheckerConfig is the checker's view of the workload's topic, groups and
+// dedup window.
 func (w *Workload) CheckerConfig() checker.Config {
-	return checker.Config{Groups: map[string][]string{w.cfg.Topic: w.cfg.Groups}}
+	return checker.Config{Groups: map[string][]string{w.cfg.Topic: w.cfg.Groups}, DedupWindow: w.cfg.DedupWindow}
 }
 
 // Ops is the number of producer operations issued so far.
@@ -281,20 +309,20 @@ func (w *Workload) step(ctx context.Context, name string, rng *rand.Rand) {
 		for i := range msgs {
 			msgs[i] = &sundialv1.Message{Topic: w.cfg.Topic, Payload: w.payload(), DelayMs: int64(rng.IntN(3000))}
 		}
-		w.publish(ctx, name, &sundialv1.PublishRequest{RequestId: client.NewRequestID(), Messages: msgs})
+		w.publish(ctx, name, &sundialv1.PublishRequest{RequestId: client.NewRequestID(), Messages: msgs}, false)
 	case roll < 58:
 		conflict := sundialv1.KeyConflict_KEY_CONFLICT_REPLACE
 		if rng.IntN(2) == 0 {
 			conflict = sundialv1.KeyConflict_KEY_CONFLICT_DEBOUNCE
 		}
 		key := fmt.Sprintf("k-%d-%d", w.cfg.Seed, w.payloads.Add(1))
-		w.publish(ctx, name, &sundialv1.PublishRequest{RequestId: client.NewRequestID(), Messages: []*sundialv1.Message{w.keyed(rng, key, conflict)}})
+		w.publish(ctx, name, &sundialv1.PublishRequest{RequestId: client.NewRequestID(), Messages: []*sundialv1.Message{w.keyed(rng, key, conflict)}}, false)
 	case roll < 72:
 		k, ok := w.pick(rng, true)
 		if !ok {
 			return
 		}
-		w.publish(ctx, name, &sundialv1.PublishRequest{RequestId: client.NewRequestID(), Messages: []*sundialv1.Message{w.keyed(rng, k.key, k.conflict)}})
+		w.publish(ctx, name, &sundialv1.PublishRequest{RequestId: client.NewRequestID(), Messages: []*sundialv1.Message{w.keyed(rng, k.key, k.conflict)}}, false)
 	case roll < 82:
 		k, ok := w.pick(rng, false)
 		if !ok {
@@ -308,16 +336,25 @@ func (w *Workload) step(ctx context.Context, name string, rng *rand.Rand) {
 		}
 		w.reschedule(ctx, name, k, rng.IntN(2) == 0, time.Duration(rng.IntN(3000))*time.Millisecond)
 	default:
-		w.mu.Lock()
-		var req *sundialv1.PublishRequest
-		if len(w.sent) > 0 {
-			req = w.sent[rng.IntN(len(w.sent))]
-		}
-		w.mu.Unlock()
-		if req != nil {
-			w.publish(ctx, name, req) // the same request id again: G6
+		if req := w.replayable(rng, time.Now()); req != nil {
+			w.publish(ctx, name, req, true) // the same request id again: G6
 		}
 	}
+}
+
+// replayable picks a request to send again among those first invoked
+// less than Config.replayAge before now, whose ids the brokers surely
+// still remember (an older one may be answered as a new publish, as
+// documented); older ones are dropped. Nil when there is none.
+func (w *Workload) replayable(rng *rand.Rand, now time.Time) *sundialv1.PublishRequest {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	age := w.cfg.replayAge()
+	w.sent = slices.DeleteFunc(w.sent, func(s sentRequest) bool { return now.Sub(s.at) >= age })
+	if len(w.sent) == 0 {
+		return nil
+	}
+	return w.sent[rng.IntN(len(w.sent))].req
 }
 
 func (w *Workload) payload() []byte {
@@ -348,21 +385,33 @@ func (w *Workload) pick(rng *rand.Rand, keyed bool) (known, bool) {
 	return known{}, false
 }
 
-func (w *Workload) remember(k known, req *sundialv1.PublishRequest) {
+// remember keeps an answered message for later operations and, unless s
+// is zero, its request to send again (once per request; at most maxSent,
+// the latest).
+func (w *Workload) remember(k known, s sentRequest) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.recent = append(w.recent, k)
 	if len(w.recent) > 1024 {
 		w.recent = w.recent[len(w.recent)-512:]
 	}
-	if req != nil && len(w.sent) < 256 {
-		w.sent = append(w.sent, req)
+	if s.req == nil || slices.ContainsFunc(w.sent, func(o sentRequest) bool { return o.req == s.req }) {
+		return
+	}
+	w.sent = append(w.sent, s)
+	if len(w.sent) > maxSent {
+		w.sent = slices.Delete(w.sent, 0, len(w.sent)-maxSent)
 	}
 }
 
 // publish sends req (retrying with its request id like the SDK) and
-// records one operation per message.
-func (w *Workload) publish(ctx context.Context, name string, req *sundialv1.PublishRequest) {
+// records one operation per message. A request sent for the first time
+// (not replay) is remembered to be sent again.
+func (w *Workload) publish(ctx context.Context, name string, req *sundialv1.PublishRequest, replay bool) {
+	first := sentRequest{req: req, at: time.Now()}
+	if replay {
+		first = sentRequest{}
+	}
 	ops := make([]*history.Op, len(req.GetMessages()))
 	for i, m := range req.GetMessages() {
 		ops[i] = w.rec.Invoke(history.Op{Kind: history.Publish, Client: name, Topic: m.GetTopic(), RequestID: req.GetRequestId(), Index: i,
@@ -410,14 +459,14 @@ func (w *Workload) publish(ctx context.Context, name string, req *sundialv1.Publ
 			o.MessageID, o.DueMs, o.Outcome = r.GetMessageId(), r.GetDueAtUnixMs(), out
 		})
 		m := req.GetMessages()[i]
-		w.remember(known{id: r.GetMessageId(), key: m.GetKey(), conflict: m.GetOnKeyConflict()}, req)
+		w.remember(known{id: r.GetMessageId(), key: m.GetKey(), conflict: m.GetOnKeyConflict()}, first)
 	}
 }
 
 // Publish publishes msgs as one recorded request from client name, for
 // scenario tests that place their own messages.
 func (w *Workload) Publish(ctx context.Context, name string, msgs ...*sundialv1.Message) {
-	w.publish(ctx, name, &sundialv1.PublishRequest{RequestId: client.NewRequestID(), Messages: msgs})
+	w.publish(ctx, name, &sundialv1.PublishRequest{RequestId: client.NewRequestID(), Messages: msgs}, false)
 }
 
 // Cancel cancels message id as a recorded operation of client name.

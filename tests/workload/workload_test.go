@@ -2,11 +2,11 @@ package workload
 
 import (
 	"context"
-	"os"
-	"path/filepath"
+	"math/rand/v2"
 	"testing"
 	"time"
 
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/tests/checker"
 	"github.com/sundialmq/sundial/tests/framework"
 	"github.com/sundialmq/sundial/tests/history"
@@ -51,11 +51,37 @@ func TestWorkloadWithoutFaults(t *testing.T) {
 	res := checker.Check(w.CheckerConfig(), ops)
 	t.Logf("checked: %s; unknown answers:%s", res.Summary(), UnknownCauses(ops))
 	if len(res.Violations) > 0 {
-		path := filepath.Join(t.TempDir(), "history.jsonl")
-		if f, err := os.Create(path); err == nil {
-			_ = history.WriteJSON(f, ops)
-			f.Close()
+		t.Errorf("violations (history in %s):\n%s", framework.KeepHistory(t, ops), res)
+	}
+}
+
+// TestReplayOnlyWithinTheDedupWindow: a request is sent again only while
+// the brokers surely remember its id: first invoked less than the window
+// less the call timeout and a tenth of the window ago.
+func TestReplayOnlyWithinTheDedupWindow(t *testing.T) {
+	w := &Workload{cfg: Config{DedupWindow: 10 * time.Minute, CallTimeout: 8 * time.Second}.withDefaults()}
+	now := time.Now()
+	young := &sundialv1.PublishRequest{RequestId: "young"}
+	edge := &sundialv1.PublishRequest{RequestId: "edge"}
+	old := &sundialv1.PublishRequest{RequestId: "old"}
+	limit := 10*time.Minute - 8*time.Second - time.Minute
+	w.remember(known{}, sentRequest{req: old, at: now.Add(-11 * time.Minute)})
+	w.remember(known{}, sentRequest{req: edge, at: now.Add(-limit)})
+	w.remember(known{}, sentRequest{req: young, at: now.Add(-limit + time.Second)})
+	w.remember(known{}, sentRequest{req: young, at: now}) // the same request again: kept once, at its first invoke
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		if got := w.replayable(rng, now); got != young {
+			t.Fatalf("replayable() = %v, want only the request first sent %v ago", got, limit-time.Second)
 		}
-		t.Errorf("violations (history in %s):\n%s", path, res)
+	}
+	if len(w.sent) != 1 || !w.sent[0].at.Equal(now.Add(-limit+time.Second)) {
+		t.Errorf("sent = %v, want the young request alone, at its first invoke", w.sent)
+	}
+	if got := w.replayable(rng, now.Add(time.Second)); got != nil {
+		t.Errorf("replayable(1s later) = %v, want none: the young request reached the limit", got)
+	}
+	if got := w.CheckerConfig().DedupWindow; got != 10*time.Minute {
+		t.Errorf("CheckerConfig().DedupWindow = %v, want the workload's 10m", got)
 	}
 }
