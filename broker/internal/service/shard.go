@@ -3,7 +3,9 @@ package service
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -476,6 +478,13 @@ func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
 			}
 			return err
 		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				// The proxy closed its side to end the stream (a Receive
+				// over several shards got what it waited for): send what
+				// was already leased for it, then end cleanly; Detach gives
+				// back what a round pushes later.
+				return sendFrames(stream, c.Take(), perFrame)
+			}
 			return err
 		case <-stream.Context().Done():
 			return stream.Context().Err()

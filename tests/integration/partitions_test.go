@@ -1,0 +1,155 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+)
+
+// Tests of topic-wide promises over a topic whose partitions sit on
+// several shards (issue 19, 1b): each promise must hold for the topic, not
+// per shard. The cheapest real setup that spreads partitions over shards
+// is one broker with 8 event shards.
+
+// wideTopic creates topic with partitions partitions (and opts applied).
+func wideTopic(t *testing.T, c *Cluster, topic string, partitions int32, opts func(*sundialv1.Topic)) {
+	t.Helper()
+	tp := &sundialv1.Topic{Name: topic, Partitions: partitions}
+	if opts != nil {
+		opts(tp)
+	}
+	if _, err := c.Admin.CreateTopic(ctx10(t), &sundialv1.CreateTopicRequest{Topic: tp}); err != nil {
+		t.Fatalf("CreateTopic(%s) error = %v", topic, err)
+	}
+}
+
+// defaultStats answers the default group's stats of topic.
+func defaultStats(t *testing.T, c *Cluster, topic string) (*sundialv1.GroupStats, error) {
+	t.Helper()
+	resp, err := c.Admin.GetTopic(ctx10(t), &sundialv1.GetTopicRequest{Name: topic})
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range resp.Stats {
+		if st.Group == "default" {
+			return st, nil
+		}
+	}
+	return nil, fmt.Errorf("no default group stats in %v", resp.Stats)
+}
+
+// counterValue answers the value of the counter name in reg (0 if absent).
+func counterValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather() error = %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			var sum float64
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
+		}
+	}
+	return 0
+}
+
+// A Receive waits up to wait_ms for at least one delivery of the topic,
+// whichever partition it is ready on, and leases no more than
+// max_messages in all: a copy leased and not handed over would stay
+// invisible for the visibility timeout (30 s here), and an at-most-once
+// copy would be lost. So after acking everything received nothing may
+// remain in flight, and every message not received is still ready.
+func TestReceiveAnswersFromAnyPartition(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 8})
+	for _, mode := range []sundialv1.AckMode{sundialv1.AckMode_ACK_MODE_AT_LEAST_ONCE, sundialv1.AckMode_ACK_MODE_AT_MOST_ONCE} {
+		t.Run(mode.String(), func(t *testing.T) {
+			topic := fmt.Sprintf("wide-%d", mode)
+			wideTopic(t, c, topic, 8, nil)
+			// One request of fewer than 100 unkeyed messages is one run on
+			// one partition (proxy/internal/batch.MinPartMessages): ready
+			// on a single shard of the eight.
+			const published = 30
+			publish(t, c, wideMessages(topic, published)...)
+			const receives = 20
+			empty, received := 0, 0
+			start := time.Now()
+			for range receives {
+				resp, err := c.Consumer.Receive(ctx10(t), &sundialv1.ReceiveRequest{Topic: topic, MaxMessages: 1, WaitMs: 3000, AckMode: mode})
+				if err != nil {
+					t.Fatalf("Receive() error = %v", err)
+				}
+				if len(resp.Deliveries) > 1 {
+					t.Fatalf("Receive(max 1) answered %d deliveries", len(resp.Deliveries))
+				}
+				if len(resp.Deliveries) == 0 {
+					empty++
+					continue
+				}
+				received++
+				if mode != sundialv1.AckMode_ACK_MODE_AT_MOST_ONCE {
+					ack(t, c, resp.Deliveries[0].Receipt)
+				}
+			}
+			t.Logf("%d receives (max 1, wait 3s) of messages ready on one partition of 8: %d empty, %v in all", receives, empty, time.Since(start))
+			if empty > 0 {
+				t.Errorf("%d of %d receives answered nothing after their 3 s wait with %d messages ready", empty, receives, published-received)
+			}
+			Eventually(t, 20*time.Second, func() error {
+				st, err := defaultStats(t, c, topic)
+				if err != nil {
+					return err
+				}
+				if st.InFlight != 0 || st.Ready != int64(published-received) {
+					return fmt.Errorf("stats %v after %d of %d received (and acked), want 0 in flight, %d ready", st, received, published, published-received)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// The measurement of issue 19 (1b): 20 receives of max 1, wait 2 s, with
+// 300 messages ready on an 8-partition topic, published in one request
+// (three runs of 100, so on three partitions). Every receive answers one;
+// what was leased beyond it is given back at once.
+func TestReceiveSpreadTopic(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 8})
+	wideTopic(t, c, "spread", 8, nil)
+	publish(t, c, wideMessages("spread", 300)...)
+	const receives = 20
+	empty := 0
+	start := time.Now()
+	for range receives {
+		resp, err := c.Consumer.Receive(ctx10(t), &sundialv1.ReceiveRequest{Topic: "spread", MaxMessages: 1, WaitMs: 2000})
+		if err != nil {
+			t.Fatalf("Receive() error = %v", err)
+		}
+		if len(resp.Deliveries) == 0 {
+			empty++
+			continue
+		}
+		ack(t, c, resp.Deliveries[0].Receipt)
+	}
+	t.Logf("%d receives (max 1, wait 2s) with 300 ready on 8 partitions: %d empty, %v in all, %v copies given back", receives, empty, time.Since(start), counterValue(t, c.ProxyMetrics, "sundial_proxy_receive_given_back_total"))
+	if empty > 0 {
+		t.Errorf("%d of %d receives answered nothing with about 300 messages ready", empty, receives)
+	}
+	Eventually(t, 20*time.Second, func() error {
+		st, err := defaultStats(t, c, "spread")
+		if err != nil {
+			return err
+		}
+		if st.InFlight != 0 || st.Ready != 300-int64(receives-empty) {
+			return fmt.Errorf("stats %v, want 0 in flight, %d ready", st, 300-(receives-empty))
+		}
+		return nil
+	})
+}
