@@ -153,3 +153,70 @@ func TestReceiveSpreadTopic(t *testing.T) {
 		return nil
 	})
 }
+
+// deadLetter publishes n keyed messages to topic (max_attempts 1) and nacks
+// each once, so all n end up in "<topic>.dlq", on their partitions' shards.
+func deadLetter(t *testing.T, c *Cluster, topic string, n int) {
+	t.Helper()
+	msgs := make([]*sundialv1.Message, n)
+	for i := range msgs {
+		msgs[i] = &sundialv1.Message{Topic: topic, Key: fmt.Sprint("k", i), Payload: []byte(fmt.Sprint(i))}
+	}
+	publish(t, c, msgs...)
+	sub := c.Subscribe(topic, "", int32(n), 0)
+	defer sub.Close()
+	for range n {
+		got, ok := sub.Next(20 * time.Second)
+		if !ok {
+			t.Fatalf("no delivery to nack (stream error %v)", sub.Err())
+		}
+		if _, err := c.Consumer.Nack(ctx10(t), &sundialv1.NackRequest{Receipts: []string{got.Receipt}, DelayMs: 1}); err != nil {
+			t.Fatalf("Nack() error = %v", err)
+		}
+		// A round dead-letters an exhausted copy when it would deliver it.
+		sub.Credit(1)
+	}
+	Eventually(t, 20*time.Second, func() error {
+		st, err := defaultStats(t, c, topic)
+		if err != nil {
+			return err
+		}
+		if st.DeadLettered != int64(n) {
+			return fmt.Errorf("%d dead-lettered, want %d", st.DeadLettered, n)
+		}
+		return nil
+	})
+}
+
+// A capped redrive moves exactly max_messages while the dead-letter queue
+// holds that many, whichever shards they sit on, so repeated calls drain
+// it; the total moved never exceeds the cap.
+func TestRedriveCappedDrainsEveryShard(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 8})
+	wideTopic(t, c, "flaky", 8, func(tp *sundialv1.Topic) { tp.MaxAttempts = 1 })
+	const n = 24
+	deadLetter(t, c, "flaky", n)
+	redrive := func(max int64) int64 {
+		t.Helper()
+		resp, err := c.Admin.RedriveDeadLetters(ctx10(t), &sundialv1.RedriveDeadLettersRequest{Topic: "flaky", MaxMessages: max})
+		if err != nil {
+			t.Fatalf("RedriveDeadLetters(max %d) error = %v", max, err)
+		}
+		return resp.Moved
+	}
+	total := int64(0)
+	for _, step := range []struct{ max, calls int64 }{{5, 3}, {1, 9}} {
+		for call := range step.calls {
+			if got := redrive(step.max); got != step.max {
+				t.Fatalf("RedriveDeadLetters(max %d) call %d moved %d, want %d (%d of %d moved before)", step.max, call+1, got, step.max, total, n)
+			}
+			total += step.max
+		}
+	}
+	if got := redrive(5); got != n-total {
+		t.Fatalf("RedriveDeadLetters(max 5) with %d left moved %d", n-total, got)
+	}
+	if got := redrive(1); got != 0 {
+		t.Fatalf("RedriveDeadLetters(max 1) on an empty queue moved %d", got)
+	}
+}
