@@ -220,3 +220,34 @@ func TestRedriveCappedDrainsEveryShard(t *testing.T) {
 		t.Fatalf("RedriveDeadLetters(max 1) on an empty queue moved %d", got)
 	}
 }
+
+// release_rate_per_sec caps the deliveries of the whole topic, over all its
+// partitions: with 10/s on 8 partitions, 50 messages due at once come at a
+// burst of one second's worth and then 10/s, not 10/s per shard.
+func TestReleaseRateCapsTheTopic(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 8})
+	wideTopic(t, c, "paced", 8, func(tp *sundialv1.Topic) { tp.ReleaseRatePerSec = 10 })
+	msgs := make([]*sundialv1.Message, 50)
+	for i := range msgs {
+		msgs[i] = &sundialv1.Message{Topic: "paced", Key: fmt.Sprint("k", i), Payload: []byte(fmt.Sprint(i)), DelayMs: 1000}
+	}
+	publish(t, c, msgs...)
+	sub := c.Subscribe("paced", "", 50, 0)
+	first, ok := sub.Next(20 * time.Second)
+	if !ok {
+		t.Fatalf("no delivery (stream error %v)", sub.Err())
+	}
+	n := 1
+	for time.Since(first.At) < 1500*time.Millisecond {
+		if got, ok := sub.Next(200 * time.Millisecond); ok && got.At.Sub(first.At) < time.Second {
+			n++
+		}
+	}
+	// A burst of 10 and 10 more over the second, and a little for the
+	// first delivery coming after the buckets began to fill. A slow
+	// machine delivers fewer, never more. Before: 45.
+	if n > 22 {
+		t.Fatalf("%d of 50 due at once delivered in the first second at 10/s over 8 partitions, want at most 22 (a burst of 10, then 10/s)", n)
+	}
+	t.Logf("%d delivered in the first second", n)
+}

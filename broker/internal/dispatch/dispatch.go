@@ -75,8 +75,12 @@ type Policy struct {
 	// MaxAttempts: a copy delivered this many times goes to the dead-letter
 	// topic instead of a further attempt; 0 means unlimited.
 	MaxAttempts int32
-	// ReleaseRate caps deliveries per second of the topic; 0 is unlimited.
+	// ReleaseRate caps deliveries per second of the topic, over all its
+	// partitions; 0 is unlimited. A shard uses its share (shardRate).
 	ReleaseRate float64
+	// Partitions is the topic's partition count, which the share of
+	// ReleaseRate is taken of; 0 means 1.
+	Partitions uint32
 	// Fair topics serve due messages across fairness keys by weight.
 	Fair    bool
 	Weights map[string]int32

@@ -6,7 +6,14 @@ import (
 )
 
 // limiter owns the release-rate token buckets, one per topic with a rate
-// that an attached consumer reads. A bucket's burst is one second's worth.
+// that an attached consumer reads. A bucket's burst is one second's worth
+// of its rate, and at least one delivery.
+//
+// The rate of a topic's bucket on this shard is its share of the topic's
+// release rate (shardRate): the rate times the share of the topic's
+// partitions read here, so the shards holding a topic together release
+// no more than the topic's rate. A shard whose partitions have nothing due
+// does not lend its share to the others.
 //
 // It has no lock of its own: only the loop touches it (picking and
 // pruning), under the dispatcher's mu.
@@ -67,4 +74,14 @@ func (l *limiter) prune(read func(topic string) bool, rate func(topic string) fl
 func (b *bucket) refill(rate float64, nowMs int64) {
 	b.tokens = min(b.tokens+rate*float64(nowMs-b.lastMs)/1000, max(rate, 1))
 	b.lastMs = nowMs
+}
+
+// shardRate is the part of p's release rate a shard may use when its
+// consumers read parts of the topic's partitions: the rate times
+// parts/p.Partitions (the whole rate when p.Partitions is 0 or 1).
+func shardRate(p Policy, parts int) float64 {
+	if p.ReleaseRate <= 0 || p.Partitions <= 1 {
+		return p.ReleaseRate
+	}
+	return p.ReleaseRate * float64(min(parts, int(p.Partitions))) / float64(p.Partitions)
 }

@@ -257,12 +257,19 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 	defer d.mu.Unlock()
 	byQueue := map[queueKey][]*Consumer{}
 	var order []queueKey
+	topicParts := map[string]map[uint32]bool{} // the partitions read here, by topic
 	for _, c := range d.consumers {
 		k := queueKey{c.Topic, c.Group}
 		if _, ok := byQueue[k]; !ok {
 			order = append(order, k)
 		}
 		byQueue[k] = append(byQueue[k], c)
+		if topicParts[c.Topic] == nil {
+			topicParts[c.Topic] = map[uint32]bool{}
+		}
+		for _, p := range c.Partitions {
+			topicParts[c.Topic][p] = true
+		}
 	}
 	d.prune(byQueue, nowMs)
 	var picks []pick
@@ -286,7 +293,8 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 			continue
 		}
 		policy := d.cfg.Policy(k.topic)
-		allowed, refill := d.limiter.allowance(k.topic, policy.ReleaseRate, nowMs)
+		rate := shardRate(policy, len(topicParts[k.topic]))
+		allowed, refill := d.limiter.allowance(k.topic, rate, nowMs)
 		if !refill.IsZero() && (next.IsZero() || refill.Before(next)) {
 			next = refill
 		}
@@ -329,7 +337,7 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 				c.room--
 				c.picked++
 				credit--
-				d.limiter.spend(k.topic, policy.ReleaseRate)
+				d.limiter.spend(k.topic, rate)
 				e.item.DeadlineMs = nowMs + c.VisibilityTimeout.Milliseconds()
 				e.item.Remove = c.AtMostOnce
 				picks = append(picks, pick{item: e.item, consumer: c, q: q})
