@@ -251,3 +251,35 @@ func TestReleaseRateCapsTheTopic(t *testing.T) {
 	}
 	t.Logf("%d delivered in the first second", n)
 }
+
+// FAIR fairness on a topic of several partitions is kept per partition,
+// and a shard serves its partitions in turn (docs/queue-semantics.md, FAIR
+// topics): a tenant flooding every partition cannot hold back another
+// tenant's messages on any of them.
+func TestFairAcrossPartitions(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 2})
+	wideTopic(t, c, "tenants", 8, func(tp *sundialv1.Topic) { tp.Kind = sundialv1.TopicKind_TOPIC_KIND_FAIR })
+	// 1000 of a in one request: runs of 125 on all 8 partitions.
+	flood := make([]*sundialv1.Message, 1000)
+	for i := range flood {
+		flood[i] = &sundialv1.Message{Topic: "tenants", FairnessKey: "a", Payload: []byte("a")}
+	}
+	publish(t, c, flood...)
+	// 8 of b, keyed so they spread over the partitions.
+	var trickle []*sundialv1.Message
+	for i := range 8 {
+		trickle = append(trickle, &sundialv1.Message{Topic: "tenants", FairnessKey: "b", Payload: []byte("b"), Key: fmt.Sprint("b-", i)})
+	}
+	publish(t, c, trickle...)
+	sub := c.Subscribe("tenants", "", 8, 0)
+	var at []int
+	for i, d := range collect(t, c, sub, 200, false) {
+		if string(d.Payload) == "b" {
+			at = append(at, i)
+		}
+	}
+	t.Logf("b delivered at %v of the first 200", at)
+	if len(at) != len(trickle) {
+		t.Fatalf("tenant b got %d of its %d messages in the first 200 deliveries after a flood of 1000 from a over all 8 partitions (at %v)", len(at), len(trickle), at)
+	}
+}

@@ -142,12 +142,13 @@ type Dispatcher struct {
 	metrics *Metrics
 
 	// mu guards the consumers (with their credit, picked and room), rr,
-	// leasing and prunedMs, and the limiter and fair scheduler, which only
+	// turn, leasing and prunedMs, and the limiter and fair scheduler, which only
 	// rounds touch. A round holds it while it picks, never while it
 	// proposes or pushes. See the package doc for the lock order.
 	mu        sync.Mutex
 	consumers []*Consumer
 	rr        int // round-robin position among a queue's consumers
+	turn      int // queues served so far: which partition of a queue goes first
 	// leasing holds the copies (message id + group) whose lease proposal
 	// has not been applied yet, so a round does not pick them twice. It is
 	// bounded by MaxLeaseBatch × MaxLeasesInFlight.

@@ -251,7 +251,10 @@ func leasingKey(ref *fsmpb.MessageRef) string {
 }
 
 // pickDue scans the due index of every queue with credit and assigns each
-// due copy to a consumer, spending credit.
+// due copy to a consumer, spending credit. A queue's partitions are
+// scanned in turn, each round starting at the next one, so a partition
+// with many due copies cannot hold back the others on the shard: over
+// rounds every partition with something due goes first as often.
 func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -299,7 +302,12 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 			next = refill
 		}
 		credit = min(credit, allowed)
-		for _, part := range sortedKeys(parts) {
+		// Served queues advance the turn, so rounds that serve nobody do
+		// not skip a partition's turn.
+		d.turn++
+		ordered := sortedKeys(parts)
+		first := d.turn % max(len(ordered), 1)
+		for _, part := range append(ordered[first:], ordered[:first]...) {
 			q := keys.Queue{Topic: k.topic, Partition: part, Group: k.group}
 			limit := min(credit, d.cfg.MaxLeaseBatch-len(picks))
 			if limit <= 0 {
