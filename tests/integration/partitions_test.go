@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
@@ -281,5 +284,116 @@ func TestFairAcrossPartitions(t *testing.T) {
 	t.Logf("b delivered at %v of the first 200", at)
 	if len(at) != len(trickle) {
 		t.Fatalf("tenant b got %d of its %d messages in the first 200 deliveries after a flood of 1000 from a over all 8 partitions (at %v)", len(at), len(trickle), at)
+	}
+}
+
+// requestIDViolation tells whether err is InvalidArgument naming request_id.
+func requestIDViolation(err error) bool {
+	st := status.Convert(err)
+	if st.Code() != codes.InvalidArgument {
+		return false
+	}
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				if v.GetField() == "request_id" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// One request id, one outcome (G6), over a topic whose partitions sit on
+// several shards: reusing a request id with other messages is refused with
+// InvalidArgument on request_id and stores nothing, whichever shards the
+// new messages hash to; the same request again is answered as the first.
+func TestRequestIDReuseRefusedOnEveryShard(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 8})
+	wideTopic(t, c, "orders", 8, nil)
+	const reuses = 8
+	for i := range reuses {
+		rid := fmt.Sprint("rid-", i)
+		first := []*sundialv1.Message{{Topic: "orders", Key: fmt.Sprint("first-", i), Payload: []byte("first"), DelayMs: time.Hour.Milliseconds()}}
+		res := publishAs(t, c.Producer, rid, first)
+		if res[0].GetError() != nil {
+			t.Fatalf("Publish(%s) = %v", rid, res[0])
+		}
+		again := publishAs(t, c.Producer, rid, first)
+		if again[0].GetMessageId() != res[0].GetMessageId() {
+			t.Fatalf("retry of %s answered %v, want the first id %s", rid, again[0], res[0].GetMessageId())
+		}
+		// The same id with other messages: one keyed elsewhere, and a
+		// batch spread over several partitions.
+		for j, other := range [][]*sundialv1.Message{
+			{{Topic: "orders", Key: fmt.Sprint("other-", i), Payload: []byte("other")}},
+			{{Topic: "orders", Key: fmt.Sprint("a-", i)}, {Topic: "orders", Key: fmt.Sprint("b-", i)}, {Topic: "orders", Key: fmt.Sprint("c-", i)}},
+		} {
+			for k, r := range publishAs(t, c.Producer, rid, other) {
+				if !requestIDViolation(status.ErrorProto(r.GetError())) {
+					t.Errorf("reuse %d of %s with other messages: result %d = %v, want InvalidArgument on request_id", j, rid, k, r)
+				}
+			}
+		}
+	}
+	// Nothing of the refused requests was stored: only the 8 firsts.
+	listed, err := c.Admin.ListMessages(ctx10(t), &sundialv1.ListMessagesRequest{Topic: "orders", PageSize: 100})
+	if err != nil {
+		t.Fatalf("ListMessages() error = %v", err)
+	}
+	if len(listed.Messages) != reuses {
+		var got []string
+		for _, m := range listed.Messages {
+			got = append(got, m.GetKey())
+		}
+		t.Fatalf("topic holds %d messages %v, want only the %d first publishes", len(listed.Messages), got, reuses)
+	}
+}
+
+// A change's request id reused for another change (or one a publish used)
+// is InvalidArgument on request_id and changes nothing, whichever shard the
+// other message lives on; the same change again answers the first outcome.
+func TestChangeRequestIDReuseRefusedOnEveryShard(t *testing.T) {
+	c := New(t, Config{Brokers: 1, Shards: 8})
+	wideTopic(t, c, "jobs", 8, nil)
+	const n = 8
+	var msgs []*sundialv1.Message
+	for i := range n {
+		msgs = append(msgs, &sundialv1.Message{Topic: "jobs", Key: fmt.Sprint("job-", i), Payload: []byte("x"), DelayMs: time.Hour.Milliseconds()})
+	}
+	publishAs(t, c.Producer, "the-publish", msgs)
+	sel := func(i int) *sundialv1.MessageSelector {
+		return &sundialv1.MessageSelector{Topic: "jobs", By: &sundialv1.MessageSelector_Key{Key: fmt.Sprint("job-", i%n)}}
+	}
+	for i := 0; i < n; i += 2 {
+		rid := fmt.Sprint("cancel-", i)
+		for try := range 2 {
+			resp, err := c.Producer.Cancel(ctx10(t), &sundialv1.CancelRequest{Message: sel(i), RequestId: rid})
+			if err != nil || resp.Outcome != sundialv1.ChangeOutcome_CHANGE_OUTCOME_DONE {
+				t.Fatalf("Cancel(job-%d, %s) try %d = %v, %v, want DONE", i, rid, try, resp, err)
+			}
+		}
+		if resp, err := c.Producer.Cancel(ctx10(t), &sundialv1.CancelRequest{Message: sel(i + 1), RequestId: rid}); !requestIDViolation(err) {
+			t.Errorf("Cancel(job-%d) reusing %s = %v, %v, want InvalidArgument on request_id", i+1, rid, resp, err)
+		}
+		if resp, err := c.Producer.Reschedule(ctx10(t), &sundialv1.RescheduleRequest{Message: sel(i + 1), RequestId: rid, DelayMs: 1000}); !requestIDViolation(err) {
+			t.Errorf("Reschedule(job-%d) reusing %s = %v, %v, want InvalidArgument on request_id", i+1, rid, resp, err)
+		}
+	}
+	// The publish's id reused for a cancel.
+	if resp, err := c.Producer.Cancel(ctx10(t), &sundialv1.CancelRequest{Message: sel(1), RequestId: "the-publish"}); !requestIDViolation(err) {
+		t.Errorf("Cancel(job-1) reusing the publish's id = %v, %v, want InvalidArgument on request_id", resp, err)
+	}
+	// Nothing but the four first cancels changed anything.
+	for i := range n {
+		info, err := c.Admin.GetMessage(ctx10(t), &sundialv1.GetMessageRequest{Message: sel(i)})
+		cancelled := status.Code(err) == codes.NotFound
+		if want := i%2 == 0; cancelled != want {
+			t.Errorf("job-%d: GetMessage() = %v, %v; cancelled %v, want %v", i, info, err, cancelled, want)
+		}
+		if i%2 == 1 && info.GetDueAtUnixMs() < time.Now().Add(50*time.Minute).UnixMilli() {
+			t.Errorf("job-%d was rescheduled to %d by a reused request id", i, info.GetDueAtUnixMs())
+		}
 	}
 }
