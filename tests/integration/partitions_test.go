@@ -199,11 +199,11 @@ func TestRedriveCappedDrainsEveryShard(t *testing.T) {
 	wideTopic(t, c, "flaky", 8, func(tp *sundialv1.Topic) { tp.MaxAttempts = 1 })
 	const n = 24
 	deadLetter(t, c, "flaky", n)
-	redrive := func(max int64) int64 {
+	redrive := func(limit int64) int64 {
 		t.Helper()
-		resp, err := c.Admin.RedriveDeadLetters(ctx10(t), &sundialv1.RedriveDeadLettersRequest{Topic: "flaky", MaxMessages: max})
+		resp, err := c.Admin.RedriveDeadLetters(ctx10(t), &sundialv1.RedriveDeadLettersRequest{Topic: "flaky", MaxMessages: limit})
 		if err != nil {
-			t.Fatalf("RedriveDeadLetters(max %d) error = %v", max, err)
+			t.Fatalf("RedriveDeadLetters(max %d) error = %v", limit, err)
 		}
 		return resp.Moved
 	}
