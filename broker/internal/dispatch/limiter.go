@@ -25,6 +25,7 @@ type limiter struct {
 type bucket struct {
 	tokens float64
 	lastMs int64
+	rate   float64 // the rate it was last filled at: this shard's share
 }
 
 func newLimiter() *limiter { return &limiter{buckets: map[string]*bucket{}} }
@@ -42,6 +43,7 @@ func (l *limiter) allowance(topic string, rate float64, nowMs int64) (int, time.
 		l.buckets[topic] = b
 	}
 	b.refill(rate, nowMs)
+	b.rate = rate
 	if b.tokens >= 1 {
 		return int(b.tokens), time.Time{}
 	}
@@ -57,14 +59,18 @@ func (l *limiter) spend(topic string, rate float64) {
 }
 
 // prune drops the buckets of topics nobody reads once they have refilled
-// (dropping one sooner would grant a fresh burst); rate answers a topic's
-// current release rate.
+// at the rate they were filled at (dropping one sooner would grant a fresh
+// burst); rate answers a topic's current release rate, 0 dropping its
+// bucket at once.
 func (l *limiter) prune(read func(topic string) bool, rate func(topic string) float64, nowMs int64) {
 	for topic, b := range l.buckets {
 		if read(topic) {
 			continue
 		}
 		r := rate(topic)
+		if r > 0 && b.rate > 0 {
+			r = b.rate // the share it fills at, not the topic's whole rate
+		}
 		if r <= 0 || b.tokens+r*float64(nowMs-b.lastMs)/1000 >= max(r, 1) {
 			delete(l.buckets, topic)
 		}

@@ -59,6 +59,19 @@ func TestLimiterPrune(t *testing.T) {
 	if _, ok := l.buckets["read"]; !ok {
 		t.Fatalf("prune dropped the bucket of a topic still read")
 	}
+	// A bucket filled at a shard's share (0.5/s of a 4/s topic) refills at
+	// that share, not at the topic's rate.
+	l.allowance("share", 0.5, 0)
+	l.spend("share", 0.5)
+	topicRate := func(string) float64 { return 4 }
+	l.prune(read, topicRate, 1000)
+	if _, ok := l.buckets["share"]; !ok {
+		t.Fatalf("prune dropped a share bucket refilled at the topic's rate but not at its share")
+	}
+	l.prune(read, topicRate, 2000)
+	if _, ok := l.buckets["share"]; ok {
+		t.Fatalf("prune kept a share bucket refilled at its share")
+	}
 }
 
 // The release rate caps the topic, not each shard: four shards holding two
