@@ -3,6 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -16,10 +19,6 @@ import (
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
-
-// maxRedriveRounds bounds the rounds of a capped redrive: a round gives
-// the remaining budget to the shards that used all of their share.
-const maxRedriveRounds = 4
 
 // ListMessages asks every shard of the topic not yet listed to the end for
 // a page after its cursor, merges the pages by cursor and answers the
@@ -131,10 +130,11 @@ func (a admin) DueHistogram(ctx context.Context, req *sundialv1.DueHistogramRequ
 
 // RedriveDeadLetters moves "<topic>.dlq" back to "<topic>" on every shard
 // holding the topic's partitions (the dead letters of partition p sit on
-// the shard of p). max_messages 0 redrives everything; a cap is split over
-// the shards, and the budget left by shards with fewer dead letters than
-// their share goes, in up to maxRedriveRounds rounds, to the shards that
-// used all of theirs.
+// the shard of p). max_messages 0 redrives everything. A cap is split over
+// the shards (the first share at a random one), and the budget left by
+// shards with fewer dead letters than their share goes to the others, round
+// after round, until the cap is moved or every shard has run out: while the
+// topic has that many dead letters, a call moves exactly max_messages.
 func (a admin) RedriveDeadLetters(ctx context.Context, req *sundialv1.RedriveDeadLettersRequest) (*sundialv1.RedriveDeadLettersResponse, error) {
 	vs := validate.TopicName("topic", req.GetTopic())
 	if validate.IsDeadLetter(req.GetTopic()) {
@@ -166,31 +166,33 @@ func (a admin) RedriveDeadLetters(ctx context.Context, req *sundialv1.RedriveDea
 		return &sundialv1.RedriveDeadLettersResponse{Moved: moved}, nil
 	}
 	var moved int64
+	// open lists the shards that may hold dead letters still: a shard that
+	// moved fewer than its share has no more. Each round either spends the
+	// whole budget left or closes a shard, so there are at most shards+1.
 	open := fanout.SortedShards(byShard)
-	for round := 0; round < maxRedriveRounds && len(open) > 0 && moved < req.GetMaxMessages(); round++ {
-		shares := fanout.Split(req.GetMaxMessages()-moved, open, round)
+	offset := rand.IntN(len(open))
+	for len(open) > 0 && moved < req.GetMaxMessages() {
+		shares := fanout.Split(req.GetMaxMessages()-moved, open, offset)
 		got := make([]int64, len(shares))
 		errs := make([]error, len(shares))
-		done := make(chan int, len(shares))
+		var wg sync.WaitGroup
 		for i, sh := range shares {
-			go func() {
-				defer func() { done <- i }()
+			wg.Go(func() {
 				resp, err := onShard(ctx, a.s, sh.Shard, func(ctx context.Context, c brokerv1.ShardClient) (*sundialv1.RedriveDeadLettersResponse, error) {
 					return c.Redrive(ctx, &brokerv1.ShardRedriveRequest{ShardId: sh.Shard, Topic: topic, Partitions: byShard[sh.Shard], MaxMessages: sh.N})
 				})
 				got[i], errs[i] = resp.GetMoved(), err
-			}()
+			})
 		}
-		for range shares {
-			<-done
-		}
-		open = open[:0:0]
+		wg.Wait()
+		emptied := map[uint64]bool{}
 		for i, sh := range shares {
 			moved += min(got[i], sh.N)
-			if got[i] >= sh.N {
-				open = append(open, sh.Shard)
+			if got[i] < sh.N {
+				emptied[sh.Shard] = true
 			}
 		}
+		open = slices.DeleteFunc(open, func(id uint64) bool { return emptied[id] })
 		if err := errors.Join(errs...); err != nil {
 			if moved > 0 {
 				return nil, status.Errorf(status.Code(firstErr(errs)), "redrive moved %d messages, then failed: %v", moved, status.Convert(firstErr(errs)).Message())

@@ -17,6 +17,9 @@ type metrics struct {
 	// list; reroutes counts publishes split again after a misplaced refusal.
 	topicLookups prometheus.Counter
 	reroutes     prometheus.Counter
+	// receiveGivenBack counts copies a Receive over several shards leased
+	// beyond max_messages and gave back.
+	receiveGivenBack prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -42,6 +45,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reroutes: f.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_proxy_publish_reroutes_total",
 			Help: "Publish rounds split again because a broker refused messages as misplaced (WrongShard with a topic).",
+		}),
+		receiveGivenBack: f.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_proxy_receive_given_back_total",
+			Help: "Copies leased for a Receive over several shards beyond its max_messages (shards answering at once) and given back with a nack.",
 		}),
 	}
 }

@@ -97,6 +97,10 @@ func (b *fakeBroker) Publish(_ context.Context, req *brokerv1.ShardPublishReques
 	if !b.leader {
 		return nil, apierr.NotLeader(req.GetShardId(), 1, b.leaderAddr)
 	}
+	if len(req.GetMessages()) == 0 {
+		// A claim of a request id on its home shard: nothing to store.
+		return &sundialv1.PublishResponse{RequestId: req.GetRequestId()}, nil
+	}
 	if v := req.GetRoutingVersion(); v < b.refuseBelow || b.chase {
 		want := max(b.refuseBelow, v+1)
 		b.onRefuse(want)

@@ -24,12 +24,10 @@ import (
 
 // fakeQueue is the leader's record of queue-semantics calls.
 type fakeQueue struct {
-	mu       sync.Mutex
-	changes  []*brokerv1.ShardChangeRequest
-	receives map[uint64][]*brokerv1.ShardReceiveRequest
-	ready    map[uint64]int // shard → deliveries Receive can hand out
-	groups   []*brokerv1.ShardGroupRequest
-	purges   []*brokerv1.ShardTopicRequest
+	mu      sync.Mutex
+	changes []*brokerv1.ShardChangeRequest
+	groups  []*brokerv1.ShardGroupRequest
+	purges  []*brokerv1.ShardTopicRequest
 }
 
 // listed is shard s's listing of topic "wide": 5 messages with cursors
@@ -67,32 +65,6 @@ func (b *fakeBroker) Reschedule(_ context.Context, req *brokerv1.ShardChangeRequ
 	b.queue.changes = append(b.queue.changes, req)
 	b.queue.mu.Unlock()
 	return &sundialv1.RescheduleResponse{Outcome: sundialv1.ChangeOutcome_CHANGE_OUTCOME_IN_FLIGHT, DueAtUnixMs: req.GetDeliverAtUnixMs()}, nil
-}
-
-func (b *fakeBroker) Receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) (*sundialv1.ReceiveResponse, error) {
-	if err := b.lead(req.GetShardId()); err != nil {
-		return nil, err
-	}
-	q := b.queue
-	q.mu.Lock()
-	if q.receives == nil {
-		q.receives = map[uint64][]*brokerv1.ShardReceiveRequest{}
-	}
-	q.receives[req.GetShardId()] = append(q.receives[req.GetShardId()], req)
-	n := min(int(req.GetRequest().GetMaxMessages()), q.ready[req.GetShardId()])
-	q.ready[req.GetShardId()] -= n
-	q.mu.Unlock()
-	out := &sundialv1.ReceiveResponse{}
-	for i := range n {
-		out.Deliveries = append(out.Deliveries, &sundialv1.Delivery{MessageId: fmt.Sprintf("%d-%d", req.GetShardId(), i), Group: req.GetRequest().GetGroup()})
-	}
-	if n == 0 {
-		select {
-		case <-time.After(time.Duration(req.GetRequest().GetWaitMs()) * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
-	return out, nil
 }
 
 func (b *fakeBroker) Group(_ context.Context, req *brokerv1.ShardGroupRequest) (*brokerv1.ShardGroupResponse, error) {
@@ -288,55 +260,6 @@ func TestCancelAndRescheduleRouting(t *testing.T) {
 	} {
 		if err := tc.call(); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: error = %v, want InvalidArgument", tc.name, err)
-		}
-	}
-}
-
-func TestReceiveSplitsOverShards(t *testing.T) {
-	_, leader, conn := startCluster(t)
-	leader.queue.ready = map[uint64]int{1: 100, 2: 100, 3: 100, 4: 100}
-	cons := sundialv1.NewConsumerClient(conn)
-	for _, max := range []int32{10, 3, 1} {
-		resp, err := cons.Receive(t.Context(), &sundialv1.ReceiveRequest{Topic: "wide", MaxMessages: max})
-		if err != nil {
-			t.Fatalf("Receive(max %d) = %v", max, err)
-		}
-		if got := len(resp.GetDeliveries()); got != int(max) {
-			t.Errorf("Receive(max %d) gave %d deliveries, want %d", max, got, max)
-		}
-	}
-	// Nothing ready anywhere: the long poll runs out of its wait, empty.
-	leader.queue.mu.Lock()
-	leader.queue.ready = map[uint64]int{}
-	leader.queue.mu.Unlock()
-	began := time.Now()
-	resp, err := cons.Receive(t.Context(), &sundialv1.ReceiveRequest{Topic: "wide", MaxMessages: 5, WaitMs: 300})
-	if err != nil || len(resp.GetDeliveries()) != 0 {
-		t.Fatalf("Receive(nothing ready) = %v, %v, want empty", resp, err)
-	}
-	// At least the wait; the upper bound only catches a poll that does not
-	// end with its wait (a busy machine does not take 30 s).
-	if d := time.Since(began); d < 300*time.Millisecond || d > 30*time.Second {
-		t.Errorf("Receive(wait 300ms) took %v, want the wait and not much more", d)
-	}
-	// A message becoming ready during the wait arrives.
-	go func() {
-		time.Sleep(200 * time.Millisecond)
-		leader.queue.mu.Lock()
-		leader.queue.ready[2] = 1
-		leader.queue.mu.Unlock()
-	}()
-	resp, err = cons.Receive(t.Context(), &sundialv1.ReceiveRequest{Topic: "wide", MaxMessages: 8, WaitMs: 5000})
-	if err != nil || len(resp.GetDeliveries()) != 1 || resp.GetDeliveries()[0].GetGroup() != "default" {
-		t.Fatalf("Receive(one arrives) = %v, %v, want one delivery of group default", resp, err)
-	}
-	leader.queue.mu.Lock()
-	defer leader.queue.mu.Unlock()
-	for shard, reqs := range leader.queue.receives {
-		for _, r := range reqs {
-			if len(r.GetPartitions()) == 0 || r.GetRequest().GetMaxMessages() < 1 {
-				t.Errorf("shard %d got %v, want its partitions and a share of at least 1", shard, r)
-			}
 		}
 	}
 }

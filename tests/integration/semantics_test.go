@@ -81,13 +81,25 @@ func TestGroupsFanOutIndependently(t *testing.T) {
 	}
 }
 
+// The key semantics hold on a topic of one partition and of several (its
+// keys then spread over both shards).
 func TestMessageKeys(t *testing.T) {
 	c := New(t, Config{Brokers: 1, Shards: 2})
+	for _, parts := range []int32{1, 8} {
+		t.Run(fmt.Sprint("partitions=", parts), func(t *testing.T) {
+			topic := fmt.Sprint("keys-", parts)
+			wideTopic(t, c, topic, parts, nil)
+			messageKeys(t, c, topic)
+		})
+	}
+}
+
+func messageKeys(t *testing.T, c *Cluster, topic string) {
 	now := time.Now()
 	keyed := func(conflict sundialv1.KeyConflict, payload string, delay time.Duration, maxWait time.Duration) *sundialv1.PublishResult {
 		ctx := ctx10(t)
 		resp, err := c.Producer.Publish(ctx, &sundialv1.PublishRequest{Messages: []*sundialv1.Message{{
-			Topic: "keys", Key: "order-7", Payload: []byte(payload), DelayMs: delay.Milliseconds(),
+			Topic: topic, Key: "order-7", Payload: []byte(payload), DelayMs: delay.Milliseconds(),
 			OnKeyConflict: conflict, MaxWaitMs: maxWait.Milliseconds(),
 		}}})
 		if err != nil {
@@ -108,7 +120,7 @@ func TestMessageKeys(t *testing.T) {
 	if replaced.MessageId != first.MessageId || replaced.DueAtUnixMs < now.Add(2*time.Hour).UnixMilli() {
 		t.Fatalf("REPLACE = %v, want the same id due in 2h", replaced)
 	}
-	info, err := c.Admin.GetMessage(ctx10(t), &sundialv1.GetMessageRequest{Message: &sundialv1.MessageSelector{Topic: "keys", By: &sundialv1.MessageSelector_Key{Key: "order-7"}}})
+	info, err := c.Admin.GetMessage(ctx10(t), &sundialv1.GetMessageRequest{Message: &sundialv1.MessageSelector{Topic: topic, By: &sundialv1.MessageSelector_Key{Key: "order-7"}}})
 	if err != nil || string(info.Payload) != "d" {
 		t.Fatalf("GetMessage(key) = %v, %v, want payload d", info, err)
 	}
@@ -116,7 +128,7 @@ func TestMessageKeys(t *testing.T) {
 	deb := func(delay time.Duration) *sundialv1.PublishResult {
 		ctx := ctx10(t)
 		resp, err := c.Producer.Publish(ctx, &sundialv1.PublishRequest{Messages: []*sundialv1.Message{{
-			Topic: "keys", Key: "debounced", DelayMs: delay.Milliseconds(),
+			Topic: topic, Key: "debounced", DelayMs: delay.Milliseconds(),
 			OnKeyConflict: sundialv1.KeyConflict_KEY_CONFLICT_DEBOUNCE, MaxWaitMs: time.Minute.Milliseconds(),
 		}}})
 		if err != nil {
@@ -135,13 +147,24 @@ func TestMessageKeys(t *testing.T) {
 	}
 }
 
+// Cancel and reschedule hold on a topic of one partition and of several.
 func TestCancelAndReschedule(t *testing.T) {
 	c := New(t, Config{Brokers: 1, Shards: 2})
+	for _, parts := range []int32{1, 8} {
+		t.Run(fmt.Sprint("partitions=", parts), func(t *testing.T) {
+			topic := fmt.Sprint("jobs-", parts)
+			wideTopic(t, c, topic, parts, nil)
+			cancelAndReschedule(t, c, topic)
+		})
+	}
+}
+
+func cancelAndReschedule(t *testing.T, c *Cluster, topic string) {
 	ctx := ctx10(t)
 	sel := func(key string) *sundialv1.MessageSelector {
-		return &sundialv1.MessageSelector{Topic: "jobs", By: &sundialv1.MessageSelector_Key{Key: key}}
+		return &sundialv1.MessageSelector{Topic: topic, By: &sundialv1.MessageSelector_Key{Key: key}}
 	}
-	publish(t, c, &sundialv1.Message{Topic: "jobs", Key: "cancel-me", Payload: []byte("x"), DelayMs: 500})
+	publish(t, c, &sundialv1.Message{Topic: topic, Key: "cancel-me", Payload: []byte("x"), DelayMs: 500})
 	resp, err := c.Producer.Cancel(ctx, &sundialv1.CancelRequest{Message: sel("cancel-me")})
 	if err != nil || resp.Outcome != sundialv1.ChangeOutcome_CHANGE_OUTCOME_DONE {
 		t.Fatalf("Cancel() = %v, %v, want DONE", resp, err)
@@ -152,7 +175,7 @@ func TestCancelAndReschedule(t *testing.T) {
 	if nf, err := c.Producer.Cancel(ctx, &sundialv1.CancelRequest{Message: sel("never")}); err != nil || nf.Outcome != sundialv1.ChangeOutcome_CHANGE_OUTCOME_NOT_FOUND {
 		t.Fatalf("Cancel(unknown) = %v, %v, want NOT_FOUND", nf, err)
 	}
-	publish(t, c, &sundialv1.Message{Topic: "jobs", Key: "move-me", Payload: []byte("moved"), DelayMs: time.Hour.Milliseconds()})
+	publish(t, c, &sundialv1.Message{Topic: topic, Key: "move-me", Payload: []byte("moved"), DelayMs: time.Hour.Milliseconds()})
 	rs, err := c.Producer.Reschedule(ctx, &sundialv1.RescheduleRequest{Message: sel("move-me"), DelayMs: 300})
 	if err != nil || rs.Outcome != sundialv1.ChangeOutcome_CHANGE_OUTCOME_DONE {
 		t.Fatalf("Reschedule() = %v, %v, want DONE", rs, err)
@@ -160,7 +183,7 @@ func TestCancelAndReschedule(t *testing.T) {
 	if _, err := c.Producer.Reschedule(ctx, &sundialv1.RescheduleRequest{Message: sel("move-me"), DeliverAtUnixMs: time.Now().Add(-time.Hour).UnixMilli()}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Reschedule(into the past) error = %v, want InvalidArgument", err)
 	}
-	sub := c.Subscribe("jobs", "", 10, 0)
+	sub := c.Subscribe(topic, "", 10, 0)
 	got, ok := sub.Next(10 * time.Second)
 	if !ok || string(got.Payload) != "moved" {
 		t.Fatalf("delivery = %v, %v, want only the rescheduled message", got.Delivery, ok)
@@ -182,14 +205,22 @@ func TestCancelAndReschedule(t *testing.T) {
 	}
 }
 
+// Dead letters and redrive hold on a topic of one partition and of several.
 func TestDeadLettersAndRedrive(t *testing.T) {
 	c := New(t, Config{Brokers: 1, Shards: 2})
-	ctx := ctx10(t)
-	if _, err := c.Admin.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "flaky", MaxAttempts: 3}}); err != nil {
-		t.Fatalf("CreateTopic() error = %v", err)
+	for _, parts := range []int32{1, 8} {
+		t.Run(fmt.Sprint("partitions=", parts), func(t *testing.T) {
+			topic := fmt.Sprint("flaky-", parts)
+			wideTopic(t, c, topic, parts, func(tp *sundialv1.Topic) { tp.MaxAttempts = 3 })
+			deadLettersAndRedrive(t, c, topic)
+		})
 	}
-	res := publish(t, c, &sundialv1.Message{Topic: "flaky", Payload: []byte("boom")})
-	sub := c.Subscribe("flaky", "", 10, 0)
+}
+
+func deadLettersAndRedrive(t *testing.T, c *Cluster, topic string) {
+	ctx := ctx10(t)
+	res := publish(t, c, &sundialv1.Message{Topic: topic, Payload: []byte("boom")})
+	sub := c.Subscribe(topic, "", 10, 0)
 	for attempt := int32(1); attempt <= 3; attempt++ {
 		got, ok := sub.Next(10 * time.Second)
 		if !ok || got.Attempt != attempt {
@@ -201,9 +232,9 @@ func TestDeadLettersAndRedrive(t *testing.T) {
 		}
 		sub.Credit(1)
 	}
-	dlq := c.Subscribe("flaky.dlq", "", 10, 0)
+	dlq := c.Subscribe(topic+".dlq", "", 10, 0)
 	dead, ok := dlq.Next(10 * time.Second)
-	if !ok || dead.Headers["sundial-original-topic"] != "flaky" || dead.Headers["sundial-last-reason"] != "handler failed" || dead.Headers["sundial-original-id"] != res[0].MessageId {
+	if !ok || dead.Headers["sundial-original-topic"] != topic || dead.Headers["sundial-last-reason"] != "handler failed" || dead.Headers["sundial-original-id"] != res[0].MessageId {
 		t.Fatalf("dead letter = %v, %v", dead.Delivery, ok)
 	}
 	if more, ok := sub.Next(500 * time.Millisecond); ok {
@@ -215,7 +246,7 @@ func TestDeadLettersAndRedrive(t *testing.T) {
 	if _, err := c.Consumer.Nack(ctx, &sundialv1.NackRequest{Receipts: []string{dead.Receipt}, DelayMs: 1}); err != nil {
 		t.Fatalf("Nack(dead letter) error = %v", err)
 	}
-	moved, err := c.Admin.RedriveDeadLetters(ctx, &sundialv1.RedriveDeadLettersRequest{Topic: "flaky"})
+	moved, err := c.Admin.RedriveDeadLetters(ctx, &sundialv1.RedriveDeadLettersRequest{Topic: topic})
 	if err != nil || moved.Moved != 1 {
 		t.Fatalf("RedriveDeadLetters() = %v, %v, want 1 moved", moved, err)
 	}

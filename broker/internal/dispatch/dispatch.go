@@ -76,8 +76,12 @@ type Policy struct {
 	// MaxAttempts: a copy delivered this many times goes to the dead-letter
 	// topic instead of a further attempt; 0 means unlimited.
 	MaxAttempts int32
-	// ReleaseRate caps deliveries per second of the topic; 0 is unlimited.
+	// ReleaseRate caps deliveries per second of the topic, over all its
+	// partitions; 0 is unlimited. A shard uses its share (shardRate).
 	ReleaseRate float64
+	// Partitions is the topic's partition count, which the share of
+	// ReleaseRate is taken of; 0 means 1.
+	Partitions uint32
 	// Fair topics serve due messages across fairness keys by weight.
 	Fair    bool
 	Weights map[string]int32
@@ -139,12 +143,13 @@ type Dispatcher struct {
 	metrics *Metrics
 
 	// mu guards the consumers (with their credit, picked and room), rr,
-	// leasing and prunedMs, and the limiter and fair scheduler, which only
+	// turn, leasing and prunedMs, and the limiter and fair scheduler, which only
 	// rounds touch. A round holds it while it picks, never while it
 	// proposes or pushes. See the package doc for the lock order.
 	mu        sync.Mutex
 	consumers []*Consumer
 	rr        int // round-robin position among a queue's consumers
+	turn      int // queues served so far: which partition of a queue goes first
 	// leasing holds the copies (message id + group) whose lease proposal
 	// has not been applied yet, so a round does not pick them twice. It is
 	// bounded by MaxLeaseBatch × MaxLeasesInFlight.

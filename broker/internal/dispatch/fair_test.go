@@ -2,7 +2,10 @@ package dispatch
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
@@ -84,5 +87,31 @@ func TestFairSchedulerPrune(t *testing.T) {
 	}
 	if _, ok := s.queues[read]; !ok {
 		t.Fatalf("prune dropped the state of a queue still read")
+	}
+}
+
+// A shard serves a queue's partitions in turn: a partition with many due
+// copies does not hold back another partition's, on DELAYED and FAIR
+// topics alike (docs/queue-semantics.md, FAIR topics, across partitions).
+func TestPartitionsServedInTurn(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(fmt.Sprint("fair=", fair), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRigWith(t, Config{Policy: func(string) Policy { return Policy{Fair: fair} }})
+				c := NewConsumer("t", "default", []uint32{0, 1}, time.Minute, false, 0)
+				r.d.Attach(c)
+				now := time.Now().UnixMilli()
+				var msgs []*fsmpb.StoredMessage
+				for range 20 {
+					msgs = append(msgs, &fsmpb.StoredMessage{Topic: "t", Partition: 0, Payload: []byte("p0"), DueAtMs: now - 10, Fair: fair, FairnessKey: "a"})
+				}
+				msgs = append(msgs, &fsmpb.StoredMessage{Topic: "t", Partition: 1, Payload: []byte("p1"), DueAtMs: now, Fair: fair, FairnessKey: "a"})
+				r.publishMessages(msgs...)
+				got := take(t, r, c, 3)
+				if !slices.Contains(got, "p1") {
+					t.Fatalf("first 3 deliveries = %v, want partition 1's among them (20 due on partition 0)", got)
+				}
+			})
+		})
 	}
 }

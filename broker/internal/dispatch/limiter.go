@@ -6,7 +6,14 @@ import (
 )
 
 // limiter owns the release-rate token buckets, one per topic with a rate
-// that an attached consumer reads. A bucket's burst is one second's worth.
+// that an attached consumer reads. A bucket's burst is one second's worth
+// of its rate, and at least one delivery.
+//
+// The rate of a topic's bucket on this shard is its share of the topic's
+// release rate (shardRate): the rate times the share of the topic's
+// partitions read here, so the shards holding a topic together release
+// no more than the topic's rate. A shard whose partitions have nothing due
+// does not lend its share to the others.
 //
 // It has no lock of its own: only the loop touches it (picking and
 // pruning), under the dispatcher's mu.
@@ -18,6 +25,7 @@ type limiter struct {
 type bucket struct {
 	tokens float64
 	lastMs int64
+	rate   float64 // the rate it was last filled at: this shard's share
 }
 
 func newLimiter() *limiter { return &limiter{buckets: map[string]*bucket{}} }
@@ -35,6 +43,7 @@ func (l *limiter) allowance(topic string, rate float64, nowMs int64) (int, time.
 		l.buckets[topic] = b
 	}
 	b.refill(rate, nowMs)
+	b.rate = rate
 	if b.tokens >= 1 {
 		return int(b.tokens), time.Time{}
 	}
@@ -50,14 +59,18 @@ func (l *limiter) spend(topic string, rate float64) {
 }
 
 // prune drops the buckets of topics nobody reads once they have refilled
-// (dropping one sooner would grant a fresh burst); rate answers a topic's
-// current release rate.
+// at the rate they were filled at (dropping one sooner would grant a fresh
+// burst); rate answers a topic's current release rate, 0 dropping its
+// bucket at once.
 func (l *limiter) prune(read func(topic string) bool, rate func(topic string) float64, nowMs int64) {
 	for topic, b := range l.buckets {
 		if read(topic) {
 			continue
 		}
 		r := rate(topic)
+		if r > 0 && b.rate > 0 {
+			r = b.rate // the share it fills at, not the topic's whole rate
+		}
 		if r <= 0 || b.tokens+r*float64(nowMs-b.lastMs)/1000 >= max(r, 1) {
 			delete(l.buckets, topic)
 		}
@@ -67,4 +80,14 @@ func (l *limiter) prune(read func(topic string) bool, rate func(topic string) fl
 func (b *bucket) refill(rate float64, nowMs int64) {
 	b.tokens = min(b.tokens+rate*float64(nowMs-b.lastMs)/1000, max(rate, 1))
 	b.lastMs = nowMs
+}
+
+// shardRate is the part of p's release rate a shard may use when its
+// consumers read parts of the topic's partitions: the rate times
+// parts/p.Partitions (the whole rate when p.Partitions is 0 or 1).
+func shardRate(p Policy, parts int) float64 {
+	if p.ReleaseRate <= 0 || p.Partitions <= 1 {
+		return p.ReleaseRate
+	}
+	return p.ReleaseRate * float64(min(parts, int(p.Partitions))) / float64(p.Partitions)
 }

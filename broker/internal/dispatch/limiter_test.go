@@ -3,6 +3,10 @@ package dispatch
 import (
 	"math"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 )
 
 func TestLimiterAllowance(t *testing.T) {
@@ -55,4 +59,57 @@ func TestLimiterPrune(t *testing.T) {
 	if _, ok := l.buckets["read"]; !ok {
 		t.Fatalf("prune dropped the bucket of a topic still read")
 	}
+	// A bucket filled at a shard's share (0.5/s of a 4/s topic) refills at
+	// that share, not at the topic's rate.
+	l.allowance("share", 0.5, 0)
+	l.spend("share", 0.5)
+	topicRate := func(string) float64 { return 4 }
+	l.prune(read, topicRate, 1000)
+	if _, ok := l.buckets["share"]; !ok {
+		t.Fatalf("prune dropped a share bucket refilled at the topic's rate but not at its share")
+	}
+	l.prune(read, topicRate, 2000)
+	if _, ok := l.buckets["share"]; ok {
+		t.Fatalf("prune kept a share bucket refilled at its share")
+	}
+}
+
+// The release rate caps the topic, not each shard: four shards holding two
+// partitions each of an 8-partition topic release together what one shard
+// holding all eight would, a burst of one second's worth and then the
+// rate, however many are due on each.
+func TestReleaseRateIsTopicWide(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rate = 20
+		policy := func(string) Policy { return Policy{ReleaseRate: rate, Partitions: 8} }
+		var consumers []*Consumer
+		for s := range uint32(4) {
+			r := newRigWith(t, Config{Policy: policy})
+			parts := []uint32{2 * s, 2*s + 1}
+			now := time.Now().UnixMilli()
+			var msgs []*fsmpb.StoredMessage
+			for _, p := range parts {
+				for range 50 {
+					msgs = append(msgs, &fsmpb.StoredMessage{Topic: "t", Partition: p, DueAtMs: now})
+				}
+			}
+			r.publishMessages(msgs...)
+			c := NewConsumer("t", "default", parts, time.Minute, false, 1000)
+			r.d.Attach(c)
+			consumers = append(consumers, c)
+		}
+		// On the bubble's clock: what was released by just before the
+		// second ends.
+		time.Sleep(time.Second - time.Millisecond)
+		synctest.Wait()
+		n := 0
+		for _, c := range consumers {
+			n += len(c.Take())
+		}
+		// Each shard's bucket may be a fraction of a token short at the
+		// edge: at most one less per shard, never more than the rate.
+		if n > 2*rate || n < 2*rate-len(consumers) {
+			t.Fatalf("4 shards of an 8-partition topic released %d in one second at %d/s, want %d (a burst of %d, then %d/s)", n, rate, 2*rate, rate, rate)
+		}
+	})
 }

@@ -251,18 +251,28 @@ func leasingKey(ref *fsmpb.MessageRef) string {
 }
 
 // pickDue scans the due index of every queue with credit and assigns each
-// due copy to a consumer, spending credit.
+// due copy to a consumer, spending credit. A queue's partitions are
+// scanned in turn, each round starting at the next one, so a partition
+// with many due copies cannot hold back the others on the shard: over
+// rounds every partition with something due goes first as often.
 func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	byQueue := map[queueKey][]*Consumer{}
 	var order []queueKey
+	topicParts := map[string]map[uint32]bool{} // the partitions read here, by topic
 	for _, c := range d.consumers {
 		k := queueKey{c.Topic, c.Group}
 		if _, ok := byQueue[k]; !ok {
 			order = append(order, k)
 		}
 		byQueue[k] = append(byQueue[k], c)
+		if topicParts[c.Topic] == nil {
+			topicParts[c.Topic] = map[uint32]bool{}
+		}
+		for _, p := range c.Partitions {
+			topicParts[c.Topic][p] = true
+		}
 	}
 	d.prune(byQueue, nowMs)
 	var picks []pick
@@ -286,12 +296,18 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 			continue
 		}
 		policy := d.cfg.Policy(k.topic)
-		allowed, refill := d.limiter.allowance(k.topic, policy.ReleaseRate, nowMs)
+		rate := shardRate(policy, len(topicParts[k.topic]))
+		allowed, refill := d.limiter.allowance(k.topic, rate, nowMs)
 		if !refill.IsZero() && (next.IsZero() || refill.Before(next)) {
 			next = refill
 		}
 		credit = min(credit, allowed)
-		for _, part := range sortedKeys(parts) {
+		// Served queues advance the turn, so rounds that serve nobody do
+		// not skip a partition's turn.
+		d.turn++
+		ordered := sortedKeys(parts)
+		first := d.turn % max(len(ordered), 1)
+		for _, part := range append(ordered[first:], ordered[:first]...) {
 			q := keys.Queue{Topic: k.topic, Partition: part, Group: k.group}
 			limit := min(credit, d.cfg.MaxLeaseBatch-len(picks))
 			if limit <= 0 {
@@ -329,7 +345,7 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 				c.room--
 				c.picked++
 				credit--
-				d.limiter.spend(k.topic, policy.ReleaseRate)
+				d.limiter.spend(k.topic, rate)
 				e.item.DeadlineMs = nowMs + c.VisibilityTimeout.Milliseconds()
 				e.item.Remove = c.AtMostOnce
 				picks = append(picks, pick{item: e.item, consumer: c, q: q})

@@ -11,8 +11,10 @@ import (
 	"github.com/sundialmq/sundial/proto/receipt"
 )
 
-// publish stores p's messages. A request id applied before answers the
-// first outcome and writes nothing; if the two requests differ (their
+// publish stores p's messages. A claim (claim_id) of a client request id
+// is checked first: recorded with another digest, the whole publish is
+// RequestIdReused; not recorded, it is now. A request id applied before
+// answers the first outcome and writes nothing; if the two requests differ (their
 // digests, or their message counts), the id was reused for other messages
 // and the outcome says so (RequestIdReused) instead of handing out another
 // request's ids. A record or request without a digest matches any of the
@@ -21,6 +23,21 @@ import (
 // keyed message of a fenced partition (fence.go) writes nothing and says
 // which (Fenced).
 func (a *applier) publish(p *fsmpb.Publish) (*fsmpb.Outcome, error) {
+	if p.ClaimId != "" {
+		var rec fsmpb.DedupRecord
+		found, err := a.get(keys.Dedup(a.shard, p.ClaimId), &rec)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case found && !bytes.Equal(rec.Digest, p.ClaimDigest):
+			return &fsmpb.Outcome{RequestIdReused: true}, nil
+		case !found:
+			if err := a.remember(p.ClaimId, p.NowMs, p.ClaimDigest, &fsmpb.Outcome{}); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if p.RequestId != "" {
 		var rec fsmpb.DedupRecord
 		found, err := a.get(keys.Dedup(a.shard, p.RequestId), &rec)

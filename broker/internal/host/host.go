@@ -857,5 +857,5 @@ func (h *Host) topicPolicy(topic string) dispatch.Policy {
 	if !ok {
 		return dispatch.Policy{}
 	}
-	return dispatch.Policy{MaxAttempts: t.MaxAttempts, ReleaseRate: t.ReleaseRatePerSec, Fair: t.Kind == "fair", Weights: t.FairnessWeights}
+	return dispatch.Policy{MaxAttempts: t.MaxAttempts, ReleaseRate: t.ReleaseRatePerSec, Partitions: t.Partitions, Fair: t.Kind == "fair", Weights: t.FairnessWeights}
 }

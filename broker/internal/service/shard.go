@@ -3,7 +3,9 @@ package service
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -88,6 +90,9 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		return nil, err
 	}
 	if len(req.GetMessages()) == 0 {
+		if req.GetRequestId() != "" && len(req.GetRequestDigest()) > 0 {
+			return s.claim(ctx, lead, req)
+		}
 		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "messages", Description: "must not be empty"})
 	}
 	now := s.opts.Now()
@@ -121,6 +126,11 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	cmd := &fsmpb.Publish{RequestId: req.GetRequestId(), NowMs: nowMs, Messages: make([]*fsmpb.StoredMessage, len(req.Messages))}
 	if cmd.RequestId != "" {
 		cmd.Digest = publishDigest(req.Messages)
+		if d := req.GetRequestDigest(); len(d) > 0 {
+			// The part sent to the request's home shard claims the
+			// client's request id too (see claim).
+			cmd.ClaimId, cmd.ClaimDigest = claimID(cmd.RequestId), d
+		}
 	}
 	if err := s.placed(req.GetShardId(), st, req.Messages); err != nil && !s.recorded(req.GetShardId(), cmd.RequestId, cmd.Digest, nowMs) {
 		return nil, err
@@ -153,10 +163,7 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 		return nil, s.fenced(req.GetShardId(), f)
 	}
 	if out.GetRequestIdReused() {
-		return nil, apierr.InvalidArgument(apierr.FieldViolation{
-			Field:       "request_id",
-			Description: fmt.Sprintf("%q was used for other messages within the dedup window; a retry must resend the same messages, a new batch needs a new id", req.GetRequestId()),
-		})
+		return nil, errRequestIDReused(req.GetRequestId())
 	}
 	resp := &sundialv1.PublishResponse{RequestId: req.GetRequestId(), Results: make([]*sundialv1.PublishResult, len(out.GetPublished()))}
 	for i, p := range out.GetPublished() {
@@ -407,6 +414,41 @@ func knowsAll(st *meta.State, msgs []*brokerv1.PartitionedMessage) bool {
 	return true
 }
 
+// errRequestIDReused refuses a publish whose request id was used for other
+// messages within the dedup window.
+func errRequestIDReused(requestID string) error {
+	return apierr.InvalidArgument(apierr.FieldViolation{
+		Field:       "request_id",
+		Description: fmt.Sprintf("%q was used for other messages within the dedup window; a retry must resend the same messages, a new batch needs a new id", requestID),
+	})
+}
+
+// claimID is the dedup id under which the home shard of a client request
+// records its digest: the home part's request id and a suffix no part id
+// has.
+func claimID(partRequestID string) string { return partRequestID + "\x00claim" }
+
+// claim records, on the home shard of a client request id, the digest of
+// the whole request before the proxy applies its parts elsewhere (a
+// publish that is a claim only; a request with a part on the home shard
+// claims with that part). The same request claims again on a retry and
+// passes; a request with other messages under the same id is refused
+// there, before any of it is applied on any shard.
+func (s *Shard) claim(ctx context.Context, lead *host.Leading, req *brokerv1.ShardPublishRequest) (*sundialv1.PublishResponse, error) {
+	if bad := validate.RequestID("request_id", req.GetRequestId()); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	cmd := &fsmpb.Publish{NowMs: s.opts.Now().UnixMilli(), ClaimId: claimID(req.GetRequestId()), ClaimDigest: req.GetRequestDigest()}
+	out, err := s.proposePublish(ctx, lead, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if out.GetRequestIdReused() {
+		return nil, errRequestIDReused(req.GetRequestId())
+	}
+	return &sundialv1.PublishResponse{RequestId: req.GetRequestId()}, nil
+}
+
 // Subscribe streams one shard's deliveries.
 func (s *Shard) Subscribe(stream brokerv1.Shard_SubscribeServer) error {
 	return toStatus(s.subscribe(stream))
@@ -497,6 +539,13 @@ func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
 			}
 			return err
 		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				// The proxy closed its side to end the stream (a Receive
+				// over several shards got what it waited for): send what
+				// was already leased for it, then end cleanly; Detach gives
+				// back what a round pushes later.
+				return sendFrames(stream, c.Take(), perFrame)
+			}
 			return err
 		case <-stream.Context().Done():
 			return stream.Context().Err()

@@ -58,11 +58,22 @@ func Partition(requestID, topic, key string, ordinal, unkeyed int, partitions ui
 	if key != "" {
 		return routing.KeyPartition(key, partitions)
 	}
+	return run(runHash(requestID, topic)%uint64(partitions), ordinal, unkeyed, partitions)
+}
+
+// runHash hashes (requestID, topic): where a request's runs of the topic
+// start.
+func runHash(requestID, topic string) uint64 {
 	h := xxhash.New()
 	_, _ = h.WriteString(requestID)
 	_, _ = h.Write([]byte{0})
 	_, _ = h.WriteString(topic)
-	start := h.Sum64() % uint64(partitions)
+	return h.Sum64()
+}
+
+// run is the partition of the ordinal-th of unkeyed messages whose runs
+// start at partition start.
+func run(start uint64, ordinal, unkeyed int, partitions uint32) uint32 {
 	runs := min(uint64(partitions), max(1, uint64(unkeyed)/MinPartMessages))
 	run := uint64(0)
 	if unkeyed > 0 && ordinal >= 0 {
@@ -83,28 +94,43 @@ type Part struct {
 // partition (see Partition), in ascending shard order, each part keeping
 // request order. The same arguments give the same parts.
 func Split(requestID string, msgs []*sundialv1.Message, loc Locator) []Part {
+	return SplitHome(requestID, msgs, loc, 0)
+}
+
+// SplitHome is Split for a request whose id is claimed on shard home (see
+// routing.Table.Home): a topic's unkeyed runs start at one of the topic's
+// partitions on home when it has some (picked by hashing the request id
+// and topic, as Partition picks among all), so a request of one run is
+// stored on its home and its claim costs nothing more. Home 0, or a topic
+// with no partition there, splits as Split.
+func SplitHome(requestID string, msgs []*sundialv1.Message, loc Locator, home uint64) []Part {
 	byShard := make(map[uint64]*Part)
 	var order []uint64
-	type topicRuns struct{ total, seen int }
+	type topicRuns struct {
+		total, seen int
+		start       uint64
+	}
 	unkeyed := make(map[string]*topicRuns) // topic → its unkeyed messages
 	for _, m := range msgs {
 		if m.GetKey() == "" {
 			tr, ok := unkeyed[m.GetTopic()]
 			if !ok {
-				tr = &topicRuns{}
+				tr = &topicRuns{start: runStart(requestID, m.GetTopic(), loc, home)}
 				unkeyed[m.GetTopic()] = tr
 			}
 			tr.total++
 		}
 	}
 	for i, m := range msgs {
-		ordinal, total := 0, 0
-		if m.GetKey() == "" {
+		partitions := loc.Partitions(m.GetTopic())
+		var part uint32
+		if m.GetKey() != "" || partitions <= 1 {
+			part = Partition(requestID, m.GetTopic(), m.GetKey(), 0, 0, partitions)
+		} else {
 			tr := unkeyed[m.GetTopic()]
-			ordinal, total = tr.seen, tr.total
+			part = run(tr.start, tr.seen, tr.total, partitions)
 			tr.seen++
 		}
-		part := Partition(requestID, m.GetTopic(), m.GetKey(), ordinal, total, loc.Partitions(m.GetTopic()))
 		shard := loc.Locate(m.GetTopic(), part)
 		if m.GetKey() != "" {
 			shard = loc.LocateKey(m.GetTopic(), part)
@@ -124,6 +150,28 @@ func Split(requestID string, msgs []*sundialv1.Message, loc Locator) []Part {
 		out = append(out, *byShard[s])
 	}
 	return out
+}
+
+// runStart is the partition where a request's unkeyed runs of topic
+// start (see SplitHome).
+func runStart(requestID, topic string, loc Locator, home uint64) uint64 {
+	partitions := loc.Partitions(topic)
+	if partitions <= 1 {
+		return 0
+	}
+	h := runHash(requestID, topic)
+	if home != 0 {
+		var onHome []uint32
+		for p := range partitions {
+			if loc.Locate(topic, p) == home {
+				onHome = append(onHome, p)
+			}
+		}
+		if len(onHome) > 0 {
+			return uint64(onHome[h%uint64(len(onHome))])
+		}
+	}
+	return h % uint64(partitions)
 }
 
 // Answer is a shard's reply to one part: its results in part order, or

@@ -232,3 +232,26 @@ func TestSplitKeepsBatchesWhole(t *testing.T) {
 		}
 	}
 }
+
+// A request claimed on its home shard keeps its unkeyed run there when the
+// topic has a partition on it, whatever its request id; keyed messages
+// still go by key, and a topic with no partition on the home splits as
+// Split does.
+func TestSplitHomeKeepsOneRunOnTheHome(t *testing.T) {
+	loc := fakeLocator{"wide": 8}
+	for i := range 20 {
+		rid := fmt.Sprint("r", i)
+		home := uint64(100 + i%8)
+		parts := SplitHome(rid, msgs("wide", "wide", "wide"), loc, home)
+		if len(parts) != 1 || parts[0].Shard != home {
+			t.Fatalf("SplitHome(%s, 3 unkeyed, home %d) = %v, want one part on the home", rid, home, parts)
+		}
+		keyed := SplitHome(rid, msgs("wide k1"), loc, home)
+		if want := 100 + uint64(Partition(rid, "wide", "k1", 0, 0, 8)); keyed[0].Shard != want {
+			t.Fatalf("SplitHome(%s, keyed) shard = %d, want the key's %d", rid, keyed[0].Shard, want)
+		}
+		if got, want := SplitHome(rid, msgs("wide"), loc, 999), Split(rid, msgs("wide"), loc); got[0].Shard != want[0].Shard {
+			t.Fatalf("SplitHome(%s, home with no partition) = %v, want Split's %v", rid, got, want)
+		}
+	}
+}

@@ -136,6 +136,18 @@ func (t *Table) Locate(topic string, partition uint32) ShardID {
 	return t.ring.Locate(validate.DeadLetterBase(topic), partition)
 }
 
+// Home is the home shard of a client request id: a ring position that
+// depends on the id alone, where the proxy claims the id with the digest of
+// its request before applying its parts, so a reuse of the id with other
+// messages is refused whatever shards they go to. 0 if the table has no
+// shards.
+func (t *Table) Home(requestID string) ShardID {
+	if t == nil {
+		return 0
+	}
+	return t.ring.Locate("\x00request-id\x00"+requestID, 0)
+}
+
 // LocateKey is the shard holding the keys of partition of topic: the
 // shard it hands over from while its hand-over is not sealed (a key lives
 // in one shard), else Locate's. Keyed publishes, and cancel, reschedule

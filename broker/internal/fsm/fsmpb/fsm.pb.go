@@ -590,7 +590,14 @@ type Publish struct {
 	Messages  []*StoredMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
 	// Digest of the messages as the client sent them (set with request_id),
 	// kept in the dedup record and compared on a dedup hit.
-	Digest        []byte `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	Digest []byte `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	// A claim of a client request id on its home shard, checked before
+	// anything else: a dedup record under claim_id with another digest than
+	// claim_digest makes the whole publish RequestIdReused, writing nothing;
+	// none is written. A publish may be a claim only (no request_id, no
+	// messages).
+	ClaimId       string `protobuf:"bytes,5,opt,name=claim_id,json=claimId,proto3" json:"claim_id,omitempty"`
+	ClaimDigest   []byte `protobuf:"bytes,6,opt,name=claim_digest,json=claimDigest,proto3" json:"claim_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -649,6 +656,20 @@ func (x *Publish) GetMessages() []*StoredMessage {
 func (x *Publish) GetDigest() []byte {
 	if x != nil {
 		return x.Digest
+	}
+	return nil
+}
+
+func (x *Publish) GetClaimId() string {
+	if x != nil {
+		return x.ClaimId
+	}
+	return ""
+}
+
+func (x *Publish) GetClaimDigest() []byte {
+	if x != nil {
+		return x.ClaimDigest
 	}
 	return nil
 }
@@ -2504,13 +2525,15 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	" \x01(\v2\x17.sundial.fsm.v1.RedriveH\x00R\aredrive\x120\n" +
 	"\x06expire\x18\v \x01(\v2\x16.sundial.fsm.v1.ExpireH\x00R\x06expire\x12-\n" +
 	"\x05fence\x18\f \x01(\v2\x15.sundial.fsm.v1.FenceH\x00R\x05fenceB\x06\n" +
-	"\x04kind\"\x92\x01\n" +
+	"\x04kind\"\xd0\x01\n" +
 	"\aPublish\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x129\n" +
 	"\bmessages\x18\x03 \x03(\v2\x1d.sundial.fsm.v1.StoredMessageR\bmessages\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\fR\x06digest\"\xa8\x06\n" +
+	"\x06digest\x18\x04 \x01(\fR\x06digest\x12\x19\n" +
+	"\bclaim_id\x18\x05 \x01(\tR\aclaimId\x12!\n" +
+	"\fclaim_digest\x18\x06 \x01(\fR\vclaimDigest\"\xa8\x06\n" +
 	"\rStoredMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x18\n" +

@@ -35,8 +35,15 @@ type ShardPublishRequest struct {
 	Messages  []*PartitionedMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
 	// The routing version the proxy routed with.
 	RoutingVersion uint64 `protobuf:"varint,4,opt,name=routing_version,json=routingVersion,proto3" json:"routing_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set on the part (or claim) sent to the request's home shard (a shard
+	// that depends on the client's request id alone): the digest of the whole
+	// client request, recorded there beside the part's own record, so a reuse
+	// of the request id with other messages is refused there, whichever
+	// shards its messages go to, before any part is applied. A claim carries
+	// no messages: it only records (or checks) the digest.
+	RequestDigest []byte `protobuf:"bytes,5,opt,name=request_digest,json=requestDigest,proto3" json:"request_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardPublishRequest) Reset() {
@@ -95,6 +102,13 @@ func (x *ShardPublishRequest) GetRoutingVersion() uint64 {
 		return x.RoutingVersion
 	}
 	return 0
+}
+
+func (x *ShardPublishRequest) GetRequestDigest() []byte {
+	if x != nil {
+		return x.RequestDigest
+	}
+	return nil
 }
 
 type PartitionedMessage struct {
@@ -1299,13 +1313,14 @@ var File_sundial_broker_v1_broker_proto protoreflect.FileDescriptor
 
 const file_sundial_broker_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x1esundial/broker/v1/broker.proto\x12\x11sundial.broker.v1\x1a\x18sundial/v1/sundial.proto\"\xbb\x01\n" +
+	"\x1esundial/broker/v1/broker.proto\x12\x11sundial.broker.v1\x1a\x18sundial/v1/sundial.proto\"\xe2\x01\n" +
 	"\x13ShardPublishRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12A\n" +
 	"\bmessages\x18\x03 \x03(\v2%.sundial.broker.v1.PartitionedMessageR\bmessages\x12'\n" +
-	"\x0frouting_version\x18\x04 \x01(\x04R\x0eroutingVersion\"a\n" +
+	"\x0frouting_version\x18\x04 \x01(\x04R\x0eroutingVersion\x12%\n" +
+	"\x0erequest_digest\x18\x05 \x01(\fR\rrequestDigest\"a\n" +
 	"\x12PartitionedMessage\x12-\n" +
 	"\amessage\x18\x01 \x01(\v2\x13.sundial.v1.MessageR\amessage\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\"\xb2\x01\n" +
