@@ -316,11 +316,11 @@ func TestRequestIDReuseRefusedOnEveryShard(t *testing.T) {
 	for i := range reuses {
 		rid := fmt.Sprint("rid-", i)
 		first := []*sundialv1.Message{{Topic: "orders", Key: fmt.Sprint("first-", i), Payload: []byte("first"), DelayMs: time.Hour.Milliseconds()}}
-		res := publishAs(t, c.Producer, rid, first)
+		res := answered(t, c.Producer, rid, first)
 		if res[0].GetError() != nil {
 			t.Fatalf("Publish(%s) = %v", rid, res[0])
 		}
-		again := publishAs(t, c.Producer, rid, first)
+		again := answered(t, c.Producer, rid, first)
 		if again[0].GetMessageId() != res[0].GetMessageId() {
 			t.Fatalf("retry of %s answered %v, want the first id %s", rid, again[0], res[0].GetMessageId())
 		}
@@ -330,7 +330,7 @@ func TestRequestIDReuseRefusedOnEveryShard(t *testing.T) {
 			{{Topic: "orders", Key: fmt.Sprint("other-", i), Payload: []byte("other")}},
 			{{Topic: "orders", Key: fmt.Sprint("a-", i)}, {Topic: "orders", Key: fmt.Sprint("b-", i)}, {Topic: "orders", Key: fmt.Sprint("c-", i)}},
 		} {
-			for k, r := range publishAs(t, c.Producer, rid, other) {
+			for k, r := range answered(t, c.Producer, rid, other) {
 				if !requestIDViolation(status.ErrorProto(r.GetError())) {
 					t.Errorf("reuse %d of %s with other messages: result %d = %v, want InvalidArgument on request_id", j, rid, k, r)
 				}
@@ -362,7 +362,7 @@ func TestChangeRequestIDReuseRefusedOnEveryShard(t *testing.T) {
 	for i := range n {
 		msgs = append(msgs, &sundialv1.Message{Topic: "jobs", Key: fmt.Sprint("job-", i), Payload: []byte("x"), DelayMs: time.Hour.Milliseconds()})
 	}
-	publishAs(t, c.Producer, "the-publish", msgs)
+	answered(t, c.Producer, "the-publish", msgs)
 	sel := func(i int) *sundialv1.MessageSelector {
 		return &sundialv1.MessageSelector{Topic: "jobs", By: &sundialv1.MessageSelector_Key{Key: fmt.Sprint("job-", i%n)}}
 	}
