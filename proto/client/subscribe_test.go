@@ -401,17 +401,22 @@ func TestSubscribeUnpacksBatchedFrames(t *testing.T) {
 		})
 	}()
 	// Every delivery handled and acked once: the acks and their credit
-	// reach the server.
+	// reach the server, and every handler's Ack has had its answer (ctx
+	// ends only then, or an Ack still waiting for its result would end
+	// with it).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		srv.mu.Lock()
 		acked, credit := len(srv.acked), srv.credit
 		srv.mu.Unlock()
-		if acked == batch+1 && credit == batch+1 {
+		mu.Lock()
+		handled := len(seen)
+		mu.Unlock()
+		if acked == batch+1 && credit == batch+1 && handled == batch+1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %d receipts acked and %d credit granted, want %d of each", acked, credit, batch+1)
+			t.Fatalf("after 10s: %d receipts acked, %d credit granted and %d handlers done, want %d of each", acked, credit, handled, batch+1)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
