@@ -4,9 +4,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
+	"github.com/sundialmq/sundial/broker/internal/keys"
 )
 
 // pruneInterval is how often a round drops the state of queues nobody
@@ -75,9 +77,14 @@ func (d *Dispatcher) expireDue(now time.Time) time.Time {
 
 // sweep forgets the shard's publish dedup records older than the dedup
 // window and the key and end records whose time came, one bounded command
-// after another until a command answers that nothing is left.
+// after another until a command answers that nothing is left. It proposes
+// nothing when the local state holds no such record, so an idle shard's
+// sweeps cost two reads of the store and no Raft entry.
 func (d *Dispatcher) sweep(now time.Time) {
 	sw := &fsmpb.Sweep{BeforeMs: now.Add(-d.cfg.DedupWindow).UnixMilli(), NowMs: now.UnixMilli(), Limit: uint32(d.cfg.MaxSweepBatch)}
+	if !d.forgettable(sw.BeforeMs, sw.NowMs) {
+		return
+	}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		out, err := d.propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: sw}})
@@ -95,4 +102,27 @@ func (d *Dispatcher) sweep(now time.Time) {
 		default:
 		}
 	}
+}
+
+// forgettable answers whether the local state holds a record a sweep by
+// beforeMs and nowMs would forget: a dedup record applied before beforeMs
+// or a forget-index entry at or before nowMs (the ranges the Sweep command
+// deletes from). A record committed but not applied here yet is left to
+// the next sweep.
+func (d *Dispatcher) forgettable(beforeMs, nowMs int64) bool {
+	return d.holds(keys.DedupAtRange(d.shard, beforeMs)) || d.holds(keys.ForgetUntil(d.shard, nowMs))
+}
+
+// holds answers whether the store has a key in [lower, upper). A failed
+// read answers true: the sweep command then decides.
+func (d *Dispatcher) holds(lower, upper []byte) bool {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return true
+	}
+	found := it.First()
+	if err := it.Close(); err != nil {
+		return true
+	}
+	return found
 }
