@@ -4,11 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
-	"github.com/sundialmq/sundial/broker/internal/keys"
 )
 
 // pruneInterval is how often a round drops the state of queues nobody
@@ -82,7 +80,7 @@ func (d *Dispatcher) expireDue(now time.Time) time.Time {
 // sweeps cost two reads of the store and no Raft entry.
 func (d *Dispatcher) sweep(now time.Time) {
 	sw := &fsmpb.Sweep{BeforeMs: now.Add(-d.cfg.DedupWindow).UnixMilli(), NowMs: now.UnixMilli(), Limit: uint32(d.cfg.MaxSweepBatch)}
-	if !d.forgettable(sw.BeforeMs, sw.NowMs) {
+	if !d.index.forgettable(sw.BeforeMs, sw.NowMs) {
 		return
 	}
 	for {
@@ -102,27 +100,4 @@ func (d *Dispatcher) sweep(now time.Time) {
 		default:
 		}
 	}
-}
-
-// forgettable answers whether the local state holds a record a sweep by
-// beforeMs and nowMs would forget: a dedup record applied before beforeMs
-// or a forget-index entry at or before nowMs (the ranges the Sweep command
-// deletes from). A record committed but not applied here yet is left to
-// the next sweep.
-func (d *Dispatcher) forgettable(beforeMs, nowMs int64) bool {
-	return d.holds(keys.DedupAtRange(d.shard, beforeMs)) || d.holds(keys.ForgetUntil(d.shard, nowMs))
-}
-
-// holds answers whether the store has a key in [lower, upper). A failed
-// read answers true: the sweep command then decides.
-func (d *Dispatcher) holds(lower, upper []byte) bool {
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return true
-	}
-	found := it.First()
-	if err := it.Close(); err != nil {
-		return true
-	}
-	return found
 }
