@@ -20,7 +20,23 @@ import (
 // ids, CREATED), as documented, and the new answer holds for the re-sends
 // after it. The history checks clean with the checker told the window,
 // and shows the G6 "violations" of a 15-minute make chaos without it.
+// The request's messages are due at once.
 func TestRequestIDAtTheDedupWindowsEdge(t *testing.T) {
+	requestIDAtTheDedupWindowsEdge(t, 0)
+}
+
+// TestRequestIDAtTheDedupWindowsEdgeDueLater is the same with the
+// request's messages due in an hour: every shard that holds one has
+// nothing else due, and still forgets the id within its sweep interval.
+// Before, such a shard's dispatcher slept until the hour mark without
+// sweeping and no shard forgot the id within the 50 s the test waits.
+func TestRequestIDAtTheDedupWindowsEdgeDueLater(t *testing.T) {
+	requestIDAtTheDedupWindowsEdge(t, time.Hour)
+}
+
+// requestIDAtTheDedupWindowsEdge runs the edge test with the request's
+// messages due after delay.
+func requestIDAtTheDedupWindowsEdge(t *testing.T, delay time.Duration) {
 	const window = 10 * time.Second
 	c := New(t, Config{Tune: func(bc *broker.Config) {
 		bc.DedupWindow = window
@@ -34,11 +50,9 @@ func TestRequestIDAtTheDedupWindowsEdge(t *testing.T) {
 	}
 	waitProxyKnows(t, c.conn, topic, parts)
 	req := &sundialv1.PublishRequest{RequestId: "edge-request"}
-	// 8 unkeyed messages spread over the partitions, due at once: a
-	// dispatcher whose next message is due later than its sweep interval
-	// sleeps until then without sweeping, which would keep the ids longer.
+	// 8 unkeyed messages spread over the partitions, due after delay.
 	for i := range 8 {
-		req.Messages = append(req.Messages, &sundialv1.Message{Topic: topic, Payload: fmt.Appendf(nil, "edge-%d", i)})
+		req.Messages = append(req.Messages, &sundialv1.Message{Topic: topic, Payload: fmt.Appendf(nil, "edge-%d", i), DelayMs: delay.Milliseconds()})
 	}
 	rec := history.NewRecorder()
 	send := func() []*history.Op {

@@ -35,7 +35,10 @@ type Config struct {
 	// DedupWindow is how long publish and change request ids are
 	// remembered. Default 10m.
 	DedupWindow time.Duration
-	// SweepInterval is how often old dedup records are dropped. Default 1m.
+	// SweepInterval is how often the leader looks for dedup, key and end
+	// records whose time came and forgets them: each is forgotten at most
+	// SweepInterval after it, however far off the next delivery is. A look
+	// that finds nothing proposes nothing. Default 1m.
 	SweepInterval time.Duration
 	// RetryInterval is the pause after a failed lease proposal. Default 100ms.
 	RetryInterval time.Duration
@@ -356,16 +359,23 @@ func (d *Dispatcher) run() {
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	lastSweep := d.now()
+	nextSweep := d.now().Add(d.cfg.SweepInterval)
 	for {
 		d.armedMs.Store(notArmed)
 		next := d.round()
 		if at := d.expireDue(d.now()); !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
-		if now := d.now(); now.Sub(lastSweep) >= d.cfg.SweepInterval {
+		if now := d.now(); !now.Before(nextSweep) {
 			d.sweep(now)
-			lastSweep = now
+			nextSweep = now.Add(d.cfg.SweepInterval)
+		}
+		// The loop wakes for the next sweep however far off the next
+		// delivery, lease deadline or expiry is, so records are forgotten
+		// within SweepInterval of their time. A sweep with nothing to
+		// forget proposes nothing (see sweep).
+		if next.IsZero() || nextSweep.Before(next) {
+			next = nextSweep
 		}
 		if !d.sleep(timer, next) {
 			return
@@ -373,13 +383,12 @@ func (d *Dispatcher) run() {
 	}
 }
 
-// sleep waits until next (zero: until woken, or SweepInterval), woken by
-// Wake, or until the earliest insertion Changed reports, whichever comes
-// first; false when the dispatcher stops. An insertion due later than the
-// timer costs no round.
+// sleep waits until next, woken by Wake, or until the earliest insertion
+// Changed reports, whichever comes first; false when the dispatcher stops.
+// An insertion due later than the timer costs no round.
 func (d *Dispatcher) sleep(timer *time.Timer, next time.Time) bool {
 	for {
-		if due := d.dueMs.Swap(math.MaxInt64); due != math.MaxInt64 && (next.IsZero() || due < next.UnixMilli()) {
+		if due := d.dueMs.Swap(math.MaxInt64); due != math.MaxInt64 && due < next.UnixMilli() {
 			next = time.UnixMilli(due)
 		}
 		if !timer.Stop() {
@@ -388,13 +397,8 @@ func (d *Dispatcher) sleep(timer *time.Timer, next time.Time) bool {
 			default:
 			}
 		}
-		if !next.IsZero() {
-			timer.Reset(max(time.Until(next), 0))
-			d.armedMs.Store(next.UnixMilli())
-		} else {
-			timer.Reset(d.cfg.SweepInterval)
-			d.armedMs.Store(notArmed)
-		}
+		timer.Reset(max(time.Until(next), 0))
+		d.armedMs.Store(next.UnixMilli())
 		select {
 		case <-d.stopc:
 			return false

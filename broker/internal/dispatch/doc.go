@@ -13,8 +13,8 @@
 // the same barrier (CaughtUp).
 //
 // The loop sleeps on a timer set to the earliest visible_at among the
-// queues that have credit (or the next TTL expiry, or a release-rate
-// refill), or until woken (credit granted, a consumer attached, a full
+// queues that have credit (or the next TTL expiry, a release-rate refill
+// or the next sweep, whichever is first), or until woken (credit granted, a consumer attached, a full
 // consumer taking its deliveries, a lease settled that left work). An
 // applied insertion into the due index (a publish, a nack, a lease moving
 // its copy to the deadline) wakes nothing: it only brings the timer forward
@@ -53,8 +53,9 @@
 //
 // Besides rounds the loop runs the upkeep commands: TTL expiry when the
 // earliest expiry is due or a round found copies expired under a lease,
-// and the dedup sweep every SweepInterval, in bounded commands repeated
-// until nothing is left.
+// and the dedup sweep every SweepInterval however far off the next due
+// copy is, in bounded commands repeated until nothing is left; a sweep
+// whose ranges hold nothing to forget proposes nothing.
 //
 // # Parts
 //
@@ -63,7 +64,8 @@
 // and tests:
 //   - dueIndex: the loop's reads of the store (due index from the scan
 //     floors, FAIR queues' catch-up from their horizons and reads of each
-//     key from its cursor, message bodies, the earliest TTL expiry)
+//     key from its cursor, message bodies, the earliest TTL expiry, whether
+//     a sweep has anything to forget)
 //     (index.go);
 //   - floors: where each queue's scan may start, and (a second instance)
 //     where each FAIR queue's catch-up resumes (floors.go);

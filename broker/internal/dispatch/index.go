@@ -412,3 +412,26 @@ func (x *dueIndex) firstExpiry() int64 {
 	}
 	return max(at, 1)
 }
+
+// forgettable answers whether the local state holds a record a sweep by
+// beforeMs and nowMs would forget: a dedup record applied before beforeMs
+// or a forget-index entry at or before nowMs (the ranges the Sweep command
+// deletes from). A record committed but not applied here yet is left to
+// the next sweep.
+func (x *dueIndex) forgettable(beforeMs, nowMs int64) bool {
+	return x.holds(keys.DedupAtRange(x.shard, beforeMs)) || x.holds(keys.ForgetUntil(x.shard, nowMs))
+}
+
+// holds answers whether the store has a key in [lower, upper). A failed
+// read answers true: the sweep command then decides.
+func (x *dueIndex) holds(lower, upper []byte) bool {
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return true
+	}
+	found := it.First()
+	if err := it.Close(); err != nil {
+		return true
+	}
+	return found
+}

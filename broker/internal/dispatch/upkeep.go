@@ -75,9 +75,14 @@ func (d *Dispatcher) expireDue(now time.Time) time.Time {
 
 // sweep forgets the shard's publish dedup records older than the dedup
 // window and the key and end records whose time came, one bounded command
-// after another until a command answers that nothing is left.
+// after another until a command answers that nothing is left. It proposes
+// nothing when the local state holds no such record, so an idle shard's
+// sweeps cost two reads of the store and no Raft entry.
 func (d *Dispatcher) sweep(now time.Time) {
 	sw := &fsmpb.Sweep{BeforeMs: now.Add(-d.cfg.DedupWindow).UnixMilli(), NowMs: now.UnixMilli(), Limit: uint32(d.cfg.MaxSweepBatch)}
+	if !d.index.forgettable(sw.BeforeMs, sw.NowMs) {
+		return
+	}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		out, err := d.propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: sw}})
