@@ -45,7 +45,7 @@ type Config struct {
 	// Limits bound client requests; a request beyond them is refused with
 	// InvalidArgument before it is forwarded. Zero fields mean the defaults
 	// of validate.DefaultLimits. YAML: the limits section (max_message_bytes,
-	// max_delay, max_key_bytes, max_batch, max_header_bytes).
+	// max_delay, max_key_bytes, max_batch, max_header_bytes, max_receipts).
 	Limits validate.Limits
 }
 
@@ -92,7 +92,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("watch_silence_timeout: must not be negative, got %s", c.WatchSilenceTimeout))
 	}
 	l := c.Limits
-	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 {
+	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 || l.MaxReceipts < 0 {
 		errs = append(errs, errors.New("limits: must not be negative"))
 	}
 	return errors.Join(errs...)

@@ -100,6 +100,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		Log:         log,
 		Metrics:     subscribe.NewMetrics(reg),
 		WaitTimeout: cfg.ForwardTimeout,
+		Limits:      cfg.Limits,
 	}
 
 	s.grpc = grpc.NewServer(

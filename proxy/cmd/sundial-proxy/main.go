@@ -46,6 +46,7 @@ type fileLimits struct {
 	MaxKeyBytes     int           `yaml:"max_key_bytes"`
 	MaxBatch        int           `yaml:"max_batch"`
 	MaxHeaderBytes  int           `yaml:"max_header_bytes"`
+	MaxReceipts     int           `yaml:"max_receipts"`
 }
 
 // decodeFile sets the settings data names over cfg and level. Keys are
@@ -56,7 +57,7 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 		ReadyProbeInterval: cfg.ReadyProbeInterval, WatchSilence: cfg.WatchSilenceTimeout, LogLevel: *level,
 		Limits: fileLimits{
 			MaxMessageBytes: cfg.Limits.MaxMessageBytes, MaxDelay: cfg.Limits.MaxDelay, MaxKeyBytes: cfg.Limits.MaxKeyBytes,
-			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
+			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, MaxReceipts: cfg.Limits.MaxReceipts,
 		},
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -68,7 +69,7 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 	cfg.ForwardTimeout, cfg.ReadyProbeInterval, cfg.WatchSilenceTimeout = fc.ForwardTimeout, fc.ReadyProbeInterval, fc.WatchSilence
 	cfg.Limits = validate.Limits{
 		MaxMessageBytes: fc.Limits.MaxMessageBytes, MaxDelay: fc.Limits.MaxDelay, MaxKeyBytes: fc.Limits.MaxKeyBytes,
-		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes,
+		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes, MaxReceipts: fc.Limits.MaxReceipts,
 	}
 	return nil
 }
