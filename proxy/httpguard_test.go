@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -32,6 +33,21 @@ func refusedCount(reg *prometheus.Registry, listener, reason string) float64 {
 		}
 	}
 	return 0
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// readCode reads one answer from c: its status code, 0 on an error.
+func readCode(c net.Conn) int {
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 func heapAllocs() uint64 {
@@ -98,20 +114,25 @@ func TestSlowBodiesAreCutAndNeverSizeABuffer(t *testing.T) {
 				_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 				if _, err := br.Peek(1); err == nil {
 					break
-				} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+				} else if !isTimeout(err) {
 					errs <- fmt.Errorf("the connection closed without an answer: %w", err)
 					return
 				}
 			}
 			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second)) // a hang guard
 			resp, err := http.ReadResponse(br, nil)
-			if err != nil || resp.StatusCode != http.StatusRequestTimeout {
-				errs <- fmt.Errorf("a slow body was answered %v %v, want 408", resp, err)
+			if err != nil {
+				errs <- fmt.Errorf("a slow body got no answer: %w", err)
+				return
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestTimeout {
+				errs <- fmt.Errorf("a slow body was answered %d, want 408", resp.StatusCode)
 				return
 			}
 			// Closed after the answer: EOF, or a reset (unread bytes we sent).
 			if _, err := io.Copy(io.Discard, br); err != nil {
-				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				if isTimeout(err) {
 					errs <- fmt.Errorf("the connection stayed open after the 408: %w", err)
 				}
 			}
@@ -142,8 +163,12 @@ func TestSlowBodiesAreCutAndNeverSizeABuffer(t *testing.T) {
 	defer c.Close()
 	fmt.Fprintf(c, "POST /v1/topics/wide/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 1<<30)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("a 1 GiB Content-Length = %v %v, want 413", resp, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a 1 GiB Content-Length = %d, want 413", resp.StatusCode)
 	}
 	if got := refusedCount(reg, "http", refusedBodySize); got != 1 {
 		t.Errorf("refused{http, body_size} = %v, want 1", got)
@@ -162,8 +187,8 @@ func TestConnectionsBeyondTheLimitAreClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(c, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /livez on a held connection = %v %v", resp, err)
+		if code := readCode(c); code != http.StatusOK {
+			t.Fatalf("GET /livez on a held connection = %d", code)
 		}
 		held = append(held, c)
 	}
@@ -188,8 +213,7 @@ func TestConnectionsBeyondTheLimitAreClosed(t *testing.T) {
 		}
 		defer c.Close()
 		fmt.Fprintf(c, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		return err == nil && resp.StatusCode == http.StatusOK
+		return readCode(c) == http.StatusOK
 	})
 	_ = held[1].Close()
 }

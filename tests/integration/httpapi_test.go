@@ -293,8 +293,8 @@ func TestHTTPAPI(t *testing.T) {
 			}
 		}
 		big := `{"messages":[{"text":"` + strings.Repeat("x", 9<<20) + `"}]}`
-		if code, out := h.do("POST", "/v1/topics/http-big/messages", big); code != http.StatusTooManyRequests || out["code"] != float64(8) {
-			t.Errorf("POST of a 9 MiB body = %d %v, want 429 with code 8 (ResourceExhausted)", code, out)
+		if code, out := h.do("POST", "/v1/topics/http-big/messages", big); code != http.StatusRequestEntityTooLarge || out["code"] != float64(8) {
+			t.Errorf("POST of a 9 MiB body = %d %v, want 413 with code 8 (ResourceExhausted)", code, out)
 		}
 		if code, out := h.do("GET", "/v1/no-such-route", nil); code != http.StatusNotFound {
 			t.Errorf("GET /v1/no-such-route = %d %v, want 404", code, out)
