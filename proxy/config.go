@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"time"
 
 	"github.com/sundialmq/sundial/proto/validate"
@@ -16,10 +17,34 @@ type Config struct {
 	// picks a free port (see Server.GRPCAddr). Default 127.0.0.1:7400.
 	GRPCAddr string
 	// HTTPAddr is the host:port serving the HTTP/JSON API (/v1/...,
-	// /openapi.json, /docs), the admin UI at /ui/, /metrics, /livez, /readyz
-	// and /healthz (an alias of /readyz); port 0 picks a free port; empty
-	// disables HTTP. Default 127.0.0.1:7480.
+	// /openapi.json, /docs), the admin UI at /ui/, /livez, /readyz,
+	// /healthz (an alias of /readyz) and, unless MetricsAddr is set,
+	// /metrics; port 0 picks a free port; empty disables HTTP. Default
+	// 127.0.0.1:7480.
 	HTTPAddr string
+	// AdminAddr is the host:port serving pprof (/debug/pprof/...), apart
+	// from the public ports so that only the operator reaches it: keep it
+	// on loopback. Empty disables it. Default 127.0.0.1:7481.
+	AdminAddr string
+	// MetricsAddr, when set, serves /metrics on its own host:port instead
+	// of on HTTPAddr (e.g. a private interface Prometheus scrapes). Empty
+	// (the default) keeps /metrics on HTTPAddr, where the deploy/
+	// Prometheus configs scrape it; it shows counts and names, no payloads.
+	MetricsAddr string
+	// AllowedHosts are the names (without port) the HTTP API, the UI and
+	// /docs answer to in the Host header; any other is refused 421, which
+	// stops DNS rebinding. "*" allows any name. Empty means localhost, every
+	// loopback address, the host of HTTPAddr and the machine's hostname.
+	AllowedHosts []string
+	// AllowedOrigins are browser origins (scheme://host[:port]) whose
+	// cross-site requests the HTTP API accepts; other cross-site requests
+	// (Sec-Fetch-Site: cross-site, or an Origin that is not the proxy's
+	// own) are refused 403. Default none.
+	AllowedOrigins []string
+	// ListenLimits bound connections, HTTP timeouts and gRPC streams per
+	// connection; zero fields mean the defaults of DefaultListenLimits.
+	// YAML: the listen_limits section.
+	ListenLimits ListenLimits
 	// Brokers are seed broker gRPC addresses. The proxy watches the routing
 	// table from one of them and learns the rest of the cluster from it.
 	// Default 127.0.0.1:7501, 127.0.0.1:7502, 127.0.0.1:7503.
@@ -45,7 +70,7 @@ type Config struct {
 	// Limits bound client requests; a request beyond them is refused with
 	// InvalidArgument before it is forwarded. Zero fields mean the defaults
 	// of validate.DefaultLimits. YAML: the limits section (max_message_bytes,
-	// max_delay, max_key_bytes, max_batch, max_header_bytes).
+	// max_delay, max_key_bytes, max_batch, max_header_bytes, max_receipts).
 	Limits validate.Limits
 }
 
@@ -55,11 +80,13 @@ func DefaultConfig() Config {
 	return Config{
 		GRPCAddr:            "127.0.0.1:7400",
 		HTTPAddr:            "127.0.0.1:7480",
+		AdminAddr:           "127.0.0.1:7481",
 		Brokers:             []string{"127.0.0.1:7501", "127.0.0.1:7502", "127.0.0.1:7503"},
 		ForwardTimeout:      10 * time.Second,
 		ReadyProbeInterval:  2 * time.Second,
 		WatchSilenceTimeout: 2 * time.Second,
 		Limits:              validate.DefaultLimits(),
+		ListenLimits:        DefaultListenLimits(),
 	}
 }
 
@@ -73,6 +100,21 @@ func (c Config) Validate() error {
 		if err := checkAddr(c.HTTPAddr); err != nil {
 			errs = append(errs, fmt.Errorf("http_addr: %w", err))
 		}
+	}
+	for _, a := range []struct{ name, addr string }{{"admin_addr", c.AdminAddr}, {"metrics_addr", c.MetricsAddr}} {
+		if a.addr != "" {
+			if err := checkAddr(a.addr); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", a.name, err))
+			}
+		}
+	}
+	for i, o := range c.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || u.Scheme == "" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("allowed_origins[%d]: want scheme://host[:port], got %q", i, o))
+		}
+	}
+	if err := c.ListenLimits.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("brokers: at least one seed broker address is required"))
@@ -92,7 +134,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("watch_silence_timeout: must not be negative, got %s", c.WatchSilenceTimeout))
 	}
 	l := c.Limits
-	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 {
+	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 || l.MaxReceipts < 0 {
 		errs = append(errs, errors.New("limits: must not be negative"))
 	}
 	return errors.Join(errs...)

@@ -24,6 +24,14 @@ func TestConfigValidate(t *testing.T) {
 		{"negative limit", func(c *Config) { c.Limits.MaxBatch = -1 }, "limits"},
 		{"no progress frames", func(c *Config) { c.WatchSilenceTimeout = 0 }, ""},
 		{"negative watch silence", func(c *Config) { c.WatchSilenceTimeout = -time.Second }, "watch_silence_timeout"},
+		{"negative max_receipts", func(c *Config) { c.Limits.MaxReceipts = -1 }, "limits"},
+		{"admin disabled", func(c *Config) { c.AdminAddr = "" }, ""},
+		{"bad admin addr", func(c *Config) { c.AdminAddr = "7481" }, "admin_addr"},
+		{"bad metrics addr", func(c *Config) { c.MetricsAddr = "nope" }, "metrics_addr"},
+		{"origin without scheme", func(c *Config) { c.AllowedOrigins = []string{"console.example"} }, "allowed_origins[0]"},
+		{"origin", func(c *Config) { c.AllowedOrigins = []string{"https://console.example:8443"} }, ""},
+		{"negative read timeout", func(c *Config) { c.ListenLimits.HTTPReadTimeout = -time.Second }, "listen_limits"},
+		{"negative max connections", func(c *Config) { c.ListenLimits.MaxConnections = -1 }, "listen_limits"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

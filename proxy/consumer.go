@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proto/validate"
 	"github.com/sundialmq/sundial/proxy/internal/ack"
 
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
@@ -25,15 +26,15 @@ func (c consumer) Subscribe(stream grpc.BidiStreamingServer[sundialv1.SubscribeR
 }
 
 func (c consumer) Ack(ctx context.Context, req *sundialv1.AckRequest) (*sundialv1.AckResponse, error) {
-	if len(req.GetReceipts()) == 0 {
-		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "receipts", Description: "must not be empty"})
+	if err := c.checkSettle(req.GetReceipts(), req.GetRequestId()); err != nil {
+		return nil, err
 	}
 	return &sundialv1.AckResponse{Results: settler{c.s}.Ack(ctx, req)}, nil
 }
 
 func (c consumer) Nack(ctx context.Context, req *sundialv1.NackRequest) (*sundialv1.NackResponse, error) {
-	if len(req.GetReceipts()) == 0 {
-		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "receipts", Description: "must not be empty"})
+	if err := c.checkSettle(req.GetReceipts(), req.GetRequestId()); err != nil {
+		return nil, err
 	}
 	if req.GetDelayMs() < 0 {
 		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "delay_ms", Description: "must not be negative"})
@@ -42,13 +43,25 @@ func (c consumer) Nack(ctx context.Context, req *sundialv1.NackRequest) (*sundia
 }
 
 func (c consumer) Extend(ctx context.Context, req *sundialv1.ExtendRequest) (*sundialv1.ExtendResponse, error) {
-	if len(req.GetReceipts()) == 0 {
-		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "receipts", Description: "must not be empty"})
+	if err := c.checkSettle(req.GetReceipts(), req.GetRequestId()); err != nil {
+		return nil, err
 	}
 	if req.GetExtendMs() < 0 {
 		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "extend_ms", Description: "must not be negative"})
 	}
 	return &sundialv1.ExtendResponse{Results: settler{c.s}.Extend(ctx, req)}, nil
+}
+
+// checkSettle refuses a unary ack, nack or extend without receipts or
+// beyond the limits (validate.Settle) before any receipt is forwarded.
+func (c consumer) checkSettle(receipts []string, requestID string) error {
+	if len(receipts) == 0 {
+		return apierr.InvalidArgument(apierr.FieldViolation{Field: "receipts", Description: "must not be empty"})
+	}
+	if vs := validate.Settle("", receipts, requestID, c.s.cfg.Limits); len(vs) > 0 {
+		return apierr.InvalidArgument(vs...)
+	}
+	return nil
 }
 
 // settler forwards acks, nacks and extends (unary or from a subscription

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -207,6 +208,13 @@ func serve(t testing.TB, b *fakeBroker) string {
 // seeded with the follower.
 func startCluster(t testing.TB) (*Server, *fakeBroker, *grpc.ClientConn) {
 	t.Helper()
+	return startClusterWith(t, nil, nil)
+}
+
+// startClusterWith is startCluster with the proxy's metrics in reg (nil: a
+// private registry) and its config changed by mod (nil: the defaults).
+func startClusterWith(t testing.TB, reg prometheus.Registerer, mod func(*Config)) (*Server, *fakeBroker, *grpc.ClientConn) {
+	t.Helper()
 	adm := &fakeAdmin{deletes: new(atomic.Int32)}
 	leader := &fakeBroker{leader: true, published: map[uint64]int{}, admin: adm, queue: &fakeQueue{}}
 	follower := &fakeBroker{published: map[uint64]int{}, admin: adm}
@@ -230,7 +238,11 @@ func startCluster(t testing.TB) (*Server, *fakeBroker, *grpc.ClientConn) {
 	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Brokers = []string{followerAddr}
 	cfg.ForwardTimeout = 3 * time.Second
-	srv, err := New(cfg, zaptest.NewLogger(t), nil)
+	cfg.AdminAddr = "127.0.0.1:0"
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := New(cfg, zaptest.NewLogger(t), reg)
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}

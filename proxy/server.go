@@ -46,13 +46,18 @@ type Server struct {
 	grpc      *grpc.Server
 	health    *grpcHealth
 	http      *http.Server
+	admin     *http.Server // pprof; nil when Config.AdminAddr is empty
+	metricsHS *http.Server // /metrics; nil unless Config.MetricsAddr is set
+	refused   refusals
 	readiness *readiness
 	probing   context.CancelFunc // stops the readiness prober
 	uiConn    *grpc.ClientConn   // the admin UI's client of s.grpc
 
-	mu       sync.Mutex // guards grpcLis, httpLis, started, stopped
+	mu       sync.Mutex // guards the listeners, started, stopped
 	grpcLis  net.Listener
 	httpLis  net.Listener
+	adminLis net.Listener
+	metLis   net.Listener
 	started  bool
 	stopped  bool
 	serveErr chan error
@@ -83,7 +88,8 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		gatherer: gatherer,
 		metrics:  newMetrics(reg),
 		pool:     routing.NewPool(),
-		serveErr: make(chan error, 2),
+		serveErr: make(chan error, 4),
+		refused:  newRefusals(reg),
 	}
 	s.watcher = routing.NewWatcher(routing.WatcherConfig{Seeds: cfg.Brokers, SilenceTimeout: cfg.WatchSilenceTimeout}, s.pool, log, routing.NewMetrics(reg), s.onTable)
 	s.readiness = newReadiness(cfg.ReadyProbeInterval, s.watcher.Stale, log, reg)
@@ -100,12 +106,14 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		Log:         log,
 		Metrics:     subscribe.NewMetrics(reg),
 		WaitTimeout: cfg.ForwardTimeout,
+		Limits:      cfg.Limits,
 	}
 
-	s.grpc = grpc.NewServer(
+	lim := cfg.ListenLimits.withDefaults()
+	s.grpc = grpc.NewServer(append(lim.grpcOptions(),
 		grpc.ChainUnaryInterceptor(s.unaryBoundary),
 		grpc.ChainStreamInterceptor(s.streamBoundary),
-	)
+	)...)
 	sundialv1.RegisterProducerServer(s.grpc, producer{s: s})
 	sundialv1.RegisterConsumerServer(s.grpc, consumer{s: s})
 	sundialv1.RegisterAdminServer(s.grpc, admin{s: s})
@@ -113,15 +121,20 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 
+	guard := newHTTPGuard(cfg, s.refused)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	metricsHandler := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})
+	if cfg.MetricsAddr == "" {
+		mux.Handle("/metrics", metricsHandler)
+	} else {
+		mm := http.NewServeMux()
+		mm.Handle("/metrics", metricsHandler)
+		s.metricsHS = lim.httpServer(mm)
+	}
 	mux.HandleFunc("/livez", livez)
 	mux.HandleFunc("/readyz", s.readyz)
 	mux.HandleFunc("/healthz", s.readyz) // an alias of /readyz
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	if err := s.mountHTTPAPI(mux); err != nil {
+	if err := s.mountHTTPAPI(mux, guard); err != nil {
 		return nil, err
 	}
 	adminUI, uiConn, err := s.newUI()
@@ -129,19 +142,33 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		return nil, err
 	}
 	s.uiConn = uiConn
-	mux.Handle("/ui/", adminUI)
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	mux.Handle("/ui/", guard.host(adminUI))
+	s.http = lim.httpServer(mux)
+	if cfg.AdminAddr != "" {
+		am := http.NewServeMux()
+		am.HandleFunc("/debug/pprof/", pprof.Index)
+		am.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		am.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		s.admin = lim.httpServer(am)
+		// A CPU profile or trace runs for its ?seconds= (30 by default).
+		s.admin.WriteTimeout = 0
+	}
 	return s, nil
 }
 
 // mountHTTPAPI serves the HTTP/JSON API transcoded onto s.grpc (every service
-// is registered by now), /openapi.json and /docs.
-func (s *Server) mountHTTPAPI(mux *http.ServeMux) error {
+// is registered by now), /openapi.json and /docs, behind guard.
+func (s *Server) mountHTTPAPI(mux *http.ServeMux, guard *httpGuard) error {
 	api, err := httpapi.New(s.grpc)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	api.Mount(mux)
+	sub := http.NewServeMux()
+	api.Mount(sub)
+	mux.Handle("/v1/", guard.host(guard.api(sub)))
+	mux.Handle("/openapi.json", guard.host(sub))
+	mux.Handle("/docs", guard.host(sub))
+	mux.Handle("/docs/", guard.host(sub))
 	return nil
 }
 
@@ -161,19 +188,38 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	var lc net.ListenConfig
-	gl, err := lc.Listen(ctx, "tcp", s.cfg.GRPCAddr)
-	if err != nil {
-		return fmt.Errorf("proxy: listen grpc: %w", err)
-	}
-	var hl net.Listener
-	if s.cfg.HTTPAddr != "" {
-		hl, err = lc.Listen(ctx, "tcp", s.cfg.HTTPAddr)
-		if err != nil {
-			_ = gl.Close()
-			return fmt.Errorf("proxy: listen http: %w", err)
+	var open []net.Listener
+	listen := func(name, addr string) (net.Listener, error) {
+		if addr == "" {
+			return nil, nil
 		}
+		l, err := s.listen(ctx, &lc, name, addr)
+		if err != nil {
+			for _, o := range open {
+				_ = o.Close()
+			}
+			return nil, err
+		}
+		open = append(open, l)
+		return l, nil
 	}
-	s.grpcLis, s.httpLis, s.started = gl, hl, true
+	gl, err := listen("grpc", s.cfg.GRPCAddr)
+	if err != nil {
+		return err
+	}
+	hl, err := listen("http", s.cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	al, err := listen("admin", s.cfg.AdminAddr)
+	if err != nil {
+		return err
+	}
+	ml, err := listen("metrics", s.cfg.MetricsAddr)
+	if err != nil {
+		return err
+	}
+	s.grpcLis, s.httpLis, s.adminLis, s.metLis, s.started = gl, hl, al, ml, true
 	// The background goroutines outlive Start's ctx: they keep its values
 	// but end on Stop, not when ctx is cancelled.
 	life := context.WithoutCancel(ctx)
@@ -188,16 +234,32 @@ func (s *Server) Start(ctx context.Context) error {
 			s.serveErr <- err
 		}
 	})
-	if hl != nil {
-		s.wg.Go(func() {
-			if err := s.http.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("http server stopped", zap.Error(err))
-				s.serveErr <- err
-			}
-		})
-	}
-	s.log.Info("proxy started", zap.String("grpc_addr", gl.Addr().String()), zap.String("http_addr", s.httpAddrLocked()), zap.Strings("brokers", s.cfg.Brokers))
+	s.serveHTTP("http", s.http, hl)
+	s.serveHTTP("admin", s.admin, al)
+	s.serveHTTP("metrics", s.metricsHS, ml)
+	s.log.Info("proxy started", zap.String("grpc_addr", gl.Addr().String()), zap.String("http_addr", s.httpAddrLocked()),
+		zap.String("admin_addr", addrOf(al)), zap.String("metrics_addr", addrOf(ml)), zap.Strings("brokers", s.cfg.Brokers))
 	return nil
+}
+
+// serveHTTP serves srv on l until Stop (nothing when l is nil).
+func (s *Server) serveHTTP(name string, srv *http.Server, l net.Listener) {
+	if l == nil {
+		return
+	}
+	s.wg.Go(func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error(name+" server stopped", zap.Error(err))
+			s.serveErr <- err
+		}
+	})
+}
+
+func addrOf(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
 }
 
 // Err yields an error when the gRPC or HTTP server stopped serving on its
@@ -226,6 +288,11 @@ func (s *Server) Stop() {
 			close(done)
 		}()
 		_ = s.http.Shutdown(ctx)
+		for _, srv := range []*http.Server{s.admin, s.metricsHS} {
+			if srv != nil {
+				_ = srv.Close() // a running profile is cut off
+			}
+		}
 		s.probing()
 		select {
 		case <-done:
@@ -265,6 +332,22 @@ func (s *Server) httpAddrLocked() string {
 		return ""
 	}
 	return s.httpLis.Addr().String()
+}
+
+// AdminAddr is the address serving pprof ("" before Start or when
+// disabled).
+func (s *Server) AdminAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return addrOf(s.adminLis)
+}
+
+// MetricsAddr is the address serving /metrics on its own ("" before Start
+// or when /metrics is on HTTPAddr).
+func (s *Server) MetricsAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return addrOf(s.metLis)
 }
 
 // Ready reports whether the proxy can serve: it has a routing table and

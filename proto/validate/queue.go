@@ -32,8 +32,9 @@ const (
 	// deliver_at_unix_ms may lie (clock skew, a slow client) and still mean
 	// "now"; earlier is an error.
 	ReschedulePastSlack = time.Second
-	// MaxRequestIDBytes bounds the request_id of a cancel or reschedule
-	// (the SDK's ids are 32 bytes).
+	// MaxRequestIDBytes bounds the request_id of every request that has one
+	// (the SDK's ids are 32 bytes): publish, cancel, reschedule, ack, nack,
+	// extend.
 	MaxRequestIDBytes = 128
 )
 
@@ -112,8 +113,8 @@ func Cancel(req *sundialv1.CancelRequest, lim Limits) []apierr.FieldViolation {
 	return append(Selector("message", req.GetMessage(), lim), RequestID("request_id", req.GetRequestId())...)
 }
 
-// RequestID checks the optional request id of a cancel or reschedule: at
-// most MaxRequestIDBytes.
+// RequestID checks the optional request id of a publish, cancel,
+// reschedule, ack, nack or extend: at most MaxRequestIDBytes.
 func RequestID(field, id string) []apierr.FieldViolation {
 	if n := len(id); n > MaxRequestIDBytes {
 		return violation(field, fmt.Sprintf("must be at most %d bytes, got %d", MaxRequestIDBytes, n))
@@ -250,4 +251,19 @@ func PublishTopic(field, topic string) []apierr.FieldViolation {
 		return violation(field, fmt.Sprintf("%q is a dead-letter topic: reserved, publish to %q instead", topic, DeadLetterBase(topic)))
 	}
 	return nil
+}
+
+// Settle checks the receipts and request id of an ack, nack or extend
+// (field prefixes the violations: "" for a unary call, "ack" for a
+// subscription's ack frame): at most MaxReceipts receipts and a request id
+// of at most MaxRequestIDBytes. An empty receipt list is the caller's to
+// judge: a unary call refuses it, a subscription frame answers it with no
+// results.
+func Settle(field string, receipts []string, requestID string, lim Limits) []apierr.FieldViolation {
+	lim = lim.withDefaults()
+	var out []apierr.FieldViolation
+	if n := len(receipts); n > lim.MaxReceipts {
+		out = append(out, violation(join(field, "receipts"), fmt.Sprintf("must hold at most %d receipts, got %d", lim.MaxReceipts, n))...)
+	}
+	return append(out, RequestID(join(field, "request_id"), requestID)...)
 }

@@ -233,3 +233,16 @@ func TestTopicGroup(t *testing.T) {
 		}
 	}
 }
+
+func TestSettle(t *testing.T) {
+	lim := Limits{MaxReceipts: 2}
+	if vs := Settle("", []string{"a", "b"}, "id", lim); len(vs) != 0 {
+		t.Errorf("Settle(at the limit) = %v, want none", vs)
+	}
+	if vs := Settle("ack", []string{"a", "b", "c"}, strings.Repeat("x", MaxRequestIDBytes+1), lim); !sameFields(vs, []string{"ack.receipts", "ack.request_id"}) {
+		t.Errorf("Settle(over both) = %v, want ack.receipts and ack.request_id", vs)
+	}
+	if vs := Settle("", make([]string, 10001), "", Limits{}); !sameFields(vs, []string{"receipts"}) {
+		t.Errorf("Settle(10001 receipts, default limits) = %v, want receipts", vs)
+	}
+}

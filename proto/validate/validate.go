@@ -32,6 +32,9 @@ type Limits struct {
 	// MaxHeaderBytes bounds the total size of a message's header names and
 	// values. Default 64 KiB.
 	MaxHeaderBytes int
+	// MaxReceipts bounds the receipts of one ack, nack or extend (a unary
+	// call or a subscription frame). Default 10000.
+	MaxReceipts int
 }
 
 // DefaultLimits are the limits a cluster starts with.
@@ -42,6 +45,7 @@ func DefaultLimits() Limits {
 		MaxKeyBytes:     512,
 		MaxBatch:        10000,
 		MaxHeaderBytes:  64 << 10,
+		MaxReceipts:     10000,
 	}
 }
 
@@ -61,6 +65,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxHeaderBytes <= 0 {
 		l.MaxHeaderBytes = d.MaxHeaderBytes
+	}
+	if l.MaxReceipts <= 0 {
+		l.MaxReceipts = d.MaxReceipts
 	}
 	return l
 }
@@ -182,11 +189,15 @@ func Message(field string, m *sundialv1.Message, lim Limits, nowMs int64) []apie
 
 const maxInt64 = int64(^uint64(0) >> 1)
 
-// Publish checks a client's publish request: a non-empty batch of at most
-// MaxBatch valid messages, none to a dead-letter topic (PublishTopic).
-// Violations of message i name "messages[i].<field>".
+// Publish checks a client's publish request: a request id of at most
+// MaxRequestIDBytes and a non-empty batch of at most MaxBatch valid
+// messages, none to a dead-letter topic (PublishTopic). Violations of
+// message i name "messages[i].<field>".
 func Publish(req *sundialv1.PublishRequest, lim Limits, nowMs int64) []apierr.FieldViolation {
 	lim = lim.withDefaults()
+	if vs := RequestID("request_id", req.GetRequestId()); len(vs) > 0 {
+		return vs
+	}
 	msgs := req.GetMessages()
 	switch {
 	case len(msgs) == 0:

@@ -189,7 +189,7 @@ func (c *Cluster) startBroker(b *Broker) error {
 
 func (c *Cluster) startProxy(p *Proxy) error {
 	pp, err := proc.Start(p.Name, c.bin.Proxy, c.logPath(p.Name),
-		"--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--brokers", c.seeds, "--log-level", c.cfg.LogLevel)
+		"--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--admin-addr", "off", "--brokers", c.seeds, "--log-level", c.cfg.LogLevel)
 	if err != nil {
 		return err
 	}

@@ -392,7 +392,8 @@ func forwardRetries(t *testing.T, c *framework.Cluster) map[string]*dto.MetricFa
 // through the proxy to a topic nobody created (proxy requests and a topic
 // lookup; the broker's meta reads for an unknown and a created topic), a
 // Receive and an Ack of that message (settled receipts), and a shard
-// publish without messages sent straight to the broker (a publish error).
+// publish without messages sent straight to the broker (a publish error),
+// and an HTTP publish with a text/plain body (a proxy refusal).
 func produceEvents(t *testing.T, c *framework.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -440,6 +441,20 @@ func produceEvents(t *testing.T, c *framework.Cluster) {
 	_, err = brokerv1.NewShardClient(dial(t, c.Brokers[0].GRPCAddr)).Publish(ctx, &brokerv1.ShardPublishRequest{ShardId: shard})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Shard.Publish(shard %d, no messages) error = %v, want InvalidArgument", shard, err)
+	}
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Proxies[0].HTTPAddr+"/v1/topics/"+topic+"/messages", strings.NewReader(`{"messages":[{"text":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST text/plain: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("POST text/plain = %d, want 415", resp.StatusCode)
 	}
 }
 

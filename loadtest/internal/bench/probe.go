@@ -142,7 +142,7 @@ func (w *windowProbe) window(begin bool) {
 		w.begin = now
 		for i, ep := range w.eps {
 			w.wg.Add(1)
-			go w.profileLoop(i, ep.Addr)
+			go w.profileLoop(i, ep.Pprof())
 		}
 		w.scrapeAll(w.before, false)
 	case !begin && !w.begin.IsZero() && w.end.IsZero():

@@ -68,14 +68,15 @@ type broker struct {
 
 // Cluster is a running local cluster.
 type Cluster struct {
-	cfg       Config
-	bin       string
-	members   string
-	brokers   []*broker
-	proxy     *proc.Process
-	proxyGRPC string
-	proxyHTTP string
-	tempData  bool
+	cfg        Config
+	bin        string
+	members    string
+	brokers    []*broker
+	proxy      *proc.Process
+	proxyGRPC  string
+	proxyHTTP  string
+	proxyAdmin string // the proxy's admin listener (pprof)
+	tempData   bool
 }
 
 // RepoRoot walks up from the working directory to the directory holding
@@ -167,13 +168,16 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if c.proxyHTTP, err = proc.FreeAddr(); err != nil {
 		return nil, err
 	}
+	if c.proxyAdmin, err = proc.FreeAddr(); err != nil {
+		return nil, err
+	}
 	for _, b := range c.brokers {
 		if err := c.startBroker(b); err != nil {
 			return nil, errors.Join(err, c.Stop())
 		}
 	}
 	c.proxy, err = proc.Start("proxy", filepath.Join(bin, "sundial-proxy"), filepath.Join(c.cfg.DataDir, "logs", "proxy.log"),
-		"--grpc-addr", c.proxyGRPC, "--http-addr", c.proxyHTTP, "--brokers", strings.Join(grpcs, ","), "--log-level", cfg.LogLevel)
+		"--grpc-addr", c.proxyGRPC, "--http-addr", c.proxyHTTP, "--admin-addr", c.proxyAdmin, "--brokers", strings.Join(grpcs, ","), "--log-level", cfg.LogLevel)
 	if err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
@@ -254,9 +258,12 @@ func (c *Cluster) BrokerHTTPAddrs() []string {
 	return addrs
 }
 
-// ProxyHTTPAddr is the proxy's HTTP address (/metrics, /healthz,
-// /debug/pprof, the HTTP/JSON API).
+// ProxyHTTPAddr is the proxy's HTTP address (/metrics, /healthz, the
+// HTTP/JSON API).
 func (c *Cluster) ProxyHTTPAddr() string { return c.proxyHTTP }
+
+// ProxyAdminAddr is the proxy's admin address (/debug/pprof).
+func (c *Cluster) ProxyAdminAddr() string { return c.proxyAdmin }
 
 // DataDirs are the brokers' data directories.
 func (c *Cluster) DataDirs() []string {

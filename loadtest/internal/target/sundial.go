@@ -163,7 +163,7 @@ func (s *sundial) Endpoints() []Endpoint {
 	for i, addr := range s.cl.BrokerHTTPAddrs() {
 		eps = append(eps, Endpoint{Role: RoleBrokers, Name: fmt.Sprintf("broker-%d", s.cl.Brokers()[i]), Addr: addr})
 	}
-	return append(eps, Endpoint{Role: RoleProxy, Name: "proxy", Addr: s.cl.ProxyHTTPAddr()})
+	return append(eps, Endpoint{Role: RoleProxy, Name: "proxy", Addr: s.cl.ProxyHTTPAddr(), PprofAddr: s.cl.ProxyAdminAddr()})
 }
 
 // Restart stops every broker (the proxy keeps running), starts them again

@@ -89,6 +89,17 @@ type Endpoint struct {
 	// Name tells the process apart within its role, e.g. "broker-2".
 	Name string
 	Addr string
+	// PprofAddr serves /debug/pprof when Addr does not (the proxy's admin
+	// listener); empty means Addr.
+	PprofAddr string
+}
+
+// Pprof is the address serving the endpoint's /debug/pprof.
+func (e Endpoint) Pprof() string {
+	if e.PprofAddr != "" {
+		return e.PprofAddr
+	}
+	return e.Addr
 }
 
 // Roles of a Sundial system's server processes (CPUGroups).

@@ -137,6 +137,7 @@ type Config struct {
 // Layout is every address of the cluster.
 type Layout struct {
 	ProxyGRPC, ProxyHTTP string
+	ProxyAdmin           string        // the proxy's pprof listener
 	Brokers              []BrokerAddrs // broker i+1 at index i
 }
 
@@ -154,7 +155,7 @@ func (l Layout) broker(id int) BrokerAddrs {
 
 // DefaultLayout is the local cluster of DESIGN §5 with n brokers.
 func DefaultLayout(n int) Layout {
-	l := Layout{ProxyGRPC: "127.0.0.1:7400", ProxyHTTP: "127.0.0.1:7480"}
+	l := Layout{ProxyGRPC: "127.0.0.1:7400", ProxyHTTP: "127.0.0.1:7480", ProxyAdmin: "127.0.0.1:7481"}
 	for i := 1; i <= n; i++ {
 		l.Brokers = append(l.Brokers, BrokerAddrs{
 			GRPC:    fmt.Sprintf("127.0.0.1:%d", 7500+i),
@@ -287,7 +288,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err := s.start(spec{
 		name: "proxy", bin: filepath.Join(cfg.BinDir, "sundial-proxy"),
 		readyz: "http://" + cfg.Layout.ProxyHTTP + "/readyz", logPath: filepath.Join(cfg.DataDir, "logs", "proxy.log"),
-		args: []string{"--grpc-addr", cfg.Layout.ProxyGRPC, "--http-addr", cfg.Layout.ProxyHTTP,
+		args: []string{"--grpc-addr", cfg.Layout.ProxyGRPC, "--http-addr", cfg.Layout.ProxyHTTP, "--admin-addr", cfg.Layout.ProxyAdmin,
 			"--brokers", strings.Join(grpcs, ","), "--log-level", cfg.LogLevel},
 	}); err != nil {
 		return err
@@ -348,7 +349,7 @@ func claimDataDir(dir, members string) error {
 // accepts connections, naming the processes of the last run if its pid
 // file lists any.
 func refuseBusyPorts(ctx context.Context, l Layout, members []member, pidFile string) error {
-	addrs := []string{l.ProxyGRPC, l.ProxyHTTP}
+	addrs := []string{l.ProxyGRPC, l.ProxyHTTP, l.ProxyAdmin}
 	for _, m := range members {
 		b := l.broker(m.id)
 		addrs = append(addrs, b.GRPC, b.Raft, b.Metrics)
@@ -427,7 +428,7 @@ func printEndpoints(out io.Writer, cfg Config, members []member, took time.Durat
 		int(took.Seconds()), len(members), cfg.DataDir, filepath.Join(cfg.DataDir, "logs"))
 	fmt.Fprintf(out, "  proxy     gRPC %s   HTTP http://%s  (/livez, /readyz, /metrics)\n", l.ProxyGRPC, l.ProxyHTTP)
 	fmt.Fprintf(out, "  HTTP API  http://%s/v1/   docs http://%s/docs   OpenAPI http://%s/openapi.json\n", l.ProxyHTTP, l.ProxyHTTP, l.ProxyHTTP)
-	fmt.Fprintf(out, "  admin UI  http://%s/ui/\n", l.ProxyHTTP)
+	fmt.Fprintf(out, "  admin UI  http://%s/ui/   pprof http://%s/debug/pprof/\n", l.ProxyHTTP, l.ProxyAdmin)
 	for _, m := range members {
 		b := l.broker(m.id)
 		fmt.Fprintf(out, "  broker-%d  gRPC %s   metrics http://%s/metrics   raft %s\n", m.id, b.GRPC, b.Metrics, b.Raft)

@@ -117,7 +117,7 @@ func testConfig(t *testing.T, n int) Config {
 		}
 		return a
 	}
-	l := Layout{ProxyGRPC: addr(), ProxyHTTP: addr()}
+	l := Layout{ProxyGRPC: addr(), ProxyHTTP: addr(), ProxyAdmin: addr()}
 	for range n {
 		l.Brokers = append(l.Brokers, BrokerAddrs{GRPC: addr(), Raft: addr(), Metrics: addr()})
 	}

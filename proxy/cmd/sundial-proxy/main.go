@@ -31,6 +31,11 @@ import (
 type fileConfig struct {
 	GRPCAddr           string        `yaml:"grpc_addr"`
 	HTTPAddr           string        `yaml:"http_addr"`
+	AdminAddr          string        `yaml:"admin_addr"`
+	MetricsAddr        string        `yaml:"metrics_addr"`
+	AllowedHosts       []string      `yaml:"allowed_hosts"`
+	AllowedOrigins     []string      `yaml:"allowed_origins"`
+	ListenLimits       fileListen    `yaml:"listen_limits"`
 	Brokers            []string      `yaml:"brokers"`
 	ForwardTimeout     time.Duration `yaml:"forward_timeout"`
 	ReadyProbeInterval time.Duration `yaml:"ready_probe_interval"`
@@ -46,6 +51,20 @@ type fileLimits struct {
 	MaxKeyBytes     int           `yaml:"max_key_bytes"`
 	MaxBatch        int           `yaml:"max_batch"`
 	MaxHeaderBytes  int           `yaml:"max_header_bytes"`
+	MaxReceipts     int           `yaml:"max_receipts"`
+}
+
+// fileListen is proxy.ListenLimits in the config file.
+type fileListen struct {
+	MaxConnections           int           `yaml:"max_connections"`
+	HTTPReadHeaderTimeout    time.Duration `yaml:"http_read_header_timeout"`
+	HTTPReadTimeout          time.Duration `yaml:"http_read_timeout"`
+	HTTPWriteTimeout         time.Duration `yaml:"http_write_timeout"`
+	HTTPIdleTimeout          time.Duration `yaml:"http_idle_timeout"`
+	GRPCMaxConcurrentStreams uint32        `yaml:"grpc_max_concurrent_streams"`
+	GRPCMaxRecvMsgBytes      int           `yaml:"grpc_max_recv_msg_bytes"`
+	GRPCMaxHeaderListBytes   uint32        `yaml:"grpc_max_header_list_bytes"`
+	GRPCKeepaliveMinTime     time.Duration `yaml:"grpc_keepalive_min_time"`
 }
 
 // decodeFile sets the settings data names over cfg and level. Keys are
@@ -53,10 +72,12 @@ type fileLimits struct {
 func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 	fc := fileConfig{
 		GRPCAddr: cfg.GRPCAddr, HTTPAddr: cfg.HTTPAddr, Brokers: cfg.Brokers, ForwardTimeout: cfg.ForwardTimeout,
+		AdminAddr: cfg.AdminAddr, MetricsAddr: cfg.MetricsAddr, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
+		ListenLimits:       fileListen(cfg.ListenLimits),
 		ReadyProbeInterval: cfg.ReadyProbeInterval, WatchSilence: cfg.WatchSilenceTimeout, LogLevel: *level,
 		Limits: fileLimits{
 			MaxMessageBytes: cfg.Limits.MaxMessageBytes, MaxDelay: cfg.Limits.MaxDelay, MaxKeyBytes: cfg.Limits.MaxKeyBytes,
-			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
+			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, MaxReceipts: cfg.Limits.MaxReceipts,
 		},
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -65,10 +86,12 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 		return err
 	}
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers, *level = fc.GRPCAddr, fc.HTTPAddr, fc.Brokers, fc.LogLevel
+	cfg.AdminAddr, cfg.MetricsAddr, cfg.AllowedHosts, cfg.AllowedOrigins = fc.AdminAddr, fc.MetricsAddr, fc.AllowedHosts, fc.AllowedOrigins
+	cfg.ListenLimits = proxy.ListenLimits(fc.ListenLimits)
 	cfg.ForwardTimeout, cfg.ReadyProbeInterval, cfg.WatchSilenceTimeout = fc.ForwardTimeout, fc.ReadyProbeInterval, fc.WatchSilence
 	cfg.Limits = validate.Limits{
 		MaxMessageBytes: fc.Limits.MaxMessageBytes, MaxDelay: fc.Limits.MaxDelay, MaxKeyBytes: fc.Limits.MaxKeyBytes,
-		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes,
+		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes, MaxReceipts: fc.Limits.MaxReceipts,
 	}
 	return nil
 }
@@ -83,7 +106,9 @@ func main() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "YAML config file"},
 			&cli.StringFlag{Name: "grpc-addr", Usage: "gRPC listen address (default 127.0.0.1:7400)"},
-			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for the HTTP/JSON API (/v1/, /openapi.json, /docs), /metrics, /livez and /readyz (default 127.0.0.1:7480)"},
+			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for the HTTP/JSON API (/v1/, /openapi.json, /docs), the UI, /metrics, /livez and /readyz (default 127.0.0.1:7480)"},
+			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for pprof (/debug/pprof/); keep it on loopback; \"off\" disables it (default 127.0.0.1:7481)"},
+			&cli.StringFlag{Name: "metrics-addr", Usage: "serve /metrics on this address instead of the HTTP address (default: on the HTTP address)"},
 			&cli.StringFlag{Name: "brokers", Usage: "comma-separated seed broker gRPC addresses"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (default info)"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7480/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
@@ -156,12 +181,19 @@ func load(c *cli.Context) (proxy.Config, string, error) {
 	}
 	set(&cfg.GRPCAddr, os.Getenv("SUNDIAL_GRPC_ADDR"))
 	set(&cfg.HTTPAddr, os.Getenv("SUNDIAL_HTTP_ADDR"))
+	set(&cfg.AdminAddr, os.Getenv("SUNDIAL_ADMIN_ADDR"))
+	set(&cfg.MetricsAddr, os.Getenv("SUNDIAL_METRICS_ADDR"))
 	if v := os.Getenv("SUNDIAL_BROKERS"); v != "" {
 		cfg.Brokers = splitList(v)
 	}
 	set(&level, os.Getenv("SUNDIAL_LOG_LEVEL"))
 	set(&cfg.GRPCAddr, c.String("grpc-addr"))
 	set(&cfg.HTTPAddr, c.String("http-addr"))
+	set(&cfg.AdminAddr, c.String("admin-addr"))
+	set(&cfg.MetricsAddr, c.String("metrics-addr"))
+	if cfg.AdminAddr == "off" {
+		cfg.AdminAddr = ""
+	}
 	if v := c.String("brokers"); v != "" {
 		cfg.Brokers = splitList(v)
 	}

@@ -118,12 +118,12 @@ func codeOfHTTP(httpCode int) codes.Code {
 	}
 }
 
-// jsonByDefault reads a request body sent without a JSON content type (curl
-// -d sends application/x-www-form-urlencoded) as JSON: the API speaks JSON
-// only.
+// jsonByDefault reads a request sent without a Content-Type (a GET, a
+// bodiless write) as JSON: the API speaks JSON only. A body of another type
+// never gets here: the proxy answers it 415 first (docs/security.md).
 func jsonByDefault(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ct := r.Header.Get("Content-Type"); ct == "" || strings.HasPrefix(ct, "application/x-www-form-urlencoded") || strings.HasPrefix(ct, "text/plain") {
+		if r.Header.Get("Content-Type") == "" {
 			r.Header.Set("Content-Type", "application/json")
 		}
 		next.ServeHTTP(w, r)

@@ -45,7 +45,8 @@ var swaggerUI embed.FS
 
 // MaxBodyBytes caps a request body the transcoder buffers: the gRPC server
 // takes messages of at most 4 MiB, which base64 and JSON inflate by about a
-// third. A larger body answers 429 ResourceExhausted.
+// third. The proxy refuses a larger body 413 before the transcoder sees it
+// (proxy/httpguard.go); the transcoder's own limit is the same.
 const MaxBodyBytes = 8 << 20
 
 // Handler serves the HTTP/JSON API, /openapi.json and /docs.

@@ -83,6 +83,10 @@ type Handler struct {
 	Metrics   *Metrics
 	// WaitTimeout bounds the wait for a routing table at the start.
 	WaitTimeout time.Duration
+	// Limits bound ack, nack and extend frames (validate.Settle); a frame
+	// beyond them ends the subscription with InvalidArgument and applies
+	// nothing.
+	Limits validate.Limits
 }
 
 // Serve runs one subscription until the client ends it or a shard fails
@@ -254,14 +258,23 @@ func (s *session) read() error {
 		case *sundialv1.SubscribeRequest_Credit:
 			s.grant(int64(k.Credit.GetN()))
 		case *sundialv1.SubscribeRequest_Ack:
+			if vs := validate.Settle("ack", k.Ack.GetReceipts(), k.Ack.GetRequestId(), s.h.Limits); len(vs) > 0 {
+				return apierr.InvalidArgument(vs...)
+			}
 			s.settle(sundialv1.AckResult_OP_ACK, k.Ack.GetRequestId(), func(ctx context.Context) []*sundialv1.ReceiptResult {
 				return s.h.Settler.Ack(ctx, k.Ack)
 			})
 		case *sundialv1.SubscribeRequest_Nack:
+			if vs := validate.Settle("nack", k.Nack.GetReceipts(), k.Nack.GetRequestId(), s.h.Limits); len(vs) > 0 {
+				return apierr.InvalidArgument(vs...)
+			}
 			s.settle(sundialv1.AckResult_OP_NACK, k.Nack.GetRequestId(), func(ctx context.Context) []*sundialv1.ReceiptResult {
 				return s.h.Settler.Nack(ctx, k.Nack)
 			})
 		case *sundialv1.SubscribeRequest_Extend:
+			if vs := validate.Settle("extend", k.Extend.GetReceipts(), k.Extend.GetRequestId(), s.h.Limits); len(vs) > 0 {
+				return apierr.InvalidArgument(vs...)
+			}
 			s.settle(sundialv1.AckResult_OP_EXTEND, k.Extend.GetRequestId(), func(ctx context.Context) []*sundialv1.ReceiptResult {
 				return s.h.Settler.Extend(ctx, k.Extend)
 			})
