@@ -379,8 +379,9 @@ func TestHTTPAPI(t *testing.T) {
 			t.Fatalf("shards = %v, want 2", shards)
 		}
 		h.ok("GET", "/v1/cluster/operations", nil)
-		// No node 99 (NotFound from the RPC, code 5), no node 0 and no
-		// shards to add (the RPC's validation: 400, code 3).
+		// No node 99 and no operation 99999 (NotFound from the RPC, code
+		// 5); no node 0, no shards to add and no operation 0 (the RPC's
+		// validation: 400, code 3).
 		for _, r := range []struct {
 			method, path string
 			body         any
@@ -392,6 +393,8 @@ func TestHTTPAPI(t *testing.T) {
 			{"POST", "/v1/cluster/nodes/0:drain", map[string]any{}, http.StatusBadRequest, 3},
 			{"DELETE", "/v1/cluster/nodes/0", nil, http.StatusBadRequest, 3},
 			{"POST", "/v1/cluster/shards:add", map[string]any{"count": 0}, http.StatusBadRequest, 3},
+			{"POST", "/v1/cluster/operations/99999:cancel", map[string]any{}, http.StatusNotFound, 5},
+			{"POST", "/v1/cluster/operations/0:cancel", map[string]any{}, http.StatusBadRequest, 3},
 		} {
 			if code, out := h.do(r.method, r.path, r.body); code != r.status || out["code"] != r.code {
 				t.Fatalf("%s %s = %d %v, want %d with code %v", r.method, r.path, code, out, r.status, r.code)
