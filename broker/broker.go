@@ -46,7 +46,7 @@ type Server struct {
 	operator *operator.Executor
 	healer   *operator.Healer
 	prober   *operator.PeerProber
-	moves    *moveHost // the executor's host; its peer connections close after it
+	moves    *operator.RoutedHost // the executor's host; its peer connections close after it
 	grpc     *grpc.Server
 	health   *health.Server
 	lis      net.Listener
@@ -169,7 +169,7 @@ func (s *Server) Start(ctx context.Context) error {
 	sundialv1.RegisterAdminServer(s.grpc, admin)
 	cluster := service.NewCluster(h, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
-	s.moves = newMoveHost(h, s.cfg.NodeID, s.log, s.reg)
+	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.log, s.reg)
 	s.operator = operator.New(s.moves, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
 	s.prober = operator.NewPeerProber()
@@ -326,7 +326,7 @@ func (s *Server) Stop() {
 		}
 		if s.operator != nil {
 			s.operator.Stop()
-			s.moves.close()
+			s.moves.Close()
 		}
 		if s.host != nil {
 			s.host.Stop()

@@ -7,9 +7,10 @@
 // idempotent, so a step that ran but was not recorded runs again safely.
 //
 // The executor asks its Host for the membership and leadership changes;
-// the broker's Host makes them through this node's replica of the shard
-// when it holds one, else through a broker that hosts the shard (its
-// leader first), so the meta leader moves shards it holds no replica of.
+// on a broker that is RoutedHost (routed.go), which makes them through
+// this node's replica of the shard when it holds one, else through a
+// broker that hosts the shard (its leader first), so the meta leader moves
+// shards it holds no replica of.
 //
 // Two steps are completed by the node they name, not by the executor: a
 // joining replica's host reports wait-catch-up once its replica serves a
