@@ -167,12 +167,12 @@ func (s *Server) Start(ctx context.Context) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}))...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
-	cluster := service.NewCluster(h, opts, s.log)
+	s.prober = operator.NewPeerProber()
+	cluster := service.NewCluster(h, s.prober, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
 	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.log, s.reg)
 	s.operator = operator.New(s.moves, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
-	s.prober = operator.NewPeerProber()
 	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
 		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
 		MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"go.uber.org/zap"
@@ -19,7 +17,6 @@ import (
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/meta/rebalance"
 	"github.com/sundialmq/sundial/proto/apierr"
-	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/validate"
 )
@@ -350,29 +347,18 @@ func (c *Cluster) handOffMeta(ctx context.Context, st *meta.State, voters map[ui
 	}
 }
 
-// live says n is this broker or answers.
+// liveTimeout bounds the probe that tells a live node from an unreachable
+// one.
+const liveTimeout = 2 * time.Second
+
+// live says n is this broker or answers as itself (operator.PeerProber).
 func (c *Cluster) live(ctx context.Context, n *meta.Node) bool {
-	return uint64(n.ID) == c.host.NodeID() || answers(ctx, n.GRPCAddr, n.ID)
-}
-
-// answersTimeout bounds the Identify call that tells a live node from an
-// unreachable one.
-const answersTimeout = 2 * time.Second
-
-// answers says the broker at addr answers Identify as node id.
-func answers(ctx context.Context, addr string, id meta.NodeID) bool {
-	if addr == "" {
-		return false
+	if uint64(n.ID) == c.host.NodeID() {
+		return true
 	}
-	ctx, cancel := context.WithTimeout(ctx, answersTimeout)
+	ctx, cancel := context.WithTimeout(ctx, liveTimeout)
 	defer cancel()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	resp, err := brokerv1.NewPeerClient(conn).Identify(ctx, &brokerv1.IdentifyRequest{})
-	return err == nil && resp.GetNodeId() == uint64(id)
+	return c.probe.Probe(ctx, n.ID, n.GRPCAddr) == nil
 }
 
 // leaders maps each shard to its leader's node as this broker knows it.
