@@ -168,15 +168,15 @@ func (s *Server) Start(ctx context.Context) error {
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
 	s.prober = operator.NewPeerProber()
-	cluster := service.NewCluster(h, s.prober, opts, s.log)
+	voters := operator.NewMetaVoters(h, s.prober, s.cfg.NodeID, s.log)
+	cluster := service.NewCluster(h, voters, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
 	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.log, s.reg)
 	s.operator = operator.New(s.moves, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
-	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
+	s.healer = operator.NewHealer(h, s.prober, voters, s.cfg.NodeID, operator.HealerConfig{
 		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
 		MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
-		MetaVoterDead: cluster.ReplaceDeadVoter, MetaVoters: cluster.MetaVoters,
 	}, s.log, s.reg)
 	cluster.SetSuspects(s.healer.Suspects)
 	admin.SetLiveness(s.healer.Liveness)

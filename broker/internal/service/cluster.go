@@ -21,19 +21,20 @@ import (
 type Cluster struct {
 	sundialv1.UnimplementedClusterServer
 	host *host.Host
-	// probe tells whether a node answers as itself (live).
-	probe operator.Prober
-	opts  Options
-	log   *zap.Logger
+	// voters is the meta-voter policy: RemoveNode replaces a leaving
+	// voter through it, and asks it which nodes answer.
+	voters *operator.MetaVoters
+	opts   Options
+	log    *zap.Logger
 	// suspects names the nodes the meta leader's healer has not heard
 	// from lately (operator.Healer.Suspects); nil: none known.
 	suspects func() map[meta.NodeID]bool
 }
 
-// NewCluster returns the Cluster service; probe tells whether another
-// node answers as itself (the healer's operator.PeerProber).
-func NewCluster(h *host.Host, probe operator.Prober, opts Options, log *zap.Logger) *Cluster {
-	return &Cluster{host: h, probe: probe, opts: opts, log: log.Named("cluster")}
+// NewCluster returns the Cluster service; voters is the meta-voter policy
+// the healer uses too.
+func NewCluster(h *host.Host, voters *operator.MetaVoters, opts Options, log *zap.Logger) *Cluster {
+	return &Cluster{host: h, voters: voters, opts: opts, log: log.Named("cluster")}
 }
 
 // SetSuspects gives the plans made here (Rebalance, DrainNode) the nodes
