@@ -679,9 +679,6 @@ func (h *Host) Changed() <-chan struct{} {
 // Meta is the newest meta state this node has seen; never modify it.
 func (h *Host) Meta() *meta.State { return h.metaState.Load() }
 
-// NodeHost exposes the NodeHost to the service layer.
-func (h *Host) NodeHost() *dragonboat.NodeHost { return h.nh }
-
 // DB exposes the state DB to the service layer (reads only).
 func (h *Host) DB() *pebble.DB { return h.db }
 
