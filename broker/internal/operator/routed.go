@@ -101,12 +101,15 @@ func NewRoutedHost(h ReplicaHost, self uint64, log *zap.Logger, reg prometheus.R
 	return &RoutedHost{h: h, self: self, log: log.Named("operator"), conns: newPeerConns(), calls: calls}
 }
 
+// ReadMeta reads the meta state through the host (linearizable).
 func (m *RoutedHost) ReadMeta(ctx context.Context) (*meta.State, error) { return m.h.ReadMeta(ctx) }
 
+// ProposeMeta proposes c to the meta group through the host.
 func (m *RoutedHost) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error) {
 	return m.h.ProposeMeta(ctx, c)
 }
 
+// MetaLeader is the node leading the meta group, 0 if unknown.
 func (m *RoutedHost) MetaLeader() uint64 { return m.h.MetaLeader() }
 
 // ShardLeader is the leader this node sees for a hosted shard, else the
@@ -118,6 +121,8 @@ func (m *RoutedHost) ShardLeader(shard uint64) uint64 {
 	return m.h.ShardLeaders()[shard]
 }
 
+// AddLearner adds replica on raftAddr to shard as a non-voting member,
+// through this node's replica of shard or else a peer hosting it.
 func (m *RoutedHost) AddLearner(ctx context.Context, shard, replica uint64, raftAddr string) error {
 	if m.h.HostsShard(shard) {
 		return m.h.AddLearner(ctx, shard, replica, raftAddr)
@@ -126,6 +131,8 @@ func (m *RoutedHost) AddLearner(ctx context.Context, shard, replica uint64, raft
 		ShardId: shard, Change: brokerv1.MembershipChange_MEMBERSHIP_CHANGE_ADD_NON_VOTING, ReplicaId: replica, RaftAddr: raftAddr})
 }
 
+// Promote makes replica a voter of shard, through this node's replica
+// of shard or else a peer hosting it.
 func (m *RoutedHost) Promote(ctx context.Context, shard, replica uint64, raftAddr string) error {
 	if m.h.HostsShard(shard) {
 		return m.h.Promote(ctx, shard, replica, raftAddr)
