@@ -46,7 +46,7 @@ type Server struct {
 	operator *operator.Executor
 	healer   *operator.Healer
 	prober   *operator.PeerProber
-	moves    *moveHost // the executor's host; its peer connections close after it
+	moves    *operator.RoutedHost // the executor's host; its peer connections close after it
 	grpc     *grpc.Server
 	health   *health.Server
 	lis      net.Listener
@@ -167,16 +167,16 @@ func (s *Server) Start(ctx context.Context) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}))...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
-	cluster := service.NewCluster(h, opts, s.log)
+	s.prober = operator.NewPeerProber()
+	voters := operator.NewMetaVoters(h, s.prober, s.cfg.NodeID, s.log)
+	cluster := service.NewCluster(h, voters, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
-	s.moves = newMoveHost(h, s.cfg.NodeID, s.log, s.reg)
+	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.log, s.reg)
 	s.operator = operator.New(s.moves, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
-	s.prober = operator.NewPeerProber()
-	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
+	s.healer = operator.NewHealer(h, s.prober, voters, s.cfg.NodeID, operator.HealerConfig{
 		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
 		MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
-		MetaVoterDead: cluster.ReplaceDeadVoter, MetaVoters: cluster.MetaVoters,
 	}, s.log, s.reg)
 	cluster.SetSuspects(s.healer.Suspects)
 	admin.SetLiveness(s.healer.Liveness)
@@ -326,7 +326,7 @@ func (s *Server) Stop() {
 		}
 		if s.operator != nil {
 			s.operator.Stop()
-			s.moves.close()
+			s.moves.Close()
 		}
 		if s.host != nil {
 			s.host.Stop()

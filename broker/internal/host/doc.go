@@ -12,6 +12,9 @@
 // initial member registered) and putting starting shards on the ring
 // (serve_shards) are the meta leader's executor's (operator.Shards), which
 // the host only follows by starting the replicas the meta state places.
+// The membership and leadership changes it makes on this node's replicas
+// (moves.go) are asked by package operator (its RoutedHost, the healer,
+// the meta-voter policy), which decides them.
 // Dragonboat's callbacks only post events to that loop. A second goroutine
 // (runHandovers) seals and closes the partition hand-overs of the shards
 // this node leads (handover.go). Join runs on the gRPC goroutine of a

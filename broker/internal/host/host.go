@@ -563,6 +563,11 @@ func (e *NotShardLeaderError) Error() string {
 	return fmt.Sprintf("host: shard %d led by node %d at %s", e.Shard, e.Leader, e.LeaderAddr)
 }
 
+// NotShardLeader marks the error for callers that match it by behaviour
+// (errors.As with an interface, as the executor's RoutedHost does, which
+// cannot import this package): always true.
+func (e *NotShardLeaderError) NotShardLeader() bool { return true }
+
 // TransferLeadership asks Dragonboat to move shard id's leadership to the
 // replica on node toNode; it returns once the request is queued. Only the
 // leader's own host starts a transfer, so the leader's dispatcher gives up
@@ -673,9 +678,6 @@ func (h *Host) Changed() <-chan struct{} {
 
 // Meta is the newest meta state this node has seen; never modify it.
 func (h *Host) Meta() *meta.State { return h.metaState.Load() }
-
-// NodeHost exposes the NodeHost to the service layer.
-func (h *Host) NodeHost() *dragonboat.NodeHost { return h.nh }
 
 // DB exposes the state DB to the service layer (reads only).
 func (h *Host) DB() *pebble.DB { return h.db }

@@ -41,8 +41,9 @@ import (
 // suspect: a node that stopped shows so within a round or two, long before
 // it is declared dead.
 //
-// Each round ends with HealerConfig.MetaVoters, which the broker uses to
-// keep three live meta voters as the cluster grows by joins.
+// Each round ends with the meta-voter policy's TopUp (metavoters.go),
+// which keeps three live meta voters as the cluster grows by joins, and a
+// meta voter declared dead is replaced through its ReplaceDead.
 
 // HealerHost is what the healer needs of the broker's host.
 type HealerHost interface {
@@ -86,18 +87,6 @@ type HealerConfig struct {
 	Timeouts meta.StepTimeouts
 	// Now is the clock; default time.Now.
 	Now func() time.Time
-	// MetaVoterDead, when set, is called (on the healer's goroutine) once
-	// the healer has declared dead a node that votes in the meta group:
-	// the place to replace the voter with a live non-voting member, so the
-	// meta group survives the next loss. Default nil: the dead voter stays
-	// a member and the meta group runs on the others.
-	MetaVoterDead func(ctx context.Context, id meta.NodeID)
-	// MetaVoters, when set, is called (on the healer's goroutine) at the
-	// end of every round on the meta leader, once this round's suspects
-	// are known: the place to promote non-voting members while the meta
-	// group has fewer than 3 live voters. Default nil: the voters stay as
-	// they are.
-	MetaVoters func(ctx context.Context)
 }
 
 func (c HealerConfig) withDefaults() HealerConfig {
@@ -130,10 +119,13 @@ func (c HealerConfig) withDefaults() HealerConfig {
 type Healer struct {
 	host  HealerHost
 	probe Prober
-	self  meta.NodeID
-	cfg   HealerConfig
-	log   *zap.Logger
-	m     *healerMetrics
+	// voters is the meta-voter policy the healer runs on the meta leader;
+	// nil: the voters stay as they are.
+	voters *MetaVoters
+	self   meta.NodeID
+	cfg    HealerConfig
+	log    *zap.Logger
+	m      *healerMetrics
 
 	// Owned by the loop goroutine.
 	live     *liveness                       // nil while not leading meta
@@ -185,9 +177,14 @@ func (h *Healer) publish(nodes map[meta.NodeID]NodeLiveness) {
 	h.nodes = nodes
 }
 
-// NewHealer returns the healer of node self; Start runs it.
-func NewHealer(h HealerHost, p Prober, self uint64, cfg HealerConfig, log *zap.Logger, reg prometheus.Registerer) *Healer {
-	return &Healer{host: h, probe: p, self: meta.NodeID(self), cfg: cfg.withDefaults(), log: log.Named("healer"),
+// NewHealer returns the healer of node self; Start runs it. voters, when
+// not nil, is called on the healer's goroutine: TopUp at the end of every
+// round on the meta leader, once the round's suspects are known, and
+// ReplaceDead once the healer has declared dead a node that votes in the
+// meta group. With nil the voters stay as they are (a dead voter stays a
+// member and the meta group runs on the others).
+func NewHealer(h HealerHost, p Prober, voters *MetaVoters, self uint64, cfg HealerConfig, log *zap.Logger, reg prometheus.Registerer) *Healer {
+	return &Healer{host: h, probe: p, voters: voters, self: meta.NodeID(self), cfg: cfg.withDefaults(), log: log.Named("healer"),
 		m: newHealerMetrics(reg), repaired: map[meta.EventShardID]time.Time{}}
 }
 
@@ -220,7 +217,7 @@ func (h *Healer) loop(ctx context.Context) {
 	}
 }
 
-// tick runs one round: probe, declare, repair, then the MetaVoters hook.
+// tick runs one round: probe, declare, repair, then the meta voters.
 func (h *Healer) tick(ctx context.Context) {
 	if meta.NodeID(h.host.MetaLeader()) != h.self {
 		if h.live != nil {
@@ -252,8 +249,8 @@ func (h *Healer) tick(ctx context.Context) {
 	suspects := h.noteSuspects(h.live.suspects(st, h.self, h.cfg.SuspectAfter, now), now)
 	h.publish(h.live.view(st, h.self, suspects, now))
 	h.repair(ctx, st, suspects, now)
-	if h.cfg.MetaVoters != nil {
-		h.cfg.MetaVoters(ctx)
+	if h.voters != nil {
+		h.voters.TopUp(ctx, h.Suspects())
 	}
 }
 
@@ -308,8 +305,8 @@ func (h *Healer) declare(ctx context.Context, st *meta.State, v verdict, now tim
 			h.log.Warn("node declared dead", zap.Uint64("node_id", uint64(id)), zap.Time("last_seen", last),
 				zap.Duration("unseen_for", now.Sub(last)), zap.Duration("dead_node_timeout", h.cfg.DeadNodeTimeout),
 				zap.Bool("meta_voter", st.Nodes[id].MetaVoter))
-			if st.Nodes[id].MetaVoter && h.cfg.MetaVoterDead != nil {
-				h.cfg.MetaVoterDead(ctx, id)
+			if st.Nodes[id].MetaVoter && h.voters != nil {
+				h.voters.ReplaceDead(ctx, id)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -122,6 +123,10 @@ type fakeHost struct {
 	mu     sync.Mutex
 	st     *meta.State
 	leader uint64
+	// The meta group's membership, node id → Raft address, and the nodes
+	// Promote made voters, in order.
+	voters, nonVoting map[uint64]string
+	promoted          []uint64
 }
 
 func (f *fakeHost) ReadMeta(context.Context) (*meta.State, error) {
@@ -143,6 +148,32 @@ func (f *fakeHost) ProposeMeta(_ context.Context, c *meta.Command) (uint64, []by
 
 func (f *fakeHost) MetaLeader() uint64              { return f.leader }
 func (f *fakeHost) ShardLeaders() map[uint64]uint64 { return nil }
+
+func (f *fakeHost) MetaMembers(context.Context) (voters, nonVoting map[uint64]string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.voters), maps.Clone(f.nonVoting), nil
+}
+
+// Promote makes a non-voting member of the meta group a voter.
+func (f *fakeHost) Promote(_ context.Context, shard, replica uint64, addr string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if shard != meta.ShardID {
+		return fmt.Errorf("promote on shard %d, want the meta group", shard)
+	}
+	delete(f.nonVoting, replica)
+	f.voters[replica] = addr
+	f.promoted = append(f.promoted, replica)
+	return nil
+}
+
+// promotions are the nodes promoted to meta voter so far.
+func (f *fakeHost) promotions() []uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.promoted)
+}
 
 // fakeProber answers for the nodes marked up.
 type fakeProber struct {
@@ -180,7 +211,18 @@ type healerRig struct {
 func newHealerRig(t *testing.T, st *meta.State, up map[meta.NodeID]bool, cfg HealerConfig) *healerRig {
 	r := &healerRig{fh: &fakeHost{st: st, leader: 1}, fp: &fakeProber{up: up}, now: t0}
 	cfg.Now = func() time.Time { return r.now }
-	r.h = NewHealer(r.fh, r.fp, 1, cfg, zaptest.NewLogger(t), nil)
+	r.h = NewHealer(r.fh, r.fp, nil, 1, cfg, zaptest.NewLogger(t), nil)
+	return r
+}
+
+// withMetaVoters gives the rig's meta group the voters and non-voting
+// members named (with the Raft address "r") and the healer the meta-voter
+// policy over the rig's host and probes.
+func (r *healerRig) withMetaVoters(t *testing.T, cfg HealerConfig, voters, nonVoting []uint64) *healerRig {
+	r.fh.voters, r.fh.nonVoting = membershipOf(voters...), membershipOf(nonVoting...)
+	cfg.Now = func() time.Time { return r.now }
+	log := zaptest.NewLogger(t)
+	r.h = NewHealer(r.fh, r.fp, NewMetaVoters(r.fh, r.fp, 1, log), 1, cfg, log, nil)
 	return r
 }
 
@@ -296,17 +338,22 @@ func TestHealerWithoutRepairTarget(t *testing.T) {
 	}
 }
 
-// Declaring a meta voter dead calls MetaVoterDead once, with its id; a
-// node that does not vote in meta does not.
-func TestHealerReportsADeadMetaVoter(t *testing.T) {
+// Declaring a meta voter dead promotes a live non-voting member in its
+// place (ReplaceDead). Node 4 is the only candidate; the round's TopUp
+// alone would not promote it (one voter left live and one candidate make
+// an even count short of 3), so its promotion is the dead voter's
+// replacement.
+func TestHealerReplacesADeadMetaVoter(t *testing.T) {
 	st := cluster(4)
 	st.Nodes[2].MetaVoter = true
-	var called []meta.NodeID
-	r := newHealerRig(t, st, map[meta.NodeID]bool{4: true}, HealerConfig{DeadNodeTimeout: 10 * time.Second,
-		MetaVoterDead: func(_ context.Context, id meta.NodeID) { called = append(called, id) }})
+	cfg := HealerConfig{DeadNodeTimeout: 10 * time.Second}
+	r := newHealerRig(t, st, map[meta.NodeID]bool{4: true}, cfg).withMetaVoters(t, cfg, []uint64{1, 2, 3}, []uint64{4})
 	got := r.rounds(15)
-	if got.Nodes[2].State != meta.NodeDead || got.Nodes[3].State != meta.NodeDead || !slices.Equal(called, []meta.NodeID{2}) {
-		t.Fatalf("nodes 2, 3: %q, %q; MetaVoterDead called for %v; want both dead, called for [2]", got.Nodes[2].State, got.Nodes[3].State, called)
+	if got.Nodes[2].State != meta.NodeDead || got.Nodes[3].State != meta.NodeDead {
+		t.Fatalf("nodes 2, 3: %q, %q; want both dead", got.Nodes[2].State, got.Nodes[3].State)
+	}
+	if p := r.fh.promotions(); !slices.Equal(p, []uint64{4}) || !got.Nodes[4].MetaVoter {
+		t.Fatalf("promoted %v, node 4 recorded meta voter %v; want [4], true", p, got.Nodes[4].MetaVoter)
 	}
 }
 
@@ -358,28 +405,32 @@ func TestHealerSuspectsGetNoRepairs(t *testing.T) {
 	}
 }
 
-// MetaVoters is called once a round on the meta leader, after the round
-// published its suspects (the hook plans around them), and never on a
-// broker that does not lead meta.
-func TestHealerCallsMetaVotersEachRound(t *testing.T) {
-	var r *healerRig
-	var calls int
-	var sawSuspect bool
-	r = newHealerRig(t, cluster(3), map[meta.NodeID]bool{2: true}, HealerConfig{DeadNodeTimeout: time.Minute,
-		MetaVoters: func(context.Context) {
-			calls++
-			sawSuspect = r.h.Suspects()[3]
-		}})
-	r.rounds(5)
-	if calls != 5 || !sawSuspect {
-		t.Fatalf("after 5 rounds leading meta: MetaVoters called %d times, last saw node 3 suspect: %v; want 5, true", calls, sawSuspect)
-	}
+// The meta voters are topped up once a round on the meta leader, after
+// the round's probes (a suspect node that answers again is promoted in
+// that round), and never on a broker that does not lead meta.
+func TestHealerTopsUpMetaVotersEachRound(t *testing.T) {
+	cfg := HealerConfig{DeadNodeTimeout: time.Minute}
+	r := newHealerRig(t, cluster(3), map[meta.NodeID]bool{2: true}, cfg).withMetaVoters(t, cfg, []uint64{1}, []uint64{2, 3})
 	r.fh.mu.Lock()
 	r.fh.leader = 2
 	r.fh.mu.Unlock()
+	r.fp.set(3, true)
 	r.round(0)
-	if calls != 5 {
-		t.Fatalf("a round not leading meta called MetaVoters (%d calls), want none", calls)
+	if p := r.fh.promotions(); len(p) != 0 {
+		t.Fatalf("a round not leading meta promoted %v, want none", p)
+	}
+	r.fh.mu.Lock()
+	r.fh.leader = 1
+	r.fh.mu.Unlock()
+	r.fp.set(3, false)
+	r.rounds(5)
+	if p, s := r.fh.promotions(), r.h.Suspects(); len(p) != 0 || !s[3] {
+		t.Fatalf("node 3 down for 5 rounds: promoted %v, suspects %v; want none (1 voter and 1 candidate stay 1 voter), node 3 suspect", p, s)
+	}
+	r.fp.set(3, true)
+	st := r.round(time.Second)
+	if p := r.fh.promotions(); !slices.Equal(p, []uint64{2, 3}) || !st.Nodes[2].MetaVoter || !st.Nodes[3].MetaVoter {
+		t.Fatalf("node 3 answers again: promoted %v, want [2 3] recorded as meta voters", p)
 	}
 }
 
@@ -392,7 +443,7 @@ func TestHealerLiveness(t *testing.T) {
 	fh := &fakeHost{st: cluster(3), leader: 1}
 	fp := &fakeProber{up: map[meta.NodeID]bool{2: true, 3: true}}
 	now := t0
-	h := NewHealer(fh, fp, 1, HealerConfig{DeadNodeTimeout: time.Minute, SuspectAfter: 3 * time.Second,
+	h := NewHealer(fh, fp, nil, 1, HealerConfig{DeadNodeTimeout: time.Minute, SuspectAfter: 3 * time.Second,
 		Now: func() time.Time { return now }}, zaptest.NewLogger(t), nil)
 	round := func(d time.Duration) map[meta.NodeID]NodeLiveness {
 		now = now.Add(d)

@@ -16,7 +16,10 @@ import (
 
 // PeerProber probes nodes with Peer.Identify, which a broker answers from
 // its applied meta state without a quorum: an answer naming the node's id
-// is a sign of life, whatever the state of its Raft groups. It keeps one
+// is a sign of life, whatever the state of its Raft groups. It is the one
+// "does this node answer as node N" check of a broker: the healer's
+// probes, and the liveness checks of node removal and the meta-voter
+// policy, share one PeerProber. It keeps one
 // connection per address, redialled within a couple of seconds of a node
 // coming back (gRPC's default reconnect backoff grows to two minutes).
 // Safe for concurrent use; Close ends its connections.

@@ -170,7 +170,7 @@ func TestGroupChangesRunAsOperations(t *testing.T) {
 	if err != nil || len(groups.GetGroups()) != 1 {
 		t.Fatalf("ListGroups() = %v, %v, want only default", groups, err)
 	}
-	ops, err := NewCluster(s.host, s.opts, zap.NewNop()).ListOperations(ctx, &sundialv1.ListOperationsRequest{})
+	ops, err := NewCluster(s.host, nil, s.opts, zap.NewNop()).ListOperations(ctx, &sundialv1.ListOperationsRequest{})
 	if err != nil || len(ops.GetOperations()) != 2 {
 		t.Fatalf("ListOperations() = %v, %v, want the create-group and the delete-group", ops, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/operator"
 	"github.com/sundialmq/sundial/meta"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
@@ -20,16 +21,20 @@ import (
 type Cluster struct {
 	sundialv1.UnimplementedClusterServer
 	host *host.Host
-	opts Options
-	log  *zap.Logger
+	// voters is the meta-voter policy: RemoveNode replaces a leaving
+	// voter through it, and asks it which nodes answer.
+	voters *operator.MetaVoters
+	opts   Options
+	log    *zap.Logger
 	// suspects names the nodes the meta leader's healer has not heard
 	// from lately (operator.Healer.Suspects); nil: none known.
 	suspects func() map[meta.NodeID]bool
 }
 
-// NewCluster returns the Cluster service.
-func NewCluster(h *host.Host, opts Options, log *zap.Logger) *Cluster {
-	return &Cluster{host: h, opts: opts, log: log.Named("cluster")}
+// NewCluster returns the Cluster service; voters is the meta-voter policy
+// the healer uses too.
+func NewCluster(h *host.Host, voters *operator.MetaVoters, opts Options, log *zap.Logger) *Cluster {
+	return &Cluster{host: h, voters: voters, opts: opts, log: log.Named("cluster")}
 }
 
 // SetSuspects gives the plans made here (Rebalance, DrainNode) the nodes

@@ -5,6 +5,13 @@
 // broker/internal/query (never Pebble or the key layout), check requests
 // only through proto/validate, and convert domain results to protos.
 //
+// Cluster control is not theirs: the Cluster service's node and operation
+// RPCs (nodes.go, rebalance.go, operations.go) check and record requests
+// and call package operator for the decisions of cluster control (the
+// meta-voter policy, whether a node answers, the healer's suspects); the
+// executor and the healer run there. Services call operator, never the
+// other way round.
+//
 // errors.go is the one boundary translator. Boundary (boundary.go), the
 // server's unary and stream interceptors, applies it to every handler's
 // error, so domain and Dragonboat errors become status codes with typed

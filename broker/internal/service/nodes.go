@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"go.uber.org/zap"
@@ -19,7 +18,6 @@ import (
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/meta/rebalance"
 	"github.com/sundialmq/sundial/proto/apierr"
-	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/validate"
 )
@@ -143,9 +141,9 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 			return forward(addr)
 		}
 		if _, voter := voters[uint64(id)]; voter {
-			promoted, err := c.replaceVoter(ctx, st, id, voters, nonVoting, force)
+			promoted, err := c.voters.Replace(ctx, st, id, voters, nonVoting, force)
 			if err != nil {
-				return nil, err
+				return nil, toStatus(err)
 			}
 			resp.PromotedMetaVoter = promoted
 		}
@@ -200,7 +198,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 // (draining or dead, holding nothing).
 func (c *Cluster) removable(ctx context.Context, st *meta.State, n *meta.Node, force bool) error {
 	if force {
-		if n.State != meta.NodeDead && c.live(ctx, n) {
+		if n.State != meta.NodeDead && c.voters.Live(ctx, n) {
 			return forceLiveRefusal(st, n)
 		}
 		if h := st.HoldingsOf(n.ID); len(h.LastHolder) > 0 {
@@ -229,96 +227,13 @@ func forceLiveRefusal(st *meta.State, n *meta.Node) error {
 		"node %d at %s answers: --force is only for a dead or unreachable node; %s", n.ID, n.GRPCAddr, next)})
 }
 
-// replaceVoter keeps the meta group safe when voter id leaves it, as
-// voterReplacement decides: it promotes the non-voting member chosen and
-// records it as a meta voter, answering its id (0: nobody promoted).
-func (c *Cluster) replaceVoter(ctx context.Context, st *meta.State, id meta.NodeID, voters, nonVoting map[uint64]string, force bool) (uint64, error) {
-	live := func(n *meta.Node) bool { return c.live(ctx, n) }
-	cand, err := voterReplacement(st, id, voters, nonVoting, live, force)
-	if err != nil || cand == 0 {
-		return 0, err
-	}
-	if err := c.host.Promote(ctx, meta.ShardID, cand, nonVoting[cand]); err != nil {
-		return 0, toStatus(fmt.Errorf("promote node %d to meta voter: %w", cand, err))
-	}
-	if _, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetMetaVoter, NodeID: meta.NodeID(cand), MetaVoter: true}); err != nil {
-		return 0, toStatus(err)
-	}
-	c.log.Info("meta voter promoted", zap.Uint64("node_id", cand), zap.Uint64("replaces_node_id", uint64(id)))
-	return cand, nil
-}
-
-// ReplaceDeadVoter promotes an active, answering non-voting member of the
-// meta group to voter in place of id, a meta voter the healer declared
-// dead, so the meta group keeps three live voters. The dead voter stays a
-// member until it is removed (shardctl remove-node --force), which takes
-// it out of the meta group. With nobody to promote it logs and does
-// nothing: the group runs on its live voters. The healer calls it on the
-// meta leader.
-func (c *Cluster) ReplaceDeadVoter(ctx context.Context, id meta.NodeID) {
-	log := c.log.With(zap.Uint64("dead_node_id", uint64(id)))
-	st, err := c.host.ReadMeta(ctx)
-	if err != nil {
-		log.Warn("replace dead meta voter: read meta", zap.Error(err))
-		return
-	}
-	voters, nonVoting, err := c.host.MetaMembers(ctx)
-	if err != nil {
-		log.Warn("replace dead meta voter: read meta membership", zap.Error(err))
-		return
-	}
-	promoted, err := c.replaceVoter(ctx, st, id, voters, nonVoting, true)
-	switch {
-	case err != nil:
-		log.Warn("replace dead meta voter", zap.Error(err))
-	case promoted == 0:
-		log.Warn("dead meta voter not replaced: no active non-voting member answers; join a broker, then remove the dead one")
-	}
-}
-
-// voterReplacement decides how voter id leaves the meta group (voters
-// and nonVoting are its membership, node id → Raft address): it answers
-// the non-voting member to promote in its place, the lowest id that is
-// active and live. With nobody to promote it answers 0, or refuses a
-// removal that leaves fewer than 3 voters unless force, and always one
-// that leaves fewer live voters than a quorum of the voters left. It is
-// pure but for live.
-func voterReplacement(st *meta.State, id meta.NodeID, voters, nonVoting map[uint64]string, live func(*meta.Node) bool, force bool) (uint64, error) {
-	for _, cand := range sortedKeys(nonVoting) {
-		if n := st.Nodes[meta.NodeID(cand)]; n != nil && n.State == meta.NodeActive && live(n) {
-			return cand, nil
-		}
-	}
-	left, alive := 0, 0
-	for _, v := range sortedKeys(voters) {
-		if v == uint64(id) {
-			continue
-		}
-		left++
-		if n := st.Nodes[meta.NodeID(v)]; n != nil && n.State != meta.NodeDead && live(n) {
-			alive++
-		}
-	}
-	if left < 3 && !force {
-		return 0, apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf(
-			"node %d is a meta voter: removing it would leave %d meta voters and no active non-voting member answers to replace it; "+
-				"join another broker first (shardctl add-node, or sundial-broker --join), then remove node %d", id, left, id)})
-	}
-	if alive < left/2+1 {
-		return 0, apierr.FailedPrecondition(apierr.FieldViolation{Field: "node_id", Description: fmt.Sprintf(
-			"removing meta voter %d would leave %d meta voters of which only %d answer, fewer than a quorum (%d): bring a voter back first",
-			id, left, alive, left/2+1)})
-	}
-	return 0, nil
-}
-
 // handOffMeta moves the meta group's leadership from this node (id,
 // leaving the group) to another voter and answers the new leader's gRPC
 // address once it leads.
 func (c *Cluster) handOffMeta(ctx context.Context, st *meta.State, voters map[uint64]string, id meta.NodeID) (string, error) {
 	var to uint64
-	for _, v := range sortedKeys(voters) {
-		if n := st.Nodes[meta.NodeID(v)]; v != uint64(id) && n != nil && n.State == meta.NodeActive && c.live(ctx, n) {
+	for _, v := range slices.Sorted(maps.Keys(voters)) {
+		if n := st.Nodes[meta.NodeID(v)]; v != uint64(id) && n != nil && n.State == meta.NodeActive && c.voters.Live(ctx, n) {
 			to = v
 			break
 		}
@@ -348,31 +263,6 @@ func (c *Cluster) handOffMeta(ctx context.Context, st *meta.State, voters map[ui
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// live says n is this broker or answers.
-func (c *Cluster) live(ctx context.Context, n *meta.Node) bool {
-	return uint64(n.ID) == c.host.NodeID() || answers(ctx, n.GRPCAddr, n.ID)
-}
-
-// answersTimeout bounds the Identify call that tells a live node from an
-// unreachable one.
-const answersTimeout = 2 * time.Second
-
-// answers says the broker at addr answers Identify as node id.
-func answers(ctx context.Context, addr string, id meta.NodeID) bool {
-	if addr == "" {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, answersTimeout)
-	defer cancel()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	resp, err := brokerv1.NewPeerClient(conn).Identify(ctx, &brokerv1.IdentifyRequest{})
-	return err == nil && resp.GetNodeId() == uint64(id)
 }
 
 // leaders maps each shard to its leader's node as this broker knows it.
@@ -450,15 +340,6 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
-}
-
-func sortedKeys(m map[uint64]string) []uint64 {
-	ids := make([]uint64, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 func nodeProto(n *meta.Node) *sundialv1.Node {

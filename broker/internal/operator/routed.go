@@ -1,4 +1,4 @@
-package broker
+package operator
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -23,15 +22,15 @@ import (
 // Routed moves. Dragonboat changes a shard's membership through a replica
 // of the shard on the NodeHost asked, yet the executor runs on the meta
 // leader, which holds replicas of a few shards only once a cluster has
-// more nodes than the replication factor. So moveHost, the executor's
-// operator.Host, changes a shard through this node's replica when it holds
-// one, and otherwise asks a broker that hosts the shard over the Peer
-// service: the shard's leader first (as this node or leader gossip sees
-// it), then the other nodes meta places a replica on. A host that cannot
-// answer (unreachable, no replica any more, a temporary Dragonboat error)
-// passes the call to the next; a refusal (a bad request, a node without a
-// replica to lead) ends it. Rounds over the hosts repeat until the step's
-// context ends.
+// more nodes than the replication factor. So RoutedHost, the executor's
+// Host on a broker, changes a shard through this node's replica when it
+// holds one, and otherwise asks a broker that hosts the shard over the
+// Peer service: the shard's leader first (as this node or leader gossip
+// sees it), then the other nodes meta places a replica on. A host that
+// cannot answer (unreachable, no replica any more, a temporary Dragonboat
+// error) passes the call to the next; a refusal (a bad request, a node
+// without a replica to lead) ends it. Rounds over the hosts repeat until
+// the step's context ends.
 const (
 	// peerCallTimeout bounds one call to one host, so a frozen host
 	// leaves time for the next within a step's timeout.
@@ -41,19 +40,52 @@ const (
 )
 
 // errNoHost is the last error of a round with no host to ask.
-var errNoHost = errors.New("broker: no other node is placed with a replica of the shard")
+var errNoHost = errors.New("operator: no other node is placed with a replica of the shard")
 
-// moveHost is the executor's operator.Host: the host for the meta state,
-// the host or a peer for the changes of a shard.
-type moveHost struct {
-	h     *host.Host
+// ReplicaHost is what RoutedHost needs of the broker's host
+// (*host.Host): the meta state, and this node's replicas of the shards.
+type ReplicaHost interface {
+	ReadMeta(ctx context.Context) (*meta.State, error)
+	ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error)
+	// Meta is the meta state as this node last applied it.
+	Meta() *meta.State
+	MetaLeader() uint64
+	// HostsShard reports whether this node runs a replica of shard.
+	HostsShard(shard uint64) bool
+	// ShardLeader is the leader a hosted shard's replica knows of;
+	// ShardLeaders is every shard's leader as leader gossip last reported.
+	ShardLeader(shard uint64) uint64
+	ShardLeaders() map[uint64]uint64
+	AddLearner(ctx context.Context, shard, replica uint64, raftAddr string) error
+	Promote(ctx context.Context, shard, replica uint64, raftAddr string) error
+	RemoveReplica(ctx context.Context, shard, replica uint64) error
+	// TransferLeadership queues a transfer on this node's replica, which
+	// must lead shard: a follower answers an error with a NotShardLeader
+	// method (host.NotShardLeaderError).
+	TransferLeadership(shard, toNode uint64) error
+}
+
+// notShardLeader is the error a replica that does not lead its shard
+// answers a transfer with (host.NotShardLeaderError).
+type notShardLeader interface {
+	error
+	NotShardLeader() bool
+}
+
+// RoutedHost is the executor's Host on a broker: the host for the meta
+// state, the host or a peer for the changes of a shard. Close ends its
+// peer connections once the executor has stopped.
+type RoutedHost struct {
+	h     ReplicaHost
 	self  uint64
 	log   *zap.Logger
 	conns *peerConns
 	calls *prometheus.CounterVec // by call and result
 }
 
-func newMoveHost(h *host.Host, self uint64, log *zap.Logger, reg prometheus.Registerer) *moveHost {
+// NewRoutedHost returns the executor's Host for node self over h; its
+// sundial_operator_peer_calls_total is registered with reg (nil: none).
+func NewRoutedHost(h ReplicaHost, self uint64, log *zap.Logger, reg prometheus.Registerer) *RoutedHost {
 	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sundial", Subsystem: "operator", Name: "peer_calls_total",
 		Help: "Membership and leadership changes the executor asked of another broker hosting the shard (the meta leader holds no replica of it, or a transfer goes to the leader), by call and result (ok, passed: the host could not answer, or does not lead the shard it was asked to transfer, and the next was asked, refused).",
@@ -66,27 +98,32 @@ func newMoveHost(h *host.Host, self uint64, log *zap.Logger, reg prometheus.Regi
 	if reg != nil {
 		reg.MustRegister(calls)
 	}
-	return &moveHost{h: h, self: self, log: log.Named("operator"), conns: newPeerConns(), calls: calls}
+	return &RoutedHost{h: h, self: self, log: log.Named("operator"), conns: newPeerConns(), calls: calls}
 }
 
-func (m *moveHost) ReadMeta(ctx context.Context) (*meta.State, error) { return m.h.ReadMeta(ctx) }
+// ReadMeta reads the meta state through the host (linearizable).
+func (m *RoutedHost) ReadMeta(ctx context.Context) (*meta.State, error) { return m.h.ReadMeta(ctx) }
 
-func (m *moveHost) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error) {
+// ProposeMeta proposes c to the meta group through the host.
+func (m *RoutedHost) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error) {
 	return m.h.ProposeMeta(ctx, c)
 }
 
-func (m *moveHost) MetaLeader() uint64 { return m.h.MetaLeader() }
+// MetaLeader is the node leading the meta group, 0 if unknown.
+func (m *RoutedHost) MetaLeader() uint64 { return m.h.MetaLeader() }
 
 // ShardLeader is the leader this node sees for a hosted shard, else the
 // one leader gossip last reported.
-func (m *moveHost) ShardLeader(shard uint64) uint64 {
+func (m *RoutedHost) ShardLeader(shard uint64) uint64 {
 	if m.h.HostsShard(shard) {
 		return m.h.ShardLeader(shard)
 	}
 	return m.h.ShardLeaders()[shard]
 }
 
-func (m *moveHost) AddLearner(ctx context.Context, shard, replica uint64, raftAddr string) error {
+// AddLearner adds replica on raftAddr to shard as a non-voting member,
+// through this node's replica of shard or else a peer hosting it.
+func (m *RoutedHost) AddLearner(ctx context.Context, shard, replica uint64, raftAddr string) error {
 	if m.h.HostsShard(shard) {
 		return m.h.AddLearner(ctx, shard, replica, raftAddr)
 	}
@@ -94,7 +131,9 @@ func (m *moveHost) AddLearner(ctx context.Context, shard, replica uint64, raftAd
 		ShardId: shard, Change: brokerv1.MembershipChange_MEMBERSHIP_CHANGE_ADD_NON_VOTING, ReplicaId: replica, RaftAddr: raftAddr})
 }
 
-func (m *moveHost) Promote(ctx context.Context, shard, replica uint64, raftAddr string) error {
+// Promote makes replica a voter of shard, through this node's replica
+// of shard or else a peer hosting it.
+func (m *RoutedHost) Promote(ctx context.Context, shard, replica uint64, raftAddr string) error {
 	if m.h.HostsShard(shard) {
 		return m.h.Promote(ctx, shard, replica, raftAddr)
 	}
@@ -106,7 +145,7 @@ func (m *moveHost) Promote(ctx context.Context, shard, replica uint64, raftAddr 
 // removal applies, the replica here is no longer a member and cannot read
 // the membership to see the change in (Dragonboat drops its reads as
 // not ready until it stops), so a local removal could never confirm.
-func (m *moveHost) RemoveReplica(ctx context.Context, shard, replica uint64) error {
+func (m *RoutedHost) RemoveReplica(ctx context.Context, shard, replica uint64) error {
 	if m.h.HostsShard(shard) && !m.own(shard, replica) {
 		return m.h.RemoveReplica(ctx, shard, replica)
 	}
@@ -118,7 +157,7 @@ func (m *moveHost) RemoveReplica(ctx context.Context, shard, replica uint64) err
 // leader's own host may (host.TransferLeadership: it ends its dispatcher's
 // lease first): this node's replica when it leads, else the other hosts,
 // the leader first; a follower answers NotLeader and the next is asked.
-func (m *moveHost) TransferLeadership(ctx context.Context, shard, toNode uint64) error {
+func (m *RoutedHost) TransferLeadership(ctx context.Context, shard, toNode uint64) error {
 	var local func() error
 	if m.h.HostsShard(shard) {
 		local = func() error { return m.h.TransferLeadership(shard, toNode) }
@@ -130,7 +169,7 @@ func (m *moveHost) TransferLeadership(ctx context.Context, shard, toNode uint64)
 }
 
 // own reports whether meta places replica of shard on this node.
-func (m *moveHost) own(shard, replica uint64) bool {
+func (m *RoutedHost) own(shard, replica uint64) bool {
 	sh, ok := m.h.Meta().Shards[meta.EventShardID(shard)]
 	if !ok {
 		return false
@@ -139,7 +178,7 @@ func (m *moveHost) own(shard, replica uint64) bool {
 	return ok && uint64(r.ID) == replica
 }
 
-func (m *moveHost) change(ctx context.Context, call string, req *brokerv1.ChangeShardMembershipRequest) error {
+func (m *RoutedHost) change(ctx context.Context, call string, req *brokerv1.ChangeShardMembershipRequest) error {
 	return m.viaPeers(ctx, req.GetShardId(), call, nil, func(ctx context.Context, c brokerv1.PeerClient) error {
 		_, err := c.ChangeShardMembership(ctx, req)
 		return err
@@ -148,14 +187,14 @@ func (m *moveHost) change(ctx context.Context, call string, req *brokerv1.Change
 
 // viaPeers runs do against the other hosts of shard, in order, until one
 // answers or refuses, in rounds until ctx ends. A round first runs local,
-// when not nil, on this node's replica: a *host.NotShardLeaderError from
-// it passes to the other hosts, any other answer ends the call.
-func (m *moveHost) viaPeers(ctx context.Context, shard uint64, call string, local func() error, do func(context.Context, brokerv1.PeerClient) error) error {
+// when not nil, on this node's replica: a notShardLeader error from it
+// passes to the other hosts, any other answer ends the call.
+func (m *RoutedHost) viaPeers(ctx context.Context, shard uint64, call string, local func() error, do func(context.Context, brokerv1.PeerClient) error) error {
 	for {
 		last := errNoHost
 		if local != nil {
-			var nl *host.NotShardLeaderError
-			if err := local(); !errors.As(err, &nl) {
+			var nl notShardLeader
+			if err := local(); !errors.As(err, &nl) || !nl.NotShardLeader() {
 				return err
 			}
 			last = nl
@@ -215,7 +254,7 @@ func passes(err error) bool {
 
 // hostsOf lists the other nodes meta places a replica of shard on, the
 // shard's leader first.
-func (m *moveHost) hostsOf(shard uint64) []*meta.Node {
+func (m *RoutedHost) hostsOf(shard uint64) []*meta.Node {
 	st := m.h.Meta()
 	sh, ok := st.Shards[meta.EventShardID(shard)]
 	if !ok {
@@ -237,8 +276,8 @@ func (m *moveHost) hostsOf(shard uint64) []*meta.Node {
 	return out
 }
 
-// close closes the peer connections; the executor must have stopped.
-func (m *moveHost) close() { m.conns.close() }
+// Close closes the peer connections; the executor must have stopped.
+func (m *RoutedHost) Close() { m.conns.close() }
 
 // peerConns holds one client connection per peer gRPC address.
 type peerConns struct {
