@@ -32,6 +32,7 @@ import (
 	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
@@ -102,6 +103,9 @@ func (s *Server) Start(ctx context.Context) error {
 			lis.Close()
 			return fmt.Errorf("broker: listen metrics: %w", err)
 		}
+	}
+	if s.cfg.Insecure {
+		s.log.Warn(tlsfiles.InsecureWarning)
 	}
 	closeListeners := func() {
 		lis.Close()

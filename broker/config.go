@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sundialmq/sundial/broker/internal/join"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
@@ -156,6 +157,16 @@ type Config struct {
 	// Operations tunes the executor of cluster operations (replica moves,
 	// leadership transfers) and the step timeouts Rebalance plans with.
 	Operations Operations `yaml:"operations"`
+
+	// Transport security (see docs/security.md).
+
+	// Insecure lets the broker serve without TLS on non-loopback addresses;
+	// without it a GRPCAddr, Raft listen address (RaftListenAddr, else
+	// RaftAddr) or MetricsAddr that is not loopback (127.0.0.1, ::1,
+	// localhost) is refused at start. The broker logs a warning at start
+	// and shows it in /readyz's body. Default false.
+	Insecure bool `yaml:"insecure"`
+
 	// Testing holds hooks for tests; never set from a config file.
 	Testing Testing `yaml:"-"`
 }
@@ -271,6 +282,13 @@ func (c Config) Validate() error {
 	}
 	if c.MetricsAddr != "" && !hostPort(c.MetricsAddr) {
 		bad("metrics_addr", "%q is not host:port", c.MetricsAddr)
+	}
+	raftListen := tlsfiles.Listener{Setting: "raft_addr", Addr: c.RaftAddr}
+	if c.RaftListenAddr != "" {
+		raftListen = tlsfiles.Listener{Setting: "raft_listen_addr", Addr: c.RaftListenAddr}
+	}
+	if err := tlsfiles.RequireLoopback(c.Insecure, tlsfiles.Listener{Setting: "grpc_addr", Addr: c.GRPCAddr}, raftListen, tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr}); err != nil {
+		errs = append(errs, err)
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "must be set")

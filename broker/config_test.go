@@ -25,6 +25,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad grpc address", func(c *Config) { c.GRPCAddr = "localhost" }, "grpc_addr"},
 		{"raft address differs from member", func(c *Config) { c.RaftAddr = "127.0.0.1:9999" }, "raft_addr"},
 		{"bad raft listen address", func(c *Config) { c.RaftListenAddr = "nowhere" }, "raft_listen_addr"},
+		{"grpc on every interface without TLS", func(c *Config) { c.GRPCAddr = "0.0.0.0:7501" }, "grpc_addr"},
+		{"raft listen on every interface without TLS", func(c *Config) { c.RaftListenAddr = ":7601" }, "raft_listen_addr"},
+		{"metrics on a host name without TLS", func(c *Config) { c.MetricsAddr = "broker-1:7701" }, "metrics_addr"},
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "data_dir"},
 		{"no shards", func(c *Config) { c.Shards = 0 }, "shards"},
 		{"upper-case label key", func(c *Config) { c.Labels = map[string]string{"Zone": "a"} }, "labels[Zone]"},
@@ -60,6 +63,15 @@ func TestValidateNamesTheField(t *testing.T) {
 				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.field)
 			}
 		})
+	}
+}
+
+// An insecure broker may listen on every interface.
+func TestValidateAcceptsNonLoopbackWhenInsecure(t *testing.T) {
+	c := DefaultConfig()
+	c.GRPCAddr, c.RaftListenAddr, c.MetricsAddr, c.Insecure = "0.0.0.0:7501", ":7601", "broker-1:7701", true
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate() of an insecure broker on 0.0.0.0 = %v, want nil", err)
 	}
 }
 

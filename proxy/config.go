@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
@@ -47,6 +48,14 @@ type Config struct {
 	// of validate.DefaultLimits. YAML: the limits section (max_message_bytes,
 	// max_delay, max_key_bytes, max_batch, max_header_bytes).
 	Limits validate.Limits
+
+	// Transport security (see docs/security.md).
+
+	// Insecure lets the proxy serve without TLS on non-loopback addresses;
+	// without it a GRPCAddr or HTTPAddr that is not loopback (127.0.0.1,
+	// ::1, localhost) is refused at start. The proxy logs a warning at
+	// start and shows it in /readyz's body. Default false.
+	Insecure bool
 }
 
 // DefaultConfig is the configuration of a proxy in front of the local
@@ -90,6 +99,9 @@ func (c Config) Validate() error {
 	}
 	if c.WatchSilenceTimeout < 0 {
 		errs = append(errs, fmt.Errorf("watch_silence_timeout: must not be negative, got %s", c.WatchSilenceTimeout))
+	}
+	if err := tlsfiles.RequireLoopback(c.Insecure, tlsfiles.Listener{Setting: "grpc_addr", Addr: c.GRPCAddr}, tlsfiles.Listener{Setting: "http_addr", Addr: c.HTTPAddr}); err != nil {
+		errs = append(errs, err)
 	}
 	l := c.Limits
 	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 {

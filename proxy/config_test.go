@@ -23,6 +23,10 @@ func TestConfigValidate(t *testing.T) {
 		{"zero timeout", func(c *Config) { c.ForwardTimeout = 0 }, "forward_timeout"},
 		{"negative limit", func(c *Config) { c.Limits.MaxBatch = -1 }, "limits"},
 		{"no progress frames", func(c *Config) { c.WatchSilenceTimeout = 0 }, ""},
+		{"grpc on every interface without TLS", func(c *Config) { c.GRPCAddr = "0.0.0.0:7400" }, "grpc_addr: 0.0.0.0:7400 is not a loopback address"},
+		{"http on a host name without TLS", func(c *Config) { c.HTTPAddr = "proxy-1:7480" }, "http_addr: proxy-1:7480 is not a loopback address"},
+		{"every interface, insecure", func(c *Config) { c.GRPCAddr, c.HTTPAddr, c.Insecure = ":7400", "0.0.0.0:7480", true }, ""},
+		{"localhost without TLS", func(c *Config) { c.GRPCAddr = "localhost:7400" }, ""},
 		{"negative watch silence", func(c *Config) { c.WatchSilenceTimeout = -time.Second }, "watch_silence_timeout"},
 	}
 	for _, tc := range tests {

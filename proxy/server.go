@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proxy/internal/forward"
 	"github.com/sundialmq/sundial/proxy/internal/httpapi"
 	"github.com/sundialmq/sundial/proxy/internal/routing"
@@ -195,6 +196,9 @@ func (s *Server) Start(ctx context.Context) error {
 				s.serveErr <- err
 			}
 		})
+	}
+	if s.cfg.Insecure {
+		s.log.Warn(tlsfiles.InsecureWarning)
 	}
 	s.log.Info("proxy started", zap.String("grpc_addr", gl.Addr().String()), zap.String("http_addr", s.httpAddrLocked()), zap.Strings("brokers", s.cfg.Brokers))
 	return nil

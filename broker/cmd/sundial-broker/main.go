@@ -78,6 +78,7 @@ func newApp(act cli.ActionFunc) *cli.App {
 			&cli.IntFlag{Name: "shards", EnvVars: []string{"SUNDIAL_SHARDS"}, Usage: "event shards created at bootstrap"},
 			&cli.IntFlag{Name: "replication-factor", EnvVars: []string{"SUNDIAL_REPLICATION_FACTOR"}, Usage: "replicas per event shard (0: min(3, members))"},
 			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SUNDIAL_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
+			&cli.BoolFlag{Name: "insecure", EnvVars: []string{"SUNDIAL_INSECURE"}, Usage: "serve without TLS on non-loopback addresses (refused otherwise); logs a warning and shows it on /readyz"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7700/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: act,
@@ -156,6 +157,9 @@ func load(c *cli.Context) (broker.Config, error) {
 	setString(c, "metrics-addr", &cfg.MetricsAddr)
 	setString(c, "data-dir", &cfg.DataDir)
 	setString(c, "log-level", &cfg.LogLevel)
+	if c.IsSet("insecure") {
+		cfg.Insecure = c.Bool("insecure")
+	}
 	if c.IsSet("labels") {
 		labels, err := validate.ParseLabels(c.String("labels"))
 		if err != nil {

@@ -37,6 +37,7 @@ type fileConfig struct {
 	WatchSilence       time.Duration `yaml:"watch_silence_timeout"`
 	LogLevel           string        `yaml:"log_level"`
 	Limits             fileLimits    `yaml:"limits"`
+	Insecure           bool          `yaml:"insecure"`
 }
 
 // fileLimits is validate.Limits in the config file.
@@ -53,7 +54,7 @@ type fileLimits struct {
 func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 	fc := fileConfig{
 		GRPCAddr: cfg.GRPCAddr, HTTPAddr: cfg.HTTPAddr, Brokers: cfg.Brokers, ForwardTimeout: cfg.ForwardTimeout,
-		ReadyProbeInterval: cfg.ReadyProbeInterval, WatchSilence: cfg.WatchSilenceTimeout, LogLevel: *level,
+		ReadyProbeInterval: cfg.ReadyProbeInterval, WatchSilence: cfg.WatchSilenceTimeout, LogLevel: *level, Insecure: cfg.Insecure,
 		Limits: fileLimits{
 			MaxMessageBytes: cfg.Limits.MaxMessageBytes, MaxDelay: cfg.Limits.MaxDelay, MaxKeyBytes: cfg.Limits.MaxKeyBytes,
 			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
@@ -66,6 +67,7 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 	}
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers, *level = fc.GRPCAddr, fc.HTTPAddr, fc.Brokers, fc.LogLevel
 	cfg.ForwardTimeout, cfg.ReadyProbeInterval, cfg.WatchSilenceTimeout = fc.ForwardTimeout, fc.ReadyProbeInterval, fc.WatchSilence
+	cfg.Insecure = fc.Insecure
 	cfg.Limits = validate.Limits{
 		MaxMessageBytes: fc.Limits.MaxMessageBytes, MaxDelay: fc.Limits.MaxDelay, MaxKeyBytes: fc.Limits.MaxKeyBytes,
 		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes,
@@ -86,6 +88,7 @@ func main() {
 			&cli.StringFlag{Name: "http-addr", Usage: "HTTP listen address for the HTTP/JSON API (/v1/, /openapi.json, /docs), /metrics, /livez and /readyz (default 127.0.0.1:7480)"},
 			&cli.StringFlag{Name: "brokers", Usage: "comma-separated seed broker gRPC addresses"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (default info)"},
+			&cli.BoolFlag{Name: "insecure", EnvVars: []string{"SUNDIAL_INSECURE"}, Usage: "serve without TLS on non-loopback addresses (refused otherwise); logs a warning and shows it on /readyz"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7480/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: run,
@@ -166,6 +169,9 @@ func load(c *cli.Context) (proxy.Config, string, error) {
 		cfg.Brokers = splitList(v)
 	}
 	set(&level, c.String("log-level"))
+	if c.IsSet("insecure") {
+		cfg.Insecure = c.Bool("insecure")
+	}
 	return cfg, level, cfg.Validate()
 }
 
