@@ -53,6 +53,7 @@ type Server struct {
 	lis      net.Listener
 	httpSrv  *http.Server
 	httpLis  net.Listener
+	tls      transport // the gRPC listener's and peer dials' credentials
 
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -69,6 +70,10 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		log = log.With(zap.Uint64("node_id", cfg.NodeID)) // a joining broker without one gets it in Start
 	}
 	s := &Server{cfg: cfg, log: log, reg: reg, stopc: make(chan struct{})}
+	var err error
+	if s.tls, err = newTransport(cfg, log, reg); err != nil {
+		return nil, err
+	}
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		s.gth = g
 	}
@@ -168,15 +173,15 @@ func (s *Server) Start(ctx context.Context) error {
 	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20),
 		// Proxies ping every 5s to find a broker that stopped answering;
 		// the default policy (5 min) would answer them GOAWAY.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}))...)
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}), s.tls.server)...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
 	cluster := service.NewCluster(h, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
-	s.moves = newMoveHost(h, s.cfg.NodeID, s.log, s.reg)
+	s.moves = newMoveHost(h, s.cfg.NodeID, s.tls.peer, s.log, s.reg)
 	s.operator = operator.New(s.moves, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
-	s.prober = operator.NewPeerProber()
+	s.prober = operator.NewPeerProber(s.tls.peer)
 	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
 		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
 		MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,

@@ -166,6 +166,18 @@ type Config struct {
 	// localhost) is refused at start. The broker logs a warning at start
 	// and shows it in /readyz's body. Default false.
 	Insecure bool `yaml:"insecure"`
+	// TLSCertFile and TLSKeyFile are this broker's certificate (PEM, signed
+	// by the cluster CA, naming the host others dial in its SANs) and key:
+	// its gRPC listener serves TLS with them and its calls to other
+	// brokers present them. Set both or neither; reloaded when they change.
+	// Default empty: plaintext gRPC.
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+	// TLSCAFile is the cluster CA (PEM): the gRPC listener accepts only
+	// clients (proxies, brokers, shardctl) presenting a certificate it
+	// signed, and calls to other brokers verify theirs against it. Required
+	// with TLSCertFile; reloaded when it changes. Default empty.
+	TLSCAFile string `yaml:"tls_ca_file"`
 
 	// Testing holds hooks for tests; never set from a config file.
 	Testing Testing `yaml:"-"`
@@ -287,7 +299,20 @@ func (c Config) Validate() error {
 	if c.RaftListenAddr != "" {
 		raftListen = tlsfiles.Listener{Setting: "raft_listen_addr", Addr: c.RaftListenAddr}
 	}
-	if err := tlsfiles.RequireLoopback(c.Insecure, tlsfiles.Listener{Setting: "grpc_addr", Addr: c.GRPCAddr}, raftListen, tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr}); err != nil {
+	if err := c.tlsFiles().Check("tls"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TLSCertFile != "" && c.TLSCAFile == "" {
+		bad("tls_ca_file", "must be set with tls_cert_file: the gRPC listener accepts only clients with a certificate of the cluster CA")
+	}
+	if c.TLSCAFile != "" && c.TLSCertFile == "" {
+		bad("tls_cert_file", "must be set with tls_ca_file: the gRPC listener serves TLS with it")
+	}
+	grpcListen := tlsfiles.Listener{Setting: "grpc_addr", Addr: c.GRPCAddr}
+	if c.TLSCertFile != "" {
+		grpcListen.Addr = "" // served with TLS
+	}
+	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, raftListen, tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr}); err != nil {
 		errs = append(errs, err)
 	}
 	if c.DataDir == "" {

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
@@ -53,7 +53,7 @@ type moveHost struct {
 	calls *prometheus.CounterVec // by call and result
 }
 
-func newMoveHost(h *host.Host, self uint64, log *zap.Logger, reg prometheus.Registerer) *moveHost {
+func newMoveHost(h *host.Host, self uint64, creds credentials.TransportCredentials, log *zap.Logger, reg prometheus.Registerer) *moveHost {
 	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sundial", Subsystem: "operator", Name: "peer_calls_total",
 		Help: "Membership and leadership changes the executor asked of another broker hosting the shard (the meta leader holds no replica of it, or a transfer goes to the leader), by call and result (ok, passed: the host could not answer and the next was asked, refused).",
@@ -66,7 +66,7 @@ func newMoveHost(h *host.Host, self uint64, log *zap.Logger, reg prometheus.Regi
 	if reg != nil {
 		reg.MustRegister(calls)
 	}
-	return &moveHost{h: h, self: self, log: log.Named("operator"), conns: newPeerConns(), calls: calls}
+	return &moveHost{h: h, self: self, log: log.Named("operator"), conns: newPeerConns(creds), calls: calls}
 }
 
 func (m *moveHost) ReadMeta(ctx context.Context) (*meta.State, error) { return m.h.ReadMeta(ctx) }
@@ -228,11 +228,14 @@ func (m *moveHost) close() { m.conns.close() }
 
 // peerConns holds one client connection per peer gRPC address.
 type peerConns struct {
+	creds credentials.TransportCredentials
 	mu    sync.Mutex // guards conns
 	conns map[string]*grpc.ClientConn
 }
 
-func newPeerConns() *peerConns { return &peerConns{conns: map[string]*grpc.ClientConn{}} }
+func newPeerConns(creds credentials.TransportCredentials) *peerConns {
+	return &peerConns{creds: creds, conns: map[string]*grpc.ClientConn{}}
+}
 
 func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
@@ -240,7 +243,7 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.creds))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/fsm"
@@ -78,6 +79,9 @@ type Config struct {
 	// answers true, as a broker whose meta replica lags would; nil never
 	// holds. Linearizable reads (ReadMeta) are not held.
 	HoldMeta func() bool
+	// PeerCredentials are the transport credentials of gRPC calls to
+	// other brokers (see PeerCredentials); nil means plaintext.
+	PeerCredentials credentials.TransportCredentials
 }
 
 // ErrNotMetaMember is returned for a node outside the initial members that

@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"go.uber.org/zap"
@@ -112,7 +112,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 		return resp, err
 	}
 	forward := func(addr string) (*sundialv1.RemoveNodeResponse, error) {
-		return forwardTo(ctx, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req)
+		return forwardTo(ctx, c.host, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req)
 	}
 	id, force := meta.NodeID(req.GetNodeId()), req.GetForce()
 	st, err := c.host.ReadMeta(ctx)
@@ -352,7 +352,7 @@ func (c *Cluster) handOffMeta(ctx context.Context, st *meta.State, voters map[ui
 
 // live says n is this broker or answers.
 func (c *Cluster) live(ctx context.Context, n *meta.Node) bool {
-	return uint64(n.ID) == c.host.NodeID() || answers(ctx, n.GRPCAddr, n.ID)
+	return uint64(n.ID) == c.host.NodeID() || answers(ctx, c.host.PeerCredentials(), n.GRPCAddr, n.ID)
 }
 
 // answersTimeout bounds the Identify call that tells a live node from an
@@ -360,13 +360,13 @@ func (c *Cluster) live(ctx context.Context, n *meta.Node) bool {
 const answersTimeout = 2 * time.Second
 
 // answers says the broker at addr answers Identify as node id.
-func answers(ctx context.Context, addr string, id meta.NodeID) bool {
+func answers(ctx context.Context, creds credentials.TransportCredentials, addr string, id meta.NodeID) bool {
 	if addr == "" {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, answersTimeout)
 	defer cancel()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return false
 	}
