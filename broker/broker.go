@@ -139,6 +139,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	hc := hostConfig(s.cfg, advertise)
 	hc.Incarnation, hc.ClusterID = ident.Incarnation, ident.ClusterID
+	hc.PeerCredentials = s.tls.peer
 	hc.RecordClusterID = func(id string) error {
 		ident.ClusterID = id
 		return identity.Save(s.cfg.DataDir, ident)
@@ -179,7 +180,9 @@ func (s *Server) Start(ctx context.Context) error {
 	cluster := service.NewCluster(h, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
 	s.moves = newMoveHost(h, s.cfg.NodeID, s.tls.peer, s.log, s.reg)
-	s.operator = operator.New(s.moves, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
+	ocfg := operatorConfig(s.cfg)
+	ocfg.PeerCredentials = s.tls.peer
+	s.operator = operator.New(s.moves, s.cfg.NodeID, ocfg, s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
 	s.prober = operator.NewPeerProber(s.tls.peer)
 	s.healer = operator.NewHealer(h, s.prober, s.cfg.NodeID, operator.HealerConfig{
