@@ -56,6 +56,25 @@ type Config struct {
 	// ::1, localhost) is refused at start. The proxy logs a warning at
 	// start and shows it in /readyz's body. Default false.
 	Insecure bool
+	// TLSCertFile and TLSKeyFile are the proxy's client-facing certificate
+	// (PEM) and key: with them the gRPC and HTTP listeners serve only TLS
+	// 1.2 or later. Set both or neither; reloaded when they change.
+	// Default empty: plaintext.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSClientCAFile, when set (with TLSCertFile), makes both listeners
+	// require a client certificate signed by this CA (PEM); the admin UI's
+	// own calls present TLSCertFile, so that CA must accept it too.
+	// Default empty: no client certificates.
+	TLSClientCAFile string
+	// ClusterCertFile and ClusterKeyFile are the proxy's certificate of the
+	// cluster CA (PEM) and key, presented to brokers; ClusterCAFile is that
+	// CA, which brokers' certificates are verified against. Brokers with
+	// TLS accept only such clients. Reloaded when they change. Default
+	// empty: plaintext to brokers.
+	ClusterCertFile string
+	ClusterKeyFile  string
+	ClusterCAFile   string
 }
 
 // DefaultConfig is the configuration of a proxy in front of the local
@@ -100,9 +119,7 @@ func (c Config) Validate() error {
 	if c.WatchSilenceTimeout < 0 {
 		errs = append(errs, fmt.Errorf("watch_silence_timeout: must not be negative, got %s", c.WatchSilenceTimeout))
 	}
-	if err := tlsfiles.RequireLoopback(c.Insecure, tlsfiles.Listener{Setting: "grpc_addr", Addr: c.GRPCAddr}, tlsfiles.Listener{Setting: "http_addr", Addr: c.HTTPAddr}); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.validateTLS()...)
 	l := c.Limits
 	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 {
 		errs = append(errs, errors.New("limits: must not be negative"))
@@ -118,4 +135,31 @@ func checkAddr(addr string) error {
 		return fmt.Errorf("want host:port, got %q", addr)
 	}
 	return nil
+}
+
+// validateTLS checks the transport security settings: file pairs, and
+// listeners without TLS on loopback unless Insecure.
+func (c Config) validateTLS() []error {
+	var errs []error
+	if err := c.clientTLSFiles().Check("tls"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		errs = append(errs, errors.New("tls_client_ca_file: needs tls_cert_file and tls_key_file: client certificates are asked for over TLS"))
+	}
+	if err := c.clusterTLSFiles().Check("cluster"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ClusterCertFile != "" && c.ClusterCAFile == "" {
+		errs = append(errs, errors.New("cluster_ca_file: must be set with cluster_cert_file, to verify the brokers' certificates"))
+	}
+	grpcListen := tlsfiles.Listener{Setting: "grpc_addr", Addr: c.GRPCAddr}
+	httpListen := tlsfiles.Listener{Setting: "http_addr", Addr: c.HTTPAddr}
+	if c.TLSCertFile != "" {
+		grpcListen.Addr, httpListen.Addr = "", "" // served with TLS
+	}
+	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, httpListen); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
 }

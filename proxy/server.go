@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -50,6 +51,7 @@ type Server struct {
 	readiness *readiness
 	probing   context.CancelFunc // stops the readiness prober
 	uiConn    *grpc.ClientConn   // the admin UI's client of s.grpc
+	tls       transport          // listeners' and broker calls' credentials
 
 	mu       sync.Mutex // guards grpcLis, httpLis, started, stopped
 	grpcLis  net.Listener
@@ -83,9 +85,13 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		log:      log,
 		gatherer: gatherer,
 		metrics:  newMetrics(reg),
-		pool:     routing.NewPool(),
 		serveErr: make(chan error, 2),
 	}
+	var err error
+	if s.tls, err = newTransport(cfg, log, reg); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	s.pool = routing.NewPool(grpc.WithTransportCredentials(s.tls.broker))
 	s.watcher = routing.NewWatcher(routing.WatcherConfig{Seeds: cfg.Brokers, SilenceTimeout: cfg.WatchSilenceTimeout}, s.pool, log, routing.NewMetrics(reg), s.onTable)
 	s.readiness = newReadiness(cfg.ReadyProbeInterval, s.watcher.Stale, log, reg)
 	s.health = newGRPCHealth(s.Ready)
@@ -106,6 +112,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	s.grpc = grpc.NewServer(
 		grpc.ChainUnaryInterceptor(s.unaryBoundary),
 		grpc.ChainStreamInterceptor(s.streamBoundary),
+		s.tls.server,
 	)
 	sundialv1.RegisterProducerServer(s.grpc, producer{s: s})
 	sundialv1.RegisterConsumerServer(s.grpc, consumer{s: s})
@@ -172,6 +179,9 @@ func (s *Server) Start(ctx context.Context) error {
 		if err != nil {
 			_ = gl.Close()
 			return fmt.Errorf("proxy: listen http: %w", err)
+		}
+		if s.tls.http != nil {
+			hl = tls.NewListener(hl, s.tls.http)
 		}
 	}
 	s.grpcLis, s.httpLis, s.started = gl, hl, true

@@ -1,6 +1,7 @@
 package tlsfiles
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -76,4 +77,32 @@ func verifyServer(cs tls.ConnectionState, roots *x509.CertPool) error {
 		return fmt.Errorf("tlsfiles: server certificate: %w", err)
 	}
 	return nil
+}
+
+// ErrNotSelf is a server that presented another certificate than the one
+// a SelfConfig client expects (its own).
+var ErrNotSelf = errors.New("tlsfiles: the server presented another certificate than this process's own")
+
+// SelfConfig is the tls.Config of a process dialling its own listener
+// served with s (the proxy's admin UI does): it presents s's certificate
+// and accepts only a server presenting that same certificate, so no CA
+// or name needs to match.
+func (s *Source) SelfConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, //nolint:gosec // the leaf is pinned in VerifyConnection
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			cert, _ := s.current()
+			if cert == nil || len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, cert.Certificate[0]) {
+				return ErrNotSelf
+			}
+			return nil
+		},
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if cert, _ := s.current(); cert != nil {
+				return cert, nil
+			}
+			return &tls.Certificate{}, nil
+		},
+	}
 }
