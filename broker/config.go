@@ -167,10 +167,12 @@ type Config struct {
 	// and shows it in /readyz's body. Default false.
 	Insecure bool `yaml:"insecure"`
 	// TLSCertFile and TLSKeyFile are this broker's certificate (PEM, signed
-	// by the cluster CA, naming the host others dial in its SANs) and key:
-	// its gRPC listener serves TLS with them and its calls to other
-	// brokers present them. Set both or neither; reloaded when they change.
-	// Default empty: plaintext gRPC.
+	// by the cluster CA, naming its gRPC and Raft hosts in its SANs) and
+	// key: its gRPC listener serves TLS with them and its calls to other
+	// brokers present them (reloaded when they change), and the Raft
+	// transport uses mutual TLS with them and TLSCAFile (read only at
+	// start: rotate by a rolling restart). Set both or neither. Default
+	// empty: plaintext gRPC and Raft.
 	TLSCertFile string `yaml:"tls_cert_file"`
 	TLSKeyFile  string `yaml:"tls_key_file"`
 	// TLSCAFile is the cluster CA (PEM): the gRPC listener accepts only
@@ -310,7 +312,7 @@ func (c Config) Validate() error {
 	}
 	grpcListen := tlsfiles.Listener{Setting: "grpc_addr", Addr: c.GRPCAddr}
 	if c.TLSCertFile != "" {
-		grpcListen.Addr = "" // served with TLS
+		grpcListen.Addr, raftListen.Addr = "", "" // served with TLS
 	}
 	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, raftListen, tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr}); err != nil {
 		errs = append(errs, err)

@@ -75,6 +75,40 @@ func TestValidateAcceptsNonLoopbackWhenInsecure(t *testing.T) {
 	}
 }
 
+// A broker with TLS may serve gRPC and Raft on every interface; its
+// plaintext metrics address stays on loopback unless insecure, and a
+// certificate needs its key and the cluster CA.
+func TestValidateTLS(t *testing.T) {
+	tlsOn := func(c *Config) {
+		c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile = "b.pem", "b-key.pem", "ca.pem"
+		c.GRPCAddr, c.RaftListenAddr = "0.0.0.0:7501", ":7601"
+	}
+	tests := []struct {
+		name  string
+		edit  func(*Config)
+		field string // "" means valid
+	}{
+		{"tls on every interface", tlsOn, ""},
+		{"tls, metrics on every interface", func(c *Config) { tlsOn(c); c.MetricsAddr = "0.0.0.0:7701" }, "metrics_addr"},
+		{"certificate without key", func(c *Config) { tlsOn(c); c.TLSKeyFile = "" }, "tls_cert_file and tls_key_file"},
+		{"certificate without CA", func(c *Config) { tlsOn(c); c.TLSCAFile = "" }, "tls_ca_file"},
+		{"CA without certificate", func(c *Config) { c.TLSCAFile = "ca.pem" }, "tls_cert_file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.edit(&c)
+			err := c.Validate()
+			switch {
+			case tt.field == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.field != "" && (err == nil || !strings.Contains(err.Error(), tt.field)):
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.field)
+			}
+		})
+	}
+}
+
 // A joining broker needs no initial members and may leave its node id to
 // the cluster.
 func TestValidateAcceptsAJoin(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 // certificate of the cluster CA (TLSCAFile), and its calls to other
 // brokers present its certificate and verify theirs against that CA. The
 // files are reloaded when they change (see tlsfiles). Without them both
-// are plaintext.
+// are plaintext. (The Raft transport's mutual TLS takes the same files,
+// through host.Config.RaftTLS.)
 type transport struct {
 	server grpc.ServerOption                // the gRPC listener's credentials
 	peer   credentials.TransportCredentials // of calls to other brokers

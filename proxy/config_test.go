@@ -27,6 +27,13 @@ func TestConfigValidate(t *testing.T) {
 		{"http on a host name without TLS", func(c *Config) { c.HTTPAddr = "proxy-1:7480" }, "http_addr: proxy-1:7480 is not a loopback address"},
 		{"every interface, insecure", func(c *Config) { c.GRPCAddr, c.HTTPAddr, c.Insecure = ":7400", "0.0.0.0:7480", true }, ""},
 		{"localhost without TLS", func(c *Config) { c.GRPCAddr = "localhost:7400" }, ""},
+		{"tls on every interface", func(c *Config) {
+			c.TLSCertFile, c.TLSKeyFile, c.GRPCAddr, c.HTTPAddr = "p.pem", "p-key.pem", "0.0.0.0:7400", ":7480"
+		}, ""},
+		{"tls certificate without key", func(c *Config) { c.TLSCertFile = "p.pem" }, "tls_cert_file and tls_key_file"},
+		{"client CA without certificate", func(c *Config) { c.TLSClientCAFile = "ca.pem" }, "tls_client_ca_file"},
+		{"cluster certificate without CA", func(c *Config) { c.ClusterCertFile, c.ClusterKeyFile = "c.pem", "c-key.pem" }, "cluster_ca_file"},
+		{"cluster key without certificate", func(c *Config) { c.ClusterKeyFile = "c-key.pem" }, "cluster_cert_file and cluster_key_file"},
 		{"negative watch silence", func(c *Config) { c.WatchSilenceTimeout = -time.Second }, "watch_silence_timeout"},
 	}
 	for _, tc := range tests {
