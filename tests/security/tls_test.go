@@ -22,6 +22,9 @@ import (
 // rotates every broker's certificate, the way docs/security.md says to
 // rotate the files Dragonboat reads only at start.
 func TestTLSClusterAndRollingRotation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and restarts every broker")
+	}
 	ca := tlstest.NewCA(t, "cluster")
 	dir := t.TempDir()
 	broker := ca.Issue(dir, "broker")
