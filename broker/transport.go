@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/proto/tlsfiles"
+	"github.com/sundialmq/sundial/proto/tlsfiles/tlsmetrics"
 )
 
 // transport is the broker's transport security: with TLS files set, its
@@ -29,9 +30,9 @@ func newTransport(cfg Config, log *zap.Logger, reg prometheus.Registerer) (trans
 	if !files.Enabled() {
 		return transport{server: grpc.EmptyServerOption{}, peer: insecure.NewCredentials()}, nil
 	}
-	var m *tlsfiles.Metrics
+	var m tlsfiles.Counter
 	if reg != nil {
-		m = tlsfiles.NewMetrics(reg)
+		m = tlsmetrics.New(reg)
 	}
 	src, err := tlsfiles.New("cluster", files, 0, m, log)
 	if err != nil {

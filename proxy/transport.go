@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/proto/tlsfiles"
+	"github.com/sundialmq/sundial/proto/tlsfiles/tlsmetrics"
 )
 
 // transport is the proxy's transport security. With client-facing TLS
@@ -31,7 +32,7 @@ func newTransport(cfg Config, log *zap.Logger, reg prometheus.Registerer) (trans
 	if !client.Enabled() && !cluster.Enabled() {
 		return t, nil
 	}
-	m := tlsfiles.NewMetrics(reg)
+	m := tlsmetrics.New(reg)
 	if client.Enabled() {
 		src, err := tlsfiles.New("client", client, 0, m, log)
 		if err != nil {

@@ -44,7 +44,7 @@ type Source struct {
 	name     string // the files' role, the metrics' and logs' label
 	files    Files
 	interval time.Duration
-	metrics  *Metrics
+	metrics  Counter
 	log      *zap.Logger
 	now      func() time.Time
 
@@ -59,16 +59,28 @@ type Source struct {
 // from a Source whose Files name none.
 var ErrNoCertificate = errors.New("tlsfiles: no certificate file configured")
 
+// Counter counts a Source's loads of its files; tlsmetrics implements it
+// with Prometheus counters.
+type Counter interface {
+	// Loaded counts a load of files that succeeded, Failed one that did
+	// not (the files loaded before are kept). files is the Source's name.
+	Loaded(files string)
+	Failed(files string)
+}
+
 // New loads files at once (an error names the bad file) and returns a
 // Source that reloads them when they change, looking at most every
-// interval (DefaultCheckInterval if 0). name labels its logs and metrics
+// interval (DefaultCheckInterval if 0). name labels its logs and counts
 // ("cluster", "client"); m may be nil (not counted), log may be nil.
-func New(name string, files Files, interval time.Duration, m *Metrics, log *zap.Logger) (*Source, error) {
+func New(name string, files Files, interval time.Duration, m Counter, log *zap.Logger) (*Source, error) {
 	if interval <= 0 {
 		interval = DefaultCheckInterval
 	}
 	if log == nil {
 		log = zap.NewNop()
+	}
+	if m == nil {
+		m = uncounted{}
 	}
 	s := &Source{name: name, files: files, interval: interval, metrics: m, log: log, now: time.Now}
 	stamp, cert, pool, err := load(files)
@@ -76,7 +88,7 @@ func New(name string, files Files, interval time.Duration, m *Metrics, log *zap.
 		return nil, fmt.Errorf("tlsfiles: %s: %w", name, err)
 	}
 	s.stamp, s.cert, s.pool, s.checked = stamp, cert, pool, s.now()
-	m.loaded(name)
+	m.Loaded(name)
 	return s, nil
 }
 
@@ -101,12 +113,12 @@ func (s *Source) current() (*tls.Certificate, *x509.CertPool) {
 		stamp, cert, pool, err = load(s.files)
 	}
 	if err != nil {
-		s.metrics.failed(s.name)
+		s.metrics.Failed(s.name)
 		s.log.Error("tls files reload failed, keeping the loaded ones", zap.String("files", s.name), zap.Error(err))
 		return s.cert, s.pool
 	}
 	s.stamp, s.cert, s.pool = stamp, cert, pool
-	s.metrics.loaded(s.name)
+	s.metrics.Loaded(s.name)
 	s.log.Info("tls files reloaded", zap.String("files", s.name), zap.String("cert_file", s.files.CertFile), zap.String("ca_file", s.files.CAFile))
 	return cert, pool
 }
@@ -156,3 +168,9 @@ func load(f Files) (string, *tls.Certificate, *x509.CertPool, error) {
 	}
 	return stamp, cert, pool, nil
 }
+
+// uncounted is the Counter of a Source given none.
+type uncounted struct{}
+
+func (uncounted) Loaded(string) {}
+func (uncounted) Failed(string) {}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/sundialmq/sundial/proto/tlsfiles"
+	"github.com/sundialmq/sundial/proto/tlsfiles/tlsmetrics"
 	"github.com/sundialmq/sundial/proto/tlsfiles/tlstest"
 )
 
@@ -59,7 +60,7 @@ func dial(addr string, cfg *tls.Config) (*x509.Certificate, error) {
 	return c.ConnectionState().PeerCertificates[0], nil
 }
 
-func source(t *testing.T, name string, f tlsfiles.Files, m *tlsfiles.Metrics) *tlsfiles.Source {
+func source(t *testing.T, name string, f tlsfiles.Files, m tlsfiles.Counter) *tlsfiles.Source {
 	t.Helper()
 	s, err := tlsfiles.New(name, f, time.Nanosecond, m, zaptest.NewLogger(t))
 	if err != nil {
@@ -100,7 +101,7 @@ func TestReplacedFilesServeTheNewCertificate(t *testing.T) {
 	ca := tlstest.NewCA(t, "cluster")
 	dir := t.TempDir()
 	reg := prometheus.NewRegistry()
-	m := tlsfiles.NewMetrics(reg)
+	m := tlsmetrics.New(reg)
 	files := ca.Issue(dir, "broker")
 	srv := source(t, "cluster", files, m)
 	addr := serve(t, srv.ServerConfig(tls.NoClientCert))
