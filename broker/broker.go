@@ -32,6 +32,7 @@ import (
 	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
@@ -52,6 +53,7 @@ type Server struct {
 	lis      net.Listener
 	httpSrv  *http.Server
 	httpLis  net.Listener
+	tls      transport // the gRPC listener's and peer dials' credentials
 
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -68,6 +70,10 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		log = log.With(zap.Uint64("node_id", cfg.NodeID)) // a joining broker without one gets it in Start
 	}
 	s := &Server{cfg: cfg, log: log, reg: reg, stopc: make(chan struct{})}
+	var err error
+	if s.tls, err = newTransport(cfg, log, reg); err != nil {
+		return nil, err
+	}
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		s.gth = g
 	}
@@ -103,6 +109,9 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("broker: listen metrics: %w", err)
 		}
 	}
+	if s.cfg.Insecure {
+		s.log.Warn(tlsfiles.InsecureWarning)
+	}
 	closeListeners := func() {
 		lis.Close()
 		if httpLis != nil {
@@ -130,6 +139,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	hc := hostConfig(s.cfg, advertise)
 	hc.Incarnation, hc.ClusterID = ident.Incarnation, ident.ClusterID
+	hc.PeerCredentials = s.tls.peer
 	hc.RecordClusterID = func(id string) error {
 		ident.ClusterID = id
 		return identity.Save(s.cfg.DataDir, ident)
@@ -164,15 +174,17 @@ func (s *Server) Start(ctx context.Context) error {
 	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20),
 		// Proxies ping every 5s to find a broker that stopped answering;
 		// the default policy (5 min) would answer them GOAWAY.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}))...)
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}), s.tls.server)...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
-	s.prober = operator.NewPeerProber()
+	s.prober = operator.NewPeerProber(s.tls.peer)
 	voters := operator.NewMetaVoters(h, s.prober, s.cfg.NodeID, s.log)
 	cluster := service.NewCluster(h, voters, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
-	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.log, s.reg)
-	s.operator = operator.New(s.moves, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
+	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.tls.peer, s.log, s.reg)
+	ocfg := operatorConfig(s.cfg)
+	ocfg.PeerCredentials = s.tls.peer
+	s.operator = operator.New(s.moves, s.cfg.NodeID, ocfg, s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
 	s.healer = operator.NewHealer(h, s.prober, voters, s.cfg.NodeID, operator.HealerConfig{
 		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
@@ -221,6 +233,7 @@ func hostConfig(cfg Config, advertise string) host.Config {
 		Dispatch: dispatch.Config{DedupWindow: cfg.DedupWindow, SweepInterval: cfg.Testing.SweepInterval},
 		HoldMeta: cfg.Testing.HoldMeta,
 		Labels:   maps.Clone(cfg.Labels),
+		RaftTLS:  cfg.tlsFiles(),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sundialmq/sundial/broker/internal/join"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
@@ -156,6 +157,30 @@ type Config struct {
 	// Operations tunes the executor of cluster operations (replica moves,
 	// leadership transfers) and the step timeouts Rebalance plans with.
 	Operations Operations `yaml:"operations"`
+
+	// Transport security (see docs/security.md).
+
+	// Insecure lets the broker serve without TLS on non-loopback addresses;
+	// without it a GRPCAddr, Raft listen address (RaftListenAddr, else
+	// RaftAddr) or MetricsAddr that is not loopback (127.0.0.1, ::1,
+	// localhost) is refused at start. The broker logs a warning at start
+	// and shows it in /readyz's body. Default false.
+	Insecure bool `yaml:"insecure"`
+	// TLSCertFile and TLSKeyFile are this broker's certificate (PEM, signed
+	// by the cluster CA, naming its gRPC and Raft hosts in its SANs) and
+	// key: its gRPC listener serves TLS with them and its calls to other
+	// brokers present them (reloaded when they change), and the Raft
+	// transport uses mutual TLS with them and TLSCAFile (read only at
+	// start: rotate by a rolling restart). Set both or neither. Default
+	// empty: plaintext gRPC and Raft.
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+	// TLSCAFile is the cluster CA (PEM): the gRPC listener accepts only
+	// clients (proxies, brokers, shardctl) presenting a certificate it
+	// signed, and calls to other brokers verify theirs against it. Required
+	// with TLSCertFile; reloaded when it changes. Default empty.
+	TLSCAFile string `yaml:"tls_ca_file"`
+
 	// Testing holds hooks for tests; never set from a config file.
 	Testing Testing `yaml:"-"`
 }
@@ -271,6 +296,26 @@ func (c Config) Validate() error {
 	}
 	if c.MetricsAddr != "" && !hostPort(c.MetricsAddr) {
 		bad("metrics_addr", "%q is not host:port", c.MetricsAddr)
+	}
+	raftListen := tlsfiles.Listener{Setting: "raft_addr", Addr: c.RaftAddr}
+	if c.RaftListenAddr != "" {
+		raftListen = tlsfiles.Listener{Setting: "raft_listen_addr", Addr: c.RaftListenAddr}
+	}
+	if err := c.tlsFiles().Check("tls"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TLSCertFile != "" && c.TLSCAFile == "" {
+		bad("tls_ca_file", "must be set with tls_cert_file: the gRPC listener accepts only clients with a certificate of the cluster CA")
+	}
+	if c.TLSCAFile != "" && c.TLSCertFile == "" {
+		bad("tls_cert_file", "must be set with tls_ca_file: the gRPC listener serves TLS with it")
+	}
+	grpcListen := tlsfiles.Listener{Setting: "grpc_addr", Addr: c.GRPCAddr}
+	if c.TLSCertFile != "" {
+		grpcListen.Addr, raftListen.Addr = "", "" // served with TLS
+	}
+	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, raftListen, tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr}); err != nil {
+		errs = append(errs, err)
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "must be set")

@@ -25,6 +25,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad grpc address", func(c *Config) { c.GRPCAddr = "localhost" }, "grpc_addr"},
 		{"raft address differs from member", func(c *Config) { c.RaftAddr = "127.0.0.1:9999" }, "raft_addr"},
 		{"bad raft listen address", func(c *Config) { c.RaftListenAddr = "nowhere" }, "raft_listen_addr"},
+		{"grpc on every interface without TLS", func(c *Config) { c.GRPCAddr = "0.0.0.0:7501" }, "grpc_addr"},
+		{"raft listen on every interface without TLS", func(c *Config) { c.RaftListenAddr = ":7601" }, "raft_listen_addr"},
+		{"metrics on a host name without TLS", func(c *Config) { c.MetricsAddr = "broker-1:7701" }, "metrics_addr"},
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "data_dir"},
 		{"no shards", func(c *Config) { c.Shards = 0 }, "shards"},
 		{"upper-case label key", func(c *Config) { c.Labels = map[string]string{"Zone": "a"} }, "labels[Zone]"},
@@ -57,6 +60,49 @@ func TestValidateNamesTheField(t *testing.T) {
 			tt.edit(&c)
 			err := c.Validate()
 			if err == nil || !strings.Contains(err.Error(), tt.field+":") {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.field)
+			}
+		})
+	}
+}
+
+// An insecure broker may listen on every interface.
+func TestValidateAcceptsNonLoopbackWhenInsecure(t *testing.T) {
+	c := DefaultConfig()
+	c.GRPCAddr, c.RaftListenAddr, c.MetricsAddr, c.Insecure = "0.0.0.0:7501", ":7601", "broker-1:7701", true
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate() of an insecure broker on 0.0.0.0 = %v, want nil", err)
+	}
+}
+
+// A broker with TLS may serve gRPC and Raft on every interface; its
+// plaintext metrics address stays on loopback unless insecure, and a
+// certificate needs its key and the cluster CA.
+func TestValidateTLS(t *testing.T) {
+	tlsOn := func(c *Config) {
+		c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile = "b.pem", "b-key.pem", "ca.pem"
+		c.GRPCAddr, c.RaftListenAddr = "0.0.0.0:7501", ":7601"
+	}
+	tests := []struct {
+		name  string
+		edit  func(*Config)
+		field string // "" means valid
+	}{
+		{"tls on every interface", tlsOn, ""},
+		{"tls, metrics on every interface", func(c *Config) { tlsOn(c); c.MetricsAddr = "0.0.0.0:7701" }, "metrics_addr"},
+		{"certificate without key", func(c *Config) { tlsOn(c); c.TLSKeyFile = "" }, "tls_cert_file and tls_key_file"},
+		{"certificate without CA", func(c *Config) { tlsOn(c); c.TLSCAFile = "" }, "tls_ca_file"},
+		{"CA without certificate", func(c *Config) { c.TLSCAFile = "ca.pem" }, "tls_cert_file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.edit(&c)
+			err := c.Validate()
+			switch {
+			case tt.field == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.field != "" && (err == nil || !strings.Contains(err.Error(), tt.field)):
 				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.field)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 )
 
 // readiness says whether a broker can serve, and if not why: the cluster is
@@ -57,11 +58,17 @@ func livez(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// readyz answers 200 when the broker is ready, else 503 with the reason.
+// readyz answers 200 when the broker is ready, else 503 with the reason;
+// a broker started insecure adds tlsfiles.InsecureWarning on a line of its
+// own.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	warning := ""
+	if s.cfg.Insecure {
+		warning = tlsfiles.InsecureWarning + "\n"
+	}
 	if ready, reason := s.readiness(); !ready {
-		http.Error(w, "not ready: "+reason, http.StatusServiceUnavailable)
+		http.Error(w, "not ready: "+reason+"\n"+warning, http.StatusServiceUnavailable)
 		return
 	}
-	fmt.Fprintln(w, "ok")
+	fmt.Fprint(w, "ok\n"+warning)
 }

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/join"
@@ -110,7 +110,7 @@ func (s *Server) joinCluster(ctx context.Context, advertise string) (identity.Id
 	req := &sundialv1.JoinClusterRequest{NodeId: id.NodeID, RaftAddr: s.cfg.RaftAddr, GrpcAddr: advertise, Incarnation: id.Incarnation, ClusterId: id.ClusterID, Labels: s.cfg.Labels}
 	jctx, cancel := context.WithTimeout(ctx, s.cfg.JoinTimeout)
 	defer cancel()
-	resp, err := join.Ask(jctx, addrs, req, joinRetryInterval)
+	resp, err := join.Ask(jctx, s.tls.peer, addrs, req, joinRetryInterval)
 	if err != nil {
 		return identity.Identity{}, fmt.Errorf("broker: join the cluster: %w", err)
 	}
@@ -134,7 +134,7 @@ func (s *Server) askAddrs(ctx context.Context, addrs []string) []identity.Peer {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := askPeer(ctx, addr)
+			p, err := askPeer(ctx, s.tls.peer, addr)
 			if err != nil {
 				s.log.Debug("broker did not identify", zap.String("addr", addr), zap.Error(err))
 				return
@@ -160,10 +160,10 @@ func (s *Server) askPeers(ctx context.Context) []identity.Peer {
 	return s.askAddrs(ctx, addrs)
 }
 
-func askPeer(ctx context.Context, addr string) (identity.Peer, error) {
+func askPeer(ctx context.Context, creds credentials.TransportCredentials, addr string) (identity.Peer, error) {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return identity.Peer{}, err
 	}

@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/meta"
@@ -66,7 +65,7 @@ func (s *Server) askLeaders(ctx context.Context, st *meta.State, conns map[strin
 		}
 		conn, ok := conns[n.GRPCAddr]
 		if !ok {
-			c, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			c, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(s.tls.peer))
 			if err != nil {
 				s.log.Debug("leader gossip: dial peer", zap.Uint64("node_id", uint64(id)), zap.Error(err))
 				continue

@@ -39,7 +39,7 @@ func (s *Server) waitForAdd(ctx context.Context, lis net.Listener, advertise str
 		return id, lis, nil
 	}
 	w := &waitingPeer{s: s, advertise: advertise, added: make(chan identity.Identity, 1)}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(s.tls.server)
 	brokerv1.RegisterPeerServer(srv, w)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

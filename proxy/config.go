@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
@@ -72,6 +73,33 @@ type Config struct {
 	// of validate.DefaultLimits. YAML: the limits section (max_message_bytes,
 	// max_delay, max_key_bytes, max_batch, max_header_bytes, max_receipts).
 	Limits validate.Limits
+
+	// Transport security (see docs/security.md).
+
+	// Insecure lets the proxy serve without TLS on non-loopback addresses;
+	// without it a GRPCAddr or HTTPAddr that is not loopback (127.0.0.1,
+	// ::1, localhost) is refused at start. The proxy logs a warning at
+	// start and shows it in /readyz's body. Default false.
+	Insecure bool
+	// TLSCertFile and TLSKeyFile are the proxy's client-facing certificate
+	// (PEM) and key: with them the gRPC and HTTP listeners serve only TLS
+	// 1.2 or later. Set both or neither; reloaded when they change.
+	// Default empty: plaintext.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSClientCAFile, when set (with TLSCertFile), makes both listeners
+	// require a client certificate signed by this CA (PEM); the admin UI's
+	// own calls present TLSCertFile, so that CA must accept it too.
+	// Default empty: no client certificates.
+	TLSClientCAFile string
+	// ClusterCertFile and ClusterKeyFile are the proxy's certificate of the
+	// cluster CA (PEM) and key, presented to brokers; ClusterCAFile is that
+	// CA, which brokers' certificates are verified against. Brokers with
+	// TLS accept only such clients. Reloaded when they change. Default
+	// empty: plaintext to brokers.
+	ClusterCertFile string
+	ClusterKeyFile  string
+	ClusterCAFile   string
 }
 
 // DefaultConfig is the configuration of a proxy in front of the local
@@ -133,6 +161,7 @@ func (c Config) Validate() error {
 	if c.WatchSilenceTimeout < 0 {
 		errs = append(errs, fmt.Errorf("watch_silence_timeout: must not be negative, got %s", c.WatchSilenceTimeout))
 	}
+	errs = append(errs, c.validateTLS()...)
 	l := c.Limits
 	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 || l.MaxReceipts < 0 {
 		errs = append(errs, errors.New("limits: must not be negative"))
@@ -148,4 +177,34 @@ func checkAddr(addr string) error {
 		return fmt.Errorf("want host:port, got %q", addr)
 	}
 	return nil
+}
+
+// validateTLS checks the transport security settings: file pairs, and
+// listeners without TLS on loopback unless Insecure.
+func (c Config) validateTLS() []error {
+	var errs []error
+	if err := c.clientTLSFiles().Check("tls"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		errs = append(errs, errors.New("tls_client_ca_file: needs tls_cert_file and tls_key_file: client certificates are asked for over TLS"))
+	}
+	if err := c.clusterTLSFiles().Check("cluster"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ClusterCertFile != "" && c.ClusterCAFile == "" {
+		errs = append(errs, errors.New("cluster_ca_file: must be set with cluster_cert_file, to verify the brokers' certificates"))
+	}
+	grpcListen := tlsfiles.Listener{Setting: "grpc_addr", Addr: c.GRPCAddr}
+	httpListen := tlsfiles.Listener{Setting: "http_addr", Addr: c.HTTPAddr}
+	if c.TLSCertFile != "" {
+		grpcListen.Addr, httpListen.Addr = "", "" // served with TLS
+	}
+	// pprof and a separate /metrics listener are plaintext even with TLS on.
+	adminListen := tlsfiles.Listener{Setting: "admin_addr", Addr: c.AdminAddr}
+	metricsListen := tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr}
+	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, httpListen, adminListen, metricsListen); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
 }

@@ -14,6 +14,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proxy/internal/routing"
 )
 
@@ -257,11 +258,17 @@ func livez(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// readyz answers 200 when the proxy is ready, else 503 with the reason.
+// readyz answers 200 when the proxy is ready, else 503 with the reason;
+// a proxy started insecure adds tlsfiles.InsecureWarning on a line of its
+// own.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	warning := ""
+	if s.cfg.Insecure {
+		warning = tlsfiles.InsecureWarning + "\n"
+	}
 	if ready, reason := s.readiness.state(); !ready {
-		http.Error(w, "not ready: "+reason+"\n", http.StatusServiceUnavailable)
+		http.Error(w, "not ready: "+reason+"\n"+warning, http.StatusServiceUnavailable)
 		return
 	}
-	_, _ = w.Write([]byte("ok\n"))
+	_, _ = w.Write([]byte("ok\n" + warning))
 }

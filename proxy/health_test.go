@@ -181,6 +181,7 @@ func TestReadyzTurnsReadySoonAfterTheLeaderServes(t *testing.T) {
 func TestStartContextBoundsOnlyTheStart(t *testing.T) {
 	_, addr := oneShardBroker(t, false)
 	cfg := DefaultConfig()
+	cfg.AdminAddr = "" // no pprof listener: tests run side by side
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "", []string{addr}
 	cfg.ReadyProbeInterval = 50 * time.Millisecond
 	srv, err := New(cfg, zaptest.NewLogger(t), nil)
@@ -234,6 +235,7 @@ func restartableLeader(t *testing.T) *restartable {
 func startProxy(t *testing.T, broker string, tune func(*Config)) *Server {
 	t.Helper()
 	cfg := DefaultConfig()
+	cfg.AdminAddr = "" // no pprof listener: tests run side by side
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Brokers = "127.0.0.1:0", "127.0.0.1:0", []string{broker}
 	if tune != nil {
 		tune(&cfg)

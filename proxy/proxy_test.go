@@ -185,13 +185,15 @@ func (b *fakeBroker) Ack(_ context.Context, req *brokerv1.ShardAckRequest) (*sun
 	return out, nil
 }
 
-func serve(t testing.TB, b *fakeBroker) string {
+// serve runs b on a loopback port with the server options opts and
+// answers its address.
+func serve(t testing.TB, b *fakeBroker, opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(opts...)
 	sundialv1.RegisterClusterServer(g, b)
 	brokerv1.RegisterShardServer(g, b)
 	healthpb.RegisterHealthServer(g, health.NewServer()) // SERVING, as a broker whose shards know their leaders

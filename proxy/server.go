@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proxy/internal/forward"
 	"github.com/sundialmq/sundial/proxy/internal/httpapi"
 	"github.com/sundialmq/sundial/proxy/internal/routing"
@@ -52,6 +54,7 @@ type Server struct {
 	readiness *readiness
 	probing   context.CancelFunc // stops the readiness prober
 	uiConn    *grpc.ClientConn   // the admin UI's client of s.grpc
+	tls       transport          // listeners' and broker calls' credentials
 
 	mu       sync.Mutex // guards the listeners, started, stopped
 	grpcLis  net.Listener
@@ -87,10 +90,14 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		log:      log,
 		gatherer: gatherer,
 		metrics:  newMetrics(reg),
-		pool:     routing.NewPool(),
 		serveErr: make(chan error, 4),
 		refused:  newRefusals(reg),
 	}
+	var err error
+	if s.tls, err = newTransport(cfg, log, reg); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	s.pool = routing.NewPool(grpc.WithTransportCredentials(s.tls.broker))
 	s.watcher = routing.NewWatcher(routing.WatcherConfig{Seeds: cfg.Brokers, SilenceTimeout: cfg.WatchSilenceTimeout}, s.pool, log, routing.NewMetrics(reg), s.onTable)
 	s.readiness = newReadiness(cfg.ReadyProbeInterval, s.watcher.Stale, log, reg)
 	s.health = newGRPCHealth(s.Ready)
@@ -113,6 +120,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	s.grpc = grpc.NewServer(append(lim.grpcOptions(),
 		grpc.ChainUnaryInterceptor(s.unaryBoundary),
 		grpc.ChainStreamInterceptor(s.streamBoundary),
+		s.tls.server,
 	)...)
 	sundialv1.RegisterProducerServer(s.grpc, producer{s: s})
 	sundialv1.RegisterConsumerServer(s.grpc, consumer{s: s})
@@ -211,6 +219,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if hl != nil && s.tls.http != nil {
+		hl = tls.NewListener(hl, s.tls.http)
+	}
 	al, err := listen("admin", s.cfg.AdminAddr)
 	if err != nil {
 		return err
@@ -237,6 +248,9 @@ func (s *Server) Start(ctx context.Context) error {
 	s.serveHTTP("http", s.http, hl)
 	s.serveHTTP("admin", s.admin, al)
 	s.serveHTTP("metrics", s.metricsHS, ml)
+	if s.cfg.Insecure {
+		s.log.Warn(tlsfiles.InsecureWarning)
+	}
 	s.log.Info("proxy started", zap.String("grpc_addr", gl.Addr().String()), zap.String("http_addr", s.httpAddrLocked()),
 		zap.String("admin_addr", addrOf(al)), zap.String("metrics_addr", addrOf(ml)), zap.Strings("brokers", s.cfg.Brokers))
 	return nil

@@ -147,6 +147,7 @@ func TestSettleIsNotRetriedWhenTheLeaderMoves(t *testing.T) {
 			oldB.table, newB.table = table, table
 
 			cfg := DefaultConfig()
+			cfg.AdminAddr = "" // no pprof listener: tests run side by side
 			cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 			cfg.Brokers = []string{oldAddr}
 			cfg.ForwardTimeout = time.Minute
@@ -246,6 +247,7 @@ func TestAckWithTheWrongNumberOfResultsIsInternal(t *testing.T) {
 	t.Cleanup(g.Stop)
 
 	cfg := DefaultConfig()
+	cfg.AdminAddr = "" // no pprof listener: tests run side by side
 	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Brokers = []string{addr}
 	srv, err := New(cfg, zaptest.NewLogger(t), nil)

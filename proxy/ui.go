@@ -7,7 +7,6 @@ import (
 	"net"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/proxy/internal/ui"
 
@@ -37,7 +36,7 @@ func (s *Server) newUI() (*ui.Handler, *grpc.ClientConn, error) {
 		return d.DialContext(ctx, "tcp", addr)
 	}
 	conn, err := grpc.NewClient("passthrough:///sundial-proxy-self",
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(s.tls.self),
 		grpc.WithContextDialer(dial))
 	if err != nil {
 		return nil, nil, fmt.Errorf("proxy: ui client: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 )
 
 // Errors returned by the client.
@@ -58,7 +61,13 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 	for _, a := range addrs {
 		for _, part := range strings.Split(a, ",") {
 			if part = strings.TrimSpace(part); part != "" {
-				state.Addresses = append(state.Addresses, resolver.Address{Addr: part})
+				// The TLS server name is the address's host, not the
+				// dial target's ("proxy").
+				host, _, err := net.SplitHostPort(part)
+				if err != nil {
+					host = part
+				}
+				state.Addresses = append(state.Addresses, resolver.Address{Addr: part, ServerName: host})
 			}
 		}
 	}
@@ -69,7 +78,14 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 	r := manual.NewBuilderWithScheme(fmt.Sprintf("sundial-%d", resolverSchemeCount.Add(1)))
 	r.InitialState(state)
 	creds := cfg.creds
-	if creds == nil {
+	switch {
+	case cfg.tlsFiles.Enabled():
+		src, err := tlsfiles.New("client", cfg.tlsFiles, 0, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		creds = credentials.NewTLS(src.ClientConfig())
+	case creds == nil:
 		creds = insecure.NewCredentials()
 	}
 	dialOpts := append([]grpc.DialOption{

@@ -5,6 +5,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 )
 
 // DefaultAddr is the proxy address clients use when given none.
@@ -13,6 +15,7 @@ const DefaultAddr = "127.0.0.1:7400"
 type config struct {
 	dialOpts       []grpc.DialOption
 	creds          credentials.TransportCredentials
+	tlsFiles       tlsfiles.Files
 	backoff        Backoff
 	attemptTimeout time.Duration
 }
@@ -37,6 +40,16 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // default is plaintext.
 func WithTransportCredentials(creds credentials.TransportCredentials) Option {
 	return func(c *config) { c.creds = creds }
+}
+
+// WithTLSFiles dials the proxy over TLS with the files f names: CAFile
+// (PEM) to verify the proxy's certificate against, the system roots if
+// empty, and CertFile and KeyFile, if set, as the client certificate a
+// proxy with a client CA requires. The files are read at Dial (an error
+// names a bad one) and reloaded when they change. It replaces
+// WithTransportCredentials.
+func WithTLSFiles(f tlsfiles.Files) Option {
+	return func(c *config) { c.tlsFiles, c.creds = f, nil }
 }
 
 // WithBackoff sets the retry backoff of Publish, the unary ack calls and

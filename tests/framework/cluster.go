@@ -32,6 +32,8 @@ type Config struct {
 	LogLevel string
 	// BrokerArgs are extra flags for every broker.
 	BrokerArgs []string
+	// ProxyArgs are extra flags for every proxy.
+	ProxyArgs []string
 	// StartTimeout bounds waiting for readiness; default 120 s.
 	StartTimeout time.Duration
 }
@@ -189,7 +191,7 @@ func (c *Cluster) startBroker(b *Broker) error {
 
 func (c *Cluster) startProxy(p *Proxy) error {
 	pp, err := proc.Start(p.Name, c.bin.Proxy, c.logPath(p.Name),
-		"--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--admin-addr", "off", "--brokers", c.seeds, "--log-level", c.cfg.LogLevel)
+		append([]string{"--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--admin-addr", "off", "--brokers", c.seeds, "--log-level", c.cfg.LogLevel}, c.cfg.ProxyArgs...)...)
 	if err != nil {
 		return err
 	}

@@ -78,6 +78,10 @@ func newApp(act cli.ActionFunc) *cli.App {
 			&cli.IntFlag{Name: "shards", EnvVars: []string{"SUNDIAL_SHARDS"}, Usage: "event shards created at bootstrap"},
 			&cli.IntFlag{Name: "replication-factor", EnvVars: []string{"SUNDIAL_REPLICATION_FACTOR"}, Usage: "replicas per event shard (0: min(3, members))"},
 			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SUNDIAL_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
+			&cli.BoolFlag{Name: "insecure", EnvVars: []string{"SUNDIAL_INSECURE"}, Usage: "serve without TLS on non-loopback addresses (refused otherwise); logs a warning and shows it on /readyz"},
+			&cli.StringFlag{Name: "tls-cert-file", EnvVars: []string{"SUNDIAL_TLS_CERT_FILE"}, Usage: "PEM certificate of this broker, signed by the cluster CA: gRPC serves TLS and peer calls present it (reloaded when it changes)"},
+			&cli.StringFlag{Name: "tls-key-file", EnvVars: []string{"SUNDIAL_TLS_KEY_FILE"}, Usage: "PEM key of --tls-cert-file"},
+			&cli.StringFlag{Name: "tls-ca-file", EnvVars: []string{"SUNDIAL_TLS_CA_FILE"}, Usage: "PEM cluster CA: gRPC accepts only clients with a certificate it signed; peers are verified against it"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7700/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: act,
@@ -156,6 +160,12 @@ func load(c *cli.Context) (broker.Config, error) {
 	setString(c, "metrics-addr", &cfg.MetricsAddr)
 	setString(c, "data-dir", &cfg.DataDir)
 	setString(c, "log-level", &cfg.LogLevel)
+	if c.IsSet("insecure") {
+		cfg.Insecure = c.Bool("insecure")
+	}
+	setString(c, "tls-cert-file", &cfg.TLSCertFile)
+	setString(c, "tls-key-file", &cfg.TLSKeyFile)
+	setString(c, "tls-ca-file", &cfg.TLSCAFile)
 	if c.IsSet("labels") {
 		labels, err := validate.ParseLabels(c.String("labels"))
 		if err != nil {

@@ -18,12 +18,14 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/fsm"
 	"github.com/sundialmq/sundial/broker/internal/proposer"
 	"github.com/sundialmq/sundial/broker/internal/store"
 	"github.com/sundialmq/sundial/meta"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 )
 
 // Member is one initial member of the cluster.
@@ -78,6 +80,13 @@ type Config struct {
 	// answers true, as a broker whose meta replica lags would; nil never
 	// holds. Linearizable reads (ReadMeta) are not held.
 	HoldMeta func() bool
+	// PeerCredentials are the transport credentials of gRPC calls to
+	// other brokers (see PeerCredentials); nil means plaintext.
+	PeerCredentials credentials.TransportCredentials
+	// RaftTLS, when its CertFile is set, turns on Dragonboat's mutual TLS
+	// on the Raft transport with these files (CA, certificate, key), which
+	// Dragonboat reads only at start: rotate them by a rolling restart.
+	RaftTLS tlsfiles.Files
 }
 
 // ErrNotMetaMember is returned for a node outside the initial members that
@@ -219,6 +228,10 @@ func nodeHostConfig(cfg Config, events raftio.IRaftEventListener) config.NodeHos
 		ListenAddress:     cfg.RaftListenAddr,
 		RaftEventListener: events,
 		Expert:            expert,
+		MutualTLS:         cfg.RaftTLS.CertFile != "",
+		CAFile:            cfg.RaftTLS.CAFile,
+		CertFile:          cfg.RaftTLS.CertFile,
+		KeyFile:           cfg.RaftTLS.KeyFile,
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -106,11 +106,11 @@ const callTimeout = 10 * time.Second
 // FailedPrecondition, InvalidArgument) ends the join at once, since every
 // broker would answer the same. With every address skipped it waits
 // retryInterval and tries them again until ctx ends.
-func Ask(ctx context.Context, addrs []string, req *sundialv1.JoinClusterRequest, retryInterval time.Duration) (*sundialv1.JoinClusterResponse, error) {
+func Ask(ctx context.Context, creds credentials.TransportCredentials, addrs []string, req *sundialv1.JoinClusterRequest, retryInterval time.Duration) (*sundialv1.JoinClusterResponse, error) {
 	var last error
 	for {
 		for _, addr := range addrs {
-			resp, err := askOne(ctx, addr, req)
+			resp, err := askOne(ctx, creds, addr, req)
 			if err == nil {
 				return resp, nil
 			}
@@ -127,10 +127,10 @@ func Ask(ctx context.Context, addrs []string, req *sundialv1.JoinClusterRequest,
 	}
 }
 
-func askOne(ctx context.Context, addr string, req *sundialv1.JoinClusterRequest) (*sundialv1.JoinClusterResponse, error) {
+func askOne(ctx context.Context, creds credentials.TransportCredentials, addr string, req *sundialv1.JoinClusterRequest) (*sundialv1.JoinClusterResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/meta"
@@ -213,7 +214,7 @@ func (e *Executor) adminConn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := a.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(e.peerCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -222,4 +223,13 @@ func (e *Executor) adminConn(addr string) (*grpc.ClientConn, error) {
 	}
 	a.conns[addr] = c
 	return c, nil
+}
+
+// peerCredentials are the credentials of calls to other brokers:
+// Config.PeerCredentials, plaintext if unset.
+func (e *Executor) peerCredentials() credentials.TransportCredentials {
+	if e.cfg.PeerCredentials == nil {
+		return insecure.NewCredentials()
+	}
+	return e.cfg.PeerCredentials
 }

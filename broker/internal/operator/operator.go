@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sundialmq/sundial/meta"
 )
@@ -42,6 +43,9 @@ type Config struct {
 	// Shards is what the executor's Shards knows of the first shards; its
 	// Poll defaults to Poll.
 	Shards ShardsConfig
+	// PeerCredentials are the transport credentials of calls to other
+	// brokers; nil means plaintext.
+	PeerCredentials credentials.TransportCredentials
 }
 
 // runner is one running operation's goroutine.

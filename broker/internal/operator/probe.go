@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -24,12 +24,15 @@ import (
 // coming back (gRPC's default reconnect backoff grows to two minutes).
 // Safe for concurrent use; Close ends its connections.
 type PeerProber struct {
-	mu    sync.Mutex // guards conns
+	creds credentials.TransportCredentials // of every probe's connection
+	mu    sync.Mutex                       // guards conns
 	conns map[string]*grpc.ClientConn
 }
 
 // NewPeerProber returns a prober without connections.
-func NewPeerProber() *PeerProber { return &PeerProber{conns: map[string]*grpc.ClientConn{}} }
+func NewPeerProber(creds credentials.TransportCredentials) *PeerProber {
+	return &PeerProber{creds: creds, conns: map[string]*grpc.ClientConn{}}
+}
 
 // Probe asks the broker at grpcAddr to identify itself as node id.
 func (p *PeerProber) Probe(ctx context.Context, id meta.NodeID, grpcAddr string) error {
@@ -56,7 +59,7 @@ func (p *PeerProber) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.creds),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: time.Second,

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/meta"
@@ -83,9 +83,10 @@ type RoutedHost struct {
 	calls *prometheus.CounterVec // by call and result
 }
 
-// NewRoutedHost returns the executor's Host for node self over h; its
-// sundial_operator_peer_calls_total is registered with reg (nil: none).
-func NewRoutedHost(h ReplicaHost, self uint64, log *zap.Logger, reg prometheus.Registerer) *RoutedHost {
+// NewRoutedHost returns the executor's Host for node self over h; it calls
+// other brokers with creds, and its sundial_operator_peer_calls_total is
+// registered with reg (nil: none).
+func NewRoutedHost(h ReplicaHost, self uint64, creds credentials.TransportCredentials, log *zap.Logger, reg prometheus.Registerer) *RoutedHost {
 	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sundial", Subsystem: "operator", Name: "peer_calls_total",
 		Help: "Membership and leadership changes the executor asked of another broker hosting the shard (the meta leader holds no replica of it, or a transfer goes to the leader), by call and result (ok, passed: the host could not answer, or does not lead the shard it was asked to transfer, and the next was asked, refused).",
@@ -98,7 +99,7 @@ func NewRoutedHost(h ReplicaHost, self uint64, log *zap.Logger, reg prometheus.R
 	if reg != nil {
 		reg.MustRegister(calls)
 	}
-	return &RoutedHost{h: h, self: self, log: log.Named("operator"), conns: newPeerConns(), calls: calls}
+	return &RoutedHost{h: h, self: self, log: log.Named("operator"), conns: newPeerConns(creds), calls: calls}
 }
 
 // ReadMeta reads the meta state through the host (linearizable).
@@ -281,11 +282,14 @@ func (m *RoutedHost) Close() { m.conns.close() }
 
 // peerConns holds one client connection per peer gRPC address.
 type peerConns struct {
+	creds credentials.TransportCredentials
 	mu    sync.Mutex // guards conns
 	conns map[string]*grpc.ClientConn
 }
 
-func newPeerConns() *peerConns { return &peerConns{conns: map[string]*grpc.ClientConn{}} }
+func newPeerConns(creds credentials.TransportCredentials) *peerConns {
+	return &peerConns{creds: creds, conns: map[string]*grpc.ClientConn{}}
+}
 
 func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
@@ -293,7 +297,7 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.creds))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
@@ -21,7 +20,7 @@ import (
 //
 // A call is named by its client constructor and method expression, as in
 //
-//	forwardTo(ctx, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.DrainNode, req)
+//	forwardTo(ctx, h, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.DrainNode, req)
 
 // forwardedKey marks a call forwarded by a broker to the meta leader it
 // knows. The name is older than its use for every forwarded call.
@@ -44,7 +43,7 @@ func toMetaLeader[C, Req, Resp any](ctx context.Context, h *host.Host, client fu
 	case addr == "":
 		return zero, false, nil
 	}
-	resp, err := forwardTo(ctx, addr, client, method, req)
+	resp, err := forwardTo(ctx, h, addr, client, method, req)
 	return resp, true, err
 }
 
@@ -74,9 +73,9 @@ func forwarded(ctx context.Context) bool {
 }
 
 // forwardTo makes the call once on the broker at addr, marked forwarded.
-func forwardTo[C, Req, Resp any](ctx context.Context, addr string, client func(grpc.ClientConnInterface) C, method rpc[C, Req, Resp], req Req) (Resp, error) {
+func forwardTo[C, Req, Resp any](ctx context.Context, h *host.Host, addr string, client func(grpc.ClientConnInterface) C, method rpc[C, Req, Resp], req Req) (Resp, error) {
 	var zero Resp
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(h.PeerCredentials()))
 	if err != nil {
 		return zero, toStatus(fmt.Errorf("forward to the meta leader at %s: %w", addr, err))
 	}

@@ -110,7 +110,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 		return resp, err
 	}
 	forward := func(addr string) (*sundialv1.RemoveNodeResponse, error) {
-		return forwardTo(ctx, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req)
+		return forwardTo(ctx, c.host, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req)
 	}
 	id, force := meta.NodeID(req.GetNodeId()), req.GetForce()
 	st, err := c.host.ReadMeta(ctx)

@@ -42,6 +42,13 @@ type fileConfig struct {
 	WatchSilence       time.Duration `yaml:"watch_silence_timeout"`
 	LogLevel           string        `yaml:"log_level"`
 	Limits             fileLimits    `yaml:"limits"`
+	Insecure           bool          `yaml:"insecure"`
+	TLSCertFile        string        `yaml:"tls_cert_file"`
+	TLSKeyFile         string        `yaml:"tls_key_file"`
+	TLSClientCAFile    string        `yaml:"tls_client_ca_file"`
+	ClusterCertFile    string        `yaml:"cluster_cert_file"`
+	ClusterKeyFile     string        `yaml:"cluster_key_file"`
+	ClusterCAFile      string        `yaml:"cluster_ca_file"`
 }
 
 // fileLimits is validate.Limits in the config file.
@@ -74,7 +81,9 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 		GRPCAddr: cfg.GRPCAddr, HTTPAddr: cfg.HTTPAddr, Brokers: cfg.Brokers, ForwardTimeout: cfg.ForwardTimeout,
 		AdminAddr: cfg.AdminAddr, MetricsAddr: cfg.MetricsAddr, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
 		ListenLimits:       fileListen(cfg.ListenLimits),
-		ReadyProbeInterval: cfg.ReadyProbeInterval, WatchSilence: cfg.WatchSilenceTimeout, LogLevel: *level,
+		ReadyProbeInterval: cfg.ReadyProbeInterval, WatchSilence: cfg.WatchSilenceTimeout, LogLevel: *level, Insecure: cfg.Insecure,
+		TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile, TLSClientCAFile: cfg.TLSClientCAFile,
+		ClusterCertFile: cfg.ClusterCertFile, ClusterKeyFile: cfg.ClusterKeyFile, ClusterCAFile: cfg.ClusterCAFile,
 		Limits: fileLimits{
 			MaxMessageBytes: cfg.Limits.MaxMessageBytes, MaxDelay: cfg.Limits.MaxDelay, MaxKeyBytes: cfg.Limits.MaxKeyBytes,
 			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, MaxReceipts: cfg.Limits.MaxReceipts,
@@ -89,6 +98,9 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 	cfg.AdminAddr, cfg.MetricsAddr, cfg.AllowedHosts, cfg.AllowedOrigins = fc.AdminAddr, fc.MetricsAddr, fc.AllowedHosts, fc.AllowedOrigins
 	cfg.ListenLimits = proxy.ListenLimits(fc.ListenLimits)
 	cfg.ForwardTimeout, cfg.ReadyProbeInterval, cfg.WatchSilenceTimeout = fc.ForwardTimeout, fc.ReadyProbeInterval, fc.WatchSilence
+	cfg.Insecure = fc.Insecure
+	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile = fc.TLSCertFile, fc.TLSKeyFile, fc.TLSClientCAFile
+	cfg.ClusterCertFile, cfg.ClusterKeyFile, cfg.ClusterCAFile = fc.ClusterCertFile, fc.ClusterKeyFile, fc.ClusterCAFile
 	cfg.Limits = validate.Limits{
 		MaxMessageBytes: fc.Limits.MaxMessageBytes, MaxDelay: fc.Limits.MaxDelay, MaxKeyBytes: fc.Limits.MaxKeyBytes,
 		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes, MaxReceipts: fc.Limits.MaxReceipts,
@@ -111,6 +123,13 @@ func main() {
 			&cli.StringFlag{Name: "metrics-addr", Usage: "serve /metrics on this address instead of the HTTP address (default: on the HTTP address)"},
 			&cli.StringFlag{Name: "brokers", Usage: "comma-separated seed broker gRPC addresses"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (default info)"},
+			&cli.BoolFlag{Name: "insecure", EnvVars: []string{"SUNDIAL_INSECURE"}, Usage: "serve without TLS on non-loopback addresses (refused otherwise); logs a warning and shows it on /readyz"},
+			&cli.StringFlag{Name: "tls-cert-file", EnvVars: []string{"SUNDIAL_TLS_CERT_FILE"}, Usage: "PEM certificate for clients: gRPC and HTTP serve only TLS (reloaded when it changes)"},
+			&cli.StringFlag{Name: "tls-key-file", EnvVars: []string{"SUNDIAL_TLS_KEY_FILE"}, Usage: "PEM key of --tls-cert-file"},
+			&cli.StringFlag{Name: "tls-client-ca-file", EnvVars: []string{"SUNDIAL_TLS_CLIENT_CA_FILE"}, Usage: "PEM CA: clients must present a certificate it signed"},
+			&cli.StringFlag{Name: "cluster-cert-file", EnvVars: []string{"SUNDIAL_CLUSTER_CERT_FILE"}, Usage: "PEM certificate of the cluster CA presented to brokers"},
+			&cli.StringFlag{Name: "cluster-key-file", EnvVars: []string{"SUNDIAL_CLUSTER_KEY_FILE"}, Usage: "PEM key of --cluster-cert-file"},
+			&cli.StringFlag{Name: "cluster-ca-file", EnvVars: []string{"SUNDIAL_CLUSTER_CA_FILE"}, Usage: "PEM cluster CA that brokers' certificates are verified against"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7480/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: run,
@@ -198,6 +217,15 @@ func load(c *cli.Context) (proxy.Config, string, error) {
 		cfg.Brokers = splitList(v)
 	}
 	set(&level, c.String("log-level"))
+	if c.IsSet("insecure") {
+		cfg.Insecure = c.Bool("insecure")
+	}
+	set(&cfg.TLSCertFile, c.String("tls-cert-file"))
+	set(&cfg.TLSKeyFile, c.String("tls-key-file"))
+	set(&cfg.TLSClientCAFile, c.String("tls-client-ca-file"))
+	set(&cfg.ClusterCertFile, c.String("cluster-cert-file"))
+	set(&cfg.ClusterKeyFile, c.String("cluster-key-file"))
+	set(&cfg.ClusterCAFile, c.String("cluster-ca-file"))
 	return cfg, level, cfg.Validate()
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/proto/client"
@@ -68,7 +68,11 @@ func runAddNode(ctx context.Context, c *cli.Context, e *env) error {
 		if len(seeds) == 0 {
 			return &opError{op: op, err: errors.New("the cluster lists no active broker")}
 		}
-		resp, err := addToCluster(ctx, addr, seeds)
+		creds, err := e.credentials()
+		if err != nil {
+			return usagef("%v", err)
+		}
+		resp, err := addToCluster(ctx, creds, addr, seeds)
 		if err != nil {
 			return &opError{op: op, err: err}
 		}
@@ -80,8 +84,8 @@ func runAddNode(ctx context.Context, c *cli.Context, e *env) error {
 // seeds. An address where nothing answers gets its own message: the
 // broker is not running there, or not reachable from here. That error
 // carries no gRPC code, so it gets no hint about the proxy, which answered.
-func addToCluster(ctx context.Context, addr string, seeds []string) (*brokerv1.AddToClusterResponse, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func addToCluster(ctx context.Context, creds credentials.TransportCredentials, addr string, seeds []string) (*brokerv1.AddToClusterResponse, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, err
 	}

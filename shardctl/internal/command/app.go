@@ -7,7 +7,8 @@
 // usage error (bad flags or arguments; nothing was sent).
 //
 // Global flags (--proxy, -o/--output, --timeout) are accepted both before
-// and after the subcommand name. Run builds a fresh command tree per call;
+// and after the subcommand name; the TLS flags (--cacert, --cert, --key, or
+// SUNDIAL_CACERT, SUNDIAL_CERT, SUNDIAL_KEY) only before it. Run builds a fresh command tree per call;
 // nothing here holds state between calls, so tests run it in-process.
 package command
 
@@ -16,12 +17,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/proto/client"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
 )
 
 // Exit codes.
@@ -62,17 +67,37 @@ type env struct {
 	proxy          string
 	output         string
 	timeout        time.Duration
+	tls            tlsfiles.Files // --cacert, --cert, --key; none: plaintext
 }
 
 // dial connects to the proxy.
 func (e *env) dial(ctx context.Context) (*client.Client, error) {
+	if e.tls.Enabled() {
+		return client.Dial(ctx, []string{e.proxy}, client.WithTLSFiles(e.tls))
+	}
 	return client.Dial(ctx, []string{e.proxy})
+}
+
+// credentials are the transport credentials of a direct call to a broker
+// (add-node): TLS with the same files when given, else plaintext.
+func (e *env) credentials() (credentials.TransportCredentials, error) {
+	if !e.tls.Enabled() {
+		return insecure.NewCredentials(), nil
+	}
+	src, err := tlsfiles.New("client", e.tls, 0, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(src.ClientConfig()), nil
 }
 
 const (
 	flagProxy   = "proxy"
 	flagOutput  = "output"
 	flagTimeout = "timeout"
+	flagCACert  = "cacert"
+	flagCert    = "cert"
+	flagKey     = "key"
 )
 
 // globalFlags builds the global flags; withTimeout is false for commands
@@ -85,6 +110,13 @@ func globalFlags(root, withTimeout bool) []cli.Flag {
 	fs := []cli.Flag{
 		proxy,
 		&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Value: "table", Usage: "output format: table, json or yaml"},
+	}
+	if root {
+		// Before the command only: publish has a --key of its own.
+		fs = append(fs,
+			&cli.StringFlag{Name: flagCACert, EnvVars: []string{"SUNDIAL_CACERT"}, Usage: "PEM CA file to verify the proxy's TLS certificate against (turns TLS on)"},
+			&cli.StringFlag{Name: flagCert, EnvVars: []string{"SUNDIAL_CERT"}, Usage: "PEM client certificate file, for a proxy that requires one (turns TLS on)"},
+			&cli.StringFlag{Name: flagKey, EnvVars: []string{"SUNDIAL_KEY"}, Usage: "PEM key file of --cert"})
 	}
 	if withTimeout {
 		fs = append(fs, &cli.DurationFlag{Name: flagTimeout, Value: 10 * time.Second, Usage: "deadline of each request"})
@@ -120,6 +152,12 @@ func newEnv(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer, ownTimeou
 		stderr: stderr,
 		proxy:  lookup(c, flagProxy, 0, (*cli.Context).String),
 		output: lookup(c, flagOutput, 0, (*cli.Context).String),
+		// The root's TLS flags: a command's own --key is another flag.
+		tls: tlsfiles.Files{
+			CAFile:   lookup(c, flagCACert, math.MaxInt, (*cli.Context).String),
+			CertFile: lookup(c, flagCert, math.MaxInt, (*cli.Context).String),
+			KeyFile:  lookup(c, flagKey, math.MaxInt, (*cli.Context).String),
+		},
 	}
 	skip := 0
 	if ownTimeout {
@@ -133,6 +171,9 @@ func newEnv(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer, ownTimeou
 	}
 	if e.proxy == "" {
 		return nil, usagef("--proxy is empty: give the proxy address, e.g. %s", client.DefaultAddr)
+	}
+	if (e.tls.CertFile == "") != (e.tls.KeyFile == "") {
+		return nil, usagef("--cert and --key: give both or neither")
 	}
 	if e.timeout <= 0 {
 		return nil, usagef("--timeout %v: want a positive duration", e.timeout)

@@ -1,0 +1,50 @@
+package broker
+
+import (
+	"crypto/tls"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sundialmq/sundial/proto/tlsfiles"
+	"github.com/sundialmq/sundial/proto/tlsfiles/tlsmetrics"
+)
+
+// transport is the broker's transport security: with TLS files set, its
+// gRPC listener serves TLS and accepts only clients presenting a
+// certificate of the cluster CA (TLSCAFile), and its calls to other
+// brokers present its certificate and verify theirs against that CA. The
+// files are reloaded when they change (see tlsfiles). Without them both
+// are plaintext. (The Raft transport's mutual TLS takes the same files,
+// through host.Config.RaftTLS.)
+type transport struct {
+	server grpc.ServerOption                // the gRPC listener's credentials
+	peer   credentials.TransportCredentials // of calls to other brokers
+}
+
+func newTransport(cfg Config, log *zap.Logger, reg prometheus.Registerer) (transport, error) {
+	files := cfg.tlsFiles()
+	if !files.Enabled() {
+		return transport{server: grpc.EmptyServerOption{}, peer: insecure.NewCredentials()}, nil
+	}
+	var m tlsfiles.Counter
+	if reg != nil {
+		m = tlsmetrics.New(reg)
+	}
+	src, err := tlsfiles.New("cluster", files, 0, m, log)
+	if err != nil {
+		return transport{}, err
+	}
+	return transport{
+		server: grpc.Creds(credentials.NewTLS(src.ServerConfig(tls.RequireAndVerifyClientCert, "h2"))),
+		peer:   credentials.NewTLS(src.ClientConfig()),
+	}, nil
+}
+
+// tlsFiles are the TLS settings as files.
+func (c Config) tlsFiles() tlsfiles.Files {
+	return tlsfiles.Files{CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile, CAFile: c.TLSCAFile}
+}

@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"crypto/tls"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sundialmq/sundial/proto/tlsfiles"
+	"github.com/sundialmq/sundial/proto/tlsfiles/tlstest"
+)
+
+// A broker with TLS files serves gRPC only over TLS and only to clients
+// presenting a certificate of the cluster CA, and serves its replaced
+// certificate files to new connections without a restart.
+func TestBrokerTLSAcceptsOnlyTheClusterCA(t *testing.T) {
+	ca, other := tlstest.NewCA(t, "cluster"), tlstest.NewCA(t, "other")
+	dir := t.TempDir()
+	files := ca.Issue(dir, "broker-1")
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.DataDir = free(), free(), "", t.TempDir()
+	cfg.InitialMembers = map[uint64]Member{1: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
+	cfg.Shards, cfg.RTT, cfg.CacheBytes, cfg.MemTableBytes = 1, 10*time.Millisecond, 1<<20, 1<<20
+	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = files.CertFile, files.KeyFile, files.CAFile
+	b, err := New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	check := func(creds credentials.TransportCredentials) error {
+		conn, err := grpc.NewClient(b.GRPCAddr(), grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, err = healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+		return err
+	}
+	clientOf := func(f tlsfiles.Files) credentials.TransportCredentials {
+		src, err := tlsfiles.New("cluster", f, 0, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return credentials.NewTLS(src.ClientConfig())
+	}
+	if err := check(insecure.NewCredentials()); err == nil {
+		t.Error("a plaintext client's health check was answered, want refused")
+	}
+	rogue := other.Issue(t.TempDir(), "rogue")
+	rogue.CAFile = ca.CAFile
+	if err := check(clientOf(rogue)); err == nil {
+		t.Error("a client with a certificate of another CA was answered, want refused")
+	}
+	if err := check(clientOf(tlsfiles.Files{CAFile: ca.CAFile})); err == nil {
+		t.Error("a client without a certificate was answered, want refused")
+	}
+	if err := check(b.tls.peer); err != nil {
+		t.Fatalf("the credentials the broker calls its peers with: %v, want answered", err)
+	}
+	proxyFiles := ca.Issue(t.TempDir(), "proxy")
+	if err := check(clientOf(proxyFiles)); err != nil {
+		t.Fatalf("a client with a cluster-CA certificate: %v, want answered", err)
+	}
+
+	serial := func() *big.Int {
+		cert, err := tls.LoadX509KeyPair(proxyFiles.CertFile, proxyFiles.KeyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tls.Dial("tcp", b.GRPCAddr(), &tls.Config{
+			InsecureSkipVerify: true, //nolint:gosec // only the serial is looked at
+			Certificates:       []tls.Certificate{cert}, NextProtos: []string{"h2"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber
+	}
+	before := serial()
+	ca.Issue(dir, "broker-1") // rotated in place
+	for serial().Cmp(before) == 0 {
+		time.Sleep(100 * time.Millisecond) // the files are looked at once a second
+	}
+	if err := check(clientOf(proxyFiles)); err != nil {
+		t.Fatalf("after the rotation a cluster-CA client: %v, want answered", err)
+	}
+}
