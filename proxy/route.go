@@ -95,11 +95,7 @@ func (s *Server) route(ctx context.Context, rid, splitBy string, table *routing.
 			// Split as before the ring changed: see routing.Table.Prior.
 			loc = table.Prior()
 		}
-		var home uint64
-		if rid != "" && round == 0 {
-			home = table.Home(rid)
-		}
-		parts := batch.SplitHome(partRequestID(splitBy, round), sub, loc, home)
+		parts := batch.Split(partRequestID(splitBy, round), sub, loc)
 		partRID := ""
 		if rid != "" {
 			partRID = partRequestID(rid, round)

@@ -92,18 +92,12 @@ type Part struct {
 
 // Split groups the messages of request requestID by the shard of their
 // partition (see Partition), in ascending shard order, each part keeping
-// request order. The same arguments give the same parts.
+// request order. The same arguments give the same parts, and a message's
+// partition depends on the request and the topic's partition count only,
+// never on which shards serve: a retry sent after shards were added (while
+// the table is Settling, split by Table.Prior) reaches the partitions, and
+// so the shards, that answered the first attempt.
 func Split(requestID string, msgs []*sundialv1.Message, loc Locator) []Part {
-	return SplitHome(requestID, msgs, loc, 0)
-}
-
-// SplitHome is Split for a request whose id is claimed on shard home (see
-// routing.Table.Home): a topic's unkeyed runs start at one of the topic's
-// partitions on home when it has some (picked by hashing the request id
-// and topic, as Partition picks among all), so a request of one run is
-// stored on its home and its claim costs nothing more. Home 0, or a topic
-// with no partition there, splits as Split.
-func SplitHome(requestID string, msgs []*sundialv1.Message, loc Locator, home uint64) []Part {
 	byShard := make(map[uint64]*Part)
 	var order []uint64
 	type topicRuns struct {
@@ -115,7 +109,7 @@ func SplitHome(requestID string, msgs []*sundialv1.Message, loc Locator, home ui
 		if m.GetKey() == "" {
 			tr, ok := unkeyed[m.GetTopic()]
 			if !ok {
-				tr = &topicRuns{start: runStart(requestID, m.GetTopic(), loc, home)}
+				tr = &topicRuns{start: runHash(requestID, m.GetTopic()) % uint64(max(loc.Partitions(m.GetTopic()), 1))}
 				unkeyed[m.GetTopic()] = tr
 			}
 			tr.total++
@@ -150,28 +144,6 @@ func SplitHome(requestID string, msgs []*sundialv1.Message, loc Locator, home ui
 		out = append(out, *byShard[s])
 	}
 	return out
-}
-
-// runStart is the partition where a request's unkeyed runs of topic
-// start (see SplitHome).
-func runStart(requestID, topic string, loc Locator, home uint64) uint64 {
-	partitions := loc.Partitions(topic)
-	if partitions <= 1 {
-		return 0
-	}
-	h := runHash(requestID, topic)
-	if home != 0 {
-		var onHome []uint32
-		for p := range partitions {
-			if loc.Locate(topic, p) == home {
-				onHome = append(onHome, p)
-			}
-		}
-		if len(onHome) > 0 {
-			return uint64(onHome[h%uint64(len(onHome))])
-		}
-	}
-	return h % uint64(partitions)
 }
 
 // Answer is a shard's reply to one part: its results in part order, or

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -233,25 +234,35 @@ func TestSplitKeepsBatchesWhole(t *testing.T) {
 	}
 }
 
-// A request claimed on its home shard keeps its unkeyed run there when the
-// topic has a partition on it, whatever its request id; keyed messages
-// still go by key, and a topic with no partition on the home splits as
-// Split does.
-func TestSplitHomeKeepsOneRunOnTheHome(t *testing.T) {
-	loc := fakeLocator{"wide": 8}
+// The partitions of a request's messages do not depend on where the
+// partitions live: a retry after shards were added splits into the same
+// partitions as the first attempt (an earlier split that started unkeyed
+// runs on the request id's home shard, a ring position, sent retries to
+// other shards after the ring changed: new messages for one request id).
+func TestSplitPartitionsIgnoreShardPlacement(t *testing.T) {
+	partitions := func(parts []Part) map[int]uint32 {
+		out := map[int]uint32{}
+		for _, p := range parts {
+			for j, i := range p.Indices {
+				out[i] = p.Messages[j].GetPartition()
+			}
+		}
+		return out
+	}
 	for i := range 20 {
 		rid := fmt.Sprint("r", i)
-		home := uint64(100 + i%8)
-		parts := SplitHome(rid, msgs("wide", "wide", "wide"), loc, home)
-		if len(parts) != 1 || parts[0].Shard != home {
-			t.Fatalf("SplitHome(%s, 3 unkeyed, home %d) = %v, want one part on the home", rid, home, parts)
-		}
-		keyed := SplitHome(rid, msgs("wide k1"), loc, home)
-		if want := 100 + uint64(Partition(rid, "wide", "k1", 0, 0, 8)); keyed[0].Shard != want {
-			t.Fatalf("SplitHome(%s, keyed) shard = %d, want the key's %d", rid, keyed[0].Shard, want)
-		}
-		if got, want := SplitHome(rid, msgs("wide"), loc, 999), Split(rid, msgs("wide"), loc); got[0].Shard != want[0].Shard {
-			t.Fatalf("SplitHome(%s, home with no partition) = %v, want Split's %v", rid, got, want)
+		batch := msgs("wide", "wide", "wide k1", "wide")
+		before := partitions(Split(rid, batch, fakeLocator{"wide": 8}))
+		after := partitions(Split(rid, batch, movedLocator{fakeLocator{"wide": 8}}))
+		if !maps.Equal(before, after) {
+			t.Fatalf("Split(%s) partitions = %v with one placement, %v with another, want the same", rid, before, after)
 		}
 	}
 }
+
+// movedLocator is fakeLocator with the partitions on other shards.
+type movedLocator struct{ fakeLocator }
+
+func (m movedLocator) Locate(topic string, p uint32) uint64 { return 200 + uint64(p)%3 }
+
+func (m movedLocator) LocateKey(topic string, p uint32) uint64 { return m.Locate(topic, p) }
