@@ -236,14 +236,23 @@ func (r receiveCall) wide(ctx context.Context, ids []uint64, wait time.Duration)
 // before is opened again (forward.DoFor) with the credit left.
 func (r receiveCall) stream(ctx context.Context, sh fanout.Share, stop <-chan struct{}, answers chan<- receiveAnswer) error {
 	var taken int64
+	opened := false
 	return r.s.fwd.DoFor(ctx, sh.Shard, r.s.cfg.ForwardTimeout+time.Duration(r.req.GetWaitMs())*time.Millisecond, func(ctx context.Context, conn *grpc.ClientConn) error {
 		left := sh.N - taken
 		stopped := stop
-		select {
-		case <-stopped:
-			return nil
-		default:
+		// The first try opens its stream even when the Receive is already
+		// ending (a wait of 0): a shard stream's start makes the group
+		// exist on every shard of the topic (the broker's ensureGroup)
+		// before the stream ends, so a group's first Receive has created
+		// it when it answers.
+		if opened {
+			select {
+			case <-stopped:
+				return nil
+			default:
+			}
 		}
+		opened = true
 		if left <= 0 {
 			return nil
 		}
