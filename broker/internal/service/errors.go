@@ -42,8 +42,8 @@ func StatusOf(err error) *status.Status {
 	return st
 }
 
-// toStatus is StatusOf as an error. Its remaining callers (nodes.go,
-// metavoters.go) are being moved; it goes once they return domain errors.
+// toStatus is StatusOf as an error. Its remaining callers (in nodes.go)
+// are being moved; it goes once they return domain errors.
 func toStatus(err error) error { return StatusOf(err).Err() }
 
 func translate(err error) *status.Status {
