@@ -118,6 +118,9 @@ func (s *Server) Start(ctx context.Context) error {
 			httpLis.Close()
 		}
 	}
+	// One Boundary (its counter is registered once) for the waiting
+	// server and the full one.
+	boundary := service.NewBoundary(s.log, s.reg)
 	advertise := s.cfg.AdvertiseAddr
 	if advertise == "" {
 		advertise = lis.Addr().String()
@@ -126,7 +129,7 @@ func (s *Server) Start(ctx context.Context) error {
 	case joining:
 		ident, err = s.joinCluster(ctx, advertise)
 	case waiting:
-		ident, lis, err = s.waitForAdd(ctx, lis, advertise)
+		ident, lis, err = s.waitForAdd(ctx, boundary, lis, advertise)
 		s.lis = lis
 	}
 	if err != nil {
@@ -170,7 +173,6 @@ func (s *Server) Start(ctx context.Context) error {
 		StepTimeouts:             stepTimeouts(s.cfg.Operations),
 	}
 	admin := service.NewAdmin(h, opts)
-	boundary := service.NewBoundary(s.log, s.reg)
 	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20),
 		// Proxies ping every 5s to find a broker that stopped answering;
 		// the default policy (5 min) would answer them GOAWAY.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/join"
+	"github.com/sundialmq/sundial/broker/internal/service"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 )
@@ -31,7 +32,7 @@ func (c Config) waiting() bool { return len(c.Join) == 0 && len(c.InitialMembers
 // names (joinCluster) until one succeeds or ctx ends. It returns the
 // identity and the listener to serve on from then on (lis is closed and
 // its address taken again, since the full server needs a fresh one).
-func (s *Server) waitForAdd(ctx context.Context, lis net.Listener, advertise string) (identity.Identity, net.Listener, error) {
+func (s *Server) waitForAdd(ctx context.Context, boundary *service.Boundary, lis net.Listener, advertise string) (identity.Identity, net.Listener, error) {
 	if id, found, err := identity.Load(s.cfg.DataDir); err != nil {
 		return identity.Identity{}, lis, fmt.Errorf("broker: %w", err)
 	} else if found && id.ClusterID != "" {
@@ -39,11 +40,7 @@ func (s *Server) waitForAdd(ctx context.Context, lis net.Listener, advertise str
 		return id, lis, nil
 	}
 	w := &waitingPeer{s: s, advertise: advertise, added: make(chan identity.Identity, 1)}
-	srv := grpc.NewServer(s.tls.server)
-	brokerv1.RegisterPeerServer(srv, w)
-	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	healthpb.RegisterHealthServer(srv, hs)
+	srv := waitingServer(boundary, w, s.tls.server)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
 	s.log.Info("waiting to be added to a cluster (shardctl add-node)", zap.String("grpc_addr", advertise))
@@ -67,6 +64,19 @@ func (s *Server) waitForAdd(ctx context.Context, lis net.Listener, advertise str
 		return identity.Identity{}, lis, fmt.Errorf("broker: listen grpc again after the add: %w", err)
 	}
 	return id, next, nil
+}
+
+// waitingServer is the gRPC server of a broker waiting to be added: peer
+// and health (not serving), behind the broker's Boundary like the full
+// server, so a handler's panic is answered Internal instead of ending the
+// process.
+func waitingServer(boundary *service.Boundary, peer brokerv1.PeerServer, opts ...grpc.ServerOption) *grpc.Server {
+	srv := grpc.NewServer(append(boundary.ServerOptions(), opts...)...)
+	brokerv1.RegisterPeerServer(srv, peer)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	return srv
 }
 
 // waitingPeer serves brokerv1.Peer while the broker waits to be added.

@@ -35,7 +35,7 @@ func (c *Cluster) AddShards(ctx context.Context, req *sundialv1.AddShardsRequest
 	}
 	code, data, err := c.proposeAddShards(ctx, int(req.GetCount()))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	switch code {
 	case meta.ResultOK, meta.ResultNoop: // Noop: a retry of the growth in progress, answered as it stands
@@ -66,7 +66,7 @@ func (c *Cluster) AddShards(ctx context.Context, req *sundialv1.AddShardsRequest
 		}
 	}
 	if ctx.Err() != nil {
-		return nil, toStatus(ctx.Err())
+		return nil, ctx.Err()
 	}
 	rt := routingTable(st, c.host.ShardLeaders(), true)
 	resp := &sundialv1.AddShardsResponse{Handovers: rt.Handovers}

@@ -41,7 +41,7 @@ func (a *Admin) SetLiveness(f func() map[meta.NodeID]operator.NodeLiveness) { a.
 // CreateTopic creates a topic, filling cluster defaults.
 func (a *Admin) CreateTopic(ctx context.Context, req *sundialv1.CreateTopicRequest) (*sundialv1.Topic, error) {
 	t, err := a.createTopic(ctx, req.GetTopic(), req.GetIfNotExists())
-	return t, toStatus(err)
+	return t, err
 }
 
 func (a *Admin) createTopic(ctx context.Context, in *sundialv1.Topic, ifNotExists bool) (*sundialv1.Topic, error) {
@@ -118,11 +118,11 @@ func (a *Admin) GetTopic(ctx context.Context, req *sundialv1.GetTopicRequest) (*
 	}
 	st, err := a.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	t, ok := st.Topics[req.GetName()]
 	if !ok {
-		return nil, toStatus(&meta.NotFoundError{Topic: req.GetName()})
+		return nil, &meta.NotFoundError{Topic: req.GetName()}
 	}
 	return topicProto(t), nil
 }
@@ -138,7 +138,7 @@ func (a *Admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest
 	}
 	st, err := a.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	resp := &sundialv1.ListTopicsResponse{}
 	for _, name := range st.TopicNames() {
@@ -170,7 +170,7 @@ func (a *Admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInf
 	}
 	st, err := a.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	rt := routingTable(st, a.host.ShardLeaders(), true)
 	if a.liveness != nil {
@@ -234,11 +234,11 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 	}
 	st, err := a.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	cur, ok := st.Topics[in.GetName()]
 	if !ok {
-		return nil, toStatus(&meta.NotFoundError{Topic: in.GetName()})
+		return nil, &meta.NotFoundError{Topic: in.GetName()}
 	}
 	t := cur.Clone()
 	var bad []apierr.FieldViolation
@@ -274,7 +274,7 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 	}
 	data, err := a.proposeMeta(ctx, &meta.Command{Op: meta.OpUpdateTopic, Topic: t})
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	var stored meta.Topic
 	if err := json.Unmarshal(data, &stored); err != nil {
@@ -295,10 +295,10 @@ func (a *Admin) DeleteTopic(ctx context.Context, req *sundialv1.DeleteTopicReque
 	}
 	op, err := a.adminOperation(ctx, meta.OpKindDeleteTopic, req.GetName(), "")
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	if err := a.runAdmin(ctx, op, false); err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &sundialv1.DeleteTopicResponse{}, nil
 }
@@ -313,7 +313,7 @@ func (a *Admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupReque
 		return nil, apierr.InvalidArgument(bad...)
 	}
 	if err := a.createGroup(ctx, req.GetTopic(), req.GetGroup(), req.GetIfNotExists()); err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &sundialv1.Group{Topic: req.GetTopic(), Name: req.GetGroup()}, nil
 }
@@ -347,11 +347,11 @@ func (a *Admin) ListGroups(ctx context.Context, req *sundialv1.ListGroupsRequest
 	}
 	st, err := a.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	t, ok := st.Topics[req.GetTopic()]
 	if !ok {
-		return nil, toStatus(&meta.NotFoundError{Topic: req.GetTopic()})
+		return nil, &meta.NotFoundError{Topic: req.GetTopic()}
 	}
 	resp := &sundialv1.ListGroupsResponse{}
 	for _, g := range t.Groups {
@@ -372,10 +372,10 @@ func (a *Admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupReque
 	}
 	op, err := a.adminOperation(ctx, meta.OpKindDeleteGroup, req.GetTopic(), req.GetGroup())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	if err := a.runAdmin(ctx, op, false); err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &sundialv1.DeleteGroupResponse{}, nil
 }

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/operator"
@@ -88,14 +87,14 @@ func TestDeleteTopicRunsAsAnOperation(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_, err := a.DeleteTopic(short, &sundialv1.DeleteTopicRequest{Name: "doomed"})
 	cancel()
-	if st := status.Convert(err); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "still runs") {
+	if st := StatusOf(err); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "still runs") {
 		t.Fatalf("DeleteTopic(no executor, 5s) = %v, want DeadlineExceeded saying the operation still runs", err)
 	}
 	refusals := map[string]error{"publish": publish()}
 	_, refusals["create topic"] = a.CreateTopic(ctx, &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "doomed"}, IfNotExists: true})
 	_, refusals["create group"] = a.CreateGroup(ctx, &sundialv1.CreateGroupRequest{Topic: "doomed", Group: "late"})
 	for what, err := range refusals {
-		if st := status.Convert(err); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "being deleted") {
+		if st := StatusOf(err); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "being deleted") {
 			t.Errorf("%s while the topic is deleted = %v, want FailedPrecondition 'being deleted'", what, err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // Boundary is the broker's gRPC boundary: interceptors that apply the one
-// error translator (toStatus) to every handler's error and turn a
+// error translator (StatusOf) to every handler's error and turn a
 // handler's panic into an Internal error, counted and logged with its
 // stack, instead of a crashed broker. It is safe for concurrent use.
 type Boundary struct {
@@ -46,7 +46,7 @@ func (b *Boundary) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 		}
 	}()
 	resp, err = handler(ctx, req)
-	return resp, boundaryStatus(err)
+	return resp, StatusOf(err).Err()
 }
 
 func (b *Boundary) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
@@ -55,7 +55,7 @@ func (b *Boundary) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 			err = b.recovered(info.FullMethod, r)
 		}
 	}()
-	return boundaryStatus(handler(srv, ss))
+	return StatusOf(handler(srv, ss)).Err()
 }
 
 // recovered counts and logs a handler's panic and answers Internal.
@@ -63,14 +63,4 @@ func (b *Boundary) recovered(method string, r any) error {
 	b.panics.Inc()
 	b.log.Error("grpc handler panicked", zap.String("method", method), zap.String("panic", fmt.Sprint(r)), zap.ByteString("stack", debug.Stack()))
 	return status.Error(codes.Internal, "internal error: the broker handler failed (logged with its stack)")
-}
-
-// boundaryStatus is toStatus, with an Unknown status (a handler or library
-// that made one without a code) answered as Internal.
-func boundaryStatus(err error) error {
-	err = toStatus(err)
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Unknown {
-		return status.Error(codes.Internal, st.Message())
-	}
-	return err
 }

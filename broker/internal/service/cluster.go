@@ -73,7 +73,7 @@ func (c *Cluster) WatchRouting(req *sundialv1.WatchRoutingRequest, stream sundia
 	send := func(rt *sundialv1.RoutingTable) error {
 		rt.ProgressIntervalMs = interval.Milliseconds()
 		if err := stream.Send(rt); err != nil {
-			return toStatus(err)
+			return err
 		}
 		if timer != nil {
 			timer.Reset(interval)
@@ -108,7 +108,7 @@ func (c *Cluster) WatchRouting(req *sundialv1.WatchRoutingRequest, stream sundia
 				return err
 			}
 		case <-stream.Context().Done():
-			return toStatus(stream.Context().Err())
+			return stream.Context().Err()
 		}
 	}
 }
@@ -138,7 +138,7 @@ const refusalRecheck = time.Second
 func (c *Cluster) ListShards(ctx context.Context, _ *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
 	st, err := c.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &sundialv1.ListShardsResponse{Shards: routingTable(st, c.host.ShardLeaders(), true).Shards}, nil
 }

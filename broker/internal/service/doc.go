@@ -12,9 +12,13 @@
 // executor and the healer run there. Services call operator, never the
 // other way round.
 //
-// errors.go is the one boundary translator. Boundary (boundary.go), the
-// server's unary and stream interceptors, applies it to every handler's
-// error, so domain and Dragonboat errors become status codes with typed
-// details and nothing reaches a caller as codes.Unknown; it also recovers a
-// handler's panic into codes.Internal, counted and logged with its stack.
+// errors.go is the one boundary translator (StatusOf). Handlers return
+// their domain errors as they are (wrapped with %w where they add context)
+// and never translate them; Boundary (boundary.go), the server's unary and
+// stream interceptors, applies StatusOf to every handler's error, so domain
+// and Dragonboat errors become status codes with typed details and nothing
+// reaches a caller as codes.Unknown; it also recovers a handler's panic into
+// codes.Internal, counted and logged with its stack. A handler called
+// directly (as the package's tests do) answers the domain error: StatusOf
+// gives the status a client would see.
 package service

@@ -14,18 +14,35 @@ import (
 	"github.com/sundialmq/sundial/proto/apierr"
 )
 
-// toStatus turns any error into a gRPC status error: status errors pass
-// as they are, meta's typed answers become NotFound, AlreadyExists,
-// FailedPrecondition (a topic being deleted, or its partitions handing
-// over) and Aborted (a topic busy with
-// another operation: retry),
-// a transfer to a node without a replica FailedPrecondition, a transfer
-// asked of a follower NotLeader naming the leader,
-// context and Dragonboat errors their codes, anything else Internal.
-func toStatus(err error) error {
+// StatusOf is the gRPC status the Boundary answers for err, nil for nil:
+// the broker's one translation of domain errors. Handlers return their
+// errors as they are and the Boundary alone applies it; call it yourself
+// only where an error leaves the broker some other way than a handler's
+// return (today: the code label of the publish-errors metric), so that it
+// carries the code a client would see.
+//
+// Status errors pass as they are (a status of code Unknown, made without a
+// code, becomes Internal); meta's typed answers become NotFound,
+// AlreadyExists, FailedPrecondition (a topic being deleted, or its
+// partitions handing over) and Aborted (a topic busy with another
+// operation: retry); a transfer to a node without a replica
+// FailedPrecondition, a transfer asked of a follower NotLeader naming the
+// leader; Join's refusals AlreadyExists (a taken node id),
+// FailedPrecondition on cluster_id (another cluster's data dir) and
+// Unavailable (a cluster not bootstrapped yet: retry later); context and
+// Dragonboat errors their codes; anything else Internal.
+func StatusOf(err error) *status.Status {
 	if err == nil {
 		return nil
 	}
+	st := translate(err)
+	if st.Code() == codes.Unknown {
+		return status.New(codes.Internal, st.Message())
+	}
+	return st
+}
+
+func translate(err error) *status.Status {
 	var se interface{ GRPCStatus() *status.Status }
 	var notFound *meta.NotFoundError
 	var exists *meta.ExistsError
@@ -35,29 +52,35 @@ func toStatus(err error) error {
 	var notLeader *host.NotShardLeaderError
 	switch {
 	case errors.As(err, &se):
-		return se.GRPCStatus().Err()
+		return se.GRPCStatus()
 	case errors.As(err, &notFound):
-		return status.Error(codes.NotFound, notFound.Error())
+		return status.New(codes.NotFound, notFound.Error())
 	case errors.As(err, &exists):
-		return status.Error(codes.AlreadyExists, exists.Error())
+		return status.New(codes.AlreadyExists, exists.Error())
 	case errors.As(err, &deleting):
-		return status.Error(codes.FailedPrecondition, deleting.Error())
+		return status.New(codes.FailedPrecondition, deleting.Error())
 	case errors.As(err, &busy):
-		return status.Error(codes.Aborted, busy.Error())
+		return status.New(codes.Aborted, busy.Error())
 	case errors.As(err, &handingOver):
-		return status.Error(codes.FailedPrecondition, handingOver.Error())
+		return status.New(codes.FailedPrecondition, handingOver.Error())
 	case errors.As(err, &notLeader):
-		return apierr.NotLeader(notLeader.Shard, notLeader.Leader, notLeader.LeaderAddr)
+		return status.Convert(apierr.NotLeader(notLeader.Shard, notLeader.Leader, notLeader.LeaderAddr))
 	case errors.Is(err, host.ErrNoReplicaOnNode):
-		return status.Error(codes.FailedPrecondition, err.Error())
+		return status.New(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, host.ErrNodeIDTaken):
+		return status.New(codes.AlreadyExists, err.Error())
+	case errors.Is(err, host.ErrOtherCluster):
+		return status.Convert(apierr.FailedPrecondition(apierr.FieldViolation{Field: "cluster_id", Description: err.Error()}))
+	case errors.Is(err, host.ErrNotBootstrapped):
+		return status.New(codes.Unavailable, err.Error())
 	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
+		return status.New(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
+		return status.New(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, dragonboat.ErrTimeoutTooSmall), errors.Is(err, dragonboat.ErrDeadlineNotSet):
-		return status.Error(codes.DeadlineExceeded, "too little time left for a raft round trip: "+err.Error())
+		return status.New(codes.DeadlineExceeded, "too little time left for a raft round trip: "+err.Error())
 	case errors.Is(err, dragonboat.ErrTimeout):
-		return status.Error(codes.Unavailable, "raft proposal timed out: "+err.Error())
+		return status.New(codes.Unavailable, "raft proposal timed out: "+err.Error())
 	case dragonboat.IsTempError(err),
 		errors.Is(err, dragonboat.ErrClosed),
 		errors.Is(err, dragonboat.ErrShardNotFound),
@@ -65,7 +88,7 @@ func toStatus(err error) error {
 		errors.Is(err, dragonboat.ErrRejected),
 		errors.Is(err, dragonboat.ErrAborted),
 		errors.Is(err, proposer.ErrClosed):
-		return status.Error(codes.Unavailable, err.Error())
+		return status.New(codes.Unavailable, err.Error())
 	}
-	return status.Error(codes.Internal, err.Error())
+	return status.New(codes.Internal, err.Error())
 }

@@ -16,7 +16,7 @@ import (
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
-func TestToStatus(t *testing.T) {
+func TestStatusOf(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
@@ -39,14 +39,14 @@ func TestToStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := status.Convert(toStatus(tt.err))
+			st := StatusOf(tt.err)
 			if st.Code() != tt.code || (tt.msg != "" && st.Message() != tt.msg) {
-				t.Errorf("toStatus(%v) = %v %q, want %v %q", tt.err, st.Code(), st.Message(), tt.code, tt.msg)
+				t.Errorf("StatusOf(%v) = %v %q, want %v %q", tt.err, st.Code(), st.Message(), tt.code, tt.msg)
 			}
 		})
 	}
-	if toStatus(nil) != nil {
-		t.Error("toStatus(nil) != nil")
+	if StatusOf(nil) != nil {
+		t.Error("StatusOf(nil) != nil")
 	}
 }
 
@@ -103,7 +103,7 @@ func TestAdminAnswersMetaResultsWithCodes(t *testing.T) {
 		}, codes.NotFound, `topic "orders" does not exist`},
 	}
 	for _, tt := range tests {
-		st := status.Convert(tt.call())
+		st := StatusOf(tt.call()) // the status the Boundary answers
 		if st.Code() != tt.code || st.Message() != tt.msg {
 			t.Errorf("%s: %v %q, want %v %q", tt.name, st.Code(), st.Message(), tt.code, tt.msg)
 		}

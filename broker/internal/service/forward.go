@@ -77,7 +77,7 @@ func forwardTo[C, Req, Resp any](ctx context.Context, h *host.Host, addr string,
 	var zero Resp
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(h.PeerCredentials()))
 	if err != nil {
-		return zero, toStatus(fmt.Errorf("forward to the meta leader at %s: %w", addr, err))
+		return zero, fmt.Errorf("forward to the meta leader at %s: %w", addr, err)
 	}
 	defer conn.Close()
 	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")

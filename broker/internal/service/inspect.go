@@ -86,11 +86,11 @@ func copyState(s query.CopyState) sundialv1.CopyState {
 func (s *Shard) ListMessages(ctx context.Context, req *brokerv1.ShardListMessagesRequest) (*brokerv1.ShardListMessagesResponse, error) {
 	lr := req.GetRequest()
 	if bad := validate.ListMessages(lr, s.opts.Limits); len(bad) > 0 {
-		return nil, toStatus(apierr.InvalidArgument(inRequest(bad)...))
+		return nil, apierr.InvalidArgument(inRequest(bad)...)
 	}
 	r, err := s.reader(ctx, req.GetShardId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	size := int(lr.GetPageSize())
 	if size == 0 {
@@ -105,7 +105,7 @@ func (s *Shard) ListMessages(ctx context.Context, req *brokerv1.ShardListMessage
 		After: req.GetAfter(), PageSize: size,
 	})
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	resp := &brokerv1.ShardListMessagesResponse{}
 	for _, l := range page {
@@ -140,15 +140,15 @@ func (s *Shard) GetMessage(ctx context.Context, req *brokerv1.ShardChangeRequest
 	case *sundialv1.MessageSelector_MessageId:
 		mid, err := receipt.ParseMessageID(by.MessageId)
 		if err != nil {
-			return nil, toStatus(apierr.InvalidArgument(apierr.FieldViolation{Field: "message.message_id", Description: "is not a message id"}))
+			return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "message.message_id", Description: "is not a message id"})
 		}
 		id = mid[:]
 	default:
-		return nil, toStatus(apierr.InvalidArgument(apierr.FieldViolation{Field: "message", Description: "set key or message_id"}))
+		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "message", Description: "set key or message_id"})
 	}
 	r, err := s.reader(ctx, req.GetShardId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	var m *query.Message
 	if id != nil {
@@ -158,7 +158,7 @@ func (s *Shard) GetMessage(ctx context.Context, req *brokerv1.ShardChangeRequest
 	}
 	switch {
 	case err != nil:
-		return nil, toStatus(err)
+		return nil, err
 	case m == nil && id == nil:
 		return nil, status.Error(codes.NotFound, "no pending message has this key")
 	case m == nil || (sel.GetTopic() != "" && m.Topic != sel.GetTopic()):
@@ -171,11 +171,11 @@ func (s *Shard) GetMessage(ctx context.Context, req *brokerv1.ShardChangeRequest
 func (s *Shard) Stats(ctx context.Context, req *brokerv1.ShardTopicRequest) (*brokerv1.ShardStatsResponse, error) {
 	r, err := s.reader(ctx, req.GetShardId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	stats, err := r.Stats(req.GetTopic(), req.GetPartitions())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	resp := &brokerv1.ShardStatsResponse{}
 	for _, g := range stats {
@@ -189,7 +189,7 @@ func (s *Shard) Stats(ctx context.Context, req *brokerv1.ShardTopicRequest) (*br
 	// Counts read after leadership moved on may miss the new leader's
 	// commits: answer NotLeader so the proxy asks the leader.
 	if _, err := s.leading(req.GetShardId()); err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return resp, nil
 }
@@ -199,11 +199,11 @@ func (s *Shard) DueHistogram(ctx context.Context, req *brokerv1.ShardDueHistogra
 	hr := req.GetRequest()
 	nowMs := s.opts.Now().UnixMilli()
 	if bad := validate.DueHistogram(hr, nowMs); len(bad) > 0 {
-		return nil, toStatus(apierr.InvalidArgument(inRequest(bad)...))
+		return nil, apierr.InvalidArgument(inRequest(bad)...)
 	}
 	r, err := s.reader(ctx, req.GetShardId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	bucket := validate.BucketMs(hr.GetBucket())
 	from := hr.GetFromUnixMs()
@@ -220,7 +220,7 @@ func (s *Shard) DueHistogram(ctx context.Context, req *brokerv1.ShardDueHistogra
 		FromMs: from, ToMs: to, BucketMs: bucket,
 	})
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	resp := &sundialv1.DueHistogramResponse{}
 	for _, c := range counts {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -32,22 +29,7 @@ func (c *Cluster) JoinCluster(ctx context.Context, req *sundialv1.JoinClusterReq
 		return forwardTo(ctx, c.host, notLeader.LeaderAddr, sundialv1.NewClusterClient, sundialv1.ClusterClient.JoinCluster, req)
 	}
 	if err != nil {
-		return nil, joinStatus(err)
+		return nil, err
 	}
 	return &sundialv1.JoinClusterResponse{NodeId: uint64(joined.ID), ClusterId: c.host.Meta().ClusterID}, nil
-}
-
-// joinStatus maps Join's refusals onto codes: a taken node id
-// AlreadyExists, another cluster's data dir FailedPrecondition, a cluster
-// not bootstrapped yet Unavailable (retry later); the rest as toStatus.
-func joinStatus(err error) error {
-	switch {
-	case errors.Is(err, host.ErrNodeIDTaken):
-		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, host.ErrOtherCluster):
-		return apierr.FailedPrecondition(apierr.FieldViolation{Field: "cluster_id", Description: err.Error()})
-	case errors.Is(err, host.ErrNotBootstrapped):
-		return status.Error(codes.Unavailable, err.Error())
-	}
-	return toStatus(err)
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
@@ -65,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 func (m *Metrics) published(n int, d time.Duration, err error) {
 	if err != nil {
-		m.publishErrors.WithLabelValues(status.Code(toStatus(err)).String()).Inc()
+		m.publishErrors.WithLabelValues(StatusOf(err).Code().String()).Inc()
 		return
 	}
 	m.publishedMsgs.Add(float64(n))

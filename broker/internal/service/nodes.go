@@ -41,11 +41,11 @@ func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest
 	id := meta.NodeID(req.GetNodeId())
 	code, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetNodeState, NodeID: id, NodeState: meta.NodeDraining})
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	st, err := c.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	switch code {
 	case meta.ResultOK, meta.ResultNoop:
@@ -69,10 +69,10 @@ func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest
 		if len(plan) > 0 {
 			code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: plan})
 			if err != nil {
-				return nil, toStatus(err)
+				return nil, err
 			}
 			if st, err = c.host.ReadMeta(ctx); err != nil {
-				return nil, toStatus(err)
+				return nil, err
 			}
 			stored := storedIDs(code, data)
 			if len(stored) > 0 {
@@ -115,7 +115,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 	id, force := meta.NodeID(req.GetNodeId()), req.GetForce()
 	st, err := c.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	n := st.Nodes[id]
 	if n == nil {
@@ -128,7 +128,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 		}
 		voters, nonVoting, err := c.host.MetaMembers(ctx)
 		if err != nil {
-			return nil, toStatus(err)
+			return nil, err
 		}
 		if uint64(id) == c.host.NodeID() {
 			// This broker leads the meta group and is to leave it: it
@@ -143,16 +143,16 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 		if _, voter := voters[uint64(id)]; voter {
 			promoted, err := c.voters.Replace(ctx, st, id, voters, nonVoting, force)
 			if err != nil {
-				return nil, toStatus(err)
+				return nil, err
 			}
 			resp.PromotedMetaVoter = promoted
 		}
 		code, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetNodeState, NodeID: id, NodeState: meta.NodeRemoved, Force: force})
 		if err != nil {
-			return nil, toStatus(err)
+			return nil, err
 		}
 		if st, err = c.host.ReadMeta(ctx); err != nil {
-			return nil, toStatus(err)
+			return nil, err
 		}
 		switch code {
 		case meta.ResultOK, meta.ResultNoop:
@@ -168,7 +168,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 	}
 	voters, nonVoting, err := c.host.MetaMembers(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	_, voter := voters[uint64(id)]
 	_, other := nonVoting[uint64(id)]
@@ -181,13 +181,13 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 	}
 	if voter || other {
 		if err := c.host.RemoveReplica(ctx, meta.ShardID, uint64(id)); err != nil {
-			return nil, toStatus(fmt.Errorf("delete node %d's meta replica: %w", id, err))
+			return nil, fmt.Errorf("delete node %d's meta replica: %w", id, err)
 		}
 		resp.LeftMetaGroup = true
 		c.log.Info("node left the meta group", zap.Uint64("node_id", uint64(id)), zap.Bool("was_voter", voter))
 	}
 	if st, err = c.host.ReadMeta(ctx); err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	resp.Node = nodeProto(st.Nodes[id])
 	return resp, nil
@@ -254,7 +254,7 @@ func (c *Cluster) handOffMeta(ctx context.Context, st *meta.State, voters map[ui
 			asked = time.Now()
 			c.log.Info("meta leadership handed off before removal", zap.Uint64("node_id", uint64(id)), zap.Uint64("to_node_id", to))
 			if err := c.host.TransferMetaLeader(to); err != nil {
-				return "", toStatus(fmt.Errorf("hand the meta group's leadership to node %d: %w", to, err))
+				return "", fmt.Errorf("hand the meta group's leadership to node %d: %w", to, err)
 			}
 		}
 		select {

@@ -68,7 +68,7 @@ func (p *Peer) ChangeShardMembership(ctx context.Context, req *brokerv1.ChangeSh
 		err = p.host.RemoveReplica(ctx, shard, req.GetReplicaId())
 	}
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &brokerv1.ChangeShardMembershipResponse{NodeId: p.node}, nil
 }

@@ -66,7 +66,7 @@ func (s *Shard) copyTopic(ref *fsmpb.MessageRef) *meta.Topic {
 // lives until the first deliveries arrive or the wait ends.
 func (s *Shard) Receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) (*sundialv1.ReceiveResponse, error) {
 	resp, err := s.receive(ctx, req)
-	return resp, toStatus(err)
+	return resp, err
 }
 
 func (s *Shard) receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) (*sundialv1.ReceiveResponse, error) {
@@ -131,11 +131,11 @@ func (s *Shard) receive(ctx context.Context, req *brokerv1.ShardReceiveRequest) 
 // Cancel cancels one message by key or id.
 func (s *Shard) Cancel(ctx context.Context, req *brokerv1.ShardChangeRequest) (*sundialv1.CancelResponse, error) {
 	if bad := validate.RequestID("request_id", req.GetRequestId()); len(bad) > 0 {
-		return nil, toStatus(apierr.InvalidArgument(bad...))
+		return nil, apierr.InvalidArgument(bad...)
 	}
 	res, err := s.change(ctx, req, true, 0)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &sundialv1.CancelResponse{Outcome: changeOutcome(res.Code), MessageId: messageID(res.MessageId)}, nil
 }
@@ -144,7 +144,7 @@ func (s *Shard) Cancel(ctx context.Context, req *brokerv1.ShardChangeRequest) (*
 func (s *Shard) Reschedule(ctx context.Context, req *brokerv1.ShardChangeRequest) (*sundialv1.RescheduleResponse, error) {
 	nowMs := s.opts.Now().UnixMilli()
 	if bad := validate.Reschedule(&sundialv1.RescheduleRequest{Message: req.GetMessage(), DelayMs: req.GetDelayMs(), DeliverAtUnixMs: req.GetDeliverAtUnixMs(), RequestId: req.GetRequestId()}, s.opts.Limits, nowMs); len(bad) > 0 {
-		return nil, toStatus(apierr.InvalidArgument(bad...))
+		return nil, apierr.InvalidArgument(bad...)
 	}
 	due := nowMs + req.GetDelayMs()
 	if req.GetDeliverAtUnixMs() != 0 {
@@ -152,7 +152,7 @@ func (s *Shard) Reschedule(ctx context.Context, req *brokerv1.ShardChangeRequest
 	}
 	res, err := s.change(ctx, req, false, due)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &sundialv1.RescheduleResponse{Outcome: changeOutcome(res.Code), MessageId: messageID(res.MessageId), DueAtUnixMs: res.DueAtMs}, nil
 }
@@ -257,25 +257,25 @@ func (s *Shard) Group(ctx context.Context, req *brokerv1.ShardGroupRequest) (*br
 		bad = append(bad, validate.GroupName("group", req.GetGroup())...)
 	}
 	if len(bad) > 0 {
-		return nil, toStatus(apierr.InvalidArgument(bad...))
+		return nil, apierr.InvalidArgument(bad...)
 	}
 	lead, err := s.leading(req.GetShardId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	if !req.GetDelete() {
 		_, err := lead.Proposer.Propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: req.GetTopic(), Group: req.GetGroup()}}})
-		return &brokerv1.ShardGroupResponse{}, toStatus(err)
+		return &brokerv1.ShardGroupResponse{}, err
 	}
 	if req.GetGroup() == "" {
 		if err := s.metaCaughtUp(ctx); err != nil {
-			return nil, toStatus(err)
+			return nil, err
 		}
 	}
 	n, err := s.repeat(ctx, lead, 0, func(limit uint32) *fsmpb.Command {
 		return &fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: req.GetTopic(), Group: req.GetGroup(), Delete: true, Limit: limit}}}
 	})
-	return &brokerv1.ShardGroupResponse{Removed: n}, toStatus(err)
+	return &brokerv1.ShardGroupResponse{Removed: n}, err
 }
 
 // metaCaughtUp waits until the meta state publishes are checked against
@@ -306,16 +306,16 @@ func (s *Shard) Purge(ctx context.Context, req *brokerv1.ShardTopicRequest) (*su
 		bad = append(bad, validate.GroupName("group", req.GetGroup())...)
 	}
 	if len(bad) > 0 {
-		return nil, toStatus(apierr.InvalidArgument(bad...))
+		return nil, apierr.InvalidArgument(bad...)
 	}
 	lead, err := s.leading(req.GetShardId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	n, err := s.repeat(ctx, lead, 0, func(limit uint32) *fsmpb.Command {
 		return &fsmpb.Command{Kind: &fsmpb.Command_Purge{Purge: &fsmpb.Purge{Topic: req.GetTopic(), Group: req.GetGroup(), Limit: limit, NowMs: s.opts.Now().UnixMilli()}}}
 	})
-	return &sundialv1.PurgeTopicResponse{Purged: n}, toStatus(err)
+	return &sundialv1.PurgeTopicResponse{Purged: n}, err
 }
 
 // Redrive moves dead letters of topic.dlq on this shard back to topic.
@@ -325,16 +325,16 @@ func (s *Shard) Redrive(ctx context.Context, req *brokerv1.ShardRedriveRequest) 
 		bad = append(bad, apierr.FieldViolation{Field: "max_messages", Description: "must not be negative"})
 	}
 	if len(bad) > 0 {
-		return nil, toStatus(apierr.InvalidArgument(bad...))
+		return nil, apierr.InvalidArgument(bad...)
 	}
 	lead, err := s.leading(req.GetShardId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	n, err := s.repeat(ctx, lead, req.GetMaxMessages(), func(limit uint32) *fsmpb.Command {
 		return &fsmpb.Command{Kind: &fsmpb.Command_Redrive{Redrive: &fsmpb.Redrive{Topic: req.GetTopic(), Limit: limit, NowMs: s.opts.Now().UnixMilli()}}}
 	})
-	return &sundialv1.RedriveDeadLettersResponse{Moved: n}, toStatus(err)
+	return &sundialv1.RedriveDeadLettersResponse{Moved: n}, err
 }
 
 // repeat proposes batches built by cmd until one touches fewer than its

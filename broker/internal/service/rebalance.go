@@ -38,7 +38,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	}
 	st, err := c.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	if running := st.UnfinishedMoves(); len(running) > 0 {
 		return &sundialv1.RebalanceResponse{Operations: operationsProto(running), Running: true}, nil
@@ -61,7 +61,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	}
 	code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: plan})
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	var ids []meta.OperationID
 	if code == meta.ResultOK {
@@ -71,7 +71,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	}
 	st, err = c.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	resp := &sundialv1.RebalanceResponse{SuspectNodeIds: nodeIDs(skipped)}
 	for _, id := range ids {
@@ -90,7 +90,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 func (c *Cluster) ListOperations(ctx context.Context, req *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
 	st, err := c.host.ReadMeta(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	resp := &sundialv1.ListOperationsResponse{}
 	for _, id := range st.OperationIDs() {

@@ -81,7 +81,7 @@ func (s *Shard) Publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 	start := time.Now()
 	resp, err := s.publish(ctx, req)
 	s.metrics.published(len(req.GetMessages()), time.Since(start), err)
-	return resp, toStatus(err)
+	return resp, err
 }
 
 func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) (*sundialv1.PublishResponse, error) {
@@ -398,7 +398,7 @@ type stateRing struct {
 func notDeleting(st *meta.State, msgs []*brokerv1.PartitionedMessage) error {
 	for _, pm := range msgs {
 		if t := st.Topics[validate.DeadLetterBase(pm.GetMessage().GetTopic())]; t != nil && t.Deleting != 0 {
-			return toStatus(&meta.BeingDeletedError{Topic: t.Name})
+			return &meta.BeingDeletedError{Topic: t.Name}
 		}
 	}
 	return nil
@@ -451,7 +451,7 @@ func (s *Shard) claim(ctx context.Context, lead *host.Leading, req *brokerv1.Sha
 
 // Subscribe streams one shard's deliveries.
 func (s *Shard) Subscribe(stream brokerv1.Shard_SubscribeServer) error {
-	return toStatus(s.subscribe(stream))
+	return s.subscribe(stream)
 }
 
 func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
@@ -576,13 +576,13 @@ func (s *Shard) Ack(ctx context.Context, req *brokerv1.ShardAckRequest) (*sundia
 		return &fsmpb.Command{Kind: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Refs: refs, NowMs: s.opts.Now().UnixMilli()}}}
 	})
 	s.metrics.settled("ack", results)
-	return &sundialv1.AckResponse{Results: results}, toStatus(err)
+	return &sundialv1.AckResponse{Results: results}, err
 }
 
 // Nack gives deliveries back for redelivery after the delay.
 func (s *Shard) Nack(ctx context.Context, req *brokerv1.ShardNackRequest) (*sundialv1.NackResponse, error) {
 	if bad := validate.NackDelayMs("delay_ms", req.GetDelayMs(), s.opts.Limits); len(bad) > 0 {
-		return nil, toStatus(apierr.InvalidArgument(bad...))
+		return nil, apierr.InvalidArgument(bad...)
 	}
 	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*fsmpb.MessageRef, nowMs int64) *fsmpb.Command {
 		nack := &fsmpb.Nack{Refs: refs, VisibleAtMs: nowMs + req.GetDelayMs(), Reason: req.GetReason()}
@@ -595,13 +595,13 @@ func (s *Shard) Nack(ctx context.Context, req *brokerv1.ShardNackRequest) (*sund
 		return &fsmpb.Command{Kind: &fsmpb.Command_Nack{Nack: nack}}
 	})
 	s.metrics.settled("nack", results)
-	return &sundialv1.NackResponse{Results: results}, toStatus(err)
+	return &sundialv1.NackResponse{Results: results}, err
 }
 
 // Extend moves lease deadlines.
 func (s *Shard) Extend(ctx context.Context, req *brokerv1.ShardExtendRequest) (*sundialv1.ExtendResponse, error) {
 	if bad := validate.ExtendMs("extend_ms", req.GetExtendMs()); len(bad) > 0 {
-		return nil, toStatus(apierr.InvalidArgument(bad...))
+		return nil, apierr.InvalidArgument(bad...)
 	}
 	var deadline int64
 	results, err := s.settle(ctx, req.GetShardId(), req.GetReceipts(), func(refs []*fsmpb.MessageRef, nowMs int64) *fsmpb.Command {
@@ -618,7 +618,7 @@ func (s *Shard) Extend(ctx context.Context, req *brokerv1.ShardExtendRequest) (*
 		}
 	}
 	s.metrics.settled("extend", results)
-	return &sundialv1.ExtendResponse{Results: results}, toStatus(err)
+	return &sundialv1.ExtendResponse{Results: results}, err
 }
 
 // settle parses receipts, proposes one command for the valid ones and

@@ -57,7 +57,7 @@ func (c *Cluster) TransferLeader(ctx context.Context, req *sundialv1.TransferLea
 		return resp, nil
 	}
 	if err := c.host.TransferLeadership(id, to); err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return resp, nil
 }
