@@ -174,10 +174,10 @@ func partRequestID(rid string, round int) string {
 // the whole request. The home's own part goes first and claims with it;
 // when the request has no part there, or the home refused that part before
 // applying it (misplaced, or invalid there), a claim with no messages
-// does. Only then do the other parts go, together. So the common request,
-// one part that lands on its home, costs nothing more; any other costs one
-// round trip before its parts (and a Raft entry on the home when it has no
-// part there).
+// does. Only then do the other parts go, together. A request with a part
+// on its home claims in that part's Raft entry; any other costs one round
+// trip before its parts (and a Raft entry on the home when it has no part
+// there).
 //
 // A claim refused as a reuse (the home recorded rid with another digest)
 // answers every message InvalidArgument on request_id, and nothing of the
