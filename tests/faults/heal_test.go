@@ -144,16 +144,7 @@ func TestDeadBrokerIsReplaced(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, s := range info.GetShards() {
-			var nodes []uint64
-			for _, r := range s.GetReplicas() {
-				nodes = append(nodes, r.GetNodeId())
-			}
-			if len(nodes) != 3 || slices.Contains(nodes, uint64(victim)) || s.GetLeaderNodeId() == 0 {
-				return fmt.Errorf("shard %d on nodes %v, leader %d", s.GetShardId(), nodes, s.GetLeaderNodeId())
-			}
-		}
-		return nil
+		return repairedAway(info, uint64(victim))
 	})
 	healed := time.Since(killed)
 	if healed < deadNodeTimeout {
@@ -258,16 +249,7 @@ func TestForceRemovedBrokerIsRepaired(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, s := range info.GetShards() {
-			var nodes []uint64
-			for _, r := range s.GetReplicas() {
-				nodes = append(nodes, r.GetNodeId())
-			}
-			if len(nodes) != 3 || slices.Contains(nodes, uint64(victim)) || s.GetLeaderNodeId() == 0 {
-				return fmt.Errorf("shard %d on nodes %v, leader %d", s.GetShardId(), nodes, s.GetLeaderNodeId())
-			}
-		}
-		return nil
+		return repairedAway(info, uint64(victim))
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	ops, err := cl.ListOperations(ctx, &sundialv1.ListOperationsRequest{})
@@ -290,4 +272,19 @@ func TestForceRemovedBrokerIsRepaired(t *testing.T) {
 		t.Fatalf("ListOperations after the repair = %v; want 2 repairs", ops)
 	}
 	framework.WaitFor(t, 60*time.Second, c.ReplicasAgree)
+}
+
+// repairedAway says every shard has three replicas, none on node gone, and
+// a leader; else it names the first shard that has not.
+func repairedAway(info *sundialv1.ClusterInfo, gone uint64) error {
+	for _, s := range info.GetShards() {
+		var nodes []uint64
+		for _, r := range s.GetReplicas() {
+			nodes = append(nodes, r.GetNodeId())
+		}
+		if len(nodes) != 3 || slices.Contains(nodes, gone) || s.GetLeaderNodeId() == 0 {
+			return fmt.Errorf("shard %d on nodes %v, leader %d", s.GetShardId(), nodes, s.GetLeaderNodeId())
+		}
+	}
+	return nil
 }
