@@ -42,7 +42,14 @@ func TestBrokerStopsOnABadDataDir(t *testing.T) {
 	}
 	copyDir(t, dir, current)
 
-	stops := func(what, want string) {
+	// stops restarts the broker on its data dir and wants it to stop with
+	// the one message. An old copy is caught only when a leader's heartbeat
+	// names a commit past its log, which Dragonboat panics on; a leader
+	// that no longer knows how far the node had come (it lost or changed
+	// its term meanwhile) instead replicates the missing entries and the
+	// node catches up like any lagging replica. With mayCatchUp that is
+	// allowed too, provided the broker serves and its log holds no panic.
+	stops := func(what, want string, mayCatchUp bool) {
 		t.Helper()
 		from, err := os.Stat(c.LogPath(node))
 		if err != nil {
@@ -52,14 +59,30 @@ func TestBrokerStopsOnABadDataDir(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, err := c.ExitCode(node, 2*time.Minute)
+		logSince := func() string {
+			b, err := os.ReadFile(c.LogPath(node))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b[from.Size():])
+		}
+		if err != nil && mayCatchUp {
+			if err := c.WaitReady(90 * time.Second); err != nil {
+				t.Fatalf("broker on %s neither stopped nor serves: %v", what, err)
+			}
+			if log := logSince(); strings.Contains(log, "goroutine ") || strings.Contains(log, "panic:") {
+				t.Fatalf("broker on %s: log holds a panic's stack:\n%s", what, lastLines(log, 20))
+			}
+			t.Logf("broker on %s caught up from its leaders instead of stopping", what)
+			if err := c.Kill(node); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("broker on %s: %v", what, err)
 		}
-		b, err := os.ReadFile(c.LogPath(node))
-		if err != nil {
-			t.Fatal(err)
-		}
-		log := string(b[from.Size():])
+		log := logSince()
 		t.Logf("broker on %s: exit status %d, says:\n%s", what, code, lastLines(log, 3))
 		if code != 3 {
 			t.Errorf("broker on %s: exit status %d, want 3", what, code)
@@ -75,11 +98,11 @@ func TestBrokerStopsOnABadDataDir(t *testing.T) {
 	}
 
 	replaceDir(t, dir, old)
-	stops("an old copy of its data dir", "is older than the one node 3 last ran on")
+	stops("an old copy of its data dir", "is older than the one node 3 last ran on", true)
 
 	replaceDir(t, dir, current)
 	corruptRaftTable(t, dir)
-	stops("a corrupted Raft log file", "the Raft log in "+dir+" cannot be read")
+	stops("a corrupted Raft log file", "the Raft log in "+dir+" cannot be read", false)
 }
 
 // copyDir copies the tree src to dst (cp -a: the data dir holds only files).
