@@ -96,6 +96,7 @@ func New(t testing.TB, cfg Config) *Cluster {
 	}
 	t.Cleanup(c.stop)
 	pc := proxy.DefaultConfig()
+	pc.AdminAddr = "" // no pprof listener: a test may run two proxies
 	pc.GRPCAddr = "127.0.0.1:0"
 	pc.HTTPAddr = "127.0.0.1:0"
 	pc.Brokers = nil

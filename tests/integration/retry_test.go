@@ -161,6 +161,7 @@ func publishAs(t *testing.T, p sundialv1.ProducerClient, rid string, msgs []*sun
 func startProxy(t *testing.T, c *Cluster) *grpc.ClientConn {
 	t.Helper()
 	pc := proxy.DefaultConfig()
+	pc.AdminAddr = "" // no pprof listener: a test may run two proxies
 	pc.GRPCAddr, pc.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	for _, m := range c.members {
 		pc.Brokers = append(pc.Brokers, m.GRPCAddr)

@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +48,13 @@ func TestTLSClusterAndRollingRotation(t *testing.T) {
 		}
 	}
 	infoOK("at start")
+	// Each broker counts its loads of the TLS files (docs/metrics.md; the
+	// metrics test's plaintext cluster cannot serve this one).
+	for _, b := range c.Brokers {
+		if err := tlsLoadsCounted("http://" + b.MetricsAddr + "/metrics"); err != nil {
+			t.Errorf("%s: %v", b.Name, err)
+		}
+	}
 	// The Raft transport speaks TLS and takes only cluster-CA certificates.
 	raftHandshake := func(f tlsfiles.Files) error {
 		src, err := tlsfiles.New("cluster", f, 0, nil, nil)
@@ -92,4 +102,22 @@ func TestTLSClusterAndRollingRotation(t *testing.T) {
 // args are the flags naming f's files with prefix (--tls or --cluster).
 func args(prefix string, f tlsfiles.Files) []string {
 	return []string{prefix + "-cert-file", f.CertFile, prefix + "-key-file", f.KeyFile, prefix + "-ca-file", f.CAFile}
+}
+
+// tlsLoadsCounted says the /metrics page at url counts a successful load
+// of the cluster TLS files.
+func tlsLoadsCounted(url string) error {
+	resp, err := http.Get(url) //nolint:noctx // a loopback scrape in a test
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(b), `sundial_tls_reloads_total{files="cluster",result="ok"}`) {
+		return errors.New("metrics lack sundial_tls_reloads_total{files=\"cluster\",result=\"ok\"}")
+	}
+	return nil
 }
