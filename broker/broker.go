@@ -140,8 +140,15 @@ func (s *Server) Start(ctx context.Context) error {
 		s.cfg.NodeID = ident.NodeID
 		s.log = s.log.With(zap.Uint64("node_id", ident.NodeID))
 	}
+	// Count this start before any replica opens the data dir: a copy of
+	// it taken before now then holds a lower count than the meta state.
+	ident.Starts++
+	if err := identity.Save(s.cfg.DataDir, ident); err != nil {
+		closeListeners()
+		return fmt.Errorf("broker: %w", err)
+	}
 	hc := hostConfig(s.cfg, advertise)
-	hc.Incarnation, hc.ClusterID = ident.Incarnation, ident.ClusterID
+	hc.Incarnation, hc.ClusterID, hc.Starts, hc.Run = ident.Incarnation, ident.ClusterID, ident.Starts, identity.NewRunID()
 	hc.PeerCredentials = s.tls.peer
 	hc.RecordClusterID = func(id string) error {
 		ident.ClusterID = id

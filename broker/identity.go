@@ -172,9 +172,10 @@ func askPeer(ctx context.Context, creds credentials.TransportCredentials, addr s
 	if err != nil {
 		return identity.Peer{}, err
 	}
-	p := identity.Peer{NodeID: resp.GetNodeId(), Addr: addr, ClusterID: resp.GetClusterId(), Known: map[uint64]string{}, Removed: map[uint64]bool{}}
+	p := identity.Peer{NodeID: resp.GetNodeId(), Addr: addr, ClusterID: resp.GetClusterId(), Known: map[uint64]string{}, Removed: map[uint64]bool{}, Starts: map[uint64]uint64{}}
 	for _, n := range resp.GetNodes() {
 		p.Known[n.GetNodeId()] = n.GetIncarnation()
+		p.Starts[n.GetNodeId()] = n.GetStarts()
 		if n.GetState() == string(meta.NodeRemoved) {
 			p.Removed[n.GetNodeId()] = true
 		}

@@ -75,7 +75,9 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 // a node id that came back on another data dir. A registered node keeps
 // its state and meta vote (set_node_state and set_meta_voter change
 // them, not the node's own registration); a removed node cannot register
-// again (ResultInvalid).
+// again (ResultInvalid). A registration whose start count is below the
+// record's, or equal to it from another process (Run), is refused with
+// ResultExists too: it comes from an older copy of the node's data dir.
 func (s *State) registerNode(n *Node) uint64 {
 	old, ok := s.Nodes[n.ID]
 	nn := n.Clone()
@@ -83,6 +85,9 @@ func (s *State) registerNode(n *Node) uint64 {
 	if ok {
 		if old.Incarnation != "" && old.Incarnation != n.Incarnation {
 			return ResultExists
+		}
+		if n.Starts < old.Starts || (n.Starts == old.Starts && n.Starts > 0 && old.Run != "" && n.Run != old.Run) {
+			return ResultExists // an older copy of the node's data dir
 		}
 		if old.State == NodeRemoved {
 			return ResultInvalid

@@ -30,6 +30,37 @@ func TestRegisterNodeKeepsItsIncarnation(t *testing.T) {
 	}
 }
 
+// A node's start count never goes down: a registration with a lower one
+// comes from an older copy of its data dir.
+func TestRegisterNodeStartsOnlyGoUp(t *testing.T) {
+	m := NewStateMachine(nil)(ShardID, 1)
+	node := func(starts uint64, run string) *Command {
+		return &Command{Op: OpRegisterNode, Node: &Node{ID: 3, RaftAddr: "r", GRPCAddr: "g", MetaVoter: true, State: NodeActive, Incarnation: "aaaa", Starts: starts, Run: run}}
+	}
+	steps := []struct {
+		name   string
+		cmd    *Command
+		want   uint64
+		starts uint64
+	}{
+		{"a record without a count", node(0, ""), ResultOK, 0},
+		{"the first counted start", node(1, "p1"), ResultOK, 1},
+		{"the same process again", node(1, "p1"), ResultNoop, 1},
+		{"a later start", node(5, "p5"), ResultOK, 5},
+		{"an older copy is refused", node(4, "p4"), ResultExists, 5},
+		{"an older copy started as often is refused", node(5, "q5"), ResultExists, 5},
+		{"a copy from before counts is refused", node(0, ""), ResultExists, 5},
+	}
+	for i, s := range steps {
+		if got := apply(t, m, uint64(i+1), s.cmd).Value; got != s.want {
+			t.Errorf("%s: register_node = %d, want %d", s.name, got, s.want)
+		}
+		if got := state(t, m).Nodes[3].Starts; got != s.starts {
+			t.Errorf("%s: starts = %d, want %d", s.name, got, s.starts)
+		}
+	}
+}
+
 func TestFirstBootstrapNamesTheCluster(t *testing.T) {
 	m := bootstrapped(t) // bootstrapped without a cluster id, like old clusters
 	if r := apply(t, m, 5, &Command{Op: OpBootstrapShards, Count: 8, RF: 3, ClusterID: "c1"}); r.Value != ResultOK {

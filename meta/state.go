@@ -56,6 +56,15 @@ type Node struct {
 	// over the values of "zone". A record's map is never changed in place:
 	// a new registration replaces it.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Starts is the start count the node last registered (its data dir
+	// counts its starts: identity.Identity.Starts). It never goes down: a
+	// registration with a lower count comes from an older copy of the
+	// node's data dir and is refused. 0 in records made before counts.
+	Starts uint64 `json:"starts,omitempty"`
+	// Run is a random id of the broker process that registered Starts: a
+	// second registration of the same count by another process is refused
+	// too (an older copy restarted as many times as the node since the copy).
+	Run string `json:"run,omitempty"`
 	// BeforeDead is the state the node had when declare_dead made it dead
 	// (active or draining), restored by declare_alive so a drain outlives
 	// a crash; empty unless the node is dead.
@@ -72,7 +81,8 @@ func (n *Node) Clone() *Node {
 // Equal says n and o are the same record.
 func (n *Node) Equal(o *Node) bool {
 	return n.ID == o.ID && n.RaftAddr == o.RaftAddr && n.GRPCAddr == o.GRPCAddr && n.State == o.State &&
-		n.MetaVoter == o.MetaVoter && n.Incarnation == o.Incarnation && maps.Equal(n.Labels, o.Labels) && n.BeforeDead == o.BeforeDead
+		n.MetaVoter == o.MetaVoter && n.Incarnation == o.Incarnation && maps.Equal(n.Labels, o.Labels) && n.BeforeDead == o.BeforeDead &&
+		n.Starts == o.Starts && n.Run == o.Run
 }
 
 // Replica places one replica of a shard on a node.

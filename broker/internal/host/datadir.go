@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+
+	"github.com/sundialmq/sundial/broker/internal/identity"
 )
 
 // Errors of a data dir the broker cannot serve from. Dragonboat finds them
@@ -16,7 +18,9 @@ var (
 	// ErrDataDirBehind: the Raft log ends before entries the cluster has
 	// already committed with this node: the data dir is an older copy of
 	// the one the node last ran on.
-	ErrDataDirBehind = errors.New("data dir older than this node's last state")
+	// identity.Check finds the same at start when the copy predates the
+	// node's last start.
+	ErrDataDirBehind = identity.ErrBehind
 	// ErrRaftLogCorrupt: a file of the Raft log fails its checksum or
 	// cannot be read.
 	ErrRaftLogCorrupt = errors.New("raft log corrupt")

@@ -71,6 +71,12 @@ type Config struct {
 	// Incarnation is the data dir's incarnation id (package identity); the
 	// node registers with it in the meta state.
 	Incarnation string
+	// Starts is this start's count on the data dir (identity.Identity.Starts),
+	// registered with the node; a meta record with a higher count means the
+	// data dir is an older copy, and the host refuses to serve.
+	Starts uint64
+	// Run is a random id of this process, registered with Starts.
+	Run string
 	// ClusterID is the cluster id recorded in the data dir, empty if none
 	// yet; RecordClusterID saves the meta state's when it is empty.
 	ClusterID       string
@@ -376,11 +382,11 @@ func (h *Host) reconcile(ctx context.Context) {
 		return
 	}
 	_, initial := h.cfg.InitialMembers[h.cfg.NodeID]
-	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: initial, Incarnation: h.cfg.Incarnation, Labels: h.cfg.Labels}
+	self := meta.Node{ID: meta.NodeID(h.cfg.NodeID), RaftAddr: h.cfg.RaftAddr, GRPCAddr: h.cfg.GRPCAddr, State: meta.NodeActive, MetaVoter: initial, Incarnation: h.cfg.Incarnation, Labels: h.cfg.Labels, Starts: h.cfg.Starts, Run: h.cfg.Run}
 	// A registered node's state and meta vote are the meta group's to
 	// change (drain, remove, voter replacement): only its addresses,
 	// incarnation and labels are its own.
-	if n, ok := st.Nodes[self.ID]; !ok || n.RaftAddr != self.RaftAddr || n.GRPCAddr != self.GRPCAddr || n.Incarnation != self.Incarnation || !maps.Equal(n.Labels, self.Labels) {
+	if n, ok := st.Nodes[self.ID]; !ok || n.RaftAddr != self.RaftAddr || n.GRPCAddr != self.GRPCAddr || n.Incarnation != self.Incarnation || !maps.Equal(n.Labels, self.Labels) || n.Starts != self.Starts || n.Run != self.Run {
 		h.proposeMeta(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: &self})
 		return
 	}

@@ -37,6 +37,20 @@ func (h *Host) admitted(st *meta.State) bool {
 			identity.ErrUnsafeRejoin, h.cfg.NodeID, self.Incarnation, h.cfg.DataDir, h.cfg.Incarnation, h.cfg.NodeID, h.cfg.NodeID))
 		return false
 	}
+	// The record names this start once this process registered it; a
+	// record with a later start, or this start registered by another
+	// process, comes from a run after the one this data dir was copied in.
+	if self != nil && (self.Starts > h.cfg.Starts || (self.Starts == h.cfg.Starts && self.Starts > 0 && self.Run != "" && self.Run != h.cfg.Run)) {
+		err := &DataDirError{Kind: ErrDataDirBehind, DataDir: h.cfg.DataDir, NodeID: h.cfg.NodeID,
+			Detail: fmt.Sprintf("this is the node's start %d on the data dir, but the meta state registered start %d of another process", h.cfg.Starts, self.Starts)}
+		h.refuse(err)
+		// Like Dragonboat's finding of the same: the process's fault
+		// handler ends it (sundial-broker: exit status 3).
+		if f := faultHandler.Load(); f != nil && *f != nil {
+			(*f)(err)
+		}
+		return false
+	}
 	switch {
 	case st.ClusterID == "" || st.ClusterID == h.clusterID:
 		return true

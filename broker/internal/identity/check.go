@@ -12,6 +12,9 @@ type Peer struct {
 	Known map[uint64]string
 	// Removed holds the registered nodes whose state is removed.
 	Removed map[uint64]bool
+	// Starts maps registered nodes to the start count they last registered
+	// (absent: none registered yet).
+	Starts map[uint64]uint64
 }
 
 // Local is what a starting broker knows about itself.
@@ -31,7 +34,11 @@ type Local struct {
 //     (ErrMismatch);
 //   - an empty data dir for a node id a peer knows, and a data dir of
 //     another incarnation than the one a peer knows (ErrUnsafeRejoin);
-//   - a node id a peer knows as removed (ErrRemoved).
+//   - a node id a peer knows as removed (ErrRemoved);
+//   - a data dir of the node's own incarnation whose start count is below
+//     the one a peer knows (ErrBehind): a copy taken before the node's last
+//     start. A copy taken since then has the same count and is found only
+//     by Dragonboat, when the Raft log meets a leader that remembers more.
 //
 // A data dir with data and no identity predates identity files and is
 // accepted. Peers that did not answer cannot refuse anything: the meta
@@ -63,6 +70,12 @@ func Check(l Local, peers []Peer) error {
 			return fmt.Errorf("%w: node %d is a member with incarnation %s (peer node %d at %s knows it), but data dir %s holds incarnation %s: "+
 				"it is not the data dir node %d last ran on (an old copy?); start node %d on its current data dir",
 				ErrUnsafeRejoin, l.NodeID, inc, p.NodeID, p.Addr, l.DataDir, id.Incarnation, l.NodeID, l.NodeID)
+		case id != nil && known && p.Starts[l.NodeID] > id.Starts:
+			return fmt.Errorf("%w: data dir %s is older than the one node %d last ran on (an old copy or a restored backup): "+
+				"it holds the node's start %d, but peer node %d at %s knows start %d; its Raft log may end before entries the cluster already committed with this node. "+
+				"Restore the data dir node %d last ran on, or remove the node (shardctl remove-node --force %d) and start this machine on an empty data dir with --join as a new node; "+
+				"starting again on this data dir fails the same way",
+				ErrBehind, l.DataDir, l.NodeID, id.Starts, p.NodeID, p.Addr, p.Starts[l.NodeID], l.NodeID, l.NodeID)
 		}
 	}
 	return nil

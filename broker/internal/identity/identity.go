@@ -6,7 +6,10 @@
 // classic way to lose them. So the first start on a data dir writes an
 // identity file (node id, a random incarnation id, and later the cluster id
 // of the first bootstrap), and every start compares the configured node id,
-// the identity file and what the peers' meta replicas know (Check). The
+// the identity file and what the peers' meta replicas know (Check). Each
+// start also counts itself in the identity file and in the meta state, so
+// a copy of the data dir taken before the node's last start is refused
+// before Dragonboat reads its stale Raft log. The
 // meta state keeps each node's incarnation too, and refuses a second one
 // (see meta.Node.Incarnation), in case no peer answered at start.
 //
@@ -37,6 +40,11 @@ var (
 	// ErrRemoved: the node id was removed from the cluster; a removed id
 	// never comes back.
 	ErrRemoved = errors.New("identity: node removed from the cluster")
+	// ErrBehind: the data dir is an older copy of the one the node last ran
+	// on (a copy or a restored backup of its own data dir). Check finds it
+	// by the start count; Dragonboat finds the rest when the Raft log meets
+	// a leader that remembers more (the broker's host package).
+	ErrBehind = errors.New("data dir older than this node's last state")
 )
 
 // Identity is what a data dir says about the node it belongs to.
@@ -47,6 +55,11 @@ type Identity struct {
 	// ClusterID is the cluster's id from its first bootstrap; empty until
 	// this node has seen it.
 	ClusterID string `json:"cluster_id,omitempty"`
+	// Starts counts the node's starts on this data dir: every start adds
+	// one and saves it before any replica opens, then registers it with the
+	// meta state (meta.Node.Starts). A data dir whose count is below the
+	// one the cluster knows is an older copy of the node's data dir.
+	Starts uint64 `json:"starts,omitempty"`
 }
 
 // New is the identity of a data dir used for the first time by node.
@@ -117,6 +130,13 @@ func HasData(dir string) bool {
 		}
 	}
 	return false
+}
+
+// NewRunID is a random id of one broker process (meta.Node.Run).
+func NewRunID() string {
+	b := make([]byte, 8)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // NewClusterID is a random cluster id, proposed with the first bootstrap.

@@ -58,6 +58,11 @@ func TestCheck(t *testing.T) {
 		return Peer{NodeID: 1, Addr: "127.0.0.1:1", ClusterID: cluster, Known: map[uint64]string{1: "p1", 3: inc}}
 	}
 	newCluster := Peer{NodeID: 1, Addr: "127.0.0.1:1", Known: map[uint64]string{1: "p1"}}
+	knowsStarts := func(n uint64) Peer {
+		p := peerKnows("aaaa", "c1")
+		p.Starts = map[uint64]uint64{1: 9, 3: n}
+		return p
+	}
 	cases := []struct {
 		name    string
 		local   Local
@@ -90,6 +95,20 @@ func TestCheck(t *testing.T) {
 		{
 			name: "an old copy of the data dir", local: Local{NodeID: 3, DataDir: "/d/3", Identity: mine, HasData: true}, peers: []Peer{peerKnows("bbbb", "c1")},
 			want: ErrUnsafeRejoin, mention: []string{"incarnation bbbb", "holds incarnation aaaa"},
+		},
+		{
+			name: "restart after its last start", local: Local{NodeID: 3, Identity: &Identity{NodeID: 3, Incarnation: "aaaa", ClusterID: "c1", Starts: 4}, HasData: true},
+			peers: []Peer{knowsStarts(4)},
+		},
+		{
+			name: "a copy taken before the last start", local: Local{NodeID: 3, DataDir: "/d/3", Identity: &Identity{NodeID: 3, Incarnation: "aaaa", ClusterID: "c1", Starts: 3}, HasData: true},
+			peers: []Peer{newCluster, knowsStarts(4)},
+			want:  ErrBehind, mention: []string{"/d/3 is older", "start 3", "knows start 4", "remove-node --force 3", "--join"},
+		},
+		{
+			name: "a copy from before start counts", local: Local{NodeID: 3, DataDir: "/d/3", Identity: mine, HasData: true},
+			peers: []Peer{knowsStarts(1)},
+			want:  ErrBehind, mention: []string{"start 0", "knows start 1"},
 		},
 		{
 			name: "a removed node comes back", local: Local{NodeID: 3, DataDir: "/d/3", Identity: mine, HasData: true},

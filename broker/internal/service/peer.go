@@ -36,7 +36,7 @@ func (p *Peer) Identify(context.Context, *brokerv1.IdentifyRequest) (*brokerv1.I
 	resp := &brokerv1.IdentifyResponse{NodeId: p.node, ClusterId: st.ClusterID, ShardLeaders: p.host.LocalShardLeaders()}
 	for _, id := range st.NodeIDs() {
 		n := st.Nodes[id]
-		resp.Nodes = append(resp.Nodes, &brokerv1.KnownNode{NodeId: uint64(n.ID), Incarnation: n.Incarnation, State: string(n.State)})
+		resp.Nodes = append(resp.Nodes, &brokerv1.KnownNode{NodeId: uint64(n.ID), Incarnation: n.Incarnation, State: string(n.State), Starts: n.Starts})
 	}
 	return resp, nil
 }

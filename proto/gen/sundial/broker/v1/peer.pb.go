@@ -295,7 +295,10 @@ type KnownNode struct {
 	// nodes registered before incarnations existed.
 	Incarnation string `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// "active", "draining" or "removed".
-	State         string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// The start count the node last registered: a data dir of the node
+	// whose own count is lower is an older copy (0: none registered).
+	Starts        uint64 `protobuf:"varint,4,opt,name=starts,proto3" json:"starts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -349,6 +352,13 @@ func (x *KnownNode) GetState() string {
 		return x.State
 	}
 	return ""
+}
+
+func (x *KnownNode) GetStarts() uint64 {
+	if x != nil {
+		return x.Starts
+	}
+	return 0
 }
 
 type ChangeShardMembershipRequest struct {
@@ -582,11 +592,12 @@ const file_sundial_broker_v1_peer_proto_rawDesc = "" +
 	"\rshard_leaders\x18\x04 \x03(\v25.sundial.broker.v1.IdentifyResponse.ShardLeadersEntryR\fshardLeaders\x1a?\n" +
 	"\x11ShardLeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\\\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"t\n" +
 	"\tKnownNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state\"\xb2\x01\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
+	"\x06starts\x18\x04 \x01(\x04R\x06starts\"\xb2\x01\n" +
 	"\x1cChangeShardMembershipRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12;\n" +
 	"\x06change\x18\x02 \x01(\x0e2#.sundial.broker.v1.MembershipChangeR\x06change\x12\x1d\n" +
