@@ -16,6 +16,8 @@ import (
 
 	"github.com/sundialmq/sundial/broker"
 	"github.com/sundialmq/sundial/proc"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
+	"github.com/sundialmq/sundial/proto/tlsfiles/tlstest"
 	"github.com/sundialmq/sundial/tests/checker"
 	"github.com/sundialmq/sundial/tests/framework"
 	"github.com/sundialmq/sundial/tests/workload"
@@ -29,7 +31,10 @@ const defaultDuration = 45 * time.Second
 // (default 45s) and CHAOS_SEED (default: from the clock) choose the run;
 // the seed is logged first. CHAOS_HISTORY names a file for the history
 // (one JSON operation per line). CHAOS_KILL_DURING_MOVES=0 keeps kills off
-// running cluster operations (killsOverlapMoves).
+// running cluster operations (killsOverlapMoves). The cluster runs with
+// TLS on every internal hop (proxy → broker, broker → broker, the Raft
+// transport's mutual TLS), certificates from one test CA; CHAOS_TLS=0 runs
+// it in plaintext.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos runs processes under faults; skipped with -short")
@@ -61,8 +66,19 @@ func TestChaos(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(operationsYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	brokerArgs, proxyArgs := []string{"--config", cfgPath}, []string(nil)
+	switch os.Getenv("CHAOS_TLS") {
+	case "", "1":
+		ca := tlstest.NewCA(t, "chaos")
+		brokerArgs = append(brokerArgs, tlsArgs("--tls", ca.Issue(t.TempDir(), "broker"))...)
+		proxyArgs = tlsArgs("--cluster", ca.Issue(t.TempDir(), "proxy"))
+		t.Log("internal hops use TLS (CHAOS_TLS=0 for plaintext)")
+	case "0":
+	default:
+		t.Fatalf("CHAOS_TLS=%q: want 1 (the default) or 0", os.Getenv("CHAOS_TLS"))
+	}
 	c := framework.NewCluster(t, framework.Config{Brokers: initial, Proxies: proxies, Shards: 4, LogLevel: "warn",
-		BrokerArgs: []string{"--config", cfgPath}})
+		BrokerArgs: brokerArgs, ProxyArgs: proxyArgs})
 	for range joined {
 		if _, err := c.Join(2 * time.Minute); err != nil {
 			t.Fatal(err)
@@ -319,4 +335,10 @@ func heal(t *testing.T, c *framework.Cluster, removed *removedSet, proxies int) 
 	if err := c.WaitReady(2 * time.Minute); err != nil {
 		t.Errorf("cluster not ready after healing: %v", err)
 	}
+}
+
+// tlsArgs are the flags naming f's files with prefix (--tls for a broker,
+// --cluster for a proxy's dials to brokers).
+func tlsArgs(prefix string, f tlsfiles.Files) []string {
+	return []string{prefix + "-cert-file", f.CertFile, prefix + "-key-file", f.KeyFile, prefix + "-ca-file", f.CAFile}
 }
