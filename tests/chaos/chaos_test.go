@@ -167,7 +167,7 @@ func inject(ctx context.Context, t *testing.T, c *framework.Cluster, removed *re
 
 // apply injects f, holds it, and undoes it (an operation fault is not
 // undone: it runs on under the faults that follow).
-func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fault, logf func(string, ...any)) error {
+func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fault, logf func(string, ...any)) (ferr error) {
 	hold := func() {
 		select {
 		case <-ctx.Done():
@@ -209,6 +209,21 @@ func apply(ctx context.Context, c *framework.Cluster, removed *removedSet, f Fau
 	case Rebalance:
 		if err := rebalance(ctx, c, logf); err != nil {
 			return err
+		}
+		if f.CancelAfter != 0 {
+			cancelled := make(chan error, 1)
+			go func() {
+				select {
+				case <-ctx.Done():
+				case <-time.After(f.CancelAfter):
+				}
+				cancelled <- cancelOne(ctx, c, logf)
+			}()
+			defer func() {
+				if err := <-cancelled; err != nil && ferr == nil {
+					ferr = err
+				}
+			}()
 		}
 		if f.Broker == 0 || !killsOverlapMoves() {
 			if f.Broker != 0 {

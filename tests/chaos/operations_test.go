@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -120,6 +121,40 @@ func rebalance(ctx context.Context, c *framework.Cluster, logf func(string, ...a
 		logf("rebalance: %d operations submitted: %s", len(resp.GetOperations()), describe(resp.GetOperations()))
 	}
 	return nil
+}
+
+// cancelOne cancels the lowest-numbered unfinished operation, as an
+// operator's `shardctl operations cancel ID` does. A refusal (cancelling
+// would break a quorum) or an operation that ended first is logged; the
+// operation's end is checked with every other's after the run.
+func cancelOne(ctx context.Context, c *framework.Cluster, logf func(string, ...any)) error {
+	return c.OnCluster(ctx, func(ctx context.Context, cl sundialv1.ClusterClient) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		list, err := cl.ListOperations(ctx, &sundialv1.ListOperationsRequest{UnfinishedOnly: true})
+		if err != nil {
+			logf("cancel: list operations: %v", err)
+			return nil
+		}
+		ops := list.GetOperations()
+		if len(ops) == 0 {
+			logf("cancel: no operation unfinished")
+			return nil
+		}
+		first := slices.MinFunc(ops, func(a, b *sundialv1.Operation) int { return cmp.Compare(a.GetOperationId(), b.GetOperationId()) })
+		resp, err := cl.CancelOperation(ctx, &sundialv1.CancelOperationRequest{OperationId: first.GetOperationId()})
+		switch {
+		case status.Code(err) == codes.InvalidArgument || status.Code(err) == codes.Unimplemented || status.Code(err) == codes.Unknown:
+			return fmt.Errorf("CancelOperation(%d): %w", first.GetOperationId(), err)
+		case err != nil:
+			logf("cancel: operation %d (%s) refused: %v", first.GetOperationId(), first.GetKind(), err)
+		case resp.GetAlreadyFinished():
+			logf("cancel: operation %d (%s) had ended: %s", first.GetOperationId(), first.GetKind(), resp.GetOperation().GetStatus())
+		default:
+			logf("cancel: operation %d (%s) cancelled: %s", first.GetOperationId(), first.GetKind(), resp.GetOperation().GetStatus())
+		}
+		return nil
+	})
 }
 
 // addShards grows the ring by f.Count shards. A refusal because an

@@ -95,6 +95,10 @@ type Fault struct {
 	// KillAfter is when a Rebalance with Broker set kills it, from the
 	// submit.
 	KillAfter time.Duration
+	// CancelAfter, when set (a third of the rebalances), is when a
+	// Rebalance cancels the first unfinished operation (CancelOperation,
+	// as `shardctl operations cancel` does), from the submit.
+	CancelAfter time.Duration
 }
 
 func (f Fault) String() string {
@@ -106,6 +110,9 @@ func (f Fault) String() string {
 		s = fmt.Sprintf("+%v %s", f.At.Round(time.Millisecond), f.Kind)
 		if f.Broker != 0 {
 			s += fmt.Sprintf(", kill broker-%d after %v", f.Broker, f.KillAfter.Round(time.Millisecond))
+		}
+		if f.CancelAfter != 0 {
+			s += fmt.Sprintf(", cancel one after %v", f.CancelAfter.Round(time.Millisecond))
 		}
 	case AddShards:
 		s = fmt.Sprintf("+%v %s %d", f.At.Round(time.Millisecond), f.Kind, f.Count)
@@ -205,6 +212,10 @@ func killDuringMoves(rng *rand.Rand, f *Fault, live []int) {
 	if rng.IntN(2) == 0 {
 		f.Broker = live[rng.IntN(len(live))]
 		f.KillAfter = min(f.Hold/2, time.Duration(200+rng.IntN(800))*time.Millisecond)
+	}
+	f.CancelAfter = 0
+	if rng.IntN(3) == 0 {
+		f.CancelAfter = min(f.Hold/2, time.Duration(100+rng.IntN(800))*time.Millisecond)
 	}
 }
 

@@ -96,6 +96,12 @@ func TestScheduleMixesEveryKind(t *testing.T) {
 			if f.Kind == Rebalance && f.Broker != 0 {
 				seen["rebalance-kill"]++
 			}
+			if f.Kind == Rebalance && f.CancelAfter != 0 {
+				seen["rebalance-cancel"]++
+				if f.CancelAfter >= f.Hold {
+					t.Fatalf("seed %d: %v cancels after its hold", seed, f)
+				}
+			}
 			if f.Kind == TransferLeader && (f.Every < 200*time.Millisecond || f.Every >= time.Second) {
 				t.Fatalf("seed %d: %v churns every %v, want 200ms-1s", seed, f, f.Every)
 			}
@@ -103,6 +109,9 @@ func TestScheduleMixesEveryKind(t *testing.T) {
 	}
 	if seen["rebalance-kill"] == 0 {
 		t.Errorf("no rebalance with a kill during its moves in 20 seeds of 5 minutes")
+	}
+	if seen["rebalance-cancel"] == 0 {
+		t.Errorf("no rebalance with a cancel during its moves in 20 seeds of 5 minutes")
 	}
 	for _, k := range kinds {
 		if seen[k] == 0 {
