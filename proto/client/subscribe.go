@@ -26,6 +26,12 @@ type SubscribeOptions struct {
 	// VisibilityTimeout is the lease of each delivery; 0 means the topic's.
 	VisibilityTimeout time.Duration
 	AckMode           sundialv1.AckMode
+	// OnStarted, when set, is called each time a stream is in place: the
+	// group exists on every shard of the topic (a group this Subscribe
+	// creates included), so every message published after the call
+	// reaches it. It is called before any delivery of that stream and must
+	// not block.
+	OnStarted func()
 	// OnStreamError, when set, is called with the error of each broken
 	// stream before Subscribe reconnects (nil for a stream the server ended
 	// cleanly). It must not block.
@@ -293,6 +299,7 @@ func (s *subscription) run(ctx context.Context, handler func(context.Context, *D
 		// Deliveries ready together arrive in one frame; credit bounds how
 		// many.
 		MaxDeliveriesPerFrame: validate.MaxDeliveriesPerFrame,
+		SendStarted:           s.opts.OnStarted != nil,
 	}}})
 	sess.sendMu.Unlock()
 
@@ -318,6 +325,12 @@ func (s *subscription) run(ctx context.Context, handler func(context.Context, *D
 		}
 		if r := resp.GetAckResult(); r != nil {
 			sess.answer(r)
+			continue
+		}
+		if resp.GetStarted() != nil {
+			if s.opts.OnStarted != nil {
+				s.opts.OnStarted()
+			}
 			continue
 		}
 		ds := frame.Deliveries(resp)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sundialmq/sundial/proto/client"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/tests/framework"
 )
@@ -60,6 +61,64 @@ func TestNewGroupsGetEveryLaterMessage(t *testing.T) {
 		}
 		ids := publishKeyed(t, producer, "later")
 		receiveAll(t, consumer, "later", "late", ids)
+	})
+	// A first Subscribe that asks for a started frame gets it first, once
+	// the group is on every shard: what is published after it reaches the
+	// group. (The stream ends before the publish, so Receive gets them all.)
+	t.Run("first subscribe", func(t *testing.T) {
+		if _, err := admin.CreateTopic(ctx(), &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "subscribed", Partitions: partitions}}); err != nil {
+			t.Fatalf("CreateTopic(subscribed) error = %v", err)
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		stream, err := consumer.Subscribe(sctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := &sundialv1.Start{Topic: "subscribed", Group: "sub", MaxInFlight: 1, SendStarted: true}
+		if err := stream.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: start}}); err != nil {
+			t.Fatal(err)
+		}
+		first, err := stream.Recv()
+		cancel()
+		if err != nil || first.GetStarted().GetGroup() != "sub" || first.GetStarted().GetTopic() != "subscribed" {
+			t.Fatalf("first Subscribe(subscribed, sub, send_started) first frame = %v, %v; want started of subscribed/sub", first, err)
+		}
+		ids := publishKeyed(t, producer, "subscribed")
+		receiveAll(t, consumer, "subscribed", "sub", ids)
+	})
+	// The same through the Go SDK: OnStarted is called once the group is
+	// in place.
+	t.Run("first subscribe with the SDK", func(t *testing.T) {
+		if _, err := admin.CreateTopic(ctx(), &sundialv1.CreateTopicRequest{Topic: &sundialv1.Topic{Name: "sdk", Partitions: partitions}}); err != nil {
+			t.Fatalf("CreateTopic(sdk) error = %v", err)
+		}
+		cl, err := client.Dial(ctx(), c.ProxyAddrs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		started := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- cl.Subscribe(sctx, client.SubscribeOptions{Topic: "sdk", Group: "sdk-group", MaxInFlight: 1,
+				OnStarted: func() { cancel(); close(started) }},
+				func(context.Context, *client.Delivery) { t.Error("a delivery before the publish") })
+		}()
+		select {
+		case <-started:
+		case <-sctx.Done():
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("Subscribe(sdk, sdk-group) = %v", err)
+		}
+		select {
+		case <-started:
+		default:
+			t.Fatal("Subscribe(sdk, sdk-group, OnStarted) ended without calling OnStarted")
+		}
+		receiveAll(t, consumer, "sdk", "sdk-group", publishKeyed(t, producer, "sdk"))
 	})
 }
 

@@ -481,6 +481,13 @@ func (s *Shard) subscribe(stream brokerv1.Shard_SubscribeServer) error {
 	if err := s.ensureGroup(stream.Context(), lead, start.GetTopic(), group); err != nil {
 		return err
 	}
+	if start.GetSendStarted() {
+		// ensureGroup answered: the group is registered on every shard.
+		started := &sundialv1.Started{Topic: start.GetTopic(), Group: group}
+		if err := stream.Send(&sundialv1.SubscribeResponse{Kind: &sundialv1.SubscribeResponse_Started{Started: started}}); err != nil {
+			return err
+		}
+	}
 	visibility := time.Duration(start.GetVisibilityTimeoutMs()) * time.Millisecond
 	if visibility == 0 {
 		visibility = s.topicVisibility(start.GetTopic())

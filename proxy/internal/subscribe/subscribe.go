@@ -135,6 +135,7 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 			Group:               group,
 			VisibilityTimeoutMs: start.GetVisibilityTimeoutMs(),
 			AckMode:             start.GetAckMode(),
+			SendStarted:         start.GetSendStarted(),
 		},
 		perFrame: int(start.GetMaxDeliveriesPerFrame()),
 		shards:   make(map[uint64]*shardStream, len(byShard)),
@@ -203,6 +204,9 @@ type session struct {
 	start  *brokerv1.ShardStart
 	// perFrame is the client's max_deliveries_per_frame (0: one each).
 	perFrame int
+	// started sends the client its started frame once (the stream's Start
+	// asked for one): later shards' frames are not relayed.
+	started sync.Once
 	fatal    chan error // cap 1: the first permanent shard failure
 	ackSem   chan struct{}
 	acks     sync.WaitGroup
@@ -386,6 +390,7 @@ func (s *session) streamOnce(ss *shardStream, addr string) error {
 		Partitions:          partitions,
 		VisibilityTimeoutMs: s.start.GetVisibilityTimeoutMs(),
 		AckMode:             s.start.GetAckMode(),
+		SendStarted:         s.start.GetSendStarted(),
 		Credit:              clamp32(credit),
 		// Always batched on this hop; relay repacks for the client.
 		MaxDeliveriesPerFrame: validate.MaxDeliveriesPerFrame,
@@ -405,6 +410,19 @@ func (s *session) streamOnce(ss *shardStream, addr string) error {
 				return status.Errorf(codes.Unavailable, "shard %d stream closed by broker", ss.id)
 			}
 			return err
+		}
+		if resp.GetStarted() != nil {
+			// The first shard's started frame says the group is on every
+			// shard (its ensureGroup covers the topic); the client gets
+			// that one. Every shard sends its own before its deliveries,
+			// and Do returns only once the first was sent, so the client
+			// sees it before any delivery.
+			var err error
+			s.started.Do(func() { err = s.send(resp) })
+			if err != nil {
+				return err
+			}
+			continue
 		}
 		if cr := resp.GetCreditReturned(); cr != nil {
 			s.mu.Lock()

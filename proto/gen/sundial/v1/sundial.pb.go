@@ -499,7 +499,7 @@ func (x AckResult_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AckResult_Op.Descriptor instead.
 func (AckResult_Op) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{21, 0}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{22, 0}
 }
 
 type PublishRequest struct {
@@ -1444,8 +1444,13 @@ type Start struct {
 	// bigger). 0 or 1 means one delivery frame each, as for clients that
 	// predate the option. At most 1000.
 	MaxDeliveriesPerFrame int32 `protobuf:"varint,6,opt,name=max_deliveries_per_frame,json=maxDeliveriesPerFrame,proto3" json:"max_deliveries_per_frame,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// When set, the stream's first frame is a started frame, sent once the
+	// group exists on every shard of the topic (a group this Subscribe
+	// creates included): every message published after it reaches the
+	// group. Clients that do not set it never see one.
+	SendStarted   bool `protobuf:"varint,7,opt,name=send_started,json=sendStarted,proto3" json:"send_started,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Start) Reset() {
@@ -1520,6 +1525,13 @@ func (x *Start) GetMaxDeliveriesPerFrame() int32 {
 	return 0
 }
 
+func (x *Start) GetSendStarted() bool {
+	if x != nil {
+		return x.SendStarted
+	}
+	return false
+}
+
 // Credit grants n more deliveries.
 type Credit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1573,6 +1585,7 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_AckResult
 	//	*SubscribeResponse_CreditReturned
 	//	*SubscribeResponse_Deliveries
+	//	*SubscribeResponse_Started
 	Kind          isSubscribeResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1651,6 +1664,15 @@ func (x *SubscribeResponse) GetDeliveries() *Deliveries {
 	return nil
 }
 
+func (x *SubscribeResponse) GetStarted() *Started {
+	if x != nil {
+		if x, ok := x.Kind.(*SubscribeResponse_Started); ok {
+			return x.Started
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Kind interface {
 	isSubscribeResponse_Kind()
 }
@@ -1675,6 +1697,12 @@ type SubscribeResponse_Deliveries struct {
 	Deliveries *Deliveries `protobuf:"bytes,4,opt,name=deliveries,proto3,oneof"`
 }
 
+type SubscribeResponse_Started struct {
+	// The subscription is in place (Start.send_started): first, and once
+	// per stream.
+	Started *Started `protobuf:"bytes,5,opt,name=started,proto3,oneof"`
+}
+
 func (*SubscribeResponse_Delivery) isSubscribeResponse_Kind() {}
 
 func (*SubscribeResponse_AckResult) isSubscribeResponse_Kind() {}
@@ -1682,6 +1710,61 @@ func (*SubscribeResponse_AckResult) isSubscribeResponse_Kind() {}
 func (*SubscribeResponse_CreditReturned) isSubscribeResponse_Kind() {}
 
 func (*SubscribeResponse_Deliveries) isSubscribeResponse_Kind() {}
+
+func (*SubscribeResponse_Started) isSubscribeResponse_Kind() {}
+
+// Started says a subscription's group exists on every shard of its topic.
+type Started struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Started) Reset() {
+	*x = Started{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Started) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Started) ProtoMessage() {}
+
+func (x *Started) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Started.ProtoReflect.Descriptor instead.
+func (*Started) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Started) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Started) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
 
 // Deliveries are deliveries sent together in one frame.
 type Deliveries struct {
@@ -1693,7 +1776,7 @@ type Deliveries struct {
 
 func (x *Deliveries) Reset() {
 	*x = Deliveries{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1788,7 @@ func (x *Deliveries) String() string {
 func (*Deliveries) ProtoMessage() {}
 
 func (x *Deliveries) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[15]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1801,7 @@ func (x *Deliveries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
 func (*Deliveries) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{15}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Deliveries) GetDeliveries() []*Delivery {
@@ -1750,7 +1833,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1845,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[16]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1858,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{16}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Delivery) GetMessageId() string {
@@ -1873,7 +1956,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +1968,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[17]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +1981,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{17}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AckRequest) GetReceipts() []string {
@@ -1928,7 +2011,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2023,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[18]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2036,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{18}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NackRequest) GetReceipts() []string {
@@ -1996,7 +2079,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2091,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[19]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2104,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{19}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExtendRequest) GetReceipts() []string {
@@ -2058,7 +2141,7 @@ type ReceiptResult struct {
 
 func (x *ReceiptResult) Reset() {
 	*x = ReceiptResult{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2153,7 @@ func (x *ReceiptResult) String() string {
 func (*ReceiptResult) ProtoMessage() {}
 
 func (x *ReceiptResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[20]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2166,7 @@ func (x *ReceiptResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptResult.ProtoReflect.Descriptor instead.
 func (*ReceiptResult) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{20}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReceiptResult) GetReceipt() string {
@@ -2118,7 +2201,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2213,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[21]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2226,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{21}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AckResult) GetOp() AckResult_Op {
@@ -2176,7 +2259,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2271,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[22]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2284,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{22}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AckResponse) GetResults() []*ReceiptResult {
@@ -2220,7 +2303,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2315,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[23]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2328,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{23}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NackResponse) GetResults() []*ReceiptResult {
@@ -2264,7 +2347,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2359,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[24]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2372,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{24}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExtendResponse) GetResults() []*ReceiptResult {
@@ -2331,7 +2414,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2426,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[25]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2439,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{25}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Topic) GetName() string {
@@ -2488,7 +2571,7 @@ type GroupStats struct {
 
 func (x *GroupStats) Reset() {
 	*x = GroupStats{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2583,7 @@ func (x *GroupStats) String() string {
 func (*GroupStats) ProtoMessage() {}
 
 func (x *GroupStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[26]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2596,7 @@ func (x *GroupStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStats.ProtoReflect.Descriptor instead.
 func (*GroupStats) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{26}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupStats) GetGroup() string {
@@ -2583,7 +2666,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2678,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[27]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2691,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{27}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Group) GetTopic() string {
@@ -2643,7 +2726,7 @@ type UpdateTopicRequest struct {
 
 func (x *UpdateTopicRequest) Reset() {
 	*x = UpdateTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2738,7 @@ func (x *UpdateTopicRequest) String() string {
 func (*UpdateTopicRequest) ProtoMessage() {}
 
 func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[28]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2751,7 @@ func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTopicRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{28}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdateTopicRequest) GetTopic() *Topic {
@@ -2694,7 +2777,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +2789,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[29]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +2802,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{29}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -2737,7 +2820,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2832,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[30]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2845,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{30}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{31}
 }
 
 type PurgeTopicRequest struct {
@@ -2776,7 +2859,7 @@ type PurgeTopicRequest struct {
 
 func (x *PurgeTopicRequest) Reset() {
 	*x = PurgeTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +2871,7 @@ func (x *PurgeTopicRequest) String() string {
 func (*PurgeTopicRequest) ProtoMessage() {}
 
 func (x *PurgeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[31]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +2884,7 @@ func (x *PurgeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeTopicRequest.ProtoReflect.Descriptor instead.
 func (*PurgeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{31}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PurgeTopicRequest) GetName() string {
@@ -2827,7 +2910,7 @@ type PurgeTopicResponse struct {
 
 func (x *PurgeTopicResponse) Reset() {
 	*x = PurgeTopicResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +2922,7 @@ func (x *PurgeTopicResponse) String() string {
 func (*PurgeTopicResponse) ProtoMessage() {}
 
 func (x *PurgeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[32]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +2935,7 @@ func (x *PurgeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeTopicResponse.ProtoReflect.Descriptor instead.
 func (*PurgeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{32}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PurgeTopicResponse) GetPurged() int64 {
@@ -2873,7 +2956,7 @@ type CreateGroupRequest struct {
 
 func (x *CreateGroupRequest) Reset() {
 	*x = CreateGroupRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[33]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2885,7 +2968,7 @@ func (x *CreateGroupRequest) String() string {
 func (*CreateGroupRequest) ProtoMessage() {}
 
 func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[33]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2898,7 +2981,7 @@ func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{33}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateGroupRequest) GetTopic() string {
@@ -2931,7 +3014,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[34]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3026,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[34]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3039,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{34}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListGroupsRequest) GetTopic() string {
@@ -2975,7 +3058,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[35]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3070,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[35]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3083,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{35}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*Group {
@@ -3020,7 +3103,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[36]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3115,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[36]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3128,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{36}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteGroupRequest) GetTopic() string {
@@ -3070,7 +3153,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[37]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3082,7 +3165,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[37]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3095,7 +3178,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{37}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{38}
 }
 
 type ListMessagesRequest struct {
@@ -3119,7 +3202,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[38]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3214,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[38]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3227,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{38}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListMessagesRequest) GetTopic() string {
@@ -3220,7 +3303,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[39]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3315,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[39]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3328,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{39}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*MessageInfo {
@@ -3271,7 +3354,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[40]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3283,7 +3366,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[40]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3296,7 +3379,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{40}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetMessageRequest) GetMessage() *MessageSelector {
@@ -3318,7 +3401,7 @@ type CopyInfo struct {
 
 func (x *CopyInfo) Reset() {
 	*x = CopyInfo{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[41]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +3413,7 @@ func (x *CopyInfo) String() string {
 func (*CopyInfo) ProtoMessage() {}
 
 func (x *CopyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[41]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +3426,7 @@ func (x *CopyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInfo.ProtoReflect.Descriptor instead.
 func (*CopyInfo) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{41}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CopyInfo) GetGroup() string {
@@ -3393,7 +3476,7 @@ type MessageInfo struct {
 
 func (x *MessageInfo) Reset() {
 	*x = MessageInfo{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[42]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3488,7 @@ func (x *MessageInfo) String() string {
 func (*MessageInfo) ProtoMessage() {}
 
 func (x *MessageInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[42]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3501,7 @@ func (x *MessageInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageInfo.ProtoReflect.Descriptor instead.
 func (*MessageInfo) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{42}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MessageInfo) GetMessageId() string {
@@ -3513,7 +3596,7 @@ type DueHistogramRequest struct {
 
 func (x *DueHistogramRequest) Reset() {
 	*x = DueHistogramRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[43]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3525,7 +3608,7 @@ func (x *DueHistogramRequest) String() string {
 func (*DueHistogramRequest) ProtoMessage() {}
 
 func (x *DueHistogramRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[43]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3538,7 +3621,7 @@ func (x *DueHistogramRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DueHistogramRequest.ProtoReflect.Descriptor instead.
 func (*DueHistogramRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{43}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DueHistogramRequest) GetTopic() string {
@@ -3585,7 +3668,7 @@ type DueHistogramResponse struct {
 
 func (x *DueHistogramResponse) Reset() {
 	*x = DueHistogramResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[44]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3597,7 +3680,7 @@ func (x *DueHistogramResponse) String() string {
 func (*DueHistogramResponse) ProtoMessage() {}
 
 func (x *DueHistogramResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[44]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3610,7 +3693,7 @@ func (x *DueHistogramResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DueHistogramResponse.ProtoReflect.Descriptor instead.
 func (*DueHistogramResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{44}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DueHistogramResponse) GetCounts() []*HistogramCount {
@@ -3630,7 +3713,7 @@ type HistogramCount struct {
 
 func (x *HistogramCount) Reset() {
 	*x = HistogramCount{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[45]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3642,7 +3725,7 @@ func (x *HistogramCount) String() string {
 func (*HistogramCount) ProtoMessage() {}
 
 func (x *HistogramCount) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[45]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3655,7 +3738,7 @@ func (x *HistogramCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistogramCount.ProtoReflect.Descriptor instead.
 func (*HistogramCount) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{45}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *HistogramCount) GetStartUnixMs() int64 {
@@ -3683,7 +3766,7 @@ type RedriveDeadLettersRequest struct {
 
 func (x *RedriveDeadLettersRequest) Reset() {
 	*x = RedriveDeadLettersRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[46]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3778,7 @@ func (x *RedriveDeadLettersRequest) String() string {
 func (*RedriveDeadLettersRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[46]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3791,7 @@ func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{46}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RedriveDeadLettersRequest) GetTopic() string {
@@ -3734,7 +3817,7 @@ type RedriveDeadLettersResponse struct {
 
 func (x *RedriveDeadLettersResponse) Reset() {
 	*x = RedriveDeadLettersResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[47]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +3829,7 @@ func (x *RedriveDeadLettersResponse) String() string {
 func (*RedriveDeadLettersResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[47]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +3842,7 @@ func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{47}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RedriveDeadLettersResponse) GetMoved() int64 {
@@ -3780,7 +3863,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[48]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3792,7 +3875,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[48]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3805,7 +3888,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{48}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CreateTopicRequest) GetTopic() *Topic {
@@ -3831,7 +3914,7 @@ type GetTopicRequest struct {
 
 func (x *GetTopicRequest) Reset() {
 	*x = GetTopicRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[49]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +3926,7 @@ func (x *GetTopicRequest) String() string {
 func (*GetTopicRequest) ProtoMessage() {}
 
 func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[49]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +3939,7 @@ func (x *GetTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTopicRequest.ProtoReflect.Descriptor instead.
 func (*GetTopicRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{49}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetTopicRequest) GetName() string {
@@ -3877,7 +3960,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[50]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +3972,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[50]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3902,7 +3985,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{50}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListTopicsRequest) GetPrefix() string {
@@ -3936,7 +4019,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[51]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3948,7 +4031,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[51]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3961,7 +4044,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{51}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -3986,7 +4069,7 @@ type GetClusterInfoRequest struct {
 
 func (x *GetClusterInfoRequest) Reset() {
 	*x = GetClusterInfoRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[52]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4081,7 @@ func (x *GetClusterInfoRequest) String() string {
 func (*GetClusterInfoRequest) ProtoMessage() {}
 
 func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[52]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4094,7 @@ func (x *GetClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{52}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{53}
 }
 
 type ClusterInfo struct {
@@ -4032,7 +4115,7 @@ type ClusterInfo struct {
 
 func (x *ClusterInfo) Reset() {
 	*x = ClusterInfo{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[53]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4127,7 @@ func (x *ClusterInfo) String() string {
 func (*ClusterInfo) ProtoMessage() {}
 
 func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[53]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4140,7 @@ func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfo.ProtoReflect.Descriptor instead.
 func (*ClusterInfo) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{53}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClusterInfo) GetRoutingVersion() uint64 {
@@ -4136,7 +4219,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[54]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4148,7 +4231,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[54]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4161,7 +4244,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{54}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Node) GetNodeId() uint64 {
@@ -4242,7 +4325,7 @@ type Shard struct {
 
 func (x *Shard) Reset() {
 	*x = Shard{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[55]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4254,7 +4337,7 @@ func (x *Shard) String() string {
 func (*Shard) ProtoMessage() {}
 
 func (x *Shard) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[55]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4267,7 +4350,7 @@ func (x *Shard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shard.ProtoReflect.Descriptor instead.
 func (*Shard) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{55}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Shard) GetShardId() uint64 {
@@ -4308,7 +4391,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4320,7 +4403,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[56]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4333,7 +4416,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{56}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Replica) GetReplicaId() uint64 {
@@ -4375,7 +4458,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4387,7 +4470,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[57]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4400,7 +4483,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{57}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *JoinClusterRequest) GetNodeId() uint64 {
@@ -4456,7 +4539,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4551,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[58]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4564,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{58}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JoinClusterResponse) GetNodeId() uint64 {
@@ -4511,7 +4594,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4523,7 +4606,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[59]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4536,7 +4619,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{59}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -4571,7 +4654,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4583,7 +4666,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[60]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4596,7 +4679,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{60}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RebalanceResponse) GetOperations() []*Operation {
@@ -4629,7 +4712,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4641,7 +4724,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[61]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4654,7 +4737,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{61}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListOperationsRequest) GetUnfinishedOnly() bool {
@@ -4673,7 +4756,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4685,7 +4768,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[62]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4698,7 +4781,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{62}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*Operation {
@@ -4750,7 +4833,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4762,7 +4845,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[63]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4775,7 +4858,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{63}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Operation) GetOperationId() uint64 {
@@ -4922,7 +5005,7 @@ type OperationStep struct {
 
 func (x *OperationStep) Reset() {
 	*x = OperationStep{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4934,7 +5017,7 @@ func (x *OperationStep) String() string {
 func (*OperationStep) ProtoMessage() {}
 
 func (x *OperationStep) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[64]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4947,7 +5030,7 @@ func (x *OperationStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationStep.ProtoReflect.Descriptor instead.
 func (*OperationStep) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{64}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *OperationStep) GetKind() string {
@@ -5006,7 +5089,7 @@ type WatchRoutingRequest struct {
 
 func (x *WatchRoutingRequest) Reset() {
 	*x = WatchRoutingRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5018,7 +5101,7 @@ func (x *WatchRoutingRequest) String() string {
 func (*WatchRoutingRequest) ProtoMessage() {}
 
 func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[65]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5031,7 +5114,7 @@ func (x *WatchRoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutingRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutingRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{65}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *WatchRoutingRequest) GetProgressIntervalMs() int64 {
@@ -5071,7 +5154,7 @@ type RoutingTable struct {
 
 func (x *RoutingTable) Reset() {
 	*x = RoutingTable{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5083,7 +5166,7 @@ func (x *RoutingTable) String() string {
 func (*RoutingTable) ProtoMessage() {}
 
 func (x *RoutingTable) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[66]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5096,7 +5179,7 @@ func (x *RoutingTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingTable.ProtoReflect.Descriptor instead.
 func (*RoutingTable) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{66}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RoutingTable) GetVersion() uint64 {
@@ -5168,7 +5251,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5180,7 +5263,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[67]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5193,7 +5276,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{67}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Handover) GetTopic() string {
@@ -5248,7 +5331,7 @@ type TopicRoute struct {
 
 func (x *TopicRoute) Reset() {
 	*x = TopicRoute{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5260,7 +5343,7 @@ func (x *TopicRoute) String() string {
 func (*TopicRoute) ProtoMessage() {}
 
 func (x *TopicRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[68]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5273,7 +5356,7 @@ func (x *TopicRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRoute.ProtoReflect.Descriptor instead.
 func (*TopicRoute) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{68}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *TopicRoute) GetName() string {
@@ -5298,7 +5381,7 @@ type ListShardsRequest struct {
 
 func (x *ListShardsRequest) Reset() {
 	*x = ListShardsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5310,7 +5393,7 @@ func (x *ListShardsRequest) String() string {
 func (*ListShardsRequest) ProtoMessage() {}
 
 func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[69]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5323,7 +5406,7 @@ func (x *ListShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsRequest.ProtoReflect.Descriptor instead.
 func (*ListShardsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{69}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{70}
 }
 
 type ListShardsResponse struct {
@@ -5335,7 +5418,7 @@ type ListShardsResponse struct {
 
 func (x *ListShardsResponse) Reset() {
 	*x = ListShardsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5347,7 +5430,7 @@ func (x *ListShardsResponse) String() string {
 func (*ListShardsResponse) ProtoMessage() {}
 
 func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[70]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5360,7 +5443,7 @@ func (x *ListShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShardsResponse.ProtoReflect.Descriptor instead.
 func (*ListShardsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{70}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListShardsResponse) GetShards() []*Shard {
@@ -5383,7 +5466,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5395,7 +5478,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[71]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5408,7 +5491,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{71}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *TransferLeaderRequest) GetShardId() uint64 {
@@ -5439,7 +5522,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5451,7 +5534,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[72]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5464,7 +5547,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{72}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *TransferLeaderResponse) GetShardId() uint64 {
@@ -5498,7 +5581,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5510,7 +5593,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[73]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5523,7 +5606,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{73}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DrainNodeRequest) GetNodeId() uint64 {
@@ -5555,7 +5638,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5567,7 +5650,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[74]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5580,7 +5663,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{74}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DrainNodeResponse) GetNode() *Node {
@@ -5631,7 +5714,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[75]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5643,7 +5726,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[75]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5656,7 +5739,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{75}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -5690,7 +5773,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[76]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5702,7 +5785,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[76]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5715,7 +5798,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{76}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RemoveNodeResponse) GetNode() *Node {
@@ -5749,7 +5832,7 @@ type AddShardsRequest struct {
 
 func (x *AddShardsRequest) Reset() {
 	*x = AddShardsRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[77]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5761,7 +5844,7 @@ func (x *AddShardsRequest) String() string {
 func (*AddShardsRequest) ProtoMessage() {}
 
 func (x *AddShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[77]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5774,7 +5857,7 @@ func (x *AddShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddShardsRequest.ProtoReflect.Descriptor instead.
 func (*AddShardsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{77}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AddShardsRequest) GetCount() int32 {
@@ -5796,7 +5879,7 @@ type AddShardsResponse struct {
 
 func (x *AddShardsResponse) Reset() {
 	*x = AddShardsResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[78]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5808,7 +5891,7 @@ func (x *AddShardsResponse) String() string {
 func (*AddShardsResponse) ProtoMessage() {}
 
 func (x *AddShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[78]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5821,7 +5904,7 @@ func (x *AddShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddShardsResponse.ProtoReflect.Descriptor instead.
 func (*AddShardsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{78}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AddShardsResponse) GetShards() []*Shard {
@@ -5848,7 +5931,7 @@ type CancelOperationRequest struct {
 
 func (x *CancelOperationRequest) Reset() {
 	*x = CancelOperationRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[79]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5860,7 +5943,7 @@ func (x *CancelOperationRequest) String() string {
 func (*CancelOperationRequest) ProtoMessage() {}
 
 func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[79]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5873,7 +5956,7 @@ func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationRequest.ProtoReflect.Descriptor instead.
 func (*CancelOperationRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{79}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *CancelOperationRequest) GetOperationId() uint64 {
@@ -5896,7 +5979,7 @@ type CancelOperationResponse struct {
 
 func (x *CancelOperationResponse) Reset() {
 	*x = CancelOperationResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5908,7 +5991,7 @@ func (x *CancelOperationResponse) String() string {
 func (*CancelOperationResponse) ProtoMessage() {}
 
 func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5921,7 +6004,7 @@ func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationResponse.ProtoReflect.Descriptor instead.
 func (*CancelOperationResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{80}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *CancelOperationResponse) GetOperation() *Operation {
@@ -6019,16 +6102,17 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x03ack\x18\x03 \x01(\v2\x16.sundial.v1.AckRequestH\x00R\x03ack\x12-\n" +
 	"\x04nack\x18\x04 \x01(\v2\x17.sundial.v1.NackRequestH\x00R\x04nack\x123\n" +
 	"\x06extend\x18\x05 \x01(\v2\x19.sundial.v1.ExtendRequestH\x00R\x06extendB\x06\n" +
-	"\x04kind\"\xf4\x01\n" +
+	"\x04kind\"\x97\x02\n" +
 	"\x05Start\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\"\n" +
 	"\rmax_in_flight\x18\x03 \x01(\x05R\vmaxInFlight\x122\n" +
 	"\x15visibility_timeout_ms\x18\x04 \x01(\x03R\x13visibilityTimeoutMs\x12.\n" +
 	"\back_mode\x18\x05 \x01(\x0e2\x13.sundial.v1.AckModeR\aackMode\x127\n" +
-	"\x18max_deliveries_per_frame\x18\x06 \x01(\x05R\x15maxDeliveriesPerFrame\"\x16\n" +
+	"\x18max_deliveries_per_frame\x18\x06 \x01(\x05R\x15maxDeliveriesPerFrame\x12!\n" +
+	"\fsend_started\x18\a \x01(\bR\vsendStarted\"\x16\n" +
 	"\x06Credit\x12\f\n" +
-	"\x01n\x18\x01 \x01(\x05R\x01n\"\x80\x02\n" +
+	"\x01n\x18\x01 \x01(\x05R\x01n\"\xb1\x02\n" +
 	"\x11SubscribeResponse\x122\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x14.sundial.v1.DeliveryH\x00R\bdelivery\x126\n" +
 	"\n" +
@@ -6036,8 +6120,12 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x0fcredit_returned\x18\x03 \x01(\v2\x12.sundial.v1.CreditH\x00R\x0ecreditReturned\x128\n" +
 	"\n" +
 	"deliveries\x18\x04 \x01(\v2\x16.sundial.v1.DeliveriesH\x00R\n" +
-	"deliveriesB\x06\n" +
-	"\x04kind\"B\n" +
+	"deliveries\x12/\n" +
+	"\astarted\x18\x05 \x01(\v2\x13.sundial.v1.StartedH\x00R\astartedB\x06\n" +
+	"\x04kind\"5\n" +
+	"\aStarted\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"B\n" +
 	"\n" +
 	"Deliveries\x124\n" +
 	"\n" +
@@ -6490,7 +6578,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -6516,219 +6604,221 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*Start)(nil),                      // 21: sundial.v1.Start
 	(*Credit)(nil),                     // 22: sundial.v1.Credit
 	(*SubscribeResponse)(nil),          // 23: sundial.v1.SubscribeResponse
-	(*Deliveries)(nil),                 // 24: sundial.v1.Deliveries
-	(*Delivery)(nil),                   // 25: sundial.v1.Delivery
-	(*AckRequest)(nil),                 // 26: sundial.v1.AckRequest
-	(*NackRequest)(nil),                // 27: sundial.v1.NackRequest
-	(*ExtendRequest)(nil),              // 28: sundial.v1.ExtendRequest
-	(*ReceiptResult)(nil),              // 29: sundial.v1.ReceiptResult
-	(*AckResult)(nil),                  // 30: sundial.v1.AckResult
-	(*AckResponse)(nil),                // 31: sundial.v1.AckResponse
-	(*NackResponse)(nil),               // 32: sundial.v1.NackResponse
-	(*ExtendResponse)(nil),             // 33: sundial.v1.ExtendResponse
-	(*Topic)(nil),                      // 34: sundial.v1.Topic
-	(*GroupStats)(nil),                 // 35: sundial.v1.GroupStats
-	(*Group)(nil),                      // 36: sundial.v1.Group
-	(*UpdateTopicRequest)(nil),         // 37: sundial.v1.UpdateTopicRequest
-	(*DeleteTopicRequest)(nil),         // 38: sundial.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 39: sundial.v1.DeleteTopicResponse
-	(*PurgeTopicRequest)(nil),          // 40: sundial.v1.PurgeTopicRequest
-	(*PurgeTopicResponse)(nil),         // 41: sundial.v1.PurgeTopicResponse
-	(*CreateGroupRequest)(nil),         // 42: sundial.v1.CreateGroupRequest
-	(*ListGroupsRequest)(nil),          // 43: sundial.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),         // 44: sundial.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),         // 45: sundial.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 46: sundial.v1.DeleteGroupResponse
-	(*ListMessagesRequest)(nil),        // 47: sundial.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 48: sundial.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),          // 49: sundial.v1.GetMessageRequest
-	(*CopyInfo)(nil),                   // 50: sundial.v1.CopyInfo
-	(*MessageInfo)(nil),                // 51: sundial.v1.MessageInfo
-	(*DueHistogramRequest)(nil),        // 52: sundial.v1.DueHistogramRequest
-	(*DueHistogramResponse)(nil),       // 53: sundial.v1.DueHistogramResponse
-	(*HistogramCount)(nil),             // 54: sundial.v1.HistogramCount
-	(*RedriveDeadLettersRequest)(nil),  // 55: sundial.v1.RedriveDeadLettersRequest
-	(*RedriveDeadLettersResponse)(nil), // 56: sundial.v1.RedriveDeadLettersResponse
-	(*CreateTopicRequest)(nil),         // 57: sundial.v1.CreateTopicRequest
-	(*GetTopicRequest)(nil),            // 58: sundial.v1.GetTopicRequest
-	(*ListTopicsRequest)(nil),          // 59: sundial.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),         // 60: sundial.v1.ListTopicsResponse
-	(*GetClusterInfoRequest)(nil),      // 61: sundial.v1.GetClusterInfoRequest
-	(*ClusterInfo)(nil),                // 62: sundial.v1.ClusterInfo
-	(*Node)(nil),                       // 63: sundial.v1.Node
-	(*Shard)(nil),                      // 64: sundial.v1.Shard
-	(*Replica)(nil),                    // 65: sundial.v1.Replica
-	(*JoinClusterRequest)(nil),         // 66: sundial.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil),        // 67: sundial.v1.JoinClusterResponse
-	(*RebalanceRequest)(nil),           // 68: sundial.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),          // 69: sundial.v1.RebalanceResponse
-	(*ListOperationsRequest)(nil),      // 70: sundial.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),     // 71: sundial.v1.ListOperationsResponse
-	(*Operation)(nil),                  // 72: sundial.v1.Operation
-	(*OperationStep)(nil),              // 73: sundial.v1.OperationStep
-	(*WatchRoutingRequest)(nil),        // 74: sundial.v1.WatchRoutingRequest
-	(*RoutingTable)(nil),               // 75: sundial.v1.RoutingTable
-	(*Handover)(nil),                   // 76: sundial.v1.Handover
-	(*TopicRoute)(nil),                 // 77: sundial.v1.TopicRoute
-	(*ListShardsRequest)(nil),          // 78: sundial.v1.ListShardsRequest
-	(*ListShardsResponse)(nil),         // 79: sundial.v1.ListShardsResponse
-	(*TransferLeaderRequest)(nil),      // 80: sundial.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),     // 81: sundial.v1.TransferLeaderResponse
-	(*DrainNodeRequest)(nil),           // 82: sundial.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),          // 83: sundial.v1.DrainNodeResponse
-	(*RemoveNodeRequest)(nil),          // 84: sundial.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),         // 85: sundial.v1.RemoveNodeResponse
-	(*AddShardsRequest)(nil),           // 86: sundial.v1.AddShardsRequest
-	(*AddShardsResponse)(nil),          // 87: sundial.v1.AddShardsResponse
-	(*CancelOperationRequest)(nil),     // 88: sundial.v1.CancelOperationRequest
-	(*CancelOperationResponse)(nil),    // 89: sundial.v1.CancelOperationResponse
-	nil,                                // 90: sundial.v1.Message.HeadersEntry
-	nil,                                // 91: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 92: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 93: sundial.v1.MessageInfo.HeadersEntry
-	nil,                                // 94: sundial.v1.Node.LabelsEntry
-	nil,                                // 95: sundial.v1.JoinClusterRequest.LabelsEntry
-	(*status.Status)(nil),              // 96: google.rpc.Status
+	(*Started)(nil),                    // 24: sundial.v1.Started
+	(*Deliveries)(nil),                 // 25: sundial.v1.Deliveries
+	(*Delivery)(nil),                   // 26: sundial.v1.Delivery
+	(*AckRequest)(nil),                 // 27: sundial.v1.AckRequest
+	(*NackRequest)(nil),                // 28: sundial.v1.NackRequest
+	(*ExtendRequest)(nil),              // 29: sundial.v1.ExtendRequest
+	(*ReceiptResult)(nil),              // 30: sundial.v1.ReceiptResult
+	(*AckResult)(nil),                  // 31: sundial.v1.AckResult
+	(*AckResponse)(nil),                // 32: sundial.v1.AckResponse
+	(*NackResponse)(nil),               // 33: sundial.v1.NackResponse
+	(*ExtendResponse)(nil),             // 34: sundial.v1.ExtendResponse
+	(*Topic)(nil),                      // 35: sundial.v1.Topic
+	(*GroupStats)(nil),                 // 36: sundial.v1.GroupStats
+	(*Group)(nil),                      // 37: sundial.v1.Group
+	(*UpdateTopicRequest)(nil),         // 38: sundial.v1.UpdateTopicRequest
+	(*DeleteTopicRequest)(nil),         // 39: sundial.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 40: sundial.v1.DeleteTopicResponse
+	(*PurgeTopicRequest)(nil),          // 41: sundial.v1.PurgeTopicRequest
+	(*PurgeTopicResponse)(nil),         // 42: sundial.v1.PurgeTopicResponse
+	(*CreateGroupRequest)(nil),         // 43: sundial.v1.CreateGroupRequest
+	(*ListGroupsRequest)(nil),          // 44: sundial.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),         // 45: sundial.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),         // 46: sundial.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 47: sundial.v1.DeleteGroupResponse
+	(*ListMessagesRequest)(nil),        // 48: sundial.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 49: sundial.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 50: sundial.v1.GetMessageRequest
+	(*CopyInfo)(nil),                   // 51: sundial.v1.CopyInfo
+	(*MessageInfo)(nil),                // 52: sundial.v1.MessageInfo
+	(*DueHistogramRequest)(nil),        // 53: sundial.v1.DueHistogramRequest
+	(*DueHistogramResponse)(nil),       // 54: sundial.v1.DueHistogramResponse
+	(*HistogramCount)(nil),             // 55: sundial.v1.HistogramCount
+	(*RedriveDeadLettersRequest)(nil),  // 56: sundial.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil), // 57: sundial.v1.RedriveDeadLettersResponse
+	(*CreateTopicRequest)(nil),         // 58: sundial.v1.CreateTopicRequest
+	(*GetTopicRequest)(nil),            // 59: sundial.v1.GetTopicRequest
+	(*ListTopicsRequest)(nil),          // 60: sundial.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 61: sundial.v1.ListTopicsResponse
+	(*GetClusterInfoRequest)(nil),      // 62: sundial.v1.GetClusterInfoRequest
+	(*ClusterInfo)(nil),                // 63: sundial.v1.ClusterInfo
+	(*Node)(nil),                       // 64: sundial.v1.Node
+	(*Shard)(nil),                      // 65: sundial.v1.Shard
+	(*Replica)(nil),                    // 66: sundial.v1.Replica
+	(*JoinClusterRequest)(nil),         // 67: sundial.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),        // 68: sundial.v1.JoinClusterResponse
+	(*RebalanceRequest)(nil),           // 69: sundial.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),          // 70: sundial.v1.RebalanceResponse
+	(*ListOperationsRequest)(nil),      // 71: sundial.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),     // 72: sundial.v1.ListOperationsResponse
+	(*Operation)(nil),                  // 73: sundial.v1.Operation
+	(*OperationStep)(nil),              // 74: sundial.v1.OperationStep
+	(*WatchRoutingRequest)(nil),        // 75: sundial.v1.WatchRoutingRequest
+	(*RoutingTable)(nil),               // 76: sundial.v1.RoutingTable
+	(*Handover)(nil),                   // 77: sundial.v1.Handover
+	(*TopicRoute)(nil),                 // 78: sundial.v1.TopicRoute
+	(*ListShardsRequest)(nil),          // 79: sundial.v1.ListShardsRequest
+	(*ListShardsResponse)(nil),         // 80: sundial.v1.ListShardsResponse
+	(*TransferLeaderRequest)(nil),      // 81: sundial.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),     // 82: sundial.v1.TransferLeaderResponse
+	(*DrainNodeRequest)(nil),           // 83: sundial.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),          // 84: sundial.v1.DrainNodeResponse
+	(*RemoveNodeRequest)(nil),          // 85: sundial.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),         // 86: sundial.v1.RemoveNodeResponse
+	(*AddShardsRequest)(nil),           // 87: sundial.v1.AddShardsRequest
+	(*AddShardsResponse)(nil),          // 88: sundial.v1.AddShardsResponse
+	(*CancelOperationRequest)(nil),     // 89: sundial.v1.CancelOperationRequest
+	(*CancelOperationResponse)(nil),    // 90: sundial.v1.CancelOperationResponse
+	nil,                                // 91: sundial.v1.Message.HeadersEntry
+	nil,                                // 92: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 93: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 94: sundial.v1.MessageInfo.HeadersEntry
+	nil,                                // 95: sundial.v1.Node.LabelsEntry
+	nil,                                // 96: sundial.v1.JoinClusterRequest.LabelsEntry
+	(*status.Status)(nil),              // 97: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10,  // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	90,  // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	91,  // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,   // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12,  // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	96,  // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	97,  // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,   // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13,  // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,   // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
 	13,  // 8: sundial.v1.RescheduleRequest.message:type_name -> sundial.v1.MessageSelector
 	2,   // 9: sundial.v1.RescheduleResponse.outcome:type_name -> sundial.v1.ChangeOutcome
 	3,   // 10: sundial.v1.ReceiveRequest.ack_mode:type_name -> sundial.v1.AckMode
-	25,  // 11: sundial.v1.ReceiveResponse.deliveries:type_name -> sundial.v1.Delivery
+	26,  // 11: sundial.v1.ReceiveResponse.deliveries:type_name -> sundial.v1.Delivery
 	21,  // 12: sundial.v1.SubscribeRequest.start:type_name -> sundial.v1.Start
 	22,  // 13: sundial.v1.SubscribeRequest.credit:type_name -> sundial.v1.Credit
-	26,  // 14: sundial.v1.SubscribeRequest.ack:type_name -> sundial.v1.AckRequest
-	27,  // 15: sundial.v1.SubscribeRequest.nack:type_name -> sundial.v1.NackRequest
-	28,  // 16: sundial.v1.SubscribeRequest.extend:type_name -> sundial.v1.ExtendRequest
+	27,  // 14: sundial.v1.SubscribeRequest.ack:type_name -> sundial.v1.AckRequest
+	28,  // 15: sundial.v1.SubscribeRequest.nack:type_name -> sundial.v1.NackRequest
+	29,  // 16: sundial.v1.SubscribeRequest.extend:type_name -> sundial.v1.ExtendRequest
 	3,   // 17: sundial.v1.Start.ack_mode:type_name -> sundial.v1.AckMode
-	25,  // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
-	30,  // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
+	26,  // 18: sundial.v1.SubscribeResponse.delivery:type_name -> sundial.v1.Delivery
+	31,  // 19: sundial.v1.SubscribeResponse.ack_result:type_name -> sundial.v1.AckResult
 	22,  // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
-	24,  // 21: sundial.v1.SubscribeResponse.deliveries:type_name -> sundial.v1.Deliveries
-	25,  // 22: sundial.v1.Deliveries.deliveries:type_name -> sundial.v1.Delivery
-	91,  // 23: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	96,  // 24: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
-	8,   // 25: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
-	29,  // 26: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
-	29,  // 27: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
-	29,  // 28: sundial.v1.NackResponse.results:type_name -> sundial.v1.ReceiptResult
-	29,  // 29: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
-	4,   // 30: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
-	35,  // 31: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	92,  // 32: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
-	35,  // 33: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
-	34,  // 34: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
-	36,  // 35: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
-	51,  // 36: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
-	13,  // 37: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
-	5,   // 38: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	93,  // 39: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
-	50,  // 40: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
-	6,   // 41: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
-	54,  // 42: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
-	34,  // 43: sundial.v1.CreateTopicRequest.topic:type_name -> sundial.v1.Topic
-	34,  // 44: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
-	63,  // 45: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
-	64,  // 46: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
-	76,  // 47: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
-	72,  // 48: sundial.v1.ClusterInfo.operations:type_name -> sundial.v1.Operation
-	7,   // 49: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	94,  // 50: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
-	65,  // 51: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	95,  // 52: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
-	72,  // 53: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
-	72,  // 54: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
-	73,  // 55: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
-	63,  // 56: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
-	64,  // 57: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
-	77,  // 58: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
-	76,  // 59: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
-	64,  // 60: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
-	63,  // 61: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
-	72,  // 62: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
-	63,  // 63: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
-	64,  // 64: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
-	76,  // 65: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
-	72,  // 66: sundial.v1.CancelOperationResponse.operation:type_name -> sundial.v1.Operation
-	9,   // 67: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,   // 68: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14,  // 69: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16,  // 70: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20,  // 71: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	26,  // 72: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	27,  // 73: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	28,  // 74: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18,  // 75: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	57,  // 76: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	58,  // 77: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	59,  // 78: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	61,  // 79: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	37,  // 80: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	38,  // 81: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	40,  // 82: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	42,  // 83: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	43,  // 84: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	45,  // 85: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	47,  // 86: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	49,  // 87: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	52,  // 88: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	55,  // 89: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	74,  // 90: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	78,  // 91: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	80,  // 92: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	68,  // 93: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	70,  // 94: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	66,  // 95: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	82,  // 96: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
-	84,  // 97: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
-	86,  // 98: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
-	88,  // 99: sundial.v1.Cluster.CancelOperation:input_type -> sundial.v1.CancelOperationRequest
-	11,  // 100: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11,  // 101: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15,  // 102: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17,  // 103: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23,  // 104: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	31,  // 105: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	32,  // 106: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	33,  // 107: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19,  // 108: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	34,  // 109: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	34,  // 110: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	60,  // 111: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	62,  // 112: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	34,  // 113: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	39,  // 114: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	41,  // 115: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	36,  // 116: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	44,  // 117: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	46,  // 118: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	48,  // 119: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	51,  // 120: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	53,  // 121: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	56,  // 122: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	75,  // 123: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	79,  // 124: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	81,  // 125: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	69,  // 126: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	71,  // 127: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	67,  // 128: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	83,  // 129: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
-	85,  // 130: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
-	87,  // 131: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
-	89,  // 132: sundial.v1.Cluster.CancelOperation:output_type -> sundial.v1.CancelOperationResponse
-	100, // [100:133] is the sub-list for method output_type
-	67,  // [67:100] is the sub-list for method input_type
-	67,  // [67:67] is the sub-list for extension type_name
-	67,  // [67:67] is the sub-list for extension extendee
-	0,   // [0:67] is the sub-list for field type_name
+	25,  // 21: sundial.v1.SubscribeResponse.deliveries:type_name -> sundial.v1.Deliveries
+	24,  // 22: sundial.v1.SubscribeResponse.started:type_name -> sundial.v1.Started
+	26,  // 23: sundial.v1.Deliveries.deliveries:type_name -> sundial.v1.Delivery
+	92,  // 24: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	97,  // 25: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	8,   // 26: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
+	30,  // 27: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
+	30,  // 28: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
+	30,  // 29: sundial.v1.NackResponse.results:type_name -> sundial.v1.ReceiptResult
+	30,  // 30: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
+	4,   // 31: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
+	36,  // 32: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
+	93,  // 33: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	36,  // 34: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
+	35,  // 35: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
+	37,  // 36: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
+	52,  // 37: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
+	13,  // 38: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
+	5,   // 39: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
+	94,  // 40: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	51,  // 41: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
+	6,   // 42: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
+	55,  // 43: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
+	35,  // 44: sundial.v1.CreateTopicRequest.topic:type_name -> sundial.v1.Topic
+	35,  // 45: sundial.v1.ListTopicsResponse.topics:type_name -> sundial.v1.Topic
+	64,  // 46: sundial.v1.ClusterInfo.nodes:type_name -> sundial.v1.Node
+	65,  // 47: sundial.v1.ClusterInfo.shards:type_name -> sundial.v1.Shard
+	77,  // 48: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
+	73,  // 49: sundial.v1.ClusterInfo.operations:type_name -> sundial.v1.Operation
+	7,   // 50: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
+	95,  // 51: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
+	66,  // 52: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
+	96,  // 53: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
+	73,  // 54: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
+	73,  // 55: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
+	74,  // 56: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
+	64,  // 57: sundial.v1.RoutingTable.nodes:type_name -> sundial.v1.Node
+	65,  // 58: sundial.v1.RoutingTable.shards:type_name -> sundial.v1.Shard
+	78,  // 59: sundial.v1.RoutingTable.topics:type_name -> sundial.v1.TopicRoute
+	77,  // 60: sundial.v1.RoutingTable.handovers:type_name -> sundial.v1.Handover
+	65,  // 61: sundial.v1.ListShardsResponse.shards:type_name -> sundial.v1.Shard
+	64,  // 62: sundial.v1.DrainNodeResponse.node:type_name -> sundial.v1.Node
+	73,  // 63: sundial.v1.DrainNodeResponse.operations:type_name -> sundial.v1.Operation
+	64,  // 64: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
+	65,  // 65: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
+	77,  // 66: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
+	73,  // 67: sundial.v1.CancelOperationResponse.operation:type_name -> sundial.v1.Operation
+	9,   // 68: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,   // 69: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14,  // 70: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16,  // 71: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20,  // 72: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	27,  // 73: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	28,  // 74: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	29,  // 75: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18,  // 76: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	58,  // 77: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	59,  // 78: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	60,  // 79: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	62,  // 80: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	38,  // 81: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	39,  // 82: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	41,  // 83: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	43,  // 84: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	44,  // 85: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	46,  // 86: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	48,  // 87: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	50,  // 88: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	53,  // 89: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	56,  // 90: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	75,  // 91: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	79,  // 92: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	81,  // 93: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	69,  // 94: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	71,  // 95: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	67,  // 96: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	83,  // 97: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
+	85,  // 98: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
+	87,  // 99: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
+	89,  // 100: sundial.v1.Cluster.CancelOperation:input_type -> sundial.v1.CancelOperationRequest
+	11,  // 101: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11,  // 102: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15,  // 103: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17,  // 104: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23,  // 105: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	32,  // 106: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	33,  // 107: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	34,  // 108: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19,  // 109: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	35,  // 110: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	35,  // 111: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	61,  // 112: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	63,  // 113: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	35,  // 114: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	40,  // 115: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	42,  // 116: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	37,  // 117: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	45,  // 118: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	47,  // 119: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	49,  // 120: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	52,  // 121: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	54,  // 122: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	57,  // 123: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	76,  // 124: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	80,  // 125: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	82,  // 126: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	70,  // 127: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	72,  // 128: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	68,  // 129: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	84,  // 130: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
+	86,  // 131: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
+	88,  // 132: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
+	90,  // 133: sundial.v1.Cluster.CancelOperation:output_type -> sundial.v1.CancelOperationResponse
+	101, // [101:134] is the sub-list for method output_type
+	68,  // [68:101] is the sub-list for method input_type
+	68,  // [68:68] is the sub-list for extension type_name
+	68,  // [68:68] is the sub-list for extension extendee
+	0,   // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -6752,6 +6842,7 @@ func file_sundial_v1_sundial_proto_init() {
 		(*SubscribeResponse_AckResult)(nil),
 		(*SubscribeResponse_CreditReturned)(nil),
 		(*SubscribeResponse_Deliveries)(nil),
+		(*SubscribeResponse_Started)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6759,7 +6850,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   87,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -276,8 +276,11 @@ type ShardStart struct {
 	// As sundial.v1.Start.max_deliveries_per_frame: above 1 the shard may
 	// send several deliveries ready at once in one deliveries frame.
 	MaxDeliveriesPerFrame int32 `protobuf:"varint,8,opt,name=max_deliveries_per_frame,json=maxDeliveriesPerFrame,proto3" json:"max_deliveries_per_frame,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// As sundial.v1.Start.send_started: the shard sends a started frame
+	// once the group exists on every shard of the topic (after ensureGroup).
+	SendStarted   bool `protobuf:"varint,9,opt,name=send_started,json=sendStarted,proto3" json:"send_started,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardStart) Reset() {
@@ -364,6 +367,13 @@ func (x *ShardStart) GetMaxDeliveriesPerFrame() int32 {
 		return x.MaxDeliveriesPerFrame
 	}
 	return 0
+}
+
+func (x *ShardStart) GetSendStarted() bool {
+	if x != nil {
+		return x.SendStarted
+	}
+	return false
 }
 
 type ShardAckRequest struct {
@@ -1328,7 +1338,7 @@ const file_sundial_broker_v1_broker_proto_rawDesc = "" +
 	"\x05start\x18\x01 \x01(\v2\x1d.sundial.broker.v1.ShardStartH\x00R\x05start\x12,\n" +
 	"\x06credit\x18\x02 \x01(\v2\x12.sundial.v1.CreditH\x00R\x06credit\x12,\n" +
 	"\x06revoke\x18\x03 \x01(\v2\x12.sundial.v1.CreditH\x00R\x06revokeB\x06\n" +
-	"\x04kind\"\xa8\x02\n" +
+	"\x04kind\"\xcb\x02\n" +
 	"\n" +
 	"ShardStart\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x14\n" +
@@ -1340,7 +1350,8 @@ const file_sundial_broker_v1_broker_proto_rawDesc = "" +
 	"\x15visibility_timeout_ms\x18\x05 \x01(\x03R\x13visibilityTimeoutMs\x12.\n" +
 	"\back_mode\x18\x06 \x01(\x0e2\x13.sundial.v1.AckModeR\aackMode\x12\x16\n" +
 	"\x06credit\x18\a \x01(\x05R\x06credit\x127\n" +
-	"\x18max_deliveries_per_frame\x18\b \x01(\x05R\x15maxDeliveriesPerFrame\"H\n" +
+	"\x18max_deliveries_per_frame\x18\b \x01(\x05R\x15maxDeliveriesPerFrame\x12!\n" +
+	"\fsend_started\x18\t \x01(\bR\vsendStarted\"H\n" +
 	"\x0fShardAckRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1a\n" +
 	"\breceipts\x18\x02 \x03(\tR\breceipts\"|\n" +
