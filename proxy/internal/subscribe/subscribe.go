@@ -207,9 +207,9 @@ type session struct {
 	// started sends the client its started frame once (the stream's Start
 	// asked for one): later shards' frames are not relayed.
 	started sync.Once
-	fatal    chan error // cap 1: the first permanent shard failure
-	ackSem   chan struct{}
-	acks     sync.WaitGroup
+	fatal   chan error // cap 1: the first permanent shard failure
+	ackSem  chan struct{}
+	acks    sync.WaitGroup
 	// runners are the shard runners, the planner and the rebalancer; the
 	// planner adds runners while it runs itself, so the count is never
 	// zero while one is added.
