@@ -1,109 +1,43 @@
-// Package tlstest issues real certificates for tests: a CA and leaf
-// certificates for 127.0.0.1 and localhost, written as PEM files.
+// Package tlstest issues real certificates for tests: a CA (package
+// devca) and leaf certificates for 127.0.0.1 and localhost, written as PEM
+// files, with a failed step failing the test.
 package tlstest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sundialmq/sundial/proto/tlsfiles"
+	"github.com/sundialmq/sundial/proto/tlsfiles/devca"
 )
 
 // CA is a certificate authority whose certificate is in CAFile.
 type CA struct {
 	t      testing.TB
-	dir    string
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
+	ca     *devca.CA
 	CAFile string
 }
 
-// NewCA creates a CA named name with its files in a new temporary dir.
+// NewCA creates a CA named name with its files in a new temporary dir;
+// it and what it issues are valid for a day.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(t), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, err := devca.New(t.TempDir(), name, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &CA{t: t, dir: t.TempDir(), cert: cert, key: key}
-	ca.CAFile = filepath.Join(ca.dir, "ca.pem")
-	write(t, ca.CAFile, "CERTIFICATE", der)
-	return ca
+	return &CA{t: t, ca: ca, CAFile: ca.CAFile}
 }
 
 // Issue writes a certificate for common name cn, valid for 127.0.0.1 and
-// localhost as a server and a client, and its key into dir as cn.pem and
-// cn-key.pem (replacing them if present), and returns the files with the
-// CA's file.
-func (ca *CA) Issue(dir, cn string) tlsfiles.Files {
-	t := ca.t
-	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(t), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+// localhost as a server and a client and carrying uris as URI SANs, and
+// its key into dir as cn.pem and cn-key.pem (replacing them if present),
+// and returns the files with the CA's file.
+func (ca *CA) Issue(dir, cn string, uris ...string) tlsfiles.Files {
+	ca.t.Helper()
+	f, err := ca.ca.Issue(dir, cn, uris...)
 	if err != nil {
-		t.Fatal(err)
+		ca.t.Fatal(err)
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := tlsfiles.Files{CertFile: filepath.Join(dir, cn+".pem"), KeyFile: filepath.Join(dir, cn+"-key.pem"), CAFile: ca.CAFile}
-	write(t, f.KeyFile, "PRIVATE KEY", keyDER)
-	write(t, f.CertFile, "CERTIFICATE", der)
 	return f
-}
-
-// write replaces path by a new file (a rename, as a rotation does).
-func write(t testing.TB, path, typ string, der []byte) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
-}
-
-func serial(t testing.TB) *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
