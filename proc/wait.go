@@ -30,7 +30,11 @@ func WaitFor(ctx context.Context, interval time.Duration, check func(context.Con
 }
 
 // HTTP200 is a WaitFor check: GET url answers 200.
-func HTTP200(url string) func(context.Context) error {
+func HTTP200(url string) func(context.Context) error { return HTTP200Client(http.DefaultClient, url) }
+
+// HTTP200Client is HTTP200 with client (for an https URL, one that
+// trusts the server's CA).
+func HTTP200Client(client *http.Client, url string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -38,7 +42,7 @@ func HTTP200(url string) func(context.Context) error {
 		if err != nil {
 			return err
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}

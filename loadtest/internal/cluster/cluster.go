@@ -11,8 +11,11 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +23,8 @@ import (
 	"time"
 
 	"github.com/sundialmq/sundial/proc"
+	"github.com/sundialmq/sundial/proto/tlsfiles"
+	"github.com/sundialmq/sundial/proto/tlsfiles/devca"
 )
 
 // Config says what to start. Zero fields take the defaults.
@@ -39,6 +44,11 @@ type Config struct {
 	LogLevel string
 	// StartTimeout bounds waiting for every /healthz; default 90s.
 	StartTimeout time.Duration
+	// TLS runs every hop over TLS with certificates of a CA made in
+	// <DataDir>/tls (package devca): clients → proxy (gRPC and HTTP),
+	// proxy → brokers, brokers → brokers and the Raft transport's mutual
+	// TLS. Clients verify the proxy with ClientTLS.
+	TLS bool
 }
 
 func (c Config) withDefaults() Config {
@@ -63,6 +73,7 @@ type NodeID int
 type broker struct {
 	id                       NodeID
 	raft, grpc, metrics, dir string
+	tls                      []string // the broker's TLS flags (Config.TLS)
 	proc                     *proc.Process
 }
 
@@ -77,6 +88,10 @@ type Cluster struct {
 	proxyHTTP  string
 	proxyAdmin string // the proxy's admin listener (pprof)
 	tempData   bool
+	// clientTLS is what clients verify the proxy with (Config.TLS), and
+	// https the client for the proxy's HTTP port; nil without TLS.
+	clientTLS *tlsfiles.Files
+	https     *http.Client
 }
 
 // RepoRoot walks up from the working directory to the directory holding
@@ -171,13 +186,20 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if c.proxyAdmin, err = proc.FreeAddr(); err != nil {
 		return nil, err
 	}
+	var proxyTLS []string
+	if cfg.TLS {
+		if proxyTLS, err = c.issueTLS(); err != nil {
+			return nil, err
+		}
+	}
 	for _, b := range c.brokers {
 		if err := c.startBroker(b); err != nil {
 			return nil, errors.Join(err, c.Stop())
 		}
 	}
 	c.proxy, err = proc.Start("proxy", filepath.Join(bin, "sundial-proxy"), filepath.Join(c.cfg.DataDir, "logs", "proxy.log"),
-		"--grpc-addr", c.proxyGRPC, "--http-addr", c.proxyHTTP, "--admin-addr", c.proxyAdmin, "--brokers", strings.Join(grpcs, ","), "--log-level", cfg.LogLevel)
+		append([]string{"--grpc-addr", c.proxyGRPC, "--http-addr", c.proxyHTTP, "--admin-addr", c.proxyAdmin,
+			"--brokers", strings.Join(grpcs, ","), "--log-level", cfg.LogLevel}, proxyTLS...)...)
 	if err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
@@ -190,9 +212,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 func (c *Cluster) startBroker(b *broker) error {
 	p, err := proc.Start(fmt.Sprintf("broker-%d", b.id), filepath.Join(c.bin, "sundial-broker"),
 		filepath.Join(c.cfg.DataDir, "logs", fmt.Sprintf("broker-%d.log", b.id)),
-		"--node-id", fmt.Sprint(b.id), "--raft-addr", b.raft, "--grpc-addr", b.grpc, "--metrics-addr", b.metrics,
-		"--data-dir", b.dir, "--initial-members", c.members, "--shards", fmt.Sprint(c.cfg.Shards),
-		"--log-level", c.cfg.LogLevel)
+		append([]string{"--node-id", fmt.Sprint(b.id), "--raft-addr", b.raft, "--grpc-addr", b.grpc, "--metrics-addr", b.metrics,
+			"--data-dir", b.dir, "--initial-members", c.members, "--shards", fmt.Sprint(c.cfg.Shards),
+			"--log-level", c.cfg.LogLevel}, b.tls...)...)
 	if err != nil {
 		return err
 	}
@@ -213,11 +235,55 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 			return fmt.Errorf("cluster: broker-%d not healthy: %w", b.id, err)
 		}
 	}
-	if err := proc.WaitFor(ctx, 100*time.Millisecond, proc.HTTP200("http://"+c.proxyHTTP+"/healthz"), c.proxy); err != nil {
+	health := proc.HTTP200("http://" + c.proxyHTTP + "/healthz")
+	if c.https != nil {
+		health = proc.HTTP200Client(c.https, "https://"+c.proxyHTTP+"/healthz")
+	}
+	if err := proc.WaitFor(ctx, 100*time.Millisecond, health, c.proxy); err != nil {
 		return fmt.Errorf("cluster: proxy not healthy: %w", err)
 	}
 	return nil
 }
+
+// issueTLS makes the cluster's CA and certificates under <DataDir>/tls,
+// sets each broker's TLS flags and the clients' files, and returns the
+// proxy's flags.
+func (c *Cluster) issueTLS() ([]string, error) {
+	dir := filepath.Join(c.cfg.DataDir, "tls")
+	ca, err := devca.New(dir, "sundial-loadtest", 7*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range c.brokers {
+		f, err := ca.Issue(dir, fmt.Sprintf("broker-%d", b.id), fmt.Sprintf("spiffe://sundial/broker/%d", b.id))
+		if err != nil {
+			return nil, err
+		}
+		b.tls = []string{"--tls-cert-file", f.CertFile, "--tls-key-file", f.KeyFile, "--tls-ca-file", f.CAFile}
+	}
+	cluster, err := ca.Issue(dir, "proxy", "spiffe://sundial/proxy/1")
+	if err != nil {
+		return nil, err
+	}
+	clients, err := ca.Issue(dir, "proxy-clients")
+	if err != nil {
+		return nil, err
+	}
+	pem, err := os.ReadFile(ca.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	c.clientTLS = &tlsfiles.Files{CAFile: ca.CAFile}
+	c.https = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	return []string{"--cluster-cert-file", cluster.CertFile, "--cluster-key-file", cluster.KeyFile, "--cluster-ca-file", cluster.CAFile,
+		"--tls-cert-file", clients.CertFile, "--tls-key-file", clients.KeyFile}, nil
+}
+
+// ClientTLS is what a client verifies the proxy with (a CA file only: the
+// proxy asks no client certificate), nil for a cluster without TLS.
+func (c *Cluster) ClientTLS() *tlsfiles.Files { return c.clientTLS }
 
 // ProxyAddr is the proxy's gRPC address.
 func (c *Cluster) ProxyAddr() string { return c.proxyGRPC }

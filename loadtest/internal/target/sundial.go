@@ -34,7 +34,7 @@ func startSundial(ctx context.Context, spec Spec, opts Options) (Instance, error
 	}
 	cl, err := cluster.Start(ctx, cluster.Config{
 		Brokers: brokers, Shards: opts.Shards, BinDir: opts.SundialBinDir,
-		DataDir: filepath.Join(opts.Dir, "sundial"), KeepData: true,
+		DataDir: filepath.Join(opts.Dir, "sundial"), KeepData: true, TLS: spec.TLS,
 	})
 	if err != nil {
 		return nil, err
@@ -68,7 +68,11 @@ func DialSundial(ctx context.Context, proxy, topic string, partitions int) (scen
 }
 
 func dialSundial(ctx context.Context, cl *cluster.Cluster, proxy, topic string, partitions int) (*sundial, error) {
-	c, err := client.Dial(ctx, []string{proxy}, client.WithAttemptTimeout(10*time.Second))
+	opts := []client.Option{client.WithAttemptTimeout(10 * time.Second)}
+	if cl != nil && cl.ClientTLS() != nil {
+		opts = append(opts, client.WithTLSFiles(*cl.ClientTLS()))
+	}
+	c, err := client.Dial(ctx, []string{proxy}, opts...)
 	if err != nil {
 		return nil, err
 	}
