@@ -1,5 +1,6 @@
 // Package tlstest issues real certificates for tests: a CA and leaf
-// certificates for 127.0.0.1 and localhost, written as PEM files.
+// certificates for 127.0.0.1 and localhost, written as PEM files, with or
+// without the URI SAN of a broker, proxy or admin principal.
 package tlstest
 
 import (
@@ -11,6 +12,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -54,8 +56,42 @@ func NewCA(t testing.TB, name string) *CA {
 // Issue writes a certificate for common name cn, valid for 127.0.0.1 and
 // localhost as a server and a client, and its key into dir as cn.pem and
 // cn-key.pem (replacing them if present), and returns the files with the
-// CA's file.
+// CA's file. The certificate names no principal (see tlsfiles.PrincipalOf).
 func (ca *CA) Issue(dir, cn string) tlsfiles.Files {
+	ca.t.Helper()
+	return ca.issue(dir, cn, nil)
+}
+
+// Broker is Issue for a broker's certificate: it also carries the URI SAN
+// spiffe://sundial/broker/<cn>, as docs/security.md says to issue one.
+func (ca *CA) Broker(dir, cn string) tlsfiles.Files {
+	ca.t.Helper()
+	return ca.issue(dir, cn, mustURL(ca.t, tlsfiles.PrincipalURI(tlsfiles.KindBroker, cn)))
+}
+
+// Proxy is Issue for a proxy's certificate (URI SAN
+// spiffe://sundial/proxy/<cn>).
+func (ca *CA) Proxy(dir, cn string) tlsfiles.Files {
+	ca.t.Helper()
+	return ca.issue(dir, cn, mustURL(ca.t, tlsfiles.PrincipalURI(tlsfiles.KindProxy, cn)))
+}
+
+// Admin is Issue for an operator tool's certificate (URI SAN
+// spiffe://sundial/admin/<cn>).
+func (ca *CA) Admin(dir, cn string) tlsfiles.Files {
+	ca.t.Helper()
+	return ca.issue(dir, cn, mustURL(ca.t, tlsfiles.PrincipalURI(tlsfiles.KindAdmin, cn)))
+}
+
+func mustURL(t testing.TB, s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func (ca *CA) issue(dir, cn string, principal *url.URL) tlsfiles.Files {
 	t := ca.t
 	t.Helper()
 	key := newKey(t)
@@ -65,6 +101,9 @@ func (ca *CA) Issue(dir, cn string) tlsfiles.Files {
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:    []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	if principal != nil {
+		tmpl.URIs = []*url.URL{principal}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
