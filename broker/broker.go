@@ -121,15 +121,16 @@ func (s *Server) Start(ctx context.Context) error {
 	// One Boundary (its counter is registered once) for the waiting
 	// server and the full one.
 	boundary := service.NewBoundary(s.log, s.reg)
+	gate := service.NewGate(s.cfg.tlsFiles().Enabled(), s.log, s.reg)
 	advertise := s.cfg.AdvertiseAddr
 	if advertise == "" {
 		advertise = lis.Addr().String()
 	}
 	switch {
 	case joining:
-		ident, err = s.joinCluster(ctx, advertise)
+		ident, err = s.joinCluster(ctx, advertise, "")
 	case waiting:
-		ident, lis, err = s.waitForAdd(ctx, boundary, lis, advertise)
+		ident, lis, err = s.waitForAdd(ctx, boundary, gate, lis, advertise)
 		s.lis = lis
 	}
 	if err != nil {
@@ -171,9 +172,13 @@ func (s *Server) Start(ctx context.Context) error {
 		DefaultDedupWindow:       s.cfg.DedupWindow,
 		Now:                      time.Now,
 		StepTimeouts:             stepTimeouts(s.cfg.Operations),
+		// A token on a plaintext network is weak, but it is what keeps an
+		// insecure cluster from admitting any process that asks.
+		RequireJoinToken: s.cfg.tlsFiles().Enabled() || s.cfg.Insecure,
+		Gate:             gate,
 	}
 	admin := service.NewAdmin(h, opts)
-	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20),
+	s.grpc = grpc.NewServer(append(append(boundary.ServerOptions(), gate.ServerOptions()...), grpc.MaxRecvMsgSize(64<<20),
 		// Proxies ping every 5s to find a broker that stopped answering;
 		// the default policy (5 min) would answer them GOAWAY.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}), s.tls.server)...)

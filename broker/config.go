@@ -65,6 +65,14 @@ type Config struct {
 	// asked in turn until one registers this broker or it runs out.
 	// Default 1m.
 	JoinTimeout time.Duration `yaml:"join_timeout"`
+	// JoinTokenFile holds the join token (shardctl join-token create
+	// prints it) a joining broker presents with its first join (Join, or
+	// the add of a waiting broker when shardctl add-node gives none). A
+	// cluster serving TLS, or insecure, admits no join without a valid
+	// one; a plaintext loopback cluster admits a join without one. Read
+	// once, at the join; surrounding white space is ignored. Default
+	// empty: no token.
+	JoinTokenFile string `yaml:"join_token_file"`
 	// Labels are this broker's location labels (zone=a, rack=r1), stored on
 	// its meta node record when it registers or joins; the planner spreads
 	// a shard's replicas over the values of "zone". Keys are lower-case
@@ -273,6 +281,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.Join) > 0 && c.JoinTimeout <= 0 {
 		bad("join_timeout", "must be positive")
+	}
+	if c.JoinTokenFile != "" && len(c.InitialMembers) > 0 {
+		bad("join_token_file", "only a joining or waiting broker presents a join token; an initial member does not join")
 	}
 	for id, m := range c.InitialMembers {
 		if id == 0 {

@@ -1,12 +1,17 @@
 package meta
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // Join tokens admit brokers to the cluster (join_node). A token is a
@@ -171,4 +176,39 @@ func cloneJoinTokens(m map[string]*JoinToken) map[string]*JoinToken {
 		c[id] = t.Clone()
 	}
 	return c
+}
+
+// JoinTokenPrefix starts every join token: sdjt.<id>.<secret>, the id 16
+// hex digits, the secret 32 random bytes in unpadded base64url.
+const JoinTokenPrefix = "sdjt."
+
+// ErrBadJoinToken is a string that is not a join token.
+var ErrBadJoinToken = errors.New("meta: not a join token (want sdjt.<id>.<secret>, as shardctl join-token create prints it)")
+
+// NewJoinToken makes a token's id and secret from crypto/rand and
+// answers them with the whole token.
+func NewJoinToken() (id, secret, token string, err error) {
+	b := make([]byte, 8+32)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", "", fmt.Errorf("meta: join token: %w", err)
+	}
+	id, secret = hex.EncodeToString(b[:8]), base64.RawURLEncoding.EncodeToString(b[8:])
+	return id, secret, JoinTokenPrefix + id + "." + secret, nil
+}
+
+// ParseJoinToken splits a token into its id and secret; surrounding
+// white space (a file's final newline) is ignored.
+func ParseJoinToken(token string) (id, secret string, err error) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(token), JoinTokenPrefix)
+	if !ok {
+		return "", "", ErrBadJoinToken
+	}
+	id, secret, ok = strings.Cut(rest, ".")
+	if !ok || len(id) != 16 || secret == "" {
+		return "", "", ErrBadJoinToken
+	}
+	if _, err := hex.DecodeString(id); err != nil {
+		return "", "", ErrBadJoinToken
+	}
+	return id, secret, nil
 }

@@ -119,3 +119,19 @@ func TestJoinTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestJoinTokenFormat(t *testing.T) {
+	id, secret, token, err := NewJoinToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotID, gotSecret, err := ParseJoinToken(token + "\n")
+	if err != nil || gotID != id || gotSecret != secret {
+		t.Fatalf("ParseJoinToken(%q) = %q, %q, %v; want %q, %q", token, gotID, gotSecret, err, id, secret)
+	}
+	for _, bad := range []string{"", "sdjt.", "sdjt.0123456789abcdef", "sdjt.0123456789abcdef.", "sdjt.short.secret", "sdjt.0123456789abcdeg.s", "xxxx.0123456789abcdef.s"} {
+		if _, _, err := ParseJoinToken(bad); err == nil {
+			t.Errorf("ParseJoinToken(%q) accepted it", bad)
+		}
+	}
+}

@@ -4368,7 +4368,12 @@ type JoinClusterRequest struct {
 	// labels are the broker's location labels (--labels zone=a): keys of
 	// lower-case letters, digits, '-', '_' and '.', values of letters, digits,
 	// '-', '_' and '.', each 1..63 characters, at most 16 labels.
-	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// join_token is the token (shardctl join-token create) that admits the
+	// broker: required when the cluster serves TLS, or is insecure (serves
+	// plaintext on the network); optional, but checked if given, on a
+	// plaintext loopback cluster. At most 256 bytes.
+	JoinToken     string `protobuf:"bytes,7,opt,name=join_token,json=joinToken,proto3" json:"join_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4443,6 +4448,13 @@ func (x *JoinClusterRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *JoinClusterRequest) GetJoinToken() string {
+	if x != nil {
+		return x.JoinToken
+	}
+	return ""
 }
 
 type JoinClusterResponse struct {
@@ -5838,6 +5850,373 @@ func (x *AddShardsResponse) GetHandovers() []*Handover {
 	return nil
 }
 
+type CreateJoinTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// expires_in_ms is how long the token admits joins, from now; 0 is one
+	// hour; at most 30 days (2592000000).
+	ExpiresInMs int64 `protobuf:"varint,1,opt,name=expires_in_ms,json=expiresInMs,proto3" json:"expires_in_ms,omitempty"`
+	// uses is how many brokers the token admits; 0 is one; at most 1000.
+	Uses          uint32 `protobuf:"varint,2,opt,name=uses,proto3" json:"uses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJoinTokenRequest) Reset() {
+	*x = CreateJoinTokenRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJoinTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJoinTokenRequest) ProtoMessage() {}
+
+func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *CreateJoinTokenRequest) GetExpiresInMs() int64 {
+	if x != nil {
+		return x.ExpiresInMs
+	}
+	return 0
+}
+
+func (x *CreateJoinTokenRequest) GetUses() uint32 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
+type CreateJoinTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token *JoinToken             `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// secret is the whole token to give a joining broker (its
+	// --join-token-file holds it); it is not stored and not shown again.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJoinTokenResponse) Reset() {
+	*x = CreateJoinTokenResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJoinTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJoinTokenResponse) ProtoMessage() {}
+
+func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *CreateJoinTokenResponse) GetToken() *JoinToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *CreateJoinTokenResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type JoinToken struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	CreatedAtMs int64                  `protobuf:"varint,2,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// expires_at_ms is when it stops admitting joins (Unix ms).
+	ExpiresAtMs int64 `protobuf:"varint,3,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
+	// uses is how many joins it admits in all; node_ids those it admitted.
+	Uses    uint32   `protobuf:"varint,4,opt,name=uses,proto3" json:"uses,omitempty"`
+	NodeIds []uint64 `protobuf:"varint,5,rep,packed,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	// expired and spent say whether it still admits a join (at the
+	// answering broker's clock).
+	Expired       bool `protobuf:"varint,6,opt,name=expired,proto3" json:"expired,omitempty"`
+	Spent         bool `protobuf:"varint,7,opt,name=spent,proto3" json:"spent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinToken) Reset() {
+	*x = JoinToken{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinToken) ProtoMessage() {}
+
+func (x *JoinToken) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinToken.ProtoReflect.Descriptor instead.
+func (*JoinToken) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *JoinToken) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JoinToken) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *JoinToken) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
+func (x *JoinToken) GetUses() uint32 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
+func (x *JoinToken) GetNodeIds() []uint64 {
+	if x != nil {
+		return x.NodeIds
+	}
+	return nil
+}
+
+func (x *JoinToken) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
+func (x *JoinToken) GetSpent() bool {
+	if x != nil {
+		return x.Spent
+	}
+	return false
+}
+
+type ListJoinTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJoinTokensRequest) Reset() {
+	*x = ListJoinTokensRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJoinTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJoinTokensRequest) ProtoMessage() {}
+
+func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJoinTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListJoinTokensRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{82}
+}
+
+type ListJoinTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []*JoinToken           `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJoinTokensResponse) Reset() {
+	*x = ListJoinTokensResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJoinTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJoinTokensResponse) ProtoMessage() {}
+
+func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJoinTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListJoinTokensResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ListJoinTokensResponse) GetTokens() []*JoinToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type RevokeJoinTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the token's id (the part of the secret before its second '.');
+	// required.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeJoinTokenRequest) Reset() {
+	*x = RevokeJoinTokenRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeJoinTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeJoinTokenRequest) ProtoMessage() {}
+
+func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeJoinTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeJoinTokenRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *RevokeJoinTokenRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeJoinTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeJoinTokenResponse) Reset() {
+	*x = RevokeJoinTokenResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeJoinTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeJoinTokenResponse) ProtoMessage() {}
+
+func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeJoinTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeJoinTokenResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{85}
+}
+
 type CancelOperationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// operation_id is the operation to cancel; required.
@@ -5848,7 +6227,7 @@ type CancelOperationRequest struct {
 
 func (x *CancelOperationRequest) Reset() {
 	*x = CancelOperationRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[79]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5860,7 +6239,7 @@ func (x *CancelOperationRequest) String() string {
 func (*CancelOperationRequest) ProtoMessage() {}
 
 func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[79]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5873,7 +6252,7 @@ func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationRequest.ProtoReflect.Descriptor instead.
 func (*CancelOperationRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{79}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CancelOperationRequest) GetOperationId() uint64 {
@@ -5896,7 +6275,7 @@ type CancelOperationResponse struct {
 
 func (x *CancelOperationResponse) Reset() {
 	*x = CancelOperationResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5908,7 +6287,7 @@ func (x *CancelOperationResponse) String() string {
 func (*CancelOperationResponse) ProtoMessage() {}
 
 func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5921,7 +6300,7 @@ func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationResponse.ProtoReflect.Descriptor instead.
 func (*CancelOperationResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{80}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CancelOperationResponse) GetOperation() *Operation {
@@ -6264,7 +6643,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\aReplica\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x04R\treplicaId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xa7\x02\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xc6\x02\n" +
 	"\x12JoinClusterRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -6272,7 +6651,9 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\vincarnation\x18\x04 \x01(\tR\vincarnation\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12B\n" +
-	"\x06labels\x18\x06 \x03(\v2*.sundial.v1.JoinClusterRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x06 \x03(\v2*.sundial.v1.JoinClusterRequest.LabelsEntryR\x06labels\x12\x1d\n" +
+	"\n" +
+	"join_token\x18\a \x01(\tR\tjoinToken\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
@@ -6382,7 +6763,27 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\"r\n" +
 	"\x11AddShardsResponse\x12)\n" +
 	"\x06shards\x18\x01 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x122\n" +
-	"\thandovers\x18\x02 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\";\n" +
+	"\thandovers\x18\x02 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\"P\n" +
+	"\x16CreateJoinTokenRequest\x12\"\n" +
+	"\rexpires_in_ms\x18\x01 \x01(\x03R\vexpiresInMs\x12\x12\n" +
+	"\x04uses\x18\x02 \x01(\rR\x04uses\"^\n" +
+	"\x17CreateJoinTokenResponse\x12+\n" +
+	"\x05token\x18\x01 \x01(\v2\x15.sundial.v1.JoinTokenR\x05token\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xc2\x01\n" +
+	"\tJoinToken\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\"\n" +
+	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\x12\"\n" +
+	"\rexpires_at_ms\x18\x03 \x01(\x03R\vexpiresAtMs\x12\x12\n" +
+	"\x04uses\x18\x04 \x01(\rR\x04uses\x12\x19\n" +
+	"\bnode_ids\x18\x05 \x03(\x04R\anodeIds\x12\x18\n" +
+	"\aexpired\x18\x06 \x01(\bR\aexpired\x12\x14\n" +
+	"\x05spent\x18\a \x01(\bR\x05spent\"\x17\n" +
+	"\x15ListJoinTokensRequest\"G\n" +
+	"\x16ListJoinTokensResponse\x12-\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x15.sundial.v1.JoinTokenR\x06tokens\"(\n" +
+	"\x16RevokeJoinTokenRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x19\n" +
+	"\x17RevokeJoinTokenResponse\";\n" +
 	"\x16CancelOperationRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\x04R\voperationId\"y\n" +
 	"\x17CancelOperationResponse\x123\n" +
@@ -6462,7 +6863,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\"@\x82\xd3\xe4\x93\x02:\x128/v1/topics/{message.topic}/messages/{message.message_id}\x12w\n" +
 	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/topics/{topic}/histogram\x12\x8e\x01\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\xf4\b\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\x85\v\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12g\n" +
 	"\n" +
@@ -6470,7 +6871,10 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponse\"7\x82\xd3\xe4\x93\x021:\x01*\",/v1/cluster/shards/{shard_id}:transferLeader\x12j\n" +
 	"\tRebalance\x12\x1c.sundial.v1.RebalanceRequest\x1a\x1d.sundial.v1.RebalanceResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/cluster:rebalance\x12w\n" +
 	"\x0eListOperations\x12!.sundial.v1.ListOperationsRequest\x1a\".sundial.v1.ListOperationsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/cluster/operations\x12N\n" +
-	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponse\x12v\n" +
+	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponse\x12Z\n" +
+	"\x0fCreateJoinToken\x12\".sundial.v1.CreateJoinTokenRequest\x1a#.sundial.v1.CreateJoinTokenResponse\x12W\n" +
+	"\x0eListJoinTokens\x12!.sundial.v1.ListJoinTokensRequest\x1a\".sundial.v1.ListJoinTokensResponse\x12Z\n" +
+	"\x0fRevokeJoinToken\x12\".sundial.v1.RevokeJoinTokenRequest\x1a#.sundial.v1.RevokeJoinTokenResponse\x12v\n" +
 	"\tDrainNode\x12\x1c.sundial.v1.DrainNodeRequest\x1a\x1d.sundial.v1.DrainNodeResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/cluster/nodes/{node_id}:drain\x12p\n" +
 	"\n" +
 	"RemoveNode\x12\x1d.sundial.v1.RemoveNodeRequest\x1a\x1e.sundial.v1.RemoveNodeResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/cluster/nodes/{node_id}\x12k\n" +
@@ -6490,7 +6894,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -6580,22 +6984,29 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*RemoveNodeResponse)(nil),         // 85: sundial.v1.RemoveNodeResponse
 	(*AddShardsRequest)(nil),           // 86: sundial.v1.AddShardsRequest
 	(*AddShardsResponse)(nil),          // 87: sundial.v1.AddShardsResponse
-	(*CancelOperationRequest)(nil),     // 88: sundial.v1.CancelOperationRequest
-	(*CancelOperationResponse)(nil),    // 89: sundial.v1.CancelOperationResponse
-	nil,                                // 90: sundial.v1.Message.HeadersEntry
-	nil,                                // 91: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 92: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 93: sundial.v1.MessageInfo.HeadersEntry
-	nil,                                // 94: sundial.v1.Node.LabelsEntry
-	nil,                                // 95: sundial.v1.JoinClusterRequest.LabelsEntry
-	(*status.Status)(nil),              // 96: google.rpc.Status
+	(*CreateJoinTokenRequest)(nil),     // 88: sundial.v1.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),    // 89: sundial.v1.CreateJoinTokenResponse
+	(*JoinToken)(nil),                  // 90: sundial.v1.JoinToken
+	(*ListJoinTokensRequest)(nil),      // 91: sundial.v1.ListJoinTokensRequest
+	(*ListJoinTokensResponse)(nil),     // 92: sundial.v1.ListJoinTokensResponse
+	(*RevokeJoinTokenRequest)(nil),     // 93: sundial.v1.RevokeJoinTokenRequest
+	(*RevokeJoinTokenResponse)(nil),    // 94: sundial.v1.RevokeJoinTokenResponse
+	(*CancelOperationRequest)(nil),     // 95: sundial.v1.CancelOperationRequest
+	(*CancelOperationResponse)(nil),    // 96: sundial.v1.CancelOperationResponse
+	nil,                                // 97: sundial.v1.Message.HeadersEntry
+	nil,                                // 98: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 99: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 100: sundial.v1.MessageInfo.HeadersEntry
+	nil,                                // 101: sundial.v1.Node.LabelsEntry
+	nil,                                // 102: sundial.v1.JoinClusterRequest.LabelsEntry
+	(*status.Status)(nil),              // 103: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10,  // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	90,  // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	97,  // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,   // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12,  // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	96,  // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	103, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,   // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13,  // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,   // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -6614,8 +7025,8 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	22,  // 20: sundial.v1.SubscribeResponse.credit_returned:type_name -> sundial.v1.Credit
 	24,  // 21: sundial.v1.SubscribeResponse.deliveries:type_name -> sundial.v1.Deliveries
 	25,  // 22: sundial.v1.Deliveries.deliveries:type_name -> sundial.v1.Delivery
-	91,  // 23: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	96,  // 24: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	98,  // 23: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	103, // 24: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,   // 25: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	29,  // 26: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	29,  // 27: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -6623,14 +7034,14 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	29,  // 29: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
 	4,   // 30: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
 	35,  // 31: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	92,  // 32: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	99,  // 32: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
 	35,  // 33: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
 	34,  // 34: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
 	36,  // 35: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
 	51,  // 36: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
 	13,  // 37: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
 	5,   // 38: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	93,  // 39: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	100, // 39: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
 	50,  // 40: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
 	6,   // 41: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
 	54,  // 42: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
@@ -6641,9 +7052,9 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	76,  // 47: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
 	72,  // 48: sundial.v1.ClusterInfo.operations:type_name -> sundial.v1.Operation
 	7,   // 49: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	94,  // 50: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
+	101, // 50: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
 	65,  // 51: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	95,  // 52: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
+	102, // 52: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
 	72,  // 53: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
 	72,  // 54: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
 	73,  // 55: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
@@ -6657,78 +7068,86 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	63,  // 63: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
 	64,  // 64: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
 	76,  // 65: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
-	72,  // 66: sundial.v1.CancelOperationResponse.operation:type_name -> sundial.v1.Operation
-	9,   // 67: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,   // 68: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14,  // 69: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16,  // 70: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20,  // 71: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	26,  // 72: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	27,  // 73: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	28,  // 74: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18,  // 75: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	57,  // 76: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	58,  // 77: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	59,  // 78: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	61,  // 79: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	37,  // 80: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	38,  // 81: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	40,  // 82: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	42,  // 83: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	43,  // 84: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	45,  // 85: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	47,  // 86: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	49,  // 87: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	52,  // 88: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	55,  // 89: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	74,  // 90: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	78,  // 91: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	80,  // 92: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	68,  // 93: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	70,  // 94: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	66,  // 95: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	82,  // 96: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
-	84,  // 97: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
-	86,  // 98: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
-	88,  // 99: sundial.v1.Cluster.CancelOperation:input_type -> sundial.v1.CancelOperationRequest
-	11,  // 100: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11,  // 101: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15,  // 102: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17,  // 103: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23,  // 104: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	31,  // 105: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	32,  // 106: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	33,  // 107: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19,  // 108: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	34,  // 109: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	34,  // 110: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	60,  // 111: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	62,  // 112: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	34,  // 113: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	39,  // 114: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	41,  // 115: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	36,  // 116: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	44,  // 117: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	46,  // 118: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	48,  // 119: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	51,  // 120: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	53,  // 121: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	56,  // 122: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	75,  // 123: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	79,  // 124: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	81,  // 125: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	69,  // 126: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	71,  // 127: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	67,  // 128: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	83,  // 129: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
-	85,  // 130: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
-	87,  // 131: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
-	89,  // 132: sundial.v1.Cluster.CancelOperation:output_type -> sundial.v1.CancelOperationResponse
-	100, // [100:133] is the sub-list for method output_type
-	67,  // [67:100] is the sub-list for method input_type
-	67,  // [67:67] is the sub-list for extension type_name
-	67,  // [67:67] is the sub-list for extension extendee
-	0,   // [0:67] is the sub-list for field type_name
+	90,  // 66: sundial.v1.CreateJoinTokenResponse.token:type_name -> sundial.v1.JoinToken
+	90,  // 67: sundial.v1.ListJoinTokensResponse.tokens:type_name -> sundial.v1.JoinToken
+	72,  // 68: sundial.v1.CancelOperationResponse.operation:type_name -> sundial.v1.Operation
+	9,   // 69: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,   // 70: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14,  // 71: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16,  // 72: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20,  // 73: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	26,  // 74: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	27,  // 75: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	28,  // 76: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18,  // 77: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	57,  // 78: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	58,  // 79: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	59,  // 80: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	61,  // 81: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	37,  // 82: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	38,  // 83: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	40,  // 84: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	42,  // 85: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	43,  // 86: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	45,  // 87: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	47,  // 88: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	49,  // 89: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	52,  // 90: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	55,  // 91: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	74,  // 92: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	78,  // 93: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	80,  // 94: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	68,  // 95: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	70,  // 96: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	66,  // 97: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	88,  // 98: sundial.v1.Cluster.CreateJoinToken:input_type -> sundial.v1.CreateJoinTokenRequest
+	91,  // 99: sundial.v1.Cluster.ListJoinTokens:input_type -> sundial.v1.ListJoinTokensRequest
+	93,  // 100: sundial.v1.Cluster.RevokeJoinToken:input_type -> sundial.v1.RevokeJoinTokenRequest
+	82,  // 101: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
+	84,  // 102: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
+	86,  // 103: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
+	95,  // 104: sundial.v1.Cluster.CancelOperation:input_type -> sundial.v1.CancelOperationRequest
+	11,  // 105: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11,  // 106: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15,  // 107: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17,  // 108: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23,  // 109: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	31,  // 110: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	32,  // 111: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	33,  // 112: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19,  // 113: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	34,  // 114: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	34,  // 115: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	60,  // 116: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	62,  // 117: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	34,  // 118: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	39,  // 119: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	41,  // 120: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	36,  // 121: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	44,  // 122: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	46,  // 123: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	48,  // 124: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	51,  // 125: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	53,  // 126: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	56,  // 127: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	75,  // 128: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	79,  // 129: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	81,  // 130: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	69,  // 131: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	71,  // 132: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	67,  // 133: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	89,  // 134: sundial.v1.Cluster.CreateJoinToken:output_type -> sundial.v1.CreateJoinTokenResponse
+	92,  // 135: sundial.v1.Cluster.ListJoinTokens:output_type -> sundial.v1.ListJoinTokensResponse
+	94,  // 136: sundial.v1.Cluster.RevokeJoinToken:output_type -> sundial.v1.RevokeJoinTokenResponse
+	83,  // 137: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
+	85,  // 138: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
+	87,  // 139: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
+	96,  // 140: sundial.v1.Cluster.CancelOperation:output_type -> sundial.v1.CancelOperationResponse
+	105, // [105:141] is the sub-list for method output_type
+	69,  // [69:105] is the sub-list for method input_type
+	69,  // [69:69] is the sub-list for extension type_name
+	69,  // [69:69] is the sub-list for extension extendee
+	0,   // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -6759,7 +7178,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   87,
+			NumMessages:   94,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
