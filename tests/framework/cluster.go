@@ -68,7 +68,8 @@ type Broker struct {
 	MetricsAddr        string
 	DataDir            string
 	raftFwd, grpcFwd   *Forwarder
-	join               string // --join of a broker added by Join; empty for the initial members
+	join               string   // --join of a broker added by Join; empty for the initial members
+	extraArgs          []string // flags of this broker only (Join's args)
 	proc               *proc.Process
 }
 
