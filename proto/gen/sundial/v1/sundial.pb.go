@@ -6863,7 +6863,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\"@\x82\xd3\xe4\x93\x02:\x128/v1/topics/{message.topic}/messages/{message.message_id}\x12w\n" +
 	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/topics/{topic}/histogram\x12\x8e\x01\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\x85\v\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\xed\v\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12g\n" +
 	"\n" +
@@ -6871,10 +6871,10 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponse\"7\x82\xd3\xe4\x93\x021:\x01*\",/v1/cluster/shards/{shard_id}:transferLeader\x12j\n" +
 	"\tRebalance\x12\x1c.sundial.v1.RebalanceRequest\x1a\x1d.sundial.v1.RebalanceResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/cluster:rebalance\x12w\n" +
 	"\x0eListOperations\x12!.sundial.v1.ListOperationsRequest\x1a\".sundial.v1.ListOperationsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/cluster/operations\x12N\n" +
-	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponse\x12Z\n" +
-	"\x0fCreateJoinToken\x12\".sundial.v1.CreateJoinTokenRequest\x1a#.sundial.v1.CreateJoinTokenResponse\x12W\n" +
-	"\x0eListJoinTokens\x12!.sundial.v1.ListJoinTokensRequest\x1a\".sundial.v1.ListJoinTokensResponse\x12Z\n" +
-	"\x0fRevokeJoinToken\x12\".sundial.v1.RevokeJoinTokenRequest\x1a#.sundial.v1.RevokeJoinTokenResponse\x12v\n" +
+	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponse\x12}\n" +
+	"\x0fCreateJoinToken\x12\".sundial.v1.CreateJoinTokenRequest\x1a#.sundial.v1.CreateJoinTokenResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/cluster/joinTokens\x12w\n" +
+	"\x0eListJoinTokens\x12!.sundial.v1.ListJoinTokensRequest\x1a\".sundial.v1.ListJoinTokensResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/cluster/joinTokens\x12\x7f\n" +
+	"\x0fRevokeJoinToken\x12\".sundial.v1.RevokeJoinTokenRequest\x1a#.sundial.v1.RevokeJoinTokenResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/cluster/joinTokens/{id}\x12v\n" +
 	"\tDrainNode\x12\x1c.sundial.v1.DrainNodeRequest\x1a\x1d.sundial.v1.DrainNodeResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/cluster/nodes/{node_id}:drain\x12p\n" +
 	"\n" +
 	"RemoveNode\x12\x1d.sundial.v1.RemoveNodeRequest\x1a\x1e.sundial.v1.RemoveNodeResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/cluster/nodes/{node_id}\x12k\n" +
