@@ -50,7 +50,7 @@ func TestJoinTokenCommands(t *testing.T) {
 	if code != ExitOK || out != "sdjt.0123456789abcdef.SECRET\n" || !strings.Contains(stderr, "not shown again") {
 		t.Fatalf("join-token create = %d, stdout %q, stderr %q; want 0, the secret alone, a note on stderr", code, out, stderr)
 	}
-	if got := fake.created; got.GetExpiresInMs() != (10 * time.Minute).Milliseconds() || got.GetUses() != 3 {
+	if got := fake.created; got.GetExpiresInMs() != (10*time.Minute).Milliseconds() || got.GetUses() != 3 {
 		t.Errorf("join-token create sent %v, want expires_in_ms 600000, uses 3", got)
 	}
 	for _, tc := range []cliCase{
