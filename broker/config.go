@@ -44,6 +44,13 @@ type Config struct {
 	// of /readyz) over HTTP; empty disables.
 	// Default 127.0.0.1:7701.
 	MetricsAddr string `yaml:"metrics_addr"`
+	// AdminAddr serves the debug endpoints over plaintext HTTP: pprof
+	// (/debug/pprof/...), /debug/pebble and /debug/statehash, apart from
+	// the metrics port so that only the operator reaches them (a
+	// stranger's CPU profile blocks the operator's): keep it on loopback;
+	// like every plaintext listener it is refused elsewhere unless
+	// Insecure. Empty disables it. Default 127.0.0.1:7801.
+	AdminAddr string `yaml:"admin_addr"`
 	// DataDir holds the Raft logs and the state DB. Default ./data/broker-1.
 	DataDir string `yaml:"data_dir"`
 	// InitialMembers are the brokers that bootstrap the cluster and vote in
@@ -228,6 +235,7 @@ func DefaultConfig() Config {
 		GRPCAddr:           "127.0.0.1:7501",
 		RaftAddr:           "127.0.0.1:7601",
 		MetricsAddr:        "127.0.0.1:7701",
+		AdminAddr:          "127.0.0.1:7801",
 		DataDir:            "./data/broker-1",
 		InitialMembers:     map[uint64]Member{1: {RaftAddr: "127.0.0.1:7601", GRPCAddr: "127.0.0.1:7501"}},
 		Shards:             8,
@@ -308,6 +316,9 @@ func (c Config) Validate() error {
 	if c.MetricsAddr != "" && !hostPort(c.MetricsAddr) {
 		bad("metrics_addr", "%q is not host:port", c.MetricsAddr)
 	}
+	if c.AdminAddr != "" && !hostPort(c.AdminAddr) {
+		bad("admin_addr", "%q is not host:port", c.AdminAddr)
+	}
 	raftListen := tlsfiles.Listener{Setting: "raft_addr", Addr: c.RaftAddr}
 	if c.RaftListenAddr != "" {
 		raftListen = tlsfiles.Listener{Setting: "raft_listen_addr", Addr: c.RaftListenAddr}
@@ -325,7 +336,9 @@ func (c Config) Validate() error {
 	if c.TLSCertFile != "" {
 		grpcListen.Addr, raftListen.Addr = "", "" // served with TLS
 	}
-	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, raftListen, tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr}); err != nil {
+	// The metrics and admin listeners are plaintext even with TLS on.
+	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, raftListen, tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr},
+		tlsfiles.Listener{Setting: "admin_addr", Addr: c.AdminAddr}); err != nil {
 		errs = append(errs, err)
 	}
 	if c.DataDir == "" {

@@ -37,7 +37,7 @@ func TestBrokerTLSAcceptsOnlyTheClusterCA(t *testing.T) {
 		return l.Addr().String()
 	}
 	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.DataDir = free(), free(), "", t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.AdminAddr, cfg.DataDir = free(), free(), "", "", t.TempDir()
 	cfg.InitialMembers = map[uint64]Member{1: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
 	cfg.Shards, cfg.RTT, cfg.CacheBytes, cfg.MemTableBytes = 1, 10*time.Millisecond, 1<<20, 1<<20
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = files.CertFile, files.KeyFile, files.CAFile

@@ -25,7 +25,7 @@ func (c *Cluster) Join(timeout time.Duration, args ...string) (int, error) {
 	c.mu.Unlock()
 	b := &Broker{ID: id, Name: fmt.Sprintf("broker-%d", id), DataDir: filepath.Join(c.dir, fmt.Sprintf("broker-%d", id)),
 		join: strings.Join(seeds, ","), extraArgs: args}
-	for _, a := range []*string{&b.RaftAddr, &b.GRPCAddr, &b.raftListen, &b.grpcListen, &b.MetricsAddr} {
+	for _, a := range []*string{&b.RaftAddr, &b.GRPCAddr, &b.raftListen, &b.grpcListen, &b.MetricsAddr, &b.AdminAddr} {
 		*a = MustFreeAddr(c.t)
 	}
 	var err error
@@ -56,6 +56,7 @@ func (c *Cluster) Join(timeout time.Duration, args ...string) (int, error) {
 func (c *Cluster) brokerArgs(b *Broker) []string {
 	args := []string{"--node-id", strconv.Itoa(b.ID), "--raft-addr", b.RaftAddr, "--raft-listen-addr", b.raftListen,
 		"--grpc-addr", b.grpcListen, "--advertise-addr", b.GRPCAddr, "--metrics-addr", b.MetricsAddr,
+		"--admin-addr", b.AdminAddr,
 		"--data-dir", b.DataDir, "--log-level", c.cfg.LogLevel}
 	if b.join != "" {
 		args = append(args, "--join", b.join)

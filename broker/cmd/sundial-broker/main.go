@@ -70,6 +70,7 @@ func newApp(act cli.ActionFunc) *cli.App {
 			&cli.StringFlag{Name: "raft-addr", EnvVars: []string{"SUNDIAL_RAFT_ADDR"}, Usage: "Raft address"},
 			&cli.StringFlag{Name: "raft-listen-addr", EnvVars: []string{"SUNDIAL_RAFT_LISTEN_ADDR"}, Usage: "Raft listen address when peers dial another (default: the Raft address)"},
 			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SUNDIAL_METRICS_ADDR"}, Usage: "HTTP address of /metrics and /healthz"},
+			&cli.StringFlag{Name: "admin-addr", EnvVars: []string{"SUNDIAL_ADMIN_ADDR"}, Usage: "HTTP address of pprof, /debug/pebble and /debug/statehash; keep it on loopback; \"off\" disables it (default 127.0.0.1:7801)"},
 			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"SUNDIAL_DATA_DIR"}, Usage: "data directory"},
 			&cli.StringFlag{Name: "initial-members", EnvVars: []string{"SUNDIAL_INITIAL_MEMBERS"}, Usage: "ID=RAFT@GRPC,... of the bootstrap brokers"},
 			&cli.StringFlag{Name: "join", EnvVars: []string{"SUNDIAL_JOIN"}, Usage: "ADDR[,ADDR...]: gRPC addresses of brokers of a running cluster to join (host:port or dns+srv://NAME); excludes --initial-members"},
@@ -159,6 +160,10 @@ func load(c *cli.Context) (broker.Config, error) {
 	setString(c, "raft-addr", &cfg.RaftAddr)
 	setString(c, "raft-listen-addr", &cfg.RaftListenAddr)
 	setString(c, "metrics-addr", &cfg.MetricsAddr)
+	setString(c, "admin-addr", &cfg.AdminAddr)
+	if cfg.AdminAddr == "off" {
+		cfg.AdminAddr = ""
+	}
 	setString(c, "join-token-file", &cfg.JoinTokenFile)
 	setString(c, "data-dir", &cfg.DataDir)
 	setString(c, "log-level", &cfg.LogLevel)

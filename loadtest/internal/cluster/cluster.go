@@ -62,7 +62,7 @@ type NodeID int
 
 type broker struct {
 	id                       NodeID
-	raft, grpc, metrics, dir string
+	raft, grpc, metrics, admin, dir string
 	proc                     *proc.Process
 }
 
@@ -152,7 +152,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	var members, grpcs []string
 	for i := 1; i <= cfg.Brokers; i++ {
 		b := &broker{id: NodeID(i), dir: filepath.Join(c.cfg.DataDir, fmt.Sprintf("broker-%d", i))}
-		for _, a := range []*string{&b.raft, &b.grpc, &b.metrics} {
+		for _, a := range []*string{&b.raft, &b.grpc, &b.metrics, &b.admin} {
 			if *a, err = proc.FreeAddr(); err != nil {
 				return nil, err
 			}
@@ -190,7 +190,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 func (c *Cluster) startBroker(b *broker) error {
 	p, err := proc.Start(fmt.Sprintf("broker-%d", b.id), filepath.Join(c.bin, "sundial-broker"),
 		filepath.Join(c.cfg.DataDir, "logs", fmt.Sprintf("broker-%d.log", b.id)),
-		"--node-id", fmt.Sprint(b.id), "--raft-addr", b.raft, "--grpc-addr", b.grpc, "--metrics-addr", b.metrics,
+		"--node-id", fmt.Sprint(b.id), "--raft-addr", b.raft, "--grpc-addr", b.grpc, "--metrics-addr", b.metrics, "--admin-addr", b.admin,
 		"--data-dir", b.dir, "--initial-members", c.members, "--shards", fmt.Sprint(c.cfg.Shards),
 		"--log-level", c.cfg.LogLevel)
 	if err != nil {
@@ -248,12 +248,22 @@ func (c *Cluster) BrokerPids() []int {
 // ProxyPid is the proxy's pid.
 func (c *Cluster) ProxyPid() int { return c.proxy.Pid() }
 
-// BrokerHTTPAddrs are the brokers' metrics addresses (/metrics, /healthz,
-// /debug/pprof), by node id in order.
+// BrokerHTTPAddrs are the brokers' metrics addresses (/metrics,
+// /healthz), by node id in order.
 func (c *Cluster) BrokerHTTPAddrs() []string {
 	addrs := make([]string, len(c.brokers))
 	for i, b := range c.brokers {
 		addrs[i] = b.metrics
+	}
+	return addrs
+}
+
+// BrokerAdminAddrs are the brokers' admin addresses (/debug/pprof), by
+// node id in order.
+func (c *Cluster) BrokerAdminAddrs() []string {
+	addrs := make([]string, len(c.brokers))
+	for i, b := range c.brokers {
+		addrs[i] = b.admin
 	}
 	return addrs
 }
