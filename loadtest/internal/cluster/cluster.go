@@ -61,9 +61,9 @@ func (c Config) withDefaults() Config {
 type NodeID int
 
 type broker struct {
-	id                       NodeID
+	id                              NodeID
 	raft, grpc, metrics, admin, dir string
-	proc                     *proc.Process
+	proc                            *proc.Process
 }
 
 // Cluster is a running local cluster.
