@@ -53,6 +53,8 @@ type Server struct {
 	lis      net.Listener
 	httpSrv  *http.Server
 	httpLis  net.Listener
+	adminSrv *http.Server // pprof and /debug/*, on AdminAddr
+	adminLis net.Listener
 	tls      transport // the gRPC listener's and peer dials' credentials
 
 	stopOnce sync.Once
@@ -102,11 +104,20 @@ func (s *Server) Start(ctx context.Context) error {
 	s.lis = lis
 	// The metrics address is taken before the NodeHost starts, so a port
 	// clash fails the start without touching the data dir's raft state.
-	var httpLis net.Listener
+	var httpLis, adminLis net.Listener
 	if s.cfg.MetricsAddr != "" {
 		if httpLis, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
 			lis.Close()
 			return fmt.Errorf("broker: listen metrics: %w", err)
+		}
+	}
+	if s.cfg.AdminAddr != "" {
+		if adminLis, err = net.Listen("tcp", s.cfg.AdminAddr); err != nil {
+			lis.Close()
+			if httpLis != nil {
+				httpLis.Close()
+			}
+			return fmt.Errorf("broker: listen admin: %w", err)
 		}
 	}
 	if s.cfg.Insecure {
@@ -117,19 +128,23 @@ func (s *Server) Start(ctx context.Context) error {
 		if httpLis != nil {
 			httpLis.Close()
 		}
+		if adminLis != nil {
+			adminLis.Close()
+		}
 	}
 	// One Boundary (its counter is registered once) for the waiting
 	// server and the full one.
 	boundary := service.NewBoundary(s.log, s.reg)
+	gate := service.NewGate(s.cfg.tlsFiles().Enabled(), s.log, s.reg)
 	advertise := s.cfg.AdvertiseAddr
 	if advertise == "" {
 		advertise = lis.Addr().String()
 	}
 	switch {
 	case joining:
-		ident, err = s.joinCluster(ctx, advertise)
+		ident, err = s.joinCluster(ctx, advertise, "")
 	case waiting:
-		ident, lis, err = s.waitForAdd(ctx, boundary, lis, advertise)
+		ident, lis, err = s.waitForAdd(ctx, boundary, gate, lis, advertise)
 		s.lis = lis
 	}
 	if err != nil {
@@ -178,9 +193,13 @@ func (s *Server) Start(ctx context.Context) error {
 		DefaultDedupWindow:       s.cfg.DedupWindow,
 		Now:                      time.Now,
 		StepTimeouts:             stepTimeouts(s.cfg.Operations),
+		// A token on a plaintext network is weak, but it is what keeps an
+		// insecure cluster from admitting any process that asks.
+		RequireJoinToken: s.cfg.tlsFiles().Enabled() || s.cfg.Insecure,
+		Gate:             gate,
 	}
 	admin := service.NewAdmin(h, opts)
-	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20),
+	s.grpc = grpc.NewServer(append(append(boundary.ServerOptions(), gate.ServerOptions()...), grpc.MaxRecvMsgSize(64<<20),
 		// Proxies ping every 5s to find a broker that stopped answering;
 		// the default policy (5 min) would answer them GOAWAY.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}), s.tls.server)...)
@@ -215,6 +234,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}()
 	if httpLis != nil {
 		s.serveHTTP(httpLis)
+	}
+	if adminLis != nil {
+		s.serveAdmin(adminLis)
 	}
 	s.wg.Add(1)
 	go s.watchHealth()
@@ -255,14 +277,31 @@ func operatorConfig(cfg Config) operator.Config {
 	}}
 }
 
-// serveHTTP serves /metrics, pprof, /debug/pebble, /debug/statehash and the
-// health endpoints on lis until Stop.
+// serveHTTP serves /metrics and the health endpoints on lis until Stop.
 func (s *Server) serveHTTP(lis net.Listener) {
 	s.httpLis = lis
 	mux := http.NewServeMux()
 	if s.gth != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.gth, promhttp.HandlerOpts{}))
 	}
+	mux.HandleFunc("/livez", livez)
+	mux.HandleFunc("/readyz", s.readyz)
+	mux.HandleFunc("/healthz", s.readyz) // an alias of /readyz
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.httpSrv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("metrics server stopped", zap.Error(err))
+		}
+	}()
+}
+
+// serveAdmin serves pprof, /debug/pebble and /debug/statehash on lis
+// (AdminAddr) until Stop.
+func (s *Server) serveAdmin(lis net.Listener) {
+	s.adminLis = lis
+	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -270,16 +309,13 @@ func (s *Server) serveHTTP(lis net.Listener) {
 		// The state DB's LSM shape, block cache and compaction counters.
 		fmt.Fprint(w, s.host.DB().Metrics().String())
 	})
-	mux.HandleFunc("/livez", livez)
-	mux.HandleFunc("/readyz", s.readyz)
-	mux.HandleFunc("/healthz", s.readyz) // an alias of /readyz
 	mux.HandleFunc("/debug/statehash", s.serveStateHashes)
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.adminSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.httpSrv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("metrics server stopped", zap.Error(err))
+		if err := s.adminSrv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin server stopped", zap.Error(err))
 		}
 	}()
 }
@@ -332,12 +368,15 @@ func (s *Server) Stop() {
 				s.grpc.Stop()
 			}
 		}
-		if s.httpSrv != nil {
+		for _, srv := range []*http.Server{s.httpSrv, s.adminSrv} {
+			if srv == nil {
+				continue
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			if err := s.httpSrv.Shutdown(ctx); err != nil {
+			if err := srv.Shutdown(ctx); err != nil {
 				// Requests still running (a pprof profile, say) are cut off.
-				s.log.Warn("metrics server shutdown incomplete; closing its connections", zap.Error(err))
-				s.httpSrv.Close()
+				s.log.Warn("http server shutdown incomplete; closing its connections", zap.Error(err))
+				srv.Close()
 			}
 			cancel()
 		}
@@ -364,6 +403,14 @@ func (s *Server) Refusal() error { return s.host.Refusal() }
 
 // GRPCAddr is the address the broker serves gRPC on.
 func (s *Server) GRPCAddr() string { return s.lis.Addr().String() }
+
+// AdminAddr is the address of pprof and /debug/*, empty if disabled.
+func (s *Server) AdminAddr() string {
+	if s.adminLis == nil {
+		return ""
+	}
+	return s.adminLis.Addr().String()
+}
 
 // MetricsAddr is the address of /metrics, empty if disabled.
 func (s *Server) MetricsAddr() string {

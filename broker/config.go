@@ -44,6 +44,13 @@ type Config struct {
 	// of /readyz) over HTTP; empty disables.
 	// Default 127.0.0.1:7701.
 	MetricsAddr string `yaml:"metrics_addr"`
+	// AdminAddr serves the debug endpoints over plaintext HTTP: pprof
+	// (/debug/pprof/...), /debug/pebble and /debug/statehash, apart from
+	// the metrics port so that only the operator reaches them (a
+	// stranger's CPU profile blocks the operator's): keep it on loopback;
+	// like every plaintext listener it is refused elsewhere unless
+	// Insecure. Empty disables it. Default 127.0.0.1:7801.
+	AdminAddr string `yaml:"admin_addr"`
 	// DataDir holds the Raft logs and the state DB. Default ./data/broker-1.
 	DataDir string `yaml:"data_dir"`
 	// InitialMembers are the brokers that bootstrap the cluster and vote in
@@ -65,6 +72,14 @@ type Config struct {
 	// asked in turn until one registers this broker or it runs out.
 	// Default 1m.
 	JoinTimeout time.Duration `yaml:"join_timeout"`
+	// JoinTokenFile holds the join token (shardctl join-token create
+	// prints it) a joining broker presents with its first join (Join, or
+	// the add of a waiting broker when shardctl add-node gives none). A
+	// cluster serving TLS, or insecure, admits no join without a valid
+	// one; a plaintext loopback cluster admits a join without one. Read
+	// once, at the join; surrounding white space is ignored. Default
+	// empty: no token.
+	JoinTokenFile string `yaml:"join_token_file"`
 	// Labels are this broker's location labels (zone=a, rack=r1), stored on
 	// its meta node record when it registers or joins; the planner spreads
 	// a shard's replicas over the values of "zone". Keys are lower-case
@@ -220,6 +235,7 @@ func DefaultConfig() Config {
 		GRPCAddr:           "127.0.0.1:7501",
 		RaftAddr:           "127.0.0.1:7601",
 		MetricsAddr:        "127.0.0.1:7701",
+		AdminAddr:          "127.0.0.1:7801",
 		DataDir:            "./data/broker-1",
 		InitialMembers:     map[uint64]Member{1: {RaftAddr: "127.0.0.1:7601", GRPCAddr: "127.0.0.1:7501"}},
 		Shards:             8,
@@ -274,6 +290,9 @@ func (c Config) Validate() error {
 	if len(c.Join) > 0 && c.JoinTimeout <= 0 {
 		bad("join_timeout", "must be positive")
 	}
+	if c.JoinTokenFile != "" && len(c.InitialMembers) > 0 {
+		bad("join_token_file", "only a joining or waiting broker presents a join token; an initial member does not join")
+	}
 	for id, m := range c.InitialMembers {
 		if id == 0 {
 			bad("initial_members", "node ids start at 1")
@@ -297,6 +316,9 @@ func (c Config) Validate() error {
 	if c.MetricsAddr != "" && !hostPort(c.MetricsAddr) {
 		bad("metrics_addr", "%q is not host:port", c.MetricsAddr)
 	}
+	if c.AdminAddr != "" && !hostPort(c.AdminAddr) {
+		bad("admin_addr", "%q is not host:port", c.AdminAddr)
+	}
 	raftListen := tlsfiles.Listener{Setting: "raft_addr", Addr: c.RaftAddr}
 	if c.RaftListenAddr != "" {
 		raftListen = tlsfiles.Listener{Setting: "raft_listen_addr", Addr: c.RaftListenAddr}
@@ -314,7 +336,9 @@ func (c Config) Validate() error {
 	if c.TLSCertFile != "" {
 		grpcListen.Addr, raftListen.Addr = "", "" // served with TLS
 	}
-	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, raftListen, tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr}); err != nil {
+	// The metrics and admin listeners are plaintext even with TLS on.
+	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, raftListen, tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr},
+		tlsfiles.Listener{Setting: "admin_addr", Addr: c.AdminAddr}); err != nil {
 		errs = append(errs, err)
 	}
 	if c.DataDir == "" {

@@ -28,6 +28,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"grpc on every interface without TLS", func(c *Config) { c.GRPCAddr = "0.0.0.0:7501" }, "grpc_addr"},
 		{"raft listen on every interface without TLS", func(c *Config) { c.RaftListenAddr = ":7601" }, "raft_listen_addr"},
 		{"metrics on a host name without TLS", func(c *Config) { c.MetricsAddr = "broker-1:7701" }, "metrics_addr"},
+		{"bad admin address", func(c *Config) { c.AdminAddr = "7801" }, "admin_addr"},
+		{"admin on every interface without TLS", func(c *Config) { c.AdminAddr = "0.0.0.0:7801" }, "admin_addr"},
+		{"join token file on an initial member", func(c *Config) { c.JoinTokenFile = "token" }, "join_token_file"},
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "data_dir"},
 		{"no shards", func(c *Config) { c.Shards = 0 }, "shards"},
 		{"upper-case label key", func(c *Config) { c.Labels = map[string]string{"Zone": "a"} }, "labels[Zone]"},
@@ -90,6 +93,7 @@ func TestValidateTLS(t *testing.T) {
 	}{
 		{"tls on every interface", tlsOn, ""},
 		{"tls, metrics on every interface", func(c *Config) { tlsOn(c); c.MetricsAddr = "0.0.0.0:7701" }, "metrics_addr"},
+		{"tls, admin on every interface", func(c *Config) { tlsOn(c); c.AdminAddr = "0.0.0.0:7801" }, "admin_addr"},
 		{"certificate without key", func(c *Config) { tlsOn(c); c.TLSKeyFile = "" }, "tls_cert_file and tls_key_file"},
 		{"certificate without CA", func(c *Config) { tlsOn(c); c.TLSCAFile = "" }, "tls_ca_file"},
 		{"CA without certificate", func(c *Config) { c.TLSCAFile = "ca.pem" }, "tls_cert_file"},

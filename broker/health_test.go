@@ -67,6 +67,7 @@ func TestBrokerLivezAndReadyz(t *testing.T) {
 	for try := 1; ; try++ {
 		cfg := DefaultConfig()
 		cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.DataDir = addr(), addr(), "127.0.0.1:0", t.TempDir()
+		cfg.AdminAddr = "127.0.0.1:0"
 		cfg.InitialMembers = map[uint64]Member{1: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
 		cfg.Shards, cfg.RTT, cfg.CacheBytes, cfg.MemTableBytes = 2, 10*time.Millisecond, 1<<20, 1<<20
 		var err error
@@ -84,8 +85,8 @@ func TestBrokerLivezAndReadyz(t *testing.T) {
 		t.Logf("start on a taken port, trying again: %v", err)
 	}
 	t.Cleanup(b.Stop)
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + b.MetricsAddr() + path)
+	getAt := func(addr, path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -93,6 +94,7 @@ func TestBrokerLivezAndReadyz(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
+	get := func(path string) (int, string) { return getAt(b.MetricsAddr(), path) }
 	if code, body := get("/livez"); code != http.StatusOK {
 		t.Fatalf("GET /livez = %d %q, want 200 as soon as the broker serves", code, body)
 	}
@@ -143,5 +145,14 @@ func TestBrokerLivezAndReadyz(t *testing.T) {
 	}
 	if !b.Ready() {
 		t.Fatal("Ready() = false while /readyz answers 200")
+	}
+	// The debug endpoints are on the admin listener, not the metrics one.
+	for _, path := range []string{"/debug/pprof/", "/debug/pebble", "/debug/statehash"} {
+		if code, body := getAt(b.AdminAddr(), path); code != http.StatusOK {
+			t.Errorf("GET %s on the admin address = %d %q, want 200", path, code, body)
+		}
+		if code, _ := get(path); code != http.StatusNotFound {
+			t.Errorf("GET %s on the metrics address = %d, want 404 (moved to admin_addr)", path, code)
+		}
 	}
 }

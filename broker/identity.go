@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,7 +78,9 @@ const joinRetryInterval = time.Second
 // initial members, that the data dir is still this node's and cluster's.
 // A data dir with data but no identity is refused: it is no joined
 // node's.
-func (s *Server) joinCluster(ctx context.Context, advertise string) (identity.Identity, error) {
+//
+// token is the join token to present (empty: JoinTokenFile's, if set).
+func (s *Server) joinCluster(ctx context.Context, advertise, token string) (identity.Identity, error) {
 	dir := s.cfg.DataDir
 	id, found, err := identity.Load(dir)
 	if err != nil {
@@ -107,7 +111,14 @@ func (s *Server) joinCluster(ctx context.Context, advertise string) (identity.Id
 	case !found:
 		id = identity.New(s.cfg.NodeID)
 	}
-	req := &sundialv1.JoinClusterRequest{NodeId: id.NodeID, RaftAddr: s.cfg.RaftAddr, GrpcAddr: advertise, Incarnation: id.Incarnation, ClusterId: id.ClusterID, Labels: s.cfg.Labels}
+	if token == "" && s.cfg.JoinTokenFile != "" {
+		b, err := os.ReadFile(s.cfg.JoinTokenFile)
+		if err != nil {
+			return identity.Identity{}, fmt.Errorf("broker: read join_token_file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	req := &sundialv1.JoinClusterRequest{NodeId: id.NodeID, RaftAddr: s.cfg.RaftAddr, GrpcAddr: advertise, Incarnation: id.Incarnation, ClusterId: id.ClusterID, Labels: s.cfg.Labels, JoinToken: token}
 	jctx, cancel := context.WithTimeout(ctx, s.cfg.JoinTimeout)
 	defer cancel()
 	resp, err := join.Ask(jctx, s.tls.peer, addrs, req, joinRetryInterval)

@@ -27,7 +27,7 @@ func TestBrokerWithoutTLSListensOnlyOnLoopbackUnlessInsecure(t *testing.T) {
 		return l.Addr().String()
 	}
 	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.DataDir = "127.0.0.1:0", free(), "0.0.0.0:0", t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.AdminAddr, cfg.DataDir = "127.0.0.1:0", free(), "0.0.0.0:0", "", t.TempDir()
 	cfg.InitialMembers = map[uint64]Member{1: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
 	cfg.Shards, cfg.RTT, cfg.CacheBytes, cfg.MemTableBytes = 1, 10*time.Millisecond, 1<<20, 1<<20
 	if b, err := New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry()); err == nil {

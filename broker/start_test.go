@@ -31,7 +31,7 @@ func TestStartWithTheMetricsAddressTakenTouchesNoRaftState(t *testing.T) {
 	}
 	defer taken.Close()
 	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.DataDir = addr(), addr(), taken.Addr().String(), t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.AdminAddr, cfg.DataDir = addr(), addr(), taken.Addr().String(), "", t.TempDir()
 	cfg.InitialMembers = map[uint64]Member{1: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
 	cfg.Shards, cfg.RTT, cfg.CacheBytes, cfg.MemTableBytes = 1, 10*time.Millisecond, 1<<20, 1<<20
 	b, err := New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry())

@@ -10,10 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
+	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proto/tlsfiles/tlstest"
 )
@@ -24,7 +27,7 @@ import (
 func TestBrokerTLSAcceptsOnlyTheClusterCA(t *testing.T) {
 	ca, other := tlstest.NewCA(t, "cluster"), tlstest.NewCA(t, "other")
 	dir := t.TempDir()
-	files := ca.Issue(dir, "broker-1")
+	files := ca.Broker(dir, "1")
 	free := func() string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -34,11 +37,12 @@ func TestBrokerTLSAcceptsOnlyTheClusterCA(t *testing.T) {
 		return l.Addr().String()
 	}
 	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.DataDir = free(), free(), "", t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.AdminAddr, cfg.DataDir = free(), free(), "", "", t.TempDir()
 	cfg.InitialMembers = map[uint64]Member{1: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
 	cfg.Shards, cfg.RTT, cfg.CacheBytes, cfg.MemTableBytes = 1, 10*time.Millisecond, 1<<20, 1<<20
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = files.CertFile, files.KeyFile, files.CAFile
-	b, err := New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	b, err := New(cfg, zaptest.NewLogger(t), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +80,37 @@ func TestBrokerTLSAcceptsOnlyTheClusterCA(t *testing.T) {
 	if err := check(b.tls.peer); err != nil {
 		t.Fatalf("the credentials the broker calls its peers with: %v, want answered", err)
 	}
-	proxyFiles := ca.Issue(t.TempDir(), "proxy")
+	proxyFiles := ca.Proxy(t.TempDir(), "proxy")
 	if err := check(clientOf(proxyFiles)); err != nil {
 		t.Fatalf("a client with a cluster-CA certificate: %v, want answered", err)
+	}
+
+	// The peer and membership APIs answer brokers only: a proxy's
+	// certificate, or a cluster-CA one naming no principal, is refused
+	// PermissionDenied before the handler runs (and counted); a broker's
+	// reaches the handler (which refuses a shard it does not host).
+	membership := func(creds credentials.TransportCredentials) error {
+		conn, err := grpc.NewClient(b.GRPCAddr(), grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, err = brokerv1.NewPeerClient(conn).ChangeShardMembership(t.Context(), &brokerv1.ChangeShardMembershipRequest{
+			ShardId: 9999, ReplicaId: 77, RaftAddr: "127.0.0.1:1", Change: brokerv1.MembershipChange_MEMBERSHIP_CHANGE_ADD_NON_VOTING,
+		})
+		return err
+	}
+	unnamed := ca.Issue(t.TempDir(), "unnamed")
+	for name, f := range map[string]tlsfiles.Files{"a proxy's": proxyFiles, "an unnamed": unnamed} {
+		if err := membership(clientOf(f)); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("ChangeShardMembership with %s certificate: %v, want PermissionDenied", name, err)
+		}
+	}
+	if err := membership(b.tls.peer); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("ChangeShardMembership with the broker's certificate: %v, want FailedPrecondition (shard 9999 not hosted)", err)
+	}
+	if got := refusals(t, reg, "not_broker"); got != 2 {
+		t.Errorf("sundial_broker_refused_total{reason=not_broker} = %v, want 2", got)
 	}
 
 	serial := func() *big.Int {
@@ -97,11 +129,33 @@ func TestBrokerTLSAcceptsOnlyTheClusterCA(t *testing.T) {
 		return c.ConnectionState().PeerCertificates[0].SerialNumber
 	}
 	before := serial()
-	ca.Issue(dir, "broker-1") // rotated in place
+	ca.Broker(dir, "1") // rotated in place
 	for serial().Cmp(before) == 0 {
 		time.Sleep(100 * time.Millisecond) // the files are looked at once a second
 	}
 	if err := check(clientOf(proxyFiles)); err != nil {
 		t.Fatalf("after the rotation a cluster-CA client: %v, want answered", err)
 	}
+}
+
+// refusals is sundial_broker_refused_total{reason} on reg.
+func refusals(t *testing.T, reg prometheus.Gatherer, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sundial_broker_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

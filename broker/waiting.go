@@ -19,6 +19,7 @@ import (
 	"github.com/sundialmq/sundial/broker/internal/service"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	"github.com/sundialmq/sundial/proto/validate"
 )
 
 // waiting reports whether cfg starts a broker in the waiting state: no
@@ -32,7 +33,7 @@ func (c Config) waiting() bool { return len(c.Join) == 0 && len(c.InitialMembers
 // names (joinCluster) until one succeeds or ctx ends. It returns the
 // identity and the listener to serve on from then on (lis is closed and
 // its address taken again, since the full server needs a fresh one).
-func (s *Server) waitForAdd(ctx context.Context, boundary *service.Boundary, lis net.Listener, advertise string) (identity.Identity, net.Listener, error) {
+func (s *Server) waitForAdd(ctx context.Context, boundary *service.Boundary, gate *service.Gate, lis net.Listener, advertise string) (identity.Identity, net.Listener, error) {
 	if id, found, err := identity.Load(s.cfg.DataDir); err != nil {
 		return identity.Identity{}, lis, fmt.Errorf("broker: %w", err)
 	} else if found && id.ClusterID != "" {
@@ -40,7 +41,7 @@ func (s *Server) waitForAdd(ctx context.Context, boundary *service.Boundary, lis
 		return id, lis, nil
 	}
 	w := &waitingPeer{s: s, advertise: advertise, added: make(chan identity.Identity, 1)}
-	srv := waitingServer(boundary, w, s.tls.server)
+	srv := waitingServer(boundary, gate, w, s.tls.server)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
 	s.log.Info("waiting to be added to a cluster (shardctl add-node)", zap.String("grpc_addr", advertise))
@@ -67,11 +68,12 @@ func (s *Server) waitForAdd(ctx context.Context, boundary *service.Boundary, lis
 }
 
 // waitingServer is the gRPC server of a broker waiting to be added: peer
-// and health (not serving), behind the broker's Boundary like the full
-// server, so a handler's panic is answered Internal instead of ending the
-// process.
-func waitingServer(boundary *service.Boundary, peer brokerv1.PeerServer, opts ...grpc.ServerOption) *grpc.Server {
-	srv := grpc.NewServer(append(boundary.ServerOptions(), opts...)...)
+// and health (not serving), behind the broker's Boundary and Gate like the
+// full server, so a handler's panic is answered Internal instead of ending
+// the process, and with TLS only a broker's or admin's certificate adds
+// it.
+func waitingServer(boundary *service.Boundary, gate *service.Gate, peer brokerv1.PeerServer, opts ...grpc.ServerOption) *grpc.Server {
+	srv := grpc.NewServer(append(append(boundary.ServerOptions(), gate.ServerOptions()...), opts...)...)
 	brokerv1.RegisterPeerServer(srv, peer)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -94,7 +96,8 @@ func (w *waitingPeer) Identify(context.Context, *brokerv1.IdentifyRequest) (*bro
 	return &brokerv1.IdentifyResponse{}, nil
 }
 
-// AddToCluster joins the cluster of the brokers at req.Join.
+// AddToCluster joins the cluster of the brokers at req.Join, presenting
+// req's join token (else JoinTokenFile's).
 func (w *waitingPeer) AddToCluster(ctx context.Context, req *brokerv1.AddToClusterRequest) (*brokerv1.AddToClusterResponse, error) {
 	var bad []apierr.FieldViolation
 	if len(req.GetJoin()) == 0 {
@@ -104,6 +107,9 @@ func (w *waitingPeer) AddToCluster(ctx context.Context, req *brokerv1.AddToClust
 		if err := join.Parse(a); err != nil {
 			bad = append(bad, apierr.FieldViolation{Field: fmt.Sprintf("join[%d]", i), Description: err.Error()})
 		}
+	}
+	if len(req.GetJoinToken()) > validate.MaxJoinTokenBytes {
+		bad = append(bad, apierr.FieldViolation{Field: "join_token", Description: fmt.Sprintf("at most %d bytes: the token shardctl join-token create printed", validate.MaxJoinTokenBytes)})
 	}
 	if len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
@@ -116,7 +122,7 @@ func (w *waitingPeer) AddToCluster(ctx context.Context, req *brokerv1.AddToClust
 		return nil, status.Error(codes.FailedPrecondition, "broker was added already and is starting")
 	}
 	w.s.cfg.Join = req.GetJoin()
-	id, err := w.s.joinCluster(ctx, w.advertise)
+	id, err := w.s.joinCluster(ctx, w.advertise, req.GetJoinToken())
 	if err != nil {
 		w.s.cfg.Join = nil
 		if errors.Is(err, join.ErrNoBroker) {

@@ -30,7 +30,7 @@ func (panickyPeer) Identify(context.Context, *brokerv1.IdentifyRequest) (*broker
 // waiting to be added answers a handler's panic Internal and keeps serving,
 // as the full server does. Without the Boundary the panic ends the process.
 func TestWaitingServerIsBehindTheBoundary(t *testing.T) {
-	srv := waitingServer(service.NewBoundary(zaptest.NewLogger(t), prometheus.NewRegistry()), panickyPeer{})
+	srv := waitingServer(service.NewBoundary(zaptest.NewLogger(t), prometheus.NewRegistry()), nil, panickyPeer{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 	case OpRegisterNode:
 		return s.registerNode(c.Node), nil
 	case OpJoinNode:
-		return s.joinNode(c.Node, c.ClusterID)
+		return s.joinNode(c.Node, c.ClusterID, c.JoinUse, c.NowMs)
 	case OpBootstrapShards:
 		return s.bootstrapShards(c.Count, c.RF, c.ClusterID), nil
 	case OpCreateTopic:
@@ -66,6 +66,10 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.sealHandover(c.Name, c.Partition, c.NowMs), nil
 	case OpCloseHandover:
 		return s.closeHandover(c.Name, c.Partition), nil
+	case OpCreateJoinToken:
+		return s.createJoinToken(c.JoinToken, c.NowMs), nil
+	case OpRevokeJoinToken:
+		return s.revokeJoinToken(c.Name), nil
 	}
 	return ResultInvalid, nil
 }
@@ -110,18 +114,33 @@ func (s *State) registerNode(n *Node) uint64 {
 // A node id of 0 is assigned the lowest id above every registered one. It
 // answers the node record as stored (JSON) with ResultOK, or with
 // ResultNoop when the same data dir (incarnation) joined already, so a
-// retried join gets the same answer. It refuses with ResultExists a node
+// retried join gets the same answer. It refuses with ResultDenied a join
+// whose token CheckJoinToken refuses at nowMs (before anything else, so
+// the refusal tells nothing about the cluster), with ResultExists a node
 // id registered with another data dir, and with ResultInvalid a cluster
-// not bootstrapped yet or a data dir of another cluster.
-func (s *State) joinNode(n *Node, clusterID string) (uint64, []byte) {
+// not bootstrapped yet or a data dir of another cluster. An admitted
+// join spends a use of its token in this same entry.
+func (s *State) joinNode(n *Node, clusterID string, use *JoinUse, nowMs int64) (uint64, []byte) {
+	var retried *Node
+	for _, id := range s.NodeIDs() {
+		if old := s.Nodes[id]; old.Incarnation == n.Incarnation && (n.ID == 0 || n.ID == id) {
+			retried = old
+			break
+		}
+	}
+	var retriedBy NodeID
+	if retried != nil {
+		retriedBy = retried.ID
+	}
+	if reason := s.CheckJoinToken(use, retriedBy, nowMs); reason != "" {
+		return ResultDenied, deniedData(reason)
+	}
 	if s.ClusterID == "" || (clusterID != "" && clusterID != s.ClusterID) {
 		return ResultInvalid, nil
 	}
-	for _, id := range s.NodeIDs() {
-		if old := s.Nodes[id]; old.Incarnation == n.Incarnation && (n.ID == 0 || n.ID == id) {
-			b, _ := json.Marshal(old)
-			return ResultNoop, b
-		}
+	if retried != nil {
+		b, _ := json.Marshal(retried)
+		return ResultNoop, b
 	}
 	nn := n.Clone()
 	if nn.ID == 0 {
@@ -135,6 +154,7 @@ func (s *State) joinNode(n *Node, clusterID string) (uint64, []byte) {
 	}
 	nn.State, nn.MetaVoter, nn.BeforeDead = NodeActive, false, ""
 	s.Nodes[nn.ID] = nn
+	s.spendJoinToken(use, nn.ID)
 	s.Version++
 	b, _ := json.Marshal(nn)
 	return ResultOK, b

@@ -22,7 +22,9 @@ type Op string
 // create-group), set_node_state (NodeID, NodeState, Force),
 // set_meta_voter (NodeID, MetaVoter), add_shards (Count, ZoneLabel,
 // Bootstrap; with Bootstrap RF and ClusterID too), serve_shards
-// (Shards), seal_handover and close_handover (Name, Partition).
+// (Shards), seal_handover and close_handover (Name, Partition);
+// join_node also reads JoinUse, and the join-token ops are in
+// jointoken.go.
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -106,6 +108,11 @@ type Command struct {
 	// and close_handover change.
 	Shards    []EventShardID `json:"shards,omitempty"`
 	Partition uint32         `json:"partition,omitempty"`
+
+	// JoinToken is the token create_join_token stores; JoinUse the token
+	// a join_node presents (jointoken.go).
+	JoinToken *JoinToken `json:"join_token,omitempty"`
+	JoinUse   *JoinUse   `json:"join_use,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -236,6 +243,14 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpSealHandover, OpCloseHandover:
 		if c.Name == "" {
 			return nil, fmt.Errorf("%w: %s without a topic", ErrMalformedCommand, c.Op)
+		}
+	case OpCreateJoinToken:
+		if c.JoinToken == nil || c.JoinToken.ID == "" || c.JoinToken.Hash == "" || c.JoinToken.Uses < 0 {
+			return nil, fmt.Errorf("%w: create_join_token needs a token with an id, a hash and uses >= 0", ErrMalformedCommand)
+		}
+	case OpRevokeJoinToken:
+		if c.Name == "" {
+			return nil, fmt.Errorf("%w: revoke_join_token without a token id", ErrMalformedCommand)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)

@@ -168,6 +168,8 @@ type State struct {
 	// start or hand-overs are open, the same add_shards again (a retry)
 	// answers them.
 	Growth []EventShardID `json:"growth,omitempty"`
+	// JoinTokens are the join tokens by id (jointoken.go).
+	JoinTokens map[string]*JoinToken `json:"join_tokens,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -195,6 +197,7 @@ func (s *State) Clone() *State {
 		NextOperationID: s.NextOperationID,
 		Handovers:       slices.Clone(s.Handovers),
 		Growth:          slices.Clone(s.Growth),
+		JoinTokens:      cloneJoinTokens(s.JoinTokens),
 	}
 	if s.Operations != nil {
 		c.Operations = make(map[OperationID]*Operation, len(s.Operations))

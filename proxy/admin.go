@@ -66,8 +66,8 @@ func (a admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfo
 }
 
 // cluster forwards ListShards, Rebalance, ListOperations, AddShards,
-// DrainNode, RemoveNode and CancelOperation (nodes.go) to
-// any broker and TransferLeader to the shard's leader, and serves
+// DrainNode, RemoveNode and CancelOperation (nodes.go) and the join-token
+// calls (jointokens.go) to any broker and TransferLeader to the shard's leader, and serves
 // WatchRouting from the proxy's own table.
 type cluster struct {
 	sundialv1.UnimplementedClusterServer

@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 
@@ -34,7 +35,40 @@ func JoinCluster(req *sundialv1.JoinClusterRequest) []apierr.FieldViolation {
 	if req.GetIncarnation() == "" {
 		out = append(out, violation("incarnation", "required: the incarnation id of the joining data dir")...)
 	}
+	if len(req.GetJoinToken()) > MaxJoinTokenBytes {
+		out = append(out, violation("join_token", fmt.Sprintf("at most %d bytes: the token shardctl join-token create printed", MaxJoinTokenBytes))...)
+	}
 	return append(out, Labels("labels", req.GetLabels())...)
+}
+
+// MaxJoinTokenBytes caps JoinClusterRequest.join_token.
+const MaxJoinTokenBytes = 256
+
+// Bounds of CreateJoinTokenRequest.
+const (
+	MaxJoinTokenExpiresInMs = 30 * 24 * 3600 * 1000
+	MaxJoinTokenUses        = 1000
+)
+
+// CreateJoinToken checks that expires_in_ms is in 0..30 days (0 is the
+// default, one hour) and uses in 0..MaxJoinTokenUses (0 is one).
+func CreateJoinToken(req *sundialv1.CreateJoinTokenRequest) []apierr.FieldViolation {
+	var out []apierr.FieldViolation
+	if e := req.GetExpiresInMs(); e < 0 || e > MaxJoinTokenExpiresInMs {
+		out = append(out, violation("expires_in_ms", fmt.Sprintf("%d is out of range: 0 (one hour) to %d (30 days)", e, int64(MaxJoinTokenExpiresInMs)))...)
+	}
+	if u := req.GetUses(); u > MaxJoinTokenUses {
+		out = append(out, violation("uses", fmt.Sprintf("%d is out of range: 0 (one) to %d", u, MaxJoinTokenUses))...)
+	}
+	return out
+}
+
+// RevokeJoinToken checks that id is set.
+func RevokeJoinToken(req *sundialv1.RevokeJoinTokenRequest) []apierr.FieldViolation {
+	if req.GetId() == "" {
+		return violation("id", "required: the id of the token to revoke (shardctl join-token list shows them)")
+	}
+	return nil
 }
 
 // dialable: host:port with a host and a port from 1 to 65535.

@@ -70,8 +70,8 @@ func TestChaos(t *testing.T) {
 	switch os.Getenv("CHAOS_TLS") {
 	case "", "1":
 		ca := tlstest.NewCA(t, "chaos")
-		brokerArgs = append(brokerArgs, tlsArgs("--tls", ca.Issue(t.TempDir(), "broker"))...)
-		proxyArgs = tlsArgs("--cluster", ca.Issue(t.TempDir(), "proxy"))
+		brokerArgs = append(brokerArgs, tlsArgs("--tls", ca.Broker(t.TempDir(), "broker"))...)
+		proxyArgs = tlsArgs("--cluster", ca.Proxy(t.TempDir(), "proxy"))
 		t.Log("internal hops use TLS (CHAOS_TLS=0 for plaintext)")
 	case "0":
 	default:

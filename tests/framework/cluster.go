@@ -66,9 +66,11 @@ type Broker struct {
 	raftListen         string // where Dragonboat listens
 	grpcListen         string
 	MetricsAddr        string
+	AdminAddr          string // pprof and /debug/*
 	DataDir            string
 	raftFwd, grpcFwd   *Forwarder
-	join               string // --join of a broker added by Join; empty for the initial members
+	join               string   // --join of a broker added by Join; empty for the initial members
+	extraArgs          []string // flags of this broker only (Join's args)
 	proc               *proc.Process
 }
 
@@ -135,7 +137,7 @@ func NewCluster(t testing.TB, cfg Config) *Cluster {
 	var members, seeds []string
 	for i := 1; i <= cfg.Brokers; i++ {
 		b := &Broker{ID: i, Name: fmt.Sprintf("broker-%d", i), DataDir: filepath.Join(c.dir, fmt.Sprintf("broker-%d", i))}
-		for _, a := range []*string{&b.RaftAddr, &b.GRPCAddr, &b.raftListen, &b.grpcListen, &b.MetricsAddr} {
+		for _, a := range []*string{&b.RaftAddr, &b.GRPCAddr, &b.raftListen, &b.grpcListen, &b.MetricsAddr, &b.AdminAddr} {
 			*a = MustFreeAddr(t)
 		}
 		if b.raftFwd, err = c.forwarder(b, "raft", b.RaftAddr, b.raftListen); err != nil {
@@ -586,7 +588,7 @@ func (c *Cluster) StateHashes() map[string]map[int]string {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.MetricsAddr+"/debug/statehash", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.AdminAddr+"/debug/statehash", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			cancel()

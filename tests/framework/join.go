@@ -12,8 +12,10 @@ import (
 // cluster with --join through the brokers' gRPC forwarders, and waits
 // until it serves (readiness). Like every broker it is reached through
 // forwarders, so the faults apply to it; Kill and Restart work on it (a
-// restart finds its data and skips the join). It returns the node id.
-func (c *Cluster) Join(timeout time.Duration) (int, error) {
+// restart finds its data and skips the join). args are extra flags of
+// this broker (after Config.BrokerArgs), e.g. --join-token-file. It
+// returns the node id.
+func (c *Cluster) Join(timeout time.Duration, args ...string) (int, error) {
 	c.mu.Lock()
 	id := len(c.Brokers) + 1
 	var seeds []string
@@ -22,8 +24,8 @@ func (c *Cluster) Join(timeout time.Duration) (int, error) {
 	}
 	c.mu.Unlock()
 	b := &Broker{ID: id, Name: fmt.Sprintf("broker-%d", id), DataDir: filepath.Join(c.dir, fmt.Sprintf("broker-%d", id)),
-		join: strings.Join(seeds, ",")}
-	for _, a := range []*string{&b.RaftAddr, &b.GRPCAddr, &b.raftListen, &b.grpcListen, &b.MetricsAddr} {
+		join: strings.Join(seeds, ","), extraArgs: args}
+	for _, a := range []*string{&b.RaftAddr, &b.GRPCAddr, &b.raftListen, &b.grpcListen, &b.MetricsAddr, &b.AdminAddr} {
 		*a = MustFreeAddr(c.t)
 	}
 	var err error
@@ -54,11 +56,12 @@ func (c *Cluster) Join(timeout time.Duration) (int, error) {
 func (c *Cluster) brokerArgs(b *Broker) []string {
 	args := []string{"--node-id", strconv.Itoa(b.ID), "--raft-addr", b.RaftAddr, "--raft-listen-addr", b.raftListen,
 		"--grpc-addr", b.grpcListen, "--advertise-addr", b.GRPCAddr, "--metrics-addr", b.MetricsAddr,
+		"--admin-addr", b.AdminAddr,
 		"--data-dir", b.DataDir, "--log-level", c.cfg.LogLevel}
 	if b.join != "" {
 		args = append(args, "--join", b.join)
 	} else {
 		args = append(args, "--initial-members", c.members, "--shards", strconv.Itoa(c.cfg.Shards))
 	}
-	return append(args, c.cfg.BrokerArgs...)
+	return append(append(args, c.cfg.BrokerArgs...), b.extraArgs...)
 }

@@ -79,6 +79,7 @@ func New(t testing.TB, cfg Config) *Cluster {
 		bc.GRPCAddr = c.members[uint64(i)].GRPCAddr
 		bc.RaftAddr = c.members[uint64(i)].RaftAddr
 		bc.MetricsAddr = ""
+		bc.AdminAddr = "" // no debug listener: several brokers run in one test
 		bc.DataDir = filepath.Join(dir, fmt.Sprintf("broker-%d", i))
 		bc.InitialMembers = c.members
 		bc.Shards = cfg.Shards

@@ -401,6 +401,23 @@ func TestHTTPAPI(t *testing.T) {
 			}
 		}
 		h.ok("POST", "/v1/cluster:rebalance", map[string]any{"dryRun": true})
+		// Join tokens: the secret is answered once, the list never shows it.
+		made := h.ok("POST", "/v1/cluster/joinTokens", map[string]any{"expiresInMs": "60000", "uses": 2})
+		tok := obj(made["token"])
+		if secret, _ := made["secret"].(string); !strings.HasPrefix(secret, "sdjt."+tok["id"].(string)+".") {
+			t.Fatalf("create join token = %v, want a secret sdjt.<id>.<secret>", made)
+		}
+		listed := list(h.ok("GET", "/v1/cluster/joinTokens", nil)["tokens"])
+		if len(listed) != 1 || obj(listed[0])["id"] != tok["id"] || obj(listed[0])["secret"] != nil {
+			t.Fatalf("list join tokens = %v, want the one made, without a secret", listed)
+		}
+		h.ok("DELETE", "/v1/cluster/joinTokens/"+tok["id"].(string), nil)
+		if code, out := h.do("DELETE", "/v1/cluster/joinTokens/"+tok["id"].(string), nil); code != http.StatusNotFound || out["code"] != float64(5) {
+			t.Fatalf("revoke a revoked join token = %d %v, want 404 with code 5", code, out)
+		}
+		if code, out := h.do("POST", "/v1/cluster/joinTokens", map[string]any{"uses": 1001}); code != http.StatusBadRequest || out["code"] != float64(3) {
+			t.Fatalf("create a join token with 1001 uses = %d %v, want 400 with code 3", code, out)
+		}
 		// One broker: the shard has no other replica to lead.
 		code, out := h.do("POST", "/v1/cluster/shards/"+obj(shards[0])["shardId"].(string)+":transferLeader", map[string]any{})
 		if code != http.StatusBadRequest || out["code"] != float64(9) {

@@ -30,8 +30,8 @@ func TestTLSClusterAndRollingRotation(t *testing.T) {
 	}
 	ca := tlstest.NewCA(t, "cluster")
 	dir := t.TempDir()
-	broker := ca.Issue(dir, "broker")
-	proxy := ca.Issue(t.TempDir(), "proxy")
+	broker := ca.Broker(dir, "broker")
+	proxy := ca.Proxy(t.TempDir(), "proxy")
 	c := framework.NewCluster(t, framework.Config{
 		Brokers:    3,
 		BrokerArgs: args("--tls", broker),
@@ -87,7 +87,7 @@ func TestTLSClusterAndRollingRotation(t *testing.T) {
 		t.Fatal("broker 1's Raft transport took a certificate of another CA, want refused")
 	}
 
-	ca.Issue(dir, "broker") // new certificate and key at the same paths
+	ca.Broker(dir, "broker") // new certificate and key at the same paths
 	for id := 1; id <= 3; id++ {
 		if err := c.Restart(id); err != nil {
 			t.Fatalf("restart broker %d: %v", id, err)

@@ -70,9 +70,11 @@ func newApp(act cli.ActionFunc) *cli.App {
 			&cli.StringFlag{Name: "raft-addr", EnvVars: []string{"SUNDIAL_RAFT_ADDR"}, Usage: "Raft address"},
 			&cli.StringFlag{Name: "raft-listen-addr", EnvVars: []string{"SUNDIAL_RAFT_LISTEN_ADDR"}, Usage: "Raft listen address when peers dial another (default: the Raft address)"},
 			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SUNDIAL_METRICS_ADDR"}, Usage: "HTTP address of /metrics and /healthz"},
+			&cli.StringFlag{Name: "admin-addr", EnvVars: []string{"SUNDIAL_ADMIN_ADDR"}, Usage: "HTTP address of pprof, /debug/pebble and /debug/statehash; keep it on loopback; \"off\" disables it (default 127.0.0.1:7801)"},
 			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"SUNDIAL_DATA_DIR"}, Usage: "data directory"},
 			&cli.StringFlag{Name: "initial-members", EnvVars: []string{"SUNDIAL_INITIAL_MEMBERS"}, Usage: "ID=RAFT@GRPC,... of the bootstrap brokers"},
 			&cli.StringFlag{Name: "join", EnvVars: []string{"SUNDIAL_JOIN"}, Usage: "ADDR[,ADDR...]: gRPC addresses of brokers of a running cluster to join (host:port or dns+srv://NAME); excludes --initial-members"},
+			&cli.StringFlag{Name: "join-token-file", EnvVars: []string{"SUNDIAL_JOIN_TOKEN_FILE"}, Usage: "FILE holding the join token (shardctl join-token create) the first join presents; a TLS or --insecure cluster admits no join without one"},
 			&cli.BoolFlag{Name: "wait-for-add", EnvVars: []string{"SUNDIAL_WAIT_FOR_ADD"}, Usage: "start without --join or --initial-members and wait until 'shardctl add-node ADDR' adds this broker to a cluster"},
 			&cli.StringFlag{Name: "labels", EnvVars: []string{"SUNDIAL_LABELS"}, Usage: "KEY=VALUE[,KEY=VALUE...]: location labels, such as zone=a,rack=r1 (replicas of a shard spread over zones)"},
 			&cli.IntFlag{Name: "shards", EnvVars: []string{"SUNDIAL_SHARDS"}, Usage: "event shards created at bootstrap"},
@@ -158,6 +160,11 @@ func load(c *cli.Context) (broker.Config, error) {
 	setString(c, "raft-addr", &cfg.RaftAddr)
 	setString(c, "raft-listen-addr", &cfg.RaftListenAddr)
 	setString(c, "metrics-addr", &cfg.MetricsAddr)
+	setString(c, "admin-addr", &cfg.AdminAddr)
+	if cfg.AdminAddr == "off" {
+		cfg.AdminAddr = ""
+	}
+	setString(c, "join-token-file", &cfg.JoinTokenFile)
 	setString(c, "data-dir", &cfg.DataDir)
 	setString(c, "log-level", &cfg.LogLevel)
 	if c.IsSet("insecure") {

@@ -44,7 +44,10 @@ func (e *NotMetaLeaderError) Error() string {
 // its data dir holds, empty if none. Only the meta leader joins nodes: any
 // other broker answers a *NotMetaLeaderError. A join repeated by the same
 // data dir answers the same node, adding the member only if it is missing.
-func (h *Host) Join(ctx context.Context, n meta.Node, clusterID string) (meta.Node, error) {
+// use is the join token presented (nil: none, and none required); the
+// meta entry refuses a bad one with a *JoinDeniedError and spends a use
+// of a good one.
+func (h *Host) Join(ctx context.Context, n meta.Node, clusterID string, use *meta.JoinUse) (meta.Node, error) {
 	if leader := h.MetaLeader(); leader != h.cfg.NodeID {
 		e := &NotMetaLeaderError{Leader: leader}
 		if ln, ok := h.Meta().Nodes[meta.NodeID(leader)]; ok {
@@ -61,7 +64,7 @@ func (h *Host) Join(ctx context.Context, n meta.Node, clusterID string) (meta.No
 	if _, removed := m.Removed[uint64(n.ID)]; removed && n.ID != 0 {
 		return meta.Node{}, fmt.Errorf("%w: node %d was removed from the meta group and cannot rejoin under that id; join with another node id or with node_id 0", ErrNodeIDTaken, n.ID)
 	}
-	c := &meta.Command{Op: meta.OpJoinNode, Node: &n, ClusterID: clusterID}
+	c := &meta.Command{Op: meta.OpJoinNode, Node: &n, ClusterID: clusterID, JoinUse: use}
 	code, data, err := h.ProposeMeta(ctx, c)
 	if err != nil {
 		return meta.Node{}, err
@@ -69,6 +72,8 @@ func (h *Host) Join(ctx context.Context, n meta.Node, clusterID string) (meta.No
 	st := h.Meta()
 	switch code {
 	case meta.ResultOK, meta.ResultNoop:
+	case meta.ResultDenied:
+		return meta.Node{}, &JoinDeniedError{Reason: deniedReason(data)}
 	case meta.ResultExists:
 		return meta.Node{}, fmt.Errorf("%w: node %d is already registered with another data dir; "+
 			"start the joining broker with another node id, or with none to be given a free one", ErrNodeIDTaken, n.ID)

@@ -50,6 +50,7 @@ func translate(err error) *status.Status {
 	var busy *meta.BusyError
 	var handingOver *meta.HandingOverError
 	var notLeader *host.NotShardLeaderError
+	var joinDenied *host.JoinDeniedError
 	switch {
 	case errors.As(err, &se):
 		return se.GRPCStatus()
@@ -71,6 +72,10 @@ func translate(err error) *status.Status {
 		return status.New(codes.AlreadyExists, err.Error())
 	case errors.Is(err, host.ErrOtherCluster):
 		return status.Convert(apierr.FailedPrecondition(apierr.FieldViolation{Field: "cluster_id", Description: err.Error()}))
+	case errors.As(err, &joinDenied):
+		return status.New(codes.PermissionDenied, joinRefusal(joinDenied.Reason))
+	case errors.Is(err, host.ErrNoJoinToken):
+		return status.New(codes.NotFound, err.Error())
 	case errors.Is(err, host.ErrNotBootstrapped):
 		return status.New(codes.Unavailable, err.Error())
 	case errors.Is(err, context.Canceled):

@@ -42,6 +42,13 @@ type Options struct {
 	Now                      func() time.Time
 	// StepTimeouts bound the steps of the operations Rebalance plans.
 	StepTimeouts meta.StepTimeouts
+	// RequireJoinToken makes JoinCluster refuse a join without a valid
+	// join token (the broker serves TLS, or is insecure); without it a
+	// join presenting no token is admitted (a plaintext loopback cluster).
+	RequireJoinToken bool
+	// Gate counts and logs the joins refused for their token; nil counts
+	// nothing.
+	Gate *Gate
 }
 
 // Shard serves brokerv1.Shard.

@@ -71,10 +71,10 @@ func (c Config) withDefaults() Config {
 type NodeID int
 
 type broker struct {
-	id                       NodeID
-	raft, grpc, metrics, dir string
-	tls                      []string // the broker's TLS flags (Config.TLS)
-	proc                     *proc.Process
+	id                              NodeID
+	raft, grpc, metrics, admin, dir string
+	tls                             []string // the broker's TLS flags (Config.TLS)
+	proc                            *proc.Process
 }
 
 // Cluster is a running local cluster.
@@ -167,7 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	var members, grpcs []string
 	for i := 1; i <= cfg.Brokers; i++ {
 		b := &broker{id: NodeID(i), dir: filepath.Join(c.cfg.DataDir, fmt.Sprintf("broker-%d", i))}
-		for _, a := range []*string{&b.raft, &b.grpc, &b.metrics} {
+		for _, a := range []*string{&b.raft, &b.grpc, &b.metrics, &b.admin} {
 			if *a, err = proc.FreeAddr(); err != nil {
 				return nil, err
 			}
@@ -212,7 +212,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 func (c *Cluster) startBroker(b *broker) error {
 	p, err := proc.Start(fmt.Sprintf("broker-%d", b.id), filepath.Join(c.bin, "sundial-broker"),
 		filepath.Join(c.cfg.DataDir, "logs", fmt.Sprintf("broker-%d.log", b.id)),
-		append([]string{"--node-id", fmt.Sprint(b.id), "--raft-addr", b.raft, "--grpc-addr", b.grpc, "--metrics-addr", b.metrics,
+		append([]string{"--node-id", fmt.Sprint(b.id), "--raft-addr", b.raft, "--grpc-addr", b.grpc, "--metrics-addr", b.metrics, "--admin-addr", b.admin,
 			"--data-dir", b.dir, "--initial-members", c.members, "--shards", fmt.Sprint(c.cfg.Shards),
 			"--log-level", c.cfg.LogLevel}, b.tls...)...)
 	if err != nil {
@@ -255,13 +255,13 @@ func (c *Cluster) issueTLS() ([]string, error) {
 		return nil, err
 	}
 	for _, b := range c.brokers {
-		f, err := ca.Issue(dir, fmt.Sprintf("broker-%d", b.id), fmt.Sprintf("spiffe://sundial/broker/%d", b.id))
+		f, err := ca.Issue(dir, fmt.Sprintf("broker-%d", b.id), tlsfiles.PrincipalURI(tlsfiles.KindBroker, fmt.Sprint(b.id)))
 		if err != nil {
 			return nil, err
 		}
 		b.tls = []string{"--tls-cert-file", f.CertFile, "--tls-key-file", f.KeyFile, "--tls-ca-file", f.CAFile}
 	}
-	cluster, err := ca.Issue(dir, "proxy", "spiffe://sundial/proxy/1")
+	cluster, err := ca.Issue(dir, "proxy", tlsfiles.PrincipalURI(tlsfiles.KindProxy, "loadtest"))
 	if err != nil {
 		return nil, err
 	}
@@ -314,12 +314,22 @@ func (c *Cluster) BrokerPids() []int {
 // ProxyPid is the proxy's pid.
 func (c *Cluster) ProxyPid() int { return c.proxy.Pid() }
 
-// BrokerHTTPAddrs are the brokers' metrics addresses (/metrics, /healthz,
-// /debug/pprof), by node id in order.
+// BrokerHTTPAddrs are the brokers' metrics addresses (/metrics,
+// /healthz), by node id in order.
 func (c *Cluster) BrokerHTTPAddrs() []string {
 	addrs := make([]string, len(c.brokers))
 	for i, b := range c.brokers {
 		addrs[i] = b.metrics
+	}
+	return addrs
+}
+
+// BrokerAdminAddrs are the brokers' admin addresses (/debug/pprof), by
+// node id in order.
+func (c *Cluster) BrokerAdminAddrs() []string {
+	addrs := make([]string, len(c.brokers))
+	for i, b := range c.brokers {
+		addrs[i] = b.admin
 	}
 	return addrs
 }

@@ -164,8 +164,9 @@ func (s *sundial) CPUGroups() []ProcessGroup {
 // broker-<node id>), then the proxy.
 func (s *sundial) Endpoints() []Endpoint {
 	var eps []Endpoint
+	admins := s.cl.BrokerAdminAddrs()
 	for i, addr := range s.cl.BrokerHTTPAddrs() {
-		eps = append(eps, Endpoint{Role: RoleBrokers, Name: fmt.Sprintf("broker-%d", s.cl.Brokers()[i]), Addr: addr})
+		eps = append(eps, Endpoint{Role: RoleBrokers, Name: fmt.Sprintf("broker-%d", s.cl.Brokers()[i]), Addr: addr, PprofAddr: admins[i]})
 	}
 	return append(eps, Endpoint{Role: RoleProxy, Name: "proxy", Addr: s.cl.ProxyHTTPAddr(), PprofAddr: s.cl.ProxyAdminAddr()})
 }

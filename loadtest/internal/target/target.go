@@ -91,8 +91,8 @@ type Endpoint struct {
 	// Name tells the process apart within its role, e.g. "broker-2".
 	Name string
 	Addr string
-	// PprofAddr serves /debug/pprof when Addr does not (the proxy's admin
-	// listener); empty means Addr.
+	// PprofAddr serves /debug/pprof when Addr does not (the proxy's and
+	// the brokers' admin listeners); empty means Addr.
 	PprofAddr string
 }
 

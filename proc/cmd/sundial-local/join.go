@@ -28,7 +28,7 @@ const maxBroker = 99
 func nextJoinSlot(l Layout, brokers int, busy func(addr string) bool, removed func(id int) bool) (int, BrokerAddrs, error) {
 	for i := brokers + 1; i <= maxBroker; i++ {
 		b := l.broker(i)
-		if !removed(i) && !busy(b.GRPC) && !busy(b.Raft) && !busy(b.Metrics) {
+		if !removed(i) && !busy(b.GRPC) && !busy(b.Raft) && !busy(b.Metrics) && (b.Admin == "" || !busy(b.Admin)) {
 			return i, b, nil
 		}
 	}
@@ -87,7 +87,7 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	restarting := statErr == nil
 	waiting := wait && !restarting
 	args := []string{"--node-id", strconv.Itoa(i), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
-		"--data-dir", dir, "--log-level", cfg.LogLevel}
+		"--admin-addr", b.adminFlag(), "--data-dir", dir, "--log-level", cfg.LogLevel}
 	if waiting {
 		args = append(args, "--wait-for-add")
 	} else {

@@ -142,7 +142,15 @@ type Layout struct {
 }
 
 // BrokerAddrs are one broker's listen addresses.
-type BrokerAddrs struct{ GRPC, Raft, Metrics string }
+type BrokerAddrs struct{ GRPC, Raft, Metrics, Admin string }
+
+// adminFlag is the broker's --admin-addr: Admin, or off when it has none.
+func (b BrokerAddrs) adminFlag() string {
+	if b.Admin == "" {
+		return "off"
+	}
+	return b.Admin
+}
 
 // broker is the addresses of broker id: l.Brokers[id-1], or the ports of
 // DESIGN §5 for an id past them (a broker that joined).
@@ -161,6 +169,7 @@ func DefaultLayout(n int) Layout {
 			GRPC:    fmt.Sprintf("127.0.0.1:%d", 7500+i),
 			Raft:    fmt.Sprintf("127.0.0.1:%d", 7600+i),
 			Metrics: fmt.Sprintf("127.0.0.1:%d", 7700+i),
+			Admin:   fmt.Sprintf("127.0.0.1:%d", 7800+i),
 		})
 	}
 	return l
@@ -261,7 +270,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 			return err
 		}
 		args := []string{"--node-id", strconv.Itoa(m.id), "--grpc-addr", b.GRPC, "--raft-addr", b.Raft, "--metrics-addr", b.Metrics,
-			"--data-dir", dir, "--log-level", cfg.LogLevel}
+			"--admin-addr", b.adminFlag(), "--data-dir", dir, "--log-level", cfg.LogLevel}
 		if m.joined {
 			// A joined broker starts on its data: its identity holds the
 			// cluster id, so --join only checks it with the other members.
@@ -353,6 +362,9 @@ func refuseBusyPorts(ctx context.Context, l Layout, members []member, pidFile st
 	for _, m := range members {
 		b := l.broker(m.id)
 		addrs = append(addrs, b.GRPC, b.Raft, b.Metrics)
+		if b.Admin != "" {
+			addrs = append(addrs, b.Admin)
+		}
 	}
 	var busy []string
 	for _, a := range addrs {
@@ -431,7 +443,11 @@ func printEndpoints(out io.Writer, cfg Config, members []member, took time.Durat
 	fmt.Fprintf(out, "  admin UI  http://%s/ui/   pprof http://%s/debug/pprof/\n", l.ProxyHTTP, l.ProxyAdmin)
 	for _, m := range members {
 		b := l.broker(m.id)
-		fmt.Fprintf(out, "  broker-%d  gRPC %s   metrics http://%s/metrics   raft %s\n", m.id, b.GRPC, b.Metrics, b.Raft)
+		pprof := ""
+		if b.Admin != "" {
+			pprof = "   pprof http://" + b.Admin + "/debug/pprof/"
+		}
+		fmt.Fprintf(out, "  broker-%d  gRPC %s   metrics http://%s/metrics   raft %s%s\n", m.id, b.GRPC, b.Metrics, b.Raft, pprof)
 	}
 	fmt.Fprintf(out, `
 Try it from another shell:

@@ -377,7 +377,7 @@ func TestConfigFromEnv(t *testing.T) {
 			if c.Brokers != 3 || c.Shards != 8 || c.LogLevel != "info" || c.StartTimeout != 60*time.Second ||
 				c.DataDir != filepath.Join("data", "local") || c.Layout.ProxyGRPC != "127.0.0.1:7400" ||
 				c.Layout.ProxyHTTP != "127.0.0.1:7480" || len(c.Layout.Brokers) != 3 ||
-				c.Layout.Brokers[2] != (BrokerAddrs{GRPC: "127.0.0.1:7503", Raft: "127.0.0.1:7603", Metrics: "127.0.0.1:7703"}) {
+				c.Layout.Brokers[2] != (BrokerAddrs{GRPC: "127.0.0.1:7503", Raft: "127.0.0.1:7603", Metrics: "127.0.0.1:7703", Admin: "127.0.0.1:7803"}) {
 				return fmt.Sprintf("%+v", c)
 			}
 			return ""

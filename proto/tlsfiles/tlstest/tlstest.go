@@ -1,6 +1,7 @@
 // Package tlstest issues real certificates for tests: a CA (package
 // devca) and leaf certificates for 127.0.0.1 and localhost, written as PEM
-// files, with a failed step failing the test.
+// files, with or without the URI SAN of a broker, proxy or admin
+// principal; a failed step fails the test.
 package tlstest
 
 import (
@@ -30,10 +31,36 @@ func NewCA(t testing.TB, name string) *CA {
 }
 
 // Issue writes a certificate for common name cn, valid for 127.0.0.1 and
-// localhost as a server and a client and carrying uris as URI SANs, and
-// its key into dir as cn.pem and cn-key.pem (replacing them if present),
-// and returns the files with the CA's file.
-func (ca *CA) Issue(dir, cn string, uris ...string) tlsfiles.Files {
+// localhost as a server and a client, and its key into dir as cn.pem and
+// cn-key.pem (replacing them if present), and returns the files with the
+// CA's file. The certificate names no principal (see tlsfiles.PrincipalOf).
+func (ca *CA) Issue(dir, cn string) tlsfiles.Files {
+	ca.t.Helper()
+	return ca.issue(dir, cn)
+}
+
+// Broker is Issue for a broker's certificate: it also carries the URI SAN
+// spiffe://sundial/broker/<cn>, as docs/security.md says to issue one.
+func (ca *CA) Broker(dir, cn string) tlsfiles.Files {
+	ca.t.Helper()
+	return ca.issue(dir, cn, tlsfiles.PrincipalURI(tlsfiles.KindBroker, cn))
+}
+
+// Proxy is Issue for a proxy's certificate (URI SAN
+// spiffe://sundial/proxy/<cn>).
+func (ca *CA) Proxy(dir, cn string) tlsfiles.Files {
+	ca.t.Helper()
+	return ca.issue(dir, cn, tlsfiles.PrincipalURI(tlsfiles.KindProxy, cn))
+}
+
+// Admin is Issue for an operator tool's certificate (URI SAN
+// spiffe://sundial/admin/<cn>).
+func (ca *CA) Admin(dir, cn string) tlsfiles.Files {
+	ca.t.Helper()
+	return ca.issue(dir, cn, tlsfiles.PrincipalURI(tlsfiles.KindAdmin, cn))
+}
+
+func (ca *CA) issue(dir, cn string, uris ...string) tlsfiles.Files {
 	ca.t.Helper()
 	f, err := ca.ca.Issue(dir, cn, uris...)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc"
@@ -25,7 +27,11 @@ func addNodeCommand(act cli.ActionFunc) *cli.Command {
 		ArgsUsage: "ADDR",
 		Description: "ADDR is the waiting broker's gRPC address. shardctl reads the cluster's brokers from the proxy\n" +
 			"and asks the waiting broker to join them; the cluster gives it a node id (or keeps its --node-id)\n" +
-			"and it starts serving, with no shard replicas until a rebalance.",
+			"and it starts serving, with no shard replicas until a rebalance. A cluster serving TLS admits it\n" +
+			"only with a join token: --join-token-file, or the broker's own --join-token-file.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "join-token-file", Usage: "`FILE` holding the join token (join-token create) the broker presents"},
+		},
 		Action: act,
 	}
 }
@@ -53,6 +59,16 @@ func runAddNode(ctx context.Context, c *cli.Context, e *env) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return usagef("add-node %q: want the broker's gRPC address as host:port", addr)
 	}
+	var token string
+	if f := c.String("join-token-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return usagef("--join-token-file: %v", err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return usagef("--join-token-file %s is empty: write the token join-token create printed into it", f)
+		}
+	}
 	op := "add-node " + addr
 	return call(ctx, e, func(ctx context.Context, cl *client.Client) error {
 		info, err := cl.Admin().GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
@@ -72,7 +88,7 @@ func runAddNode(ctx context.Context, c *cli.Context, e *env) error {
 		if err != nil {
 			return usagef("%v", err)
 		}
-		resp, err := addToCluster(ctx, creds, addr, seeds)
+		resp, err := addToCluster(ctx, creds, addr, seeds, token)
 		if err != nil {
 			return &opError{op: op, err: err}
 		}
@@ -84,13 +100,13 @@ func runAddNode(ctx context.Context, c *cli.Context, e *env) error {
 // seeds. An address where nothing answers gets its own message: the
 // broker is not running there, or not reachable from here. That error
 // carries no gRPC code, so it gets no hint about the proxy, which answered.
-func addToCluster(ctx context.Context, creds credentials.TransportCredentials, addr string, seeds []string) (*brokerv1.AddToClusterResponse, error) {
+func addToCluster(ctx context.Context, creds credentials.TransportCredentials, addr string, seeds []string, token string) (*brokerv1.AddToClusterResponse, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	resp, err := brokerv1.NewPeerClient(conn).AddToCluster(ctx, &brokerv1.AddToClusterRequest{Join: seeds})
+	resp, err := brokerv1.NewPeerClient(conn).AddToCluster(ctx, &brokerv1.AddToClusterRequest{Join: seeds, JoinToken: token})
 	if status.Code(err) == codes.Unavailable && conn.GetState().String() != "READY" {
 		return nil, fmt.Errorf("no broker answers at %s (is it running with --wait-for-add, and reachable from here?): %s", addr, status.Convert(err).Message())
 	}

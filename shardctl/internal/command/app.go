@@ -313,6 +313,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			leaf(drainNodeCommand(plain(runDrainNode))),
 			leaf(removeNodeCommand(plain(runRemoveNode))),
 			group("shards", "add and list event shards", shardsCommands(plain, leaf)...),
+			group("join-token", "create, list and revoke the tokens that admit brokers to the cluster", joinTokenCommands(plain, leaf)...),
 		},
 	}
 }

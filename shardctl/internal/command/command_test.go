@@ -57,6 +57,17 @@ func TestUsageErrors(t *testing.T) {
 		{"consume without topic", []string{"consume"}, "--topic is required"},
 		{"consume negative count", []string{"consume", "--topic", "t", "--count", "-1"}, "--count -1"},
 		{"consume negative max in flight", []string{"consume", "--topic", "t", "--max-in-flight", "-3"}, "--max-in-flight -3"},
+		{"join-token create zero uses", []string{"join-token", "create", "--uses", "0"}, "--uses 0"},
+		{"join-token create too many uses", []string{"join-token", "create", "--uses", "1001"}, "--uses 1001"},
+		{"join-token create zero expiry", []string{"join-token", "create", "--expires", "0s"}, "--expires 0s"},
+		{"join-token create too long", []string{"join-token", "create", "--expires", "721h"}, "--expires 721h0m0s"},
+		{"join-token create bad expiry", []string{"join-token", "create", "--expires", "soon"}, "invalid value"},
+		{"join-token create with args", []string{"join-token", "create", "x"}, "takes no arguments"},
+		{"join-token list with args", []string{"join-token", "list", "x"}, "takes no arguments"},
+		{"join-token revoke without id", []string{"join-token", "revoke"}, "one argument, the token's ID"},
+		{"join-token revoke two ids", []string{"join-token", "revoke", "a", "b"}, "one argument, the token's ID"},
+		{"unknown join-token command", []string{"join-token", "frob"}, `unknown command "frob"`},
+		{"add-node missing token file", []string{"add-node", "--join-token-file", "/nonexistent/token", "127.0.0.1:1"}, "--join-token-file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cliCase{name: tc.name, args: tc.args, wantCode: ExitUsage, wantStderr: tc.wantErr}.checkRun(t, "", tc.args)

@@ -4451,7 +4451,12 @@ type JoinClusterRequest struct {
 	// labels are the broker's location labels (--labels zone=a): keys of
 	// lower-case letters, digits, '-', '_' and '.', values of letters, digits,
 	// '-', '_' and '.', each 1..63 characters, at most 16 labels.
-	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// join_token is the token (shardctl join-token create) that admits the
+	// broker: required when the cluster serves TLS, or is insecure (serves
+	// plaintext on the network); optional, but checked if given, on a
+	// plaintext loopback cluster. At most 256 bytes.
+	JoinToken     string `protobuf:"bytes,7,opt,name=join_token,json=joinToken,proto3" json:"join_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4526,6 +4531,13 @@ func (x *JoinClusterRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *JoinClusterRequest) GetJoinToken() string {
+	if x != nil {
+		return x.JoinToken
+	}
+	return ""
 }
 
 type JoinClusterResponse struct {
@@ -5921,6 +5933,373 @@ func (x *AddShardsResponse) GetHandovers() []*Handover {
 	return nil
 }
 
+type CreateJoinTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// expires_in_ms is how long the token admits joins, from now; 0 is one
+	// hour; at most 30 days (2592000000).
+	ExpiresInMs int64 `protobuf:"varint,1,opt,name=expires_in_ms,json=expiresInMs,proto3" json:"expires_in_ms,omitempty"`
+	// uses is how many brokers the token admits; 0 is one; at most 1000.
+	Uses          uint32 `protobuf:"varint,2,opt,name=uses,proto3" json:"uses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJoinTokenRequest) Reset() {
+	*x = CreateJoinTokenRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJoinTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJoinTokenRequest) ProtoMessage() {}
+
+func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *CreateJoinTokenRequest) GetExpiresInMs() int64 {
+	if x != nil {
+		return x.ExpiresInMs
+	}
+	return 0
+}
+
+func (x *CreateJoinTokenRequest) GetUses() uint32 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
+type CreateJoinTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token *JoinToken             `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// secret is the whole token to give a joining broker (its
+	// --join-token-file holds it); it is not stored and not shown again.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJoinTokenResponse) Reset() {
+	*x = CreateJoinTokenResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJoinTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJoinTokenResponse) ProtoMessage() {}
+
+func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *CreateJoinTokenResponse) GetToken() *JoinToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *CreateJoinTokenResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type JoinToken struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	CreatedAtMs int64                  `protobuf:"varint,2,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// expires_at_ms is when it stops admitting joins (Unix ms).
+	ExpiresAtMs int64 `protobuf:"varint,3,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
+	// uses is how many joins it admits in all; node_ids those it admitted.
+	Uses    uint32   `protobuf:"varint,4,opt,name=uses,proto3" json:"uses,omitempty"`
+	NodeIds []uint64 `protobuf:"varint,5,rep,packed,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	// expired and spent say whether it still admits a join (at the
+	// answering broker's clock).
+	Expired       bool `protobuf:"varint,6,opt,name=expired,proto3" json:"expired,omitempty"`
+	Spent         bool `protobuf:"varint,7,opt,name=spent,proto3" json:"spent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinToken) Reset() {
+	*x = JoinToken{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinToken) ProtoMessage() {}
+
+func (x *JoinToken) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinToken.ProtoReflect.Descriptor instead.
+func (*JoinToken) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *JoinToken) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JoinToken) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *JoinToken) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
+func (x *JoinToken) GetUses() uint32 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
+func (x *JoinToken) GetNodeIds() []uint64 {
+	if x != nil {
+		return x.NodeIds
+	}
+	return nil
+}
+
+func (x *JoinToken) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
+func (x *JoinToken) GetSpent() bool {
+	if x != nil {
+		return x.Spent
+	}
+	return false
+}
+
+type ListJoinTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJoinTokensRequest) Reset() {
+	*x = ListJoinTokensRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJoinTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJoinTokensRequest) ProtoMessage() {}
+
+func (x *ListJoinTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJoinTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListJoinTokensRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{83}
+}
+
+type ListJoinTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []*JoinToken           `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJoinTokensResponse) Reset() {
+	*x = ListJoinTokensResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJoinTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJoinTokensResponse) ProtoMessage() {}
+
+func (x *ListJoinTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJoinTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListJoinTokensResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *ListJoinTokensResponse) GetTokens() []*JoinToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type RevokeJoinTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the token's id (the part of the secret before its second '.');
+	// required.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeJoinTokenRequest) Reset() {
+	*x = RevokeJoinTokenRequest{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeJoinTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeJoinTokenRequest) ProtoMessage() {}
+
+func (x *RevokeJoinTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeJoinTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeJoinTokenRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *RevokeJoinTokenRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeJoinTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeJoinTokenResponse) Reset() {
+	*x = RevokeJoinTokenResponse{}
+	mi := &file_sundial_v1_sundial_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeJoinTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeJoinTokenResponse) ProtoMessage() {}
+
+func (x *RevokeJoinTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_sundial_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeJoinTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeJoinTokenResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{86}
+}
+
 type CancelOperationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// operation_id is the operation to cancel; required.
@@ -5931,7 +6310,7 @@ type CancelOperationRequest struct {
 
 func (x *CancelOperationRequest) Reset() {
 	*x = CancelOperationRequest{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5943,7 +6322,7 @@ func (x *CancelOperationRequest) String() string {
 func (*CancelOperationRequest) ProtoMessage() {}
 
 func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[80]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5956,7 +6335,7 @@ func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationRequest.ProtoReflect.Descriptor instead.
 func (*CancelOperationRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{80}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CancelOperationRequest) GetOperationId() uint64 {
@@ -5979,7 +6358,7 @@ type CancelOperationResponse struct {
 
 func (x *CancelOperationResponse) Reset() {
 	*x = CancelOperationResponse{}
-	mi := &file_sundial_v1_sundial_proto_msgTypes[81]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5991,7 +6370,7 @@ func (x *CancelOperationResponse) String() string {
 func (*CancelOperationResponse) ProtoMessage() {}
 
 func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_sundial_proto_msgTypes[81]
+	mi := &file_sundial_v1_sundial_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6004,7 +6383,7 @@ func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationResponse.ProtoReflect.Descriptor instead.
 func (*CancelOperationResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{81}
+	return file_sundial_v1_sundial_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *CancelOperationResponse) GetOperation() *Operation {
@@ -6352,7 +6731,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\aReplica\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x04R\treplicaId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xa7\x02\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xc6\x02\n" +
 	"\x12JoinClusterRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -6360,7 +6739,9 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\vincarnation\x18\x04 \x01(\tR\vincarnation\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12B\n" +
-	"\x06labels\x18\x06 \x03(\v2*.sundial.v1.JoinClusterRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x06 \x03(\v2*.sundial.v1.JoinClusterRequest.LabelsEntryR\x06labels\x12\x1d\n" +
+	"\n" +
+	"join_token\x18\a \x01(\tR\tjoinToken\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
@@ -6470,7 +6851,27 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\"r\n" +
 	"\x11AddShardsResponse\x12)\n" +
 	"\x06shards\x18\x01 \x03(\v2\x11.sundial.v1.ShardR\x06shards\x122\n" +
-	"\thandovers\x18\x02 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\";\n" +
+	"\thandovers\x18\x02 \x03(\v2\x14.sundial.v1.HandoverR\thandovers\"P\n" +
+	"\x16CreateJoinTokenRequest\x12\"\n" +
+	"\rexpires_in_ms\x18\x01 \x01(\x03R\vexpiresInMs\x12\x12\n" +
+	"\x04uses\x18\x02 \x01(\rR\x04uses\"^\n" +
+	"\x17CreateJoinTokenResponse\x12+\n" +
+	"\x05token\x18\x01 \x01(\v2\x15.sundial.v1.JoinTokenR\x05token\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xc2\x01\n" +
+	"\tJoinToken\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\"\n" +
+	"\rcreated_at_ms\x18\x02 \x01(\x03R\vcreatedAtMs\x12\"\n" +
+	"\rexpires_at_ms\x18\x03 \x01(\x03R\vexpiresAtMs\x12\x12\n" +
+	"\x04uses\x18\x04 \x01(\rR\x04uses\x12\x19\n" +
+	"\bnode_ids\x18\x05 \x03(\x04R\anodeIds\x12\x18\n" +
+	"\aexpired\x18\x06 \x01(\bR\aexpired\x12\x14\n" +
+	"\x05spent\x18\a \x01(\bR\x05spent\"\x17\n" +
+	"\x15ListJoinTokensRequest\"G\n" +
+	"\x16ListJoinTokensResponse\x12-\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x15.sundial.v1.JoinTokenR\x06tokens\"(\n" +
+	"\x16RevokeJoinTokenRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x19\n" +
+	"\x17RevokeJoinTokenResponse\";\n" +
 	"\x16CancelOperationRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\x04R\voperationId\"y\n" +
 	"\x17CancelOperationResponse\x123\n" +
@@ -6550,7 +6951,7 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.sundial.v1.GetMessageRequest\x1a\x17.sundial.v1.MessageInfo\"@\x82\xd3\xe4\x93\x02:\x128/v1/topics/{message.topic}/messages/{message.message_id}\x12w\n" +
 	"\fDueHistogram\x12\x1f.sundial.v1.DueHistogramRequest\x1a .sundial.v1.DueHistogramResponse\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/topics/{topic}/histogram\x12\x8e\x01\n" +
-	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\xf4\b\n" +
+	"\x12RedriveDeadLetters\x12%.sundial.v1.RedriveDeadLettersRequest\x1a&.sundial.v1.RedriveDeadLettersResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/topics/{topic}/dlq:redrive2\xed\v\n" +
 	"\aCluster\x12K\n" +
 	"\fWatchRouting\x12\x1f.sundial.v1.WatchRoutingRequest\x1a\x18.sundial.v1.RoutingTable0\x01\x12g\n" +
 	"\n" +
@@ -6558,7 +6959,10 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"\x0eTransferLeader\x12!.sundial.v1.TransferLeaderRequest\x1a\".sundial.v1.TransferLeaderResponse\"7\x82\xd3\xe4\x93\x021:\x01*\",/v1/cluster/shards/{shard_id}:transferLeader\x12j\n" +
 	"\tRebalance\x12\x1c.sundial.v1.RebalanceRequest\x1a\x1d.sundial.v1.RebalanceResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/cluster:rebalance\x12w\n" +
 	"\x0eListOperations\x12!.sundial.v1.ListOperationsRequest\x1a\".sundial.v1.ListOperationsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/cluster/operations\x12N\n" +
-	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponse\x12v\n" +
+	"\vJoinCluster\x12\x1e.sundial.v1.JoinClusterRequest\x1a\x1f.sundial.v1.JoinClusterResponse\x12}\n" +
+	"\x0fCreateJoinToken\x12\".sundial.v1.CreateJoinTokenRequest\x1a#.sundial.v1.CreateJoinTokenResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/cluster/joinTokens\x12w\n" +
+	"\x0eListJoinTokens\x12!.sundial.v1.ListJoinTokensRequest\x1a\".sundial.v1.ListJoinTokensResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/cluster/joinTokens\x12\x7f\n" +
+	"\x0fRevokeJoinToken\x12\".sundial.v1.RevokeJoinTokenRequest\x1a#.sundial.v1.RevokeJoinTokenResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/cluster/joinTokens/{id}\x12v\n" +
 	"\tDrainNode\x12\x1c.sundial.v1.DrainNodeRequest\x1a\x1d.sundial.v1.DrainNodeResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/cluster/nodes/{node_id}:drain\x12p\n" +
 	"\n" +
 	"RemoveNode\x12\x1d.sundial.v1.RemoveNodeRequest\x1a\x1e.sundial.v1.RemoveNodeResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/cluster/nodes/{node_id}\x12k\n" +
@@ -6578,7 +6982,7 @@ func file_sundial_v1_sundial_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_sundial_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_sundial_v1_sundial_proto_msgTypes = make([]protoimpl.MessageInfo, 95)
 var file_sundial_v1_sundial_proto_goTypes = []any{
 	(KeyConflict)(0),                   // 0: sundial.v1.KeyConflict
 	(KeyOutcome)(0),                    // 1: sundial.v1.KeyOutcome
@@ -6669,22 +7073,29 @@ var file_sundial_v1_sundial_proto_goTypes = []any{
 	(*RemoveNodeResponse)(nil),         // 86: sundial.v1.RemoveNodeResponse
 	(*AddShardsRequest)(nil),           // 87: sundial.v1.AddShardsRequest
 	(*AddShardsResponse)(nil),          // 88: sundial.v1.AddShardsResponse
-	(*CancelOperationRequest)(nil),     // 89: sundial.v1.CancelOperationRequest
-	(*CancelOperationResponse)(nil),    // 90: sundial.v1.CancelOperationResponse
-	nil,                                // 91: sundial.v1.Message.HeadersEntry
-	nil,                                // 92: sundial.v1.Delivery.HeadersEntry
-	nil,                                // 93: sundial.v1.Topic.FairnessWeightsEntry
-	nil,                                // 94: sundial.v1.MessageInfo.HeadersEntry
-	nil,                                // 95: sundial.v1.Node.LabelsEntry
-	nil,                                // 96: sundial.v1.JoinClusterRequest.LabelsEntry
-	(*status.Status)(nil),              // 97: google.rpc.Status
+	(*CreateJoinTokenRequest)(nil),     // 89: sundial.v1.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),    // 90: sundial.v1.CreateJoinTokenResponse
+	(*JoinToken)(nil),                  // 91: sundial.v1.JoinToken
+	(*ListJoinTokensRequest)(nil),      // 92: sundial.v1.ListJoinTokensRequest
+	(*ListJoinTokensResponse)(nil),     // 93: sundial.v1.ListJoinTokensResponse
+	(*RevokeJoinTokenRequest)(nil),     // 94: sundial.v1.RevokeJoinTokenRequest
+	(*RevokeJoinTokenResponse)(nil),    // 95: sundial.v1.RevokeJoinTokenResponse
+	(*CancelOperationRequest)(nil),     // 96: sundial.v1.CancelOperationRequest
+	(*CancelOperationResponse)(nil),    // 97: sundial.v1.CancelOperationResponse
+	nil,                                // 98: sundial.v1.Message.HeadersEntry
+	nil,                                // 99: sundial.v1.Delivery.HeadersEntry
+	nil,                                // 100: sundial.v1.Topic.FairnessWeightsEntry
+	nil,                                // 101: sundial.v1.MessageInfo.HeadersEntry
+	nil,                                // 102: sundial.v1.Node.LabelsEntry
+	nil,                                // 103: sundial.v1.JoinClusterRequest.LabelsEntry
+	(*status.Status)(nil),              // 104: google.rpc.Status
 }
 var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	10,  // 0: sundial.v1.PublishRequest.messages:type_name -> sundial.v1.Message
-	91,  // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
+	98,  // 1: sundial.v1.Message.headers:type_name -> sundial.v1.Message.HeadersEntry
 	0,   // 2: sundial.v1.Message.on_key_conflict:type_name -> sundial.v1.KeyConflict
 	12,  // 3: sundial.v1.PublishResponse.results:type_name -> sundial.v1.PublishResult
-	97,  // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
+	104, // 4: sundial.v1.PublishResult.error:type_name -> google.rpc.Status
 	1,   // 5: sundial.v1.PublishResult.key_outcome:type_name -> sundial.v1.KeyOutcome
 	13,  // 6: sundial.v1.CancelRequest.message:type_name -> sundial.v1.MessageSelector
 	2,   // 7: sundial.v1.CancelResponse.outcome:type_name -> sundial.v1.ChangeOutcome
@@ -6704,8 +7115,8 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	25,  // 21: sundial.v1.SubscribeResponse.deliveries:type_name -> sundial.v1.Deliveries
 	24,  // 22: sundial.v1.SubscribeResponse.started:type_name -> sundial.v1.Started
 	26,  // 23: sundial.v1.Deliveries.deliveries:type_name -> sundial.v1.Delivery
-	92,  // 24: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
-	97,  // 25: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
+	99,  // 24: sundial.v1.Delivery.headers:type_name -> sundial.v1.Delivery.HeadersEntry
+	104, // 25: sundial.v1.ReceiptResult.error:type_name -> google.rpc.Status
 	8,   // 26: sundial.v1.AckResult.op:type_name -> sundial.v1.AckResult.Op
 	30,  // 27: sundial.v1.AckResult.results:type_name -> sundial.v1.ReceiptResult
 	30,  // 28: sundial.v1.AckResponse.results:type_name -> sundial.v1.ReceiptResult
@@ -6713,14 +7124,14 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	30,  // 30: sundial.v1.ExtendResponse.results:type_name -> sundial.v1.ReceiptResult
 	4,   // 31: sundial.v1.Topic.kind:type_name -> sundial.v1.TopicKind
 	36,  // 32: sundial.v1.Topic.stats:type_name -> sundial.v1.GroupStats
-	93,  // 33: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
+	100, // 33: sundial.v1.Topic.fairness_weights:type_name -> sundial.v1.Topic.FairnessWeightsEntry
 	36,  // 34: sundial.v1.Group.stats:type_name -> sundial.v1.GroupStats
 	35,  // 35: sundial.v1.UpdateTopicRequest.topic:type_name -> sundial.v1.Topic
 	37,  // 36: sundial.v1.ListGroupsResponse.groups:type_name -> sundial.v1.Group
 	52,  // 37: sundial.v1.ListMessagesResponse.messages:type_name -> sundial.v1.MessageInfo
 	13,  // 38: sundial.v1.GetMessageRequest.message:type_name -> sundial.v1.MessageSelector
 	5,   // 39: sundial.v1.CopyInfo.state:type_name -> sundial.v1.CopyState
-	94,  // 40: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
+	101, // 40: sundial.v1.MessageInfo.headers:type_name -> sundial.v1.MessageInfo.HeadersEntry
 	51,  // 41: sundial.v1.MessageInfo.copies:type_name -> sundial.v1.CopyInfo
 	6,   // 42: sundial.v1.DueHistogramRequest.bucket:type_name -> sundial.v1.HistogramBucket
 	55,  // 43: sundial.v1.DueHistogramResponse.counts:type_name -> sundial.v1.HistogramCount
@@ -6731,9 +7142,9 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	77,  // 48: sundial.v1.ClusterInfo.handovers:type_name -> sundial.v1.Handover
 	73,  // 49: sundial.v1.ClusterInfo.operations:type_name -> sundial.v1.Operation
 	7,   // 50: sundial.v1.Node.state:type_name -> sundial.v1.NodeState
-	95,  // 51: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
+	102, // 51: sundial.v1.Node.labels:type_name -> sundial.v1.Node.LabelsEntry
 	66,  // 52: sundial.v1.Shard.replicas:type_name -> sundial.v1.Replica
-	96,  // 53: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
+	103, // 53: sundial.v1.JoinClusterRequest.labels:type_name -> sundial.v1.JoinClusterRequest.LabelsEntry
 	73,  // 54: sundial.v1.RebalanceResponse.operations:type_name -> sundial.v1.Operation
 	73,  // 55: sundial.v1.ListOperationsResponse.operations:type_name -> sundial.v1.Operation
 	74,  // 56: sundial.v1.Operation.steps:type_name -> sundial.v1.OperationStep
@@ -6747,78 +7158,86 @@ var file_sundial_v1_sundial_proto_depIdxs = []int32{
 	64,  // 64: sundial.v1.RemoveNodeResponse.node:type_name -> sundial.v1.Node
 	65,  // 65: sundial.v1.AddShardsResponse.shards:type_name -> sundial.v1.Shard
 	77,  // 66: sundial.v1.AddShardsResponse.handovers:type_name -> sundial.v1.Handover
-	73,  // 67: sundial.v1.CancelOperationResponse.operation:type_name -> sundial.v1.Operation
-	9,   // 68: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
-	9,   // 69: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
-	14,  // 70: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
-	16,  // 71: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
-	20,  // 72: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
-	27,  // 73: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
-	28,  // 74: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
-	29,  // 75: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
-	18,  // 76: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
-	58,  // 77: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
-	59,  // 78: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
-	60,  // 79: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
-	62,  // 80: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
-	38,  // 81: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
-	39,  // 82: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
-	41,  // 83: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
-	43,  // 84: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
-	44,  // 85: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
-	46,  // 86: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
-	48,  // 87: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
-	50,  // 88: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
-	53,  // 89: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
-	56,  // 90: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
-	75,  // 91: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
-	79,  // 92: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
-	81,  // 93: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
-	69,  // 94: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
-	71,  // 95: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
-	67,  // 96: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
-	83,  // 97: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
-	85,  // 98: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
-	87,  // 99: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
-	89,  // 100: sundial.v1.Cluster.CancelOperation:input_type -> sundial.v1.CancelOperationRequest
-	11,  // 101: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
-	11,  // 102: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
-	15,  // 103: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
-	17,  // 104: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
-	23,  // 105: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
-	32,  // 106: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
-	33,  // 107: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
-	34,  // 108: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
-	19,  // 109: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
-	35,  // 110: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
-	35,  // 111: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
-	61,  // 112: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
-	63,  // 113: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
-	35,  // 114: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
-	40,  // 115: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
-	42,  // 116: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
-	37,  // 117: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
-	45,  // 118: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
-	47,  // 119: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
-	49,  // 120: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
-	52,  // 121: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
-	54,  // 122: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
-	57,  // 123: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
-	76,  // 124: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
-	80,  // 125: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
-	82,  // 126: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
-	70,  // 127: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
-	72,  // 128: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
-	68,  // 129: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
-	84,  // 130: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
-	86,  // 131: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
-	88,  // 132: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
-	90,  // 133: sundial.v1.Cluster.CancelOperation:output_type -> sundial.v1.CancelOperationResponse
-	101, // [101:134] is the sub-list for method output_type
-	68,  // [68:101] is the sub-list for method input_type
-	68,  // [68:68] is the sub-list for extension type_name
-	68,  // [68:68] is the sub-list for extension extendee
-	0,   // [0:68] is the sub-list for field type_name
+	91,  // 67: sundial.v1.CreateJoinTokenResponse.token:type_name -> sundial.v1.JoinToken
+	91,  // 68: sundial.v1.ListJoinTokensResponse.tokens:type_name -> sundial.v1.JoinToken
+	73,  // 69: sundial.v1.CancelOperationResponse.operation:type_name -> sundial.v1.Operation
+	9,   // 70: sundial.v1.Producer.Publish:input_type -> sundial.v1.PublishRequest
+	9,   // 71: sundial.v1.Producer.PublishStream:input_type -> sundial.v1.PublishRequest
+	14,  // 72: sundial.v1.Producer.Cancel:input_type -> sundial.v1.CancelRequest
+	16,  // 73: sundial.v1.Producer.Reschedule:input_type -> sundial.v1.RescheduleRequest
+	20,  // 74: sundial.v1.Consumer.Subscribe:input_type -> sundial.v1.SubscribeRequest
+	27,  // 75: sundial.v1.Consumer.Ack:input_type -> sundial.v1.AckRequest
+	28,  // 76: sundial.v1.Consumer.Nack:input_type -> sundial.v1.NackRequest
+	29,  // 77: sundial.v1.Consumer.Extend:input_type -> sundial.v1.ExtendRequest
+	18,  // 78: sundial.v1.Consumer.Receive:input_type -> sundial.v1.ReceiveRequest
+	58,  // 79: sundial.v1.Admin.CreateTopic:input_type -> sundial.v1.CreateTopicRequest
+	59,  // 80: sundial.v1.Admin.GetTopic:input_type -> sundial.v1.GetTopicRequest
+	60,  // 81: sundial.v1.Admin.ListTopics:input_type -> sundial.v1.ListTopicsRequest
+	62,  // 82: sundial.v1.Admin.GetClusterInfo:input_type -> sundial.v1.GetClusterInfoRequest
+	38,  // 83: sundial.v1.Admin.UpdateTopic:input_type -> sundial.v1.UpdateTopicRequest
+	39,  // 84: sundial.v1.Admin.DeleteTopic:input_type -> sundial.v1.DeleteTopicRequest
+	41,  // 85: sundial.v1.Admin.PurgeTopic:input_type -> sundial.v1.PurgeTopicRequest
+	43,  // 86: sundial.v1.Admin.CreateGroup:input_type -> sundial.v1.CreateGroupRequest
+	44,  // 87: sundial.v1.Admin.ListGroups:input_type -> sundial.v1.ListGroupsRequest
+	46,  // 88: sundial.v1.Admin.DeleteGroup:input_type -> sundial.v1.DeleteGroupRequest
+	48,  // 89: sundial.v1.Admin.ListMessages:input_type -> sundial.v1.ListMessagesRequest
+	50,  // 90: sundial.v1.Admin.GetMessage:input_type -> sundial.v1.GetMessageRequest
+	53,  // 91: sundial.v1.Admin.DueHistogram:input_type -> sundial.v1.DueHistogramRequest
+	56,  // 92: sundial.v1.Admin.RedriveDeadLetters:input_type -> sundial.v1.RedriveDeadLettersRequest
+	75,  // 93: sundial.v1.Cluster.WatchRouting:input_type -> sundial.v1.WatchRoutingRequest
+	79,  // 94: sundial.v1.Cluster.ListShards:input_type -> sundial.v1.ListShardsRequest
+	81,  // 95: sundial.v1.Cluster.TransferLeader:input_type -> sundial.v1.TransferLeaderRequest
+	69,  // 96: sundial.v1.Cluster.Rebalance:input_type -> sundial.v1.RebalanceRequest
+	71,  // 97: sundial.v1.Cluster.ListOperations:input_type -> sundial.v1.ListOperationsRequest
+	67,  // 98: sundial.v1.Cluster.JoinCluster:input_type -> sundial.v1.JoinClusterRequest
+	89,  // 99: sundial.v1.Cluster.CreateJoinToken:input_type -> sundial.v1.CreateJoinTokenRequest
+	92,  // 100: sundial.v1.Cluster.ListJoinTokens:input_type -> sundial.v1.ListJoinTokensRequest
+	94,  // 101: sundial.v1.Cluster.RevokeJoinToken:input_type -> sundial.v1.RevokeJoinTokenRequest
+	83,  // 102: sundial.v1.Cluster.DrainNode:input_type -> sundial.v1.DrainNodeRequest
+	85,  // 103: sundial.v1.Cluster.RemoveNode:input_type -> sundial.v1.RemoveNodeRequest
+	87,  // 104: sundial.v1.Cluster.AddShards:input_type -> sundial.v1.AddShardsRequest
+	96,  // 105: sundial.v1.Cluster.CancelOperation:input_type -> sundial.v1.CancelOperationRequest
+	11,  // 106: sundial.v1.Producer.Publish:output_type -> sundial.v1.PublishResponse
+	11,  // 107: sundial.v1.Producer.PublishStream:output_type -> sundial.v1.PublishResponse
+	15,  // 108: sundial.v1.Producer.Cancel:output_type -> sundial.v1.CancelResponse
+	17,  // 109: sundial.v1.Producer.Reschedule:output_type -> sundial.v1.RescheduleResponse
+	23,  // 110: sundial.v1.Consumer.Subscribe:output_type -> sundial.v1.SubscribeResponse
+	32,  // 111: sundial.v1.Consumer.Ack:output_type -> sundial.v1.AckResponse
+	33,  // 112: sundial.v1.Consumer.Nack:output_type -> sundial.v1.NackResponse
+	34,  // 113: sundial.v1.Consumer.Extend:output_type -> sundial.v1.ExtendResponse
+	19,  // 114: sundial.v1.Consumer.Receive:output_type -> sundial.v1.ReceiveResponse
+	35,  // 115: sundial.v1.Admin.CreateTopic:output_type -> sundial.v1.Topic
+	35,  // 116: sundial.v1.Admin.GetTopic:output_type -> sundial.v1.Topic
+	61,  // 117: sundial.v1.Admin.ListTopics:output_type -> sundial.v1.ListTopicsResponse
+	63,  // 118: sundial.v1.Admin.GetClusterInfo:output_type -> sundial.v1.ClusterInfo
+	35,  // 119: sundial.v1.Admin.UpdateTopic:output_type -> sundial.v1.Topic
+	40,  // 120: sundial.v1.Admin.DeleteTopic:output_type -> sundial.v1.DeleteTopicResponse
+	42,  // 121: sundial.v1.Admin.PurgeTopic:output_type -> sundial.v1.PurgeTopicResponse
+	37,  // 122: sundial.v1.Admin.CreateGroup:output_type -> sundial.v1.Group
+	45,  // 123: sundial.v1.Admin.ListGroups:output_type -> sundial.v1.ListGroupsResponse
+	47,  // 124: sundial.v1.Admin.DeleteGroup:output_type -> sundial.v1.DeleteGroupResponse
+	49,  // 125: sundial.v1.Admin.ListMessages:output_type -> sundial.v1.ListMessagesResponse
+	52,  // 126: sundial.v1.Admin.GetMessage:output_type -> sundial.v1.MessageInfo
+	54,  // 127: sundial.v1.Admin.DueHistogram:output_type -> sundial.v1.DueHistogramResponse
+	57,  // 128: sundial.v1.Admin.RedriveDeadLetters:output_type -> sundial.v1.RedriveDeadLettersResponse
+	76,  // 129: sundial.v1.Cluster.WatchRouting:output_type -> sundial.v1.RoutingTable
+	80,  // 130: sundial.v1.Cluster.ListShards:output_type -> sundial.v1.ListShardsResponse
+	82,  // 131: sundial.v1.Cluster.TransferLeader:output_type -> sundial.v1.TransferLeaderResponse
+	70,  // 132: sundial.v1.Cluster.Rebalance:output_type -> sundial.v1.RebalanceResponse
+	72,  // 133: sundial.v1.Cluster.ListOperations:output_type -> sundial.v1.ListOperationsResponse
+	68,  // 134: sundial.v1.Cluster.JoinCluster:output_type -> sundial.v1.JoinClusterResponse
+	90,  // 135: sundial.v1.Cluster.CreateJoinToken:output_type -> sundial.v1.CreateJoinTokenResponse
+	93,  // 136: sundial.v1.Cluster.ListJoinTokens:output_type -> sundial.v1.ListJoinTokensResponse
+	95,  // 137: sundial.v1.Cluster.RevokeJoinToken:output_type -> sundial.v1.RevokeJoinTokenResponse
+	84,  // 138: sundial.v1.Cluster.DrainNode:output_type -> sundial.v1.DrainNodeResponse
+	86,  // 139: sundial.v1.Cluster.RemoveNode:output_type -> sundial.v1.RemoveNodeResponse
+	88,  // 140: sundial.v1.Cluster.AddShards:output_type -> sundial.v1.AddShardsResponse
+	97,  // 141: sundial.v1.Cluster.CancelOperation:output_type -> sundial.v1.CancelOperationResponse
+	106, // [106:142] is the sub-list for method output_type
+	70,  // [70:106] is the sub-list for method input_type
+	70,  // [70:70] is the sub-list for extension type_name
+	70,  // [70:70] is the sub-list for extension extendee
+	0,   // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_sundial_proto_init() }
@@ -6850,7 +7269,7 @@ func file_sundial_v1_sundial_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_sundial_proto_rawDesc), len(file_sundial_v1_sundial_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   88,
+			NumMessages:   95,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

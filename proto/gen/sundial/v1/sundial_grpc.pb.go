@@ -1161,6 +1161,9 @@ const (
 	Cluster_Rebalance_FullMethodName       = "/sundial.v1.Cluster/Rebalance"
 	Cluster_ListOperations_FullMethodName  = "/sundial.v1.Cluster/ListOperations"
 	Cluster_JoinCluster_FullMethodName     = "/sundial.v1.Cluster/JoinCluster"
+	Cluster_CreateJoinToken_FullMethodName = "/sundial.v1.Cluster/CreateJoinToken"
+	Cluster_ListJoinTokens_FullMethodName  = "/sundial.v1.Cluster/ListJoinTokens"
+	Cluster_RevokeJoinToken_FullMethodName = "/sundial.v1.Cluster/RevokeJoinToken"
 	Cluster_DrainNode_FullMethodName       = "/sundial.v1.Cluster/DrainNode"
 	Cluster_RemoveNode_FullMethodName      = "/sundial.v1.Cluster/RemoveNode"
 	Cluster_AddShards_FullMethodName       = "/sundial.v1.Cluster/AddShards"
@@ -1207,8 +1210,25 @@ type ClusterClient interface {
 	// InvalidArgument (addresses or incarnation missing), AlreadyExists
 	// (node_id is registered with another data dir), FailedPrecondition
 	// (cluster_id is another cluster's), Unavailable (the cluster is not
-	// bootstrapped yet).
+	// bootstrapped yet), PermissionDenied (TLS is on and the caller's
+	// certificate is not a broker's, or the join token is missing, unknown,
+	// expired or spent: the answer says no more than that, so a refused
+	// caller learns nothing about the cluster).
 	JoinCluster(ctx context.Context, in *JoinClusterRequest, opts ...grpc.CallOption) (*JoinClusterResponse, error)
+	// CreateJoinToken makes a join token: a secret that admits brokers to
+	// the cluster (JoinCluster's join_token) until it expires or has
+	// admitted `uses` brokers. The meta group stores only the SHA-256 of
+	// the secret: the answer's secret is shown this once. Any broker
+	// answers (a meta proposal). Errors: InvalidArgument (expires_in_ms or
+	// uses out of range).
+	CreateJoinToken(ctx context.Context, in *CreateJoinTokenRequest, opts ...grpc.CallOption) (*CreateJoinTokenResponse, error)
+	// ListJoinTokens answers the join tokens in id order, spent and expired
+	// ones included (never their secrets).
+	ListJoinTokens(ctx context.Context, in *ListJoinTokensRequest, opts ...grpc.CallOption) (*ListJoinTokensResponse, error)
+	// RevokeJoinToken deletes a join token: it admits no broker from then
+	// on (brokers it admitted stay members). Errors: InvalidArgument
+	// (id missing), NotFound (no such token).
+	RevokeJoinToken(ctx context.Context, in *RevokeJoinTokenRequest, opts ...grpc.CallOption) (*RevokeJoinTokenResponse, error)
 	// DrainNode marks a node draining (it receives no replicas) and submits
 	// the plan that moves every replica and leadership off it, answering
 	// the operations submitted. While other operations run it still marks
@@ -1343,6 +1363,36 @@ func (c *clusterClient) JoinCluster(ctx context.Context, in *JoinClusterRequest,
 	return out, nil
 }
 
+func (c *clusterClient) CreateJoinToken(ctx context.Context, in *CreateJoinTokenRequest, opts ...grpc.CallOption) (*CreateJoinTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateJoinTokenResponse)
+	err := c.cc.Invoke(ctx, Cluster_CreateJoinToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) ListJoinTokens(ctx context.Context, in *ListJoinTokensRequest, opts ...grpc.CallOption) (*ListJoinTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListJoinTokensResponse)
+	err := c.cc.Invoke(ctx, Cluster_ListJoinTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) RevokeJoinToken(ctx context.Context, in *RevokeJoinTokenRequest, opts ...grpc.CallOption) (*RevokeJoinTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeJoinTokenResponse)
+	err := c.cc.Invoke(ctx, Cluster_RevokeJoinToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *clusterClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*DrainNodeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DrainNodeResponse)
@@ -1423,8 +1473,25 @@ type ClusterServer interface {
 	// InvalidArgument (addresses or incarnation missing), AlreadyExists
 	// (node_id is registered with another data dir), FailedPrecondition
 	// (cluster_id is another cluster's), Unavailable (the cluster is not
-	// bootstrapped yet).
+	// bootstrapped yet), PermissionDenied (TLS is on and the caller's
+	// certificate is not a broker's, or the join token is missing, unknown,
+	// expired or spent: the answer says no more than that, so a refused
+	// caller learns nothing about the cluster).
 	JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error)
+	// CreateJoinToken makes a join token: a secret that admits brokers to
+	// the cluster (JoinCluster's join_token) until it expires or has
+	// admitted `uses` brokers. The meta group stores only the SHA-256 of
+	// the secret: the answer's secret is shown this once. Any broker
+	// answers (a meta proposal). Errors: InvalidArgument (expires_in_ms or
+	// uses out of range).
+	CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error)
+	// ListJoinTokens answers the join tokens in id order, spent and expired
+	// ones included (never their secrets).
+	ListJoinTokens(context.Context, *ListJoinTokensRequest) (*ListJoinTokensResponse, error)
+	// RevokeJoinToken deletes a join token: it admits no broker from then
+	// on (brokers it admitted stay members). Errors: InvalidArgument
+	// (id missing), NotFound (no such token).
+	RevokeJoinToken(context.Context, *RevokeJoinTokenRequest) (*RevokeJoinTokenResponse, error)
 	// DrainNode marks a node draining (it receives no replicas) and submits
 	// the plan that moves every replica and leadership off it, answering
 	// the operations submitted. While other operations run it still marks
@@ -1507,6 +1574,15 @@ func (UnimplementedClusterServer) ListOperations(context.Context, *ListOperation
 }
 func (UnimplementedClusterServer) JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method JoinCluster not implemented")
+}
+func (UnimplementedClusterServer) CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateJoinToken not implemented")
+}
+func (UnimplementedClusterServer) ListJoinTokens(context.Context, *ListJoinTokensRequest) (*ListJoinTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListJoinTokens not implemented")
+}
+func (UnimplementedClusterServer) RevokeJoinToken(context.Context, *RevokeJoinTokenRequest) (*RevokeJoinTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeJoinToken not implemented")
 }
 func (UnimplementedClusterServer) DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
@@ -1642,6 +1718,60 @@ func _Cluster_JoinCluster_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_CreateJoinToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateJoinTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).CreateJoinToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_CreateJoinToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).CreateJoinToken(ctx, req.(*CreateJoinTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_ListJoinTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListJoinTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).ListJoinTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_ListJoinTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).ListJoinTokens(ctx, req.(*ListJoinTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_RevokeJoinToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeJoinTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).RevokeJoinToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_RevokeJoinToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).RevokeJoinToken(ctx, req.(*RevokeJoinTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Cluster_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DrainNodeRequest)
 	if err := dec(in); err != nil {
@@ -1740,6 +1870,18 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "JoinCluster",
 			Handler:    _Cluster_JoinCluster_Handler,
+		},
+		{
+			MethodName: "CreateJoinToken",
+			Handler:    _Cluster_CreateJoinToken_Handler,
+		},
+		{
+			MethodName: "ListJoinTokens",
+			Handler:    _Cluster_ListJoinTokens_Handler,
+		},
+		{
+			MethodName: "RevokeJoinToken",
+			Handler:    _Cluster_RevokeJoinToken_Handler,
 		},
 		{
 			MethodName: "DrainNode",

@@ -82,7 +82,11 @@ func (MembershipChange) EnumDescriptor() ([]byte, []int) {
 type AddToClusterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// gRPC addresses of brokers of the cluster to join; at least one.
-	Join          []string `protobuf:"bytes,1,rep,name=join,proto3" json:"join,omitempty"`
+	Join []string `protobuf:"bytes,1,rep,name=join,proto3" json:"join,omitempty"`
+	// join_token is the join token the broker presents to the cluster
+	// (shardctl join-token create); empty: the broker's own
+	// --join-token-file, if any. At most 256 bytes.
+	JoinToken     string `protobuf:"bytes,2,opt,name=join_token,json=joinToken,proto3" json:"join_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -122,6 +126,13 @@ func (x *AddToClusterRequest) GetJoin() []string {
 		return x.Join
 	}
 	return nil
+}
+
+func (x *AddToClusterRequest) GetJoinToken() string {
+	if x != nil {
+		return x.JoinToken
+	}
+	return ""
 }
 
 type AddToClusterResponse struct {
@@ -576,9 +587,11 @@ var File_sundial_broker_v1_peer_proto protoreflect.FileDescriptor
 
 const file_sundial_broker_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1csundial/broker/v1/peer.proto\x12\x11sundial.broker.v1\")\n" +
+	"\x1csundial/broker/v1/peer.proto\x12\x11sundial.broker.v1\"H\n" +
 	"\x13AddToClusterRequest\x12\x12\n" +
-	"\x04join\x18\x01 \x03(\tR\x04join\"N\n" +
+	"\x04join\x18\x01 \x03(\tR\x04join\x12\x1d\n" +
+	"\n" +
+	"join_token\x18\x02 \x01(\tR\tjoinToken\"N\n" +
 	"\x14AddToClusterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
