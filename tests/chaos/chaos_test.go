@@ -16,6 +16,7 @@ import (
 
 	"github.com/sundialmq/sundial/broker"
 	"github.com/sundialmq/sundial/proc"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proto/tlsfiles/tlstest"
 	"github.com/sundialmq/sundial/tests/checker"
@@ -79,6 +80,11 @@ func TestChaos(t *testing.T) {
 	}
 	c := framework.NewCluster(t, framework.Config{Brokers: initial, Proxies: proxies, Shards: 4, LogLevel: "warn",
 		BrokerArgs: brokerArgs, ProxyArgs: proxyArgs})
+	if proxyArgs != nil {
+		// With TLS a broker joins only with a join token: one for the
+		// joins before the workload and every drain's replacement.
+		c.SetJoinArgs("--join-token-file", joinToken(t, c, duration+time.Hour))
+	}
 	for range joined {
 		if _, err := c.Join(2 * time.Minute); err != nil {
 			t.Fatal(err)
@@ -353,6 +359,28 @@ func heal(t *testing.T, c *framework.Cluster, removed *removedSet, proxies int) 
 	if err := c.WaitReady(2 * time.Minute); err != nil {
 		t.Errorf("cluster not ready after healing: %v", err)
 	}
+}
+
+// joinToken creates a join token of many uses, valid for ttl, through a
+// proxy (as shardctl join-token create does), and answers the file that
+// holds its secret.
+func joinToken(t *testing.T, c *framework.Cluster, ttl time.Duration) string {
+	var secret string
+	err := c.OnCluster(t.Context(), func(ctx context.Context, cl sundialv1.ClusterClient) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		resp, err := cl.CreateJoinToken(ctx, &sundialv1.CreateJoinTokenRequest{ExpiresInMs: ttl.Milliseconds(), Uses: 1000})
+		secret = resp.GetSecret()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("CreateJoinToken: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "join-token")
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // tlsArgs are the flags naming f's files with prefix (--tls for a broker,

@@ -97,6 +97,7 @@ type Cluster struct {
 	parted   map[[2]int]bool // broker pairs, lower id first
 	cutGRPC  map[int]bool    // proxies cannot reach this broker's gRPC
 	slow     map[int]time.Duration
+	joinArgs []string // flags of every Join's broker (SetJoinArgs)
 
 	stopOnce sync.Once
 }

@@ -3,10 +3,19 @@ package framework
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// SetJoinArgs sets flags every later Join gives its broker first (a
+// --join-token-file, say, once the cluster can make a token).
+func (c *Cluster) SetJoinArgs(args ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.joinArgs = slices.Clone(args)
+}
 
 // Join starts one more broker (the next node id) that joins the running
 // cluster with --join through the brokers' gRPC forwarders, and waits
@@ -22,9 +31,10 @@ func (c *Cluster) Join(timeout time.Duration, args ...string) (int, error) {
 	for _, b := range c.Brokers {
 		seeds = append(seeds, b.GRPCAddr)
 	}
+	extra := append(slices.Clone(c.joinArgs), args...)
 	c.mu.Unlock()
 	b := &Broker{ID: id, Name: fmt.Sprintf("broker-%d", id), DataDir: filepath.Join(c.dir, fmt.Sprintf("broker-%d", id)),
-		join: strings.Join(seeds, ","), extraArgs: args}
+		join: strings.Join(seeds, ","), extraArgs: extra}
 	for _, a := range []*string{&b.RaftAddr, &b.GRPCAddr, &b.raftListen, &b.grpcListen, &b.MetricsAddr, &b.AdminAddr} {
 		*a = MustFreeAddr(c.t)
 	}
