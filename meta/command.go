@@ -22,7 +22,8 @@ type Op string
 // create-group), set_node_state (NodeID, NodeState, Force),
 // set_meta_voter (NodeID, MetaVoter), add_shards (Count, ZoneLabel,
 // Bootstrap; with Bootstrap RF and ClusterID too), serve_shards
-// (Shards), seal_handover and close_handover (Name, Partition).
+// (Shards), seal_handover and close_handover (Name, Partition), and the
+// auth ops of auth.go.
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -106,6 +107,12 @@ type Command struct {
 	// and close_handover change.
 	Shards    []EventShardID `json:"shards,omitempty"`
 	Partition uint32         `json:"partition,omitempty"`
+
+	// The auth ops' token, role and receipt key (auth.go); Name names
+	// the token revoke_token and the role delete_role remove.
+	Token      *Token      `json:"token,omitempty"`
+	Role       *Role       `json:"role,omitempty"`
+	ReceiptKey *ReceiptKey `json:"receipt_key,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -236,6 +243,10 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpSealHandover, OpCloseHandover:
 		if c.Name == "" {
 			return nil, fmt.Errorf("%w: %s without a topic", ErrMalformedCommand, c.Op)
+		}
+	case OpAuthBootstrap, OpCreateToken, OpRevokeToken, OpCreateRole, OpDeleteRole, OpRotateReceiptKey:
+		if err := c.checkAuthCommand(); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)

@@ -158,6 +158,10 @@ type State struct {
 	// start or hand-overs are open, the same add_shards again (a retry)
 	// answers them.
 	Growth []EventShardID `json:"growth,omitempty"`
+	// Auth is the tokens, roles and receipt keys (auth.go); nil until the
+	// first auth command. Its changes do not change Version: nothing
+	// routes on them.
+	Auth *Auth `json:"auth,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -185,6 +189,7 @@ func (s *State) Clone() *State {
 		NextOperationID: s.NextOperationID,
 		Handovers:       slices.Clone(s.Handovers),
 		Growth:          slices.Clone(s.Growth),
+		Auth:            s.Auth.Clone(),
 	}
 	if s.Operations != nil {
 		c.Operations = make(map[OperationID]*Operation, len(s.Operations))
