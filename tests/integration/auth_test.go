@@ -27,7 +27,7 @@ const bootstrapSecret = "bootstrap-secret-0123456789abcdef0123456789"
 // authProxy starts a second proxy in front of c's brokers with
 // authentication on and the bootstrap token file, and answers a
 // connection to it.
-func authProxy(t *testing.T, c *Cluster) (*proxy.Server, *grpc.ClientConn) {
+func authProxy(t *testing.T, c *Cluster) (*prometheus.Registry, *grpc.ClientConn) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "bootstrap-token")
 	if err := os.WriteFile(file, []byte(bootstrapSecret+"\n"), 0o600); err != nil {
@@ -41,7 +41,8 @@ func authProxy(t *testing.T, c *Cluster) (*proxy.Server, *grpc.ClientConn) {
 		pc.Brokers = append(pc.Brokers, m.GRPCAddr)
 	}
 	pc.Auth = proxy.AuthConfig{Enabled: true, BootstrapTokenFile: file}
-	p, err := proxy.New(pc, logger(t).Named("auth-proxy"), prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	p, err := proxy.New(pc, logger(t).Named("auth-proxy"), reg)
 	if err != nil {
 		t.Fatalf("proxy.New() = %v", err)
 	}
@@ -54,7 +55,31 @@ func authProxy(t *testing.T, c *Cluster) (*proxy.Server, *grpc.ClientConn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return p, conn
+	return reg, conn
+}
+
+// auditCount is sundial_proxy_audit_events_total{action, outcome} in reg.
+func auditCount(t *testing.T, reg *prometheus.Registry, action, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sundial_proxy_audit_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["action"] == action && labels["outcome"] == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // tokenCtx is a context of 15s carrying secret as the bearer token.
@@ -71,7 +96,7 @@ func tokenCtx(t *testing.T, secret string) context.Context {
 // until the next; a revoked token is refused and its stream ended.
 func TestAuthThroughTheCluster(t *testing.T) {
 	c := New(t, Config{Brokers: 3, Shards: 2})
-	_, conn := authProxy(t, c)
+	reg, conn := authProxy(t, c)
 	authc := sundialv1.NewAuthClient(conn)
 	adminCtx := func() context.Context { return tokenCtx(t, bootstrapSecret) }
 
@@ -190,6 +215,17 @@ func TestAuthThroughTheCluster(t *testing.T) {
 	}
 	if err := pub(demo, "authq", 1); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("Publish with a revoked token = %v, want Unauthenticated", err)
+	}
+	// Audited: the failures to authenticate, the denial, the token changes.
+	for _, e := range []struct{ action, outcome string }{
+		{"authenticate", "unauthenticated"},
+		{"/sundial.v1.Auth/CreateToken", "ok"},
+		{"/sundial.v1.Auth/RevokeToken", "ok"},
+		{"/sundial.v1.Auth/RotateReceiptKey", "ok"},
+	} {
+		if n := auditCount(t, reg, e.action, e.outcome); n < 1 {
+			t.Errorf("sundial_proxy_audit_events_total{action=%q,outcome=%q} = %v, want at least 1", e.action, e.outcome, n)
+		}
 	}
 }
 

@@ -105,7 +105,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 			}
 		}
 	} else if err := g.check(p, rule, msg); err != nil {
-		g.record(p, info.FullMethod, "", "denied")
+		g.record(p, info.FullMethod, topicOf(rule, msg), "denied")
 		return nil, err
 	}
 	ctx = context.WithValue(ctx, principalKey{}, p)
@@ -232,7 +232,7 @@ func (s *guardedStream) RecvMsg(m any) error {
 	}
 	msg, _ := m.(proto.Message)
 	if err := s.g.check(s.p, s.rule, msg); err != nil {
-		s.g.record(s.p, s.method, "", "denied")
+		s.g.record(s.p, s.method, topicOf(s.rule, msg), "denied")
 		return err
 	}
 	req, ok := m.(*sundialv1.SubscribeRequest)
@@ -264,6 +264,7 @@ func (s *guardedStream) RecvMsg(m any) error {
 	snap := s.g.store.Snapshot()
 	for _, t := range topics {
 		if !s.p.allows(snap, Consume, t) {
+			s.g.record(s.p, s.method, t, "denied")
 			return denied(Consume, t)
 		}
 	}
