@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -368,5 +369,33 @@ func TestSignedReceipts(t *testing.T) {
 	})
 	if n := acked(); n != 1 {
 		t.Fatalf("broker saw %d acks, want 1", n)
+	}
+}
+
+// The admin UI calls the proxy as the token its request carries: without
+// one it shows the refusal, with the admin token the topics.
+func TestUIUsesTheRequestsToken(t *testing.T) {
+	srv, _, _ := startAuthCluster(t)
+	get := func(secret string) (int, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+srv.HTTPAddr()+"/ui/", nil)
+		if secret != "" {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	_, without := get("")
+	_, with := get(adminSecret)
+	if !strings.Contains(strings.ToLower(without), "authentication required") {
+		t.Errorf("UI without a token does not show the refusal:\n%.600s", without)
+	}
+	if strings.Contains(strings.ToLower(with), "authentication required") {
+		t.Errorf("UI with the admin token shows a refusal:\n%.600s", with)
 	}
 }
