@@ -49,7 +49,7 @@ PROTOC_GEN_OPENAPIV2_VERSION := v2.33.0
 STATICCHECK_VERSION        := latest
 GOLANGCI_LINT_VERSION      := v2.15.0
 
-PROTO_FILES := sundial/v1/sundial.proto sundial/broker/v1/broker.proto sundial/broker/v1/peer.proto
+PROTO_FILES := sundial/v1/sundial.proto sundial/v1/auth.proto sundial/broker/v1/broker.proto sundial/broker/v1/peer.proto sundial/broker/v1/authsync.proto
 # The broker's private storage format (Raft commands and Pebble records): generated
 # next to the .proto, paths relative to the repository root.
 BROKER_PROTO_FILES := broker/internal/fsm/fsmpb/fsm.proto

@@ -209,6 +209,9 @@ func (s *Server) Start(ctx context.Context) error {
 	voters := operator.NewMetaVoters(h, s.prober, s.cfg.NodeID, s.log)
 	cluster := service.NewCluster(h, voters, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
+	auth := service.NewAuth(h, time.Now)
+	sundialv1.RegisterAuthServer(s.grpc, auth)
+	brokerv1.RegisterAuthSyncServer(s.grpc, auth)
 	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.tls.peer, s.log, s.reg)
 	ocfg := operatorConfig(s.cfg)
 	ocfg.PeerCredentials = s.tls.peer

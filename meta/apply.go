@@ -70,6 +70,18 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.createJoinToken(c.JoinToken, c.NowMs), nil
 	case OpRevokeJoinToken:
 		return s.revokeJoinToken(c.Name), nil
+	case OpAuthBootstrap:
+		return s.authBootstrap(c.Token, c.ReceiptKey, c.NowMs), nil
+	case OpCreateToken:
+		return s.createToken(c.Token, c.ReceiptKey, c.NowMs), nil
+	case OpRevokeToken:
+		return s.revokeToken(c.Name), nil
+	case OpCreateRole:
+		return s.createRole(c.Role, c.NowMs), nil
+	case OpDeleteRole:
+		return s.deleteRole(c.Name), nil
+	case OpRotateReceiptKey:
+		return s.rotateReceiptKey(c.ReceiptKey, c.NowMs), nil
 	}
 	return ResultInvalid, nil
 }

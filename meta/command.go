@@ -23,8 +23,8 @@ type Op string
 // set_meta_voter (NodeID, MetaVoter), add_shards (Count, ZoneLabel,
 // Bootstrap; with Bootstrap RF and ClusterID too), serve_shards
 // (Shards), seal_handover and close_handover (Name, Partition);
-// join_node also reads JoinUse, and the join-token ops are in
-// jointoken.go.
+// join_node also reads JoinUse, the join-token ops are in jointoken.go,
+// and the auth ops in auth.go.
 const (
 	OpRegisterNode    Op = "register_node"
 	OpBootstrapShards Op = "bootstrap_shards"
@@ -113,6 +113,11 @@ type Command struct {
 	// a join_node presents (jointoken.go).
 	JoinToken *JoinToken `json:"join_token,omitempty"`
 	JoinUse   *JoinUse   `json:"join_use,omitempty"`
+	// The auth ops' token, role and receipt key (auth.go); Name names
+	// the token revoke_token and the role delete_role remove.
+	Token      *Token      `json:"token,omitempty"`
+	Role       *Role       `json:"role,omitempty"`
+	ReceiptKey *ReceiptKey `json:"receipt_key,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -251,6 +256,10 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpRevokeJoinToken:
 		if c.Name == "" {
 			return nil, fmt.Errorf("%w: revoke_join_token without a token id", ErrMalformedCommand)
+		}
+	case OpAuthBootstrap, OpCreateToken, OpRevokeToken, OpCreateRole, OpDeleteRole, OpRotateReceiptKey:
+		if err := c.checkAuthCommand(); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformedCommand, c.Op)

@@ -170,6 +170,10 @@ type State struct {
 	Growth []EventShardID `json:"growth,omitempty"`
 	// JoinTokens are the join tokens by id (jointoken.go).
 	JoinTokens map[string]*JoinToken `json:"join_tokens,omitempty"`
+	// Auth is the tokens, roles and receipt keys (auth.go); nil until the
+	// first auth command. Its changes do not change Version: nothing
+	// routes on them.
+	Auth *Auth `json:"auth,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -198,6 +202,7 @@ func (s *State) Clone() *State {
 		Handovers:       slices.Clone(s.Handovers),
 		Growth:          slices.Clone(s.Growth),
 		JoinTokens:      cloneJoinTokens(s.JoinTokens),
+		Auth:            s.Auth.Clone(),
 	}
 	if s.Operations != nil {
 		c.Operations = make(map[OperationID]*Operation, len(s.Operations))

@@ -100,6 +100,10 @@ type Config struct {
 	ClusterCertFile string
 	ClusterKeyFile  string
 	ClusterCAFile   string
+
+	// Auth turns authentication and per-topic permissions on; see
+	// AuthConfig. Default off.
+	Auth AuthConfig
 }
 
 // DefaultConfig is the configuration of a proxy in front of the local
@@ -162,6 +166,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("watch_silence_timeout: must not be negative, got %s", c.WatchSilenceTimeout))
 	}
 	errs = append(errs, c.validateTLS()...)
+	errs = append(errs, c.Auth.validate()...)
 	l := c.Limits
 	if l.MaxMessageBytes < 0 || l.MaxDelay < 0 || l.MaxKeyBytes < 0 || l.MaxBatch < 0 || l.MaxHeaderBytes < 0 || l.MaxReceipts < 0 {
 		errs = append(errs, errors.New("limits: must not be negative"))

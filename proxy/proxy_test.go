@@ -42,6 +42,7 @@ type fakeBroker struct {
 	leaderAddr string
 	table      func() *sundialv1.RoutingTable
 	admin      sundialv1.AdminServer // optional
+	auth       *fakeAuth             // optional: the AuthSync service
 	queue      *fakeQueue            // optional: queue-semantics Shard calls
 	// refuseBelow, if set, refuses publishes routed with an older routing
 	// version as misplaced, calling onRefuse(refuseBelow) first; chase
@@ -200,6 +201,9 @@ func serve(t testing.TB, b *fakeBroker, opts ...grpc.ServerOption) string {
 	if b.admin != nil {
 		sundialv1.RegisterAdminServer(g, b.admin)
 	}
+	if b.auth != nil {
+		brokerv1.RegisterAuthSyncServer(g, b.auth)
+	}
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	return lis.Addr().String()
@@ -218,8 +222,9 @@ func startCluster(t testing.TB) (*Server, *fakeBroker, *grpc.ClientConn) {
 func startClusterWith(t testing.TB, reg prometheus.Registerer, mod func(*Config)) (*Server, *fakeBroker, *grpc.ClientConn) {
 	t.Helper()
 	adm := &fakeAdmin{deletes: new(atomic.Int32)}
-	leader := &fakeBroker{leader: true, published: map[uint64]int{}, admin: adm, queue: &fakeQueue{}}
-	follower := &fakeBroker{published: map[uint64]int{}, admin: adm}
+	fa := newFakeAuth()
+	leader := &fakeBroker{leader: true, published: map[uint64]int{}, admin: adm, queue: &fakeQueue{}, auth: fa}
+	follower := &fakeBroker{published: map[uint64]int{}, admin: adm, auth: fa}
 	leaderAddr := serve(t, leader)
 	followerAddr := serve(t, follower)
 	follower.leaderAddr = leaderAddr

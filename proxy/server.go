@@ -55,6 +55,8 @@ type Server struct {
 	probing   context.CancelFunc // stops the readiness prober
 	uiConn    *grpc.ClientConn   // the admin UI's client of s.grpc
 	tls       transport          // listeners' and broker calls' credentials
+	auth      *authGuard         // nil unless Config.Auth.Enabled
+	bootstrap string             // the bootstrap token's secret, "" for none
 
 	mu       sync.Mutex // guards the listeners, started, stopped
 	grpcLis  net.Listener
@@ -116,16 +118,27 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		Limits:      cfg.Limits,
 	}
 
+	unary := []grpc.UnaryServerInterceptor{s.unaryBoundary}
+	stream := []grpc.StreamServerInterceptor{s.streamBoundary}
+	if cfg.Auth.Enabled {
+		if s.bootstrap, err = cfg.Auth.bootstrapSecret(); err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		s.auth = s.newAuthGuard(reg)
+		unary = append(unary, s.auth.guard.Unary)
+		stream = append(stream, s.auth.guard.Stream)
+	}
 	lim := cfg.ListenLimits.withDefaults()
 	s.grpc = grpc.NewServer(append(lim.grpcOptions(),
-		grpc.ChainUnaryInterceptor(s.unaryBoundary),
-		grpc.ChainStreamInterceptor(s.streamBoundary),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 		s.tls.server,
 	)...)
 	sundialv1.RegisterProducerServer(s.grpc, producer{s: s})
 	sundialv1.RegisterConsumerServer(s.grpc, consumer{s: s})
 	sundialv1.RegisterAdminServer(s.grpc, admin{s: s})
 	sundialv1.RegisterClusterServer(s.grpc, cluster{s: s})
+	sundialv1.RegisterAuthServer(s.grpc, authService{s: s})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 
@@ -150,7 +163,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		return nil, err
 	}
 	s.uiConn = uiConn
-	mux.Handle("/ui/", guard.host(adminUI))
+	mux.Handle("/ui/", guard.host(forwardAuthorization(adminUI)))
 	s.http = lim.httpServer(mux)
 	if cfg.AdminAddr != "" {
 		am := http.NewServeMux()
@@ -239,6 +252,12 @@ func (s *Server) Start(ctx context.Context) error {
 	s.probing = cancel
 	s.wg.Go(func() { s.readiness.run(pctx, s.watcher.Table, s.pool) })
 	s.wg.Go(func() { s.health.follow(pctx) })
+	if s.auth != nil {
+		s.auth.watcher.Start(life)
+		if s.bootstrap != "" {
+			s.wg.Go(func() { s.bootstrapAuth(pctx, s.bootstrap) })
+		}
+	}
 	s.wg.Go(func() {
 		if err := s.grpc.Serve(gl); err != nil {
 			s.log.Error("grpc server stopped", zap.Error(err))
@@ -316,6 +335,9 @@ func (s *Server) Stop() {
 		}
 		s.wg.Wait()
 		s.watcher.Stop()
+		if s.auth != nil {
+			s.auth.watcher.Stop()
+		}
 	}
 	s.pool.Close()
 	_ = s.uiConn.Close()

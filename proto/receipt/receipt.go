@@ -9,8 +9,11 @@
 // A receipt names one delivery attempt of one group's copy of a message. The
 // proxy routes acks by the shard inside it; the shard refuses a receipt whose
 // attempt is not the copy's current one, so a late ack never touches a newer
-// lease. Receipts are not signed: forging one can only ack a message the
-// forger could have received anyway.
+// lease. With authentication on, the proxy signs every receipt it hands
+// out and verifies the signature when the receipt comes back (signed.go):
+// a receipt built from a public message id, or altered, is refused before
+// it reaches a broker, and the topic it names is the one its holder's
+// role is checked against. Brokers see only plain receipts.
 package receipt
 
 import (

@@ -49,6 +49,20 @@ type fileConfig struct {
 	ClusterCertFile    string        `yaml:"cluster_cert_file"`
 	ClusterKeyFile     string        `yaml:"cluster_key_file"`
 	ClusterCAFile      string        `yaml:"cluster_ca_file"`
+	Auth               fileAuth      `yaml:"auth"`
+}
+
+// fileAuth is proxy.AuthConfig in the config file.
+type fileAuth struct {
+	Enabled            bool                `yaml:"enabled"`
+	BootstrapTokenFile string              `yaml:"bootstrap_token_file"`
+	CertPrincipals     []fileCertPrincipal `yaml:"cert_principals"`
+}
+
+type fileCertPrincipal struct {
+	Subject   string `yaml:"subject"`
+	Principal string `yaml:"principal"`
+	Role      string `yaml:"role"`
 }
 
 // fileLimits is validate.Limits in the config file.
@@ -84,6 +98,7 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 		ReadyProbeInterval: cfg.ReadyProbeInterval, WatchSilence: cfg.WatchSilenceTimeout, LogLevel: *level, Insecure: cfg.Insecure,
 		TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile, TLSClientCAFile: cfg.TLSClientCAFile,
 		ClusterCertFile: cfg.ClusterCertFile, ClusterKeyFile: cfg.ClusterKeyFile, ClusterCAFile: cfg.ClusterCAFile,
+		Auth: fileAuth{Enabled: cfg.Auth.Enabled, BootstrapTokenFile: cfg.Auth.BootstrapTokenFile},
 		Limits: fileLimits{
 			MaxMessageBytes: cfg.Limits.MaxMessageBytes, MaxDelay: cfg.Limits.MaxDelay, MaxKeyBytes: cfg.Limits.MaxKeyBytes,
 			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, MaxReceipts: cfg.Limits.MaxReceipts,
@@ -101,6 +116,10 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 	cfg.Insecure = fc.Insecure
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile = fc.TLSCertFile, fc.TLSKeyFile, fc.TLSClientCAFile
 	cfg.ClusterCertFile, cfg.ClusterKeyFile, cfg.ClusterCAFile = fc.ClusterCertFile, fc.ClusterKeyFile, fc.ClusterCAFile
+	cfg.Auth.Enabled, cfg.Auth.BootstrapTokenFile = fc.Auth.Enabled, fc.Auth.BootstrapTokenFile
+	for _, r := range fc.Auth.CertPrincipals {
+		cfg.Auth.CertPrincipals = append(cfg.Auth.CertPrincipals, proxy.CertPrincipal(r))
+	}
 	cfg.Limits = validate.Limits{
 		MaxMessageBytes: fc.Limits.MaxMessageBytes, MaxDelay: fc.Limits.MaxDelay, MaxKeyBytes: fc.Limits.MaxKeyBytes,
 		MaxBatch: fc.Limits.MaxBatch, MaxHeaderBytes: fc.Limits.MaxHeaderBytes, MaxReceipts: fc.Limits.MaxReceipts,
@@ -126,6 +145,8 @@ func main() {
 			&cli.BoolFlag{Name: "insecure", EnvVars: []string{"SUNDIAL_INSECURE"}, Usage: "serve without TLS on non-loopback addresses (refused otherwise); logs a warning and shows it on /readyz"},
 			&cli.StringFlag{Name: "tls-cert-file", EnvVars: []string{"SUNDIAL_TLS_CERT_FILE"}, Usage: "PEM certificate for clients: gRPC and HTTP serve only TLS (reloaded when it changes)"},
 			&cli.StringFlag{Name: "tls-key-file", EnvVars: []string{"SUNDIAL_TLS_KEY_FILE"}, Usage: "PEM key of --tls-cert-file"},
+			&cli.BoolFlag{Name: "auth", EnvVars: []string{"SUNDIAL_AUTH"}, Usage: "require a bearer token (or a mapped client certificate) whose role allows each call; sign receipts"},
+			&cli.StringFlag{Name: "bootstrap-token-file", EnvVars: []string{"SUNDIAL_BOOTSTRAP_TOKEN_FILE"}, Usage: "file with the first admin token's secret, stored once per cluster as token \"bootstrap\" (needs --auth)"},
 			&cli.StringFlag{Name: "tls-client-ca-file", EnvVars: []string{"SUNDIAL_TLS_CLIENT_CA_FILE"}, Usage: "PEM CA: clients must present a certificate it signed"},
 			&cli.StringFlag{Name: "cluster-cert-file", EnvVars: []string{"SUNDIAL_CLUSTER_CERT_FILE"}, Usage: "PEM certificate of the cluster CA presented to brokers"},
 			&cli.StringFlag{Name: "cluster-key-file", EnvVars: []string{"SUNDIAL_CLUSTER_KEY_FILE"}, Usage: "PEM key of --cluster-cert-file"},
@@ -226,6 +247,10 @@ func load(c *cli.Context) (proxy.Config, string, error) {
 	set(&cfg.ClusterCertFile, c.String("cluster-cert-file"))
 	set(&cfg.ClusterKeyFile, c.String("cluster-key-file"))
 	set(&cfg.ClusterCAFile, c.String("cluster-ca-file"))
+	if c.IsSet("auth") {
+		cfg.Auth.Enabled = c.Bool("auth")
+	}
+	set(&cfg.Auth.BootstrapTokenFile, c.String("bootstrap-token-file"))
 	return cfg, level, cfg.Validate()
 }
 

@@ -51,3 +51,16 @@ func TestDecodeFileRefusesUnknownKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeAuthSection(t *testing.T) {
+	cfg := proxy.DefaultConfig()
+	level := "info"
+	data := []byte("auth:\n  enabled: true\n  bootstrap_token_file: /tmp/t\n  cert_principals:\n    - {subject: \"^CN=(.*)$\", principal: \"$1\", role: demo}\n")
+	if err := decodeFile(data, &cfg, &level); err != nil {
+		t.Fatal(err)
+	}
+	want := proxy.AuthConfig{Enabled: true, BootstrapTokenFile: "/tmp/t", CertPrincipals: []proxy.CertPrincipal{{Subject: "^CN=(.*)$", Principal: "$1", Role: "demo"}}}
+	if !reflect.DeepEqual(cfg.Auth, want) {
+		t.Fatalf("auth section decodes to %+v, want %+v", cfg.Auth, want)
+	}
+}

@@ -8,7 +8,8 @@
 //
 // Global flags (--proxy, -o/--output, --timeout) are accepted both before
 // and after the subcommand name; the TLS flags (--cacert, --cert, --key, or
-// SUNDIAL_CACERT, SUNDIAL_CERT, SUNDIAL_KEY) only before it. Run builds a fresh command tree per call;
+// SUNDIAL_CACERT, SUNDIAL_CERT, SUNDIAL_KEY) and --token-file (or the token
+// itself in SUNDIAL_TOKEN) only before it. Run builds a fresh command tree per call;
 // nothing here holds state between calls, so tests run it in-process.
 package command
 
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"time"
 
@@ -68,14 +70,19 @@ type env struct {
 	output         string
 	timeout        time.Duration
 	tls            tlsfiles.Files // --cacert, --cert, --key; none: plaintext
+	token          string         // --token-file's content or SUNDIAL_TOKEN; "" for none
 }
 
 // dial connects to the proxy.
 func (e *env) dial(ctx context.Context) (*client.Client, error) {
+	var opts []client.Option
 	if e.tls.Enabled() {
-		return client.Dial(ctx, []string{e.proxy}, client.WithTLSFiles(e.tls))
+		opts = append(opts, client.WithTLSFiles(e.tls))
 	}
-	return client.Dial(ctx, []string{e.proxy})
+	if e.token != "" {
+		opts = append(opts, client.WithToken(e.token))
+	}
+	return client.Dial(ctx, []string{e.proxy}, opts...)
 }
 
 // credentials are the transport credentials of a direct call to a broker
@@ -98,6 +105,7 @@ const (
 	flagCACert  = "cacert"
 	flagCert    = "cert"
 	flagKey     = "key"
+	flagToken   = "token-file"
 )
 
 // globalFlags builds the global flags; withTimeout is false for commands
@@ -116,7 +124,8 @@ func globalFlags(root, withTimeout bool) []cli.Flag {
 		fs = append(fs,
 			&cli.StringFlag{Name: flagCACert, EnvVars: []string{"SUNDIAL_CACERT"}, Usage: "PEM CA file to verify the proxy's TLS certificate against (turns TLS on)"},
 			&cli.StringFlag{Name: flagCert, EnvVars: []string{"SUNDIAL_CERT"}, Usage: "PEM client certificate file, for a proxy that requires one (turns TLS on)"},
-			&cli.StringFlag{Name: flagKey, EnvVars: []string{"SUNDIAL_KEY"}, Usage: "PEM key file of --cert"})
+			&cli.StringFlag{Name: flagKey, EnvVars: []string{"SUNDIAL_KEY"}, Usage: "PEM key file of --cert"},
+			&cli.StringFlag{Name: flagToken, Usage: "file holding the bearer token to send (else the token in SUNDIAL_TOKEN), for a proxy with authentication on"})
 	}
 	if withTimeout {
 		fs = append(fs, &cli.DurationFlag{Name: flagTimeout, Value: 10 * time.Second, Usage: "deadline of each request"})
@@ -159,6 +168,11 @@ func newEnv(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer, ownTimeou
 			KeyFile:  lookup(c, flagKey, math.MaxInt, (*cli.Context).String),
 		},
 	}
+	tok, err := readToken(lookup(c, flagToken, math.MaxInt, (*cli.Context).String), os.Getenv("SUNDIAL_TOKEN"))
+	if err != nil {
+		return nil, err
+	}
+	e.token = tok
 	skip := 0
 	if ownTimeout {
 		skip = 1
@@ -314,6 +328,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			leaf(removeNodeCommand(plain(runRemoveNode))),
 			group("shards", "add and list event shards", shardsCommands(plain, leaf)...),
 			group("join-token", "create, list and revoke the tokens that admit brokers to the cluster", joinTokenCommands(plain, leaf)...),
+			group("auth", "tokens, roles and the receipt key (docs/security.md)", authCommands(plain, leaf)...),
 		},
 	}
 }
