@@ -115,6 +115,9 @@ var Rules = map[string]Rule{
 	"/sundial.v1.Cluster/RemoveNode":      {Perm: Admin},
 	"/sundial.v1.Cluster/AddShards":       {Perm: Admin},
 	"/sundial.v1.Cluster/CancelOperation": {Perm: Admin},
+	"/sundial.v1.Cluster/CreateJoinToken": {Perm: Admin},
+	"/sundial.v1.Cluster/ListJoinTokens":  {Perm: Admin},
+	"/sundial.v1.Cluster/RevokeJoinToken": {Perm: Admin},
 
 	"/sundial.v1.Auth/CreateToken":      {Perm: Admin},
 	"/sundial.v1.Auth/ListTokens":       {Perm: Admin},
