@@ -219,7 +219,7 @@ screenshots: ## Write PNGs of the admin UI's pages into docs/images (a test clus
 
 # `make join` (from another shell, while `make run` runs) starts one more broker that
 # joins that cluster, on the next free ports of the local scheme (gRPC 7500+i, Raft
-# 7600+i, metrics 7700+i), data in <its data dir>/broker-i; Ctrl-C stops it. It finds
+# 7600+i, metrics 7700+i, admin 7800+i), data in <its data dir>/broker-i; Ctrl-C stops it. It finds
 # the cluster that runs (./data/local or ./data/local-N) unless SUNDIAL_LOCAL_DIR or
 # SUNDIAL_BROKERS says which.
 # `make join WAIT=1` starts it in the waiting state instead (--wait-for-add): it

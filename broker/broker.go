@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -236,6 +237,9 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}()
 	if httpLis != nil {
+		if s.tls.metrics != nil {
+			httpLis = tls.NewListener(httpLis, s.tls.metrics)
+		}
 		s.serveHTTP(httpLis)
 	}
 	if adminLis != nil {
@@ -280,7 +284,8 @@ func operatorConfig(cfg Config) operator.Config {
 	}}
 }
 
-// serveHTTP serves /metrics and the health endpoints on lis until Stop.
+// serveHTTP serves /metrics and the health endpoints on lis until Stop
+// (a TLS listener when the broker has TLS files).
 func (s *Server) serveHTTP(lis net.Listener) {
 	s.httpLis = lis
 	mux := http.NewServeMux()

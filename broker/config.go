@@ -41,7 +41,8 @@ type Config struct {
 	// listen on RaftAddr.
 	RaftListenAddr string `yaml:"raft_listen_addr"`
 	// MetricsAddr serves /metrics, /livez, /readyz and /healthz (an alias
-	// of /readyz) over HTTP; empty disables.
+	// of /readyz) over HTTP, or HTTPS with the TLS files when they are set
+	// (no client certificate asked for); empty disables.
 	// Default 127.0.0.1:7701.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// AdminAddr serves the debug endpoints over plaintext HTTP: pprof
@@ -333,12 +334,12 @@ func (c Config) Validate() error {
 		bad("tls_cert_file", "must be set with tls_ca_file: the gRPC listener serves TLS with it")
 	}
 	grpcListen := tlsfiles.Listener{Setting: "grpc_addr", Addr: c.GRPCAddr}
+	metricsListen := tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr}
 	if c.TLSCertFile != "" {
-		grpcListen.Addr, raftListen.Addr = "", "" // served with TLS
+		grpcListen.Addr, raftListen.Addr, metricsListen.Addr = "", "", "" // served with TLS
 	}
-	// The metrics and admin listeners are plaintext even with TLS on.
-	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, raftListen, tlsfiles.Listener{Setting: "metrics_addr", Addr: c.MetricsAddr},
-		tlsfiles.Listener{Setting: "admin_addr", Addr: c.AdminAddr}); err != nil {
+	// The admin listener is plaintext even with TLS on.
+	if err := tlsfiles.RequireLoopback(c.Insecure, grpcListen, raftListen, metricsListen, tlsfiles.Listener{Setting: "admin_addr", Addr: c.AdminAddr}); err != nil {
 		errs = append(errs, err)
 	}
 	if c.DataDir == "" {

@@ -18,11 +18,16 @@ import (
 // certificate of the cluster CA (TLSCAFile), and its calls to other
 // brokers present its certificate and verify theirs against that CA. The
 // files are reloaded when they change (see tlsfiles). Without them both
-// are plaintext. (The Raft transport's mutual TLS takes the same files,
+// are plaintext, and so is the metrics listener, which serves TLS with
+// the same certificate when they are set. (The Raft transport's mutual TLS takes the same files,
 // through host.Config.RaftTLS.)
 type transport struct {
 	server grpc.ServerOption                // the gRPC listener's credentials
 	peer   credentials.TransportCredentials // of calls to other brokers
+	// metrics is the metrics listener's TLS: the broker's certificate, no
+	// client certificate asked for (Prometheus and health probes verify
+	// the broker, the page holds no payloads); nil without TLS files.
+	metrics *tls.Config
 }
 
 func newTransport(cfg Config, log *zap.Logger, reg prometheus.Registerer) (transport, error) {
@@ -39,8 +44,9 @@ func newTransport(cfg Config, log *zap.Logger, reg prometheus.Registerer) (trans
 		return transport{}, err
 	}
 	return transport{
-		server: grpc.Creds(credentials.NewTLS(src.ServerConfig(tls.RequireAndVerifyClientCert, "h2"))),
-		peer:   credentials.NewTLS(src.ClientConfig()),
+		server:  grpc.Creds(credentials.NewTLS(src.ServerConfig(tls.RequireAndVerifyClientCert, "h2"))),
+		peer:    credentials.NewTLS(src.ClientConfig()),
+		metrics: src.ServerConfig(tls.NoClientCert, "http/1.1"),
 	}, nil
 }
 

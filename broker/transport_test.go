@@ -2,8 +2,11 @@ package broker
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"math/big"
 	"net"
+	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -37,7 +40,7 @@ func TestBrokerTLSAcceptsOnlyTheClusterCA(t *testing.T) {
 		return l.Addr().String()
 	}
 	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.AdminAddr, cfg.DataDir = free(), free(), "", "", t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr, cfg.MetricsAddr, cfg.AdminAddr, cfg.DataDir = free(), free(), "127.0.0.1:0", "", t.TempDir()
 	cfg.InitialMembers = map[uint64]Member{1: {RaftAddr: cfg.RaftAddr, GRPCAddr: cfg.GRPCAddr}}
 	cfg.Shards, cfg.RTT, cfg.CacheBytes, cfg.MemTableBytes = 1, 10*time.Millisecond, 1<<20, 1<<20
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = files.CertFile, files.KeyFile, files.CAFile
@@ -83,6 +86,24 @@ func TestBrokerTLSAcceptsOnlyTheClusterCA(t *testing.T) {
 	proxyFiles := ca.Proxy(t.TempDir(), "proxy")
 	if err := check(clientOf(proxyFiles)); err != nil {
 		t.Fatalf("a client with a cluster-CA certificate: %v, want answered", err)
+	}
+
+	// The metrics port serves TLS with the broker's certificate, to
+	// clients without one too (Prometheus, probes), and no plaintext.
+	caPool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(ca.CAFile)
+	if err != nil || !caPool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("read the CA: %v", err)
+	}
+	httpsc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool, MinVersion: tls.VersionTLS12}}}
+	if resp, err := httpsc.Get("https://" + b.MetricsAddr() + "/livez"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET https://%s/livez = %v %v, want 200 over TLS", b.MetricsAddr(), resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if resp, err := http.Get("http://" + b.MetricsAddr() + "/livez"); err == nil && resp.StatusCode == http.StatusOK {
+		resp.Body.Close()
+		t.Errorf("GET http://%s/livez answered 200 in plaintext, want refused", b.MetricsAddr())
 	}
 
 	// The peer and membership APIs answer brokers only: a proxy's
@@ -135,6 +156,15 @@ func TestBrokerTLSAcceptsOnlyTheClusterCA(t *testing.T) {
 	}
 	if err := check(clientOf(proxyFiles)); err != nil {
 		t.Fatalf("after the rotation a cluster-CA client: %v, want answered", err)
+	}
+	// The metrics port takes the rotated certificate too.
+	c, err := tls.Dial("tcp", b.MetricsAddr(), &tls.Config{RootCAs: caPool, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("TLS to the metrics port after the rotation: %v", err)
+	}
+	defer c.Close()
+	if got, want := c.ConnectionState().PeerCertificates[0].SerialNumber, serial(); got.Cmp(want) != 0 {
+		t.Errorf("the metrics port serves certificate %v after the rotation, the gRPC port %v: want the same, new one", got, want)
 	}
 }
 

@@ -2,6 +2,8 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,10 @@ type Config struct {
 	ProxyArgs []string
 	// StartTimeout bounds waiting for readiness; default 120 s.
 	StartTimeout time.Duration
+	// BrokerCAFile is the CA of the brokers' certificates when BrokerArgs
+	// give them TLS files: their metrics ports then serve HTTPS, read
+	// verifying against it (BrokerHTTP, MetricsURL). Empty: plaintext.
+	BrokerCAFile string
 }
 
 func (c Config) withDefaults() Config {
@@ -399,7 +405,7 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 		if !c.Running(b.ID) {
 			continue
 		}
-		if err := c.pollProc(deadline, b.proc, "http://"+b.MetricsAddr); err != nil {
+		if err := c.pollProc(deadline, b.proc, c.MetricsURL(b)); err != nil {
 			return fmt.Errorf("%s: %w", b.Name, err)
 		}
 	}
@@ -407,7 +413,7 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 		c.mu.Lock()
 		pp := p.proc
 		c.mu.Unlock()
-		if err := c.pollProc(deadline, pp, "http://"+p.HTTPAddr); err != nil {
+		if err := c.pollProcWith(http.DefaultClient, deadline, pp, "http://"+p.HTTPAddr); err != nil {
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
 	}
@@ -428,21 +434,56 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 	})
 }
 
+// pollProc waits until the broker at base (MetricsURL) is ready.
 func (c *Cluster) pollProc(deadline time.Time, p *proc.Process, base string) error {
+	hc, err := c.BrokerHTTP()
+	if err != nil {
+		return err
+	}
+	return c.pollProcWith(hc, deadline, p, base)
+}
+
+func (c *Cluster) pollProcWith(hc *http.Client, deadline time.Time, p *proc.Process, base string) error {
 	return proc.Poll(time.Until(deadline), func() error {
 		if p.Exited() {
 			return fmt.Errorf("exited; log tail:\n%s", p.Tail(3000))
 		}
-		return readyHTTP(base)
+		return readyHTTP(hc, base)
 	})
 }
 
-func readyHTTP(base string) error {
+// MetricsURL is the base URL of broker b's metrics port: https:// with
+// Config.BrokerCAFile, else http://.
+func (c *Cluster) MetricsURL(b *Broker) string {
+	if c.cfg.BrokerCAFile != "" {
+		return "https://" + b.MetricsAddr
+	}
+	return "http://" + b.MetricsAddr
+}
+
+// BrokerHTTP is a client of the brokers' metrics ports: it verifies their
+// certificates against Config.BrokerCAFile when set.
+func (c *Cluster) BrokerHTTP() (*http.Client, error) {
+	if c.cfg.BrokerCAFile == "" {
+		return http.DefaultClient, nil
+	}
+	pem, err := os.ReadFile(c.cfg.BrokerCAFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("framework: no certificate in %s", c.cfg.BrokerCAFile)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil
+}
+
+func readyHTTP(hc *http.Client, base string) error {
 	var last error
 	for _, path := range []string{"/readyz", "/healthz"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		cancel()
 		if err != nil {
 			last = err

@@ -55,7 +55,7 @@ func (c *Cluster) Join(timeout time.Duration, args ...string) (int, error) {
 	c.mu.Lock()
 	p := b.proc
 	c.mu.Unlock()
-	if err := c.pollProc(time.Now().Add(timeout), p, "http://"+b.MetricsAddr); err != nil {
+	if err := c.pollProc(time.Now().Add(timeout), p, c.MetricsURL(b)); err != nil {
 		return 0, fmt.Errorf("%s: %w", b.Name, err)
 	}
 	return id, nil

@@ -449,6 +449,15 @@ func produceEvents(t *testing.T, c *framework.Cluster) {
 		t.Fatalf("Shard.Publish(shard %d, no messages) error = %v, want InvalidArgument", shard, err)
 	}
 
+	// A plaintext cluster admits joins without a token, but checks one
+	// that is given: a made-up token is refused (sundial_broker_refused_total).
+	_, err = sundialv1.NewClusterClient(dial(t, c.Brokers[0].GRPCAddr)).JoinCluster(ctx, &sundialv1.JoinClusterRequest{
+		RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", Incarnation: "metricsdoc", JoinToken: "sdjt.0123456789abcdef.guess",
+	})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("JoinCluster(a made-up token) error = %v, want PermissionDenied", err)
+	}
+
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Proxies[0].HTTPAddr+"/v1/topics/"+topic+"/messages", strings.NewReader(`{"messages":[{"text":"x"}]}`))
 	if err != nil {
 		t.Fatal(err)

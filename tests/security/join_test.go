@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,10 +38,11 @@ func TestJoinsNeedABrokerCertificateAndAToken(t *testing.T) {
 	broker := ca.Broker(dir, "broker")
 	proxy := ca.Proxy(t.TempDir(), "proxy")
 	c := framework.NewCluster(t, framework.Config{
-		Brokers:    1,
-		Shards:     2,
-		BrokerArgs: args("--tls", broker),
-		ProxyArgs:  args("--cluster", proxy),
+		Brokers:      1,
+		Shards:       2,
+		BrokerArgs:   args("--tls", broker),
+		ProxyArgs:    args("--cluster", proxy),
+		BrokerCAFile: ca.CAFile,
 	})
 	clusterID := clusterIDOf(t, c.Brokers[0].DataDir)
 
@@ -171,7 +170,7 @@ func TestJoinsNeedABrokerCertificateAndAToken(t *testing.T) {
 		t.Errorf("RevokeJoinToken of a revoked token: %v, want NotFound", err)
 	}
 
-	page := scrape(t, "http://"+c.Brokers[0].MetricsAddr+"/metrics")
+	page := scrape(t, c, c.Brokers[0])
 	for _, reason := range []string{"no_token", "not_broker", "expired_token", "bad_token", "spent_token"} {
 		if !strings.Contains(page, fmt.Sprintf(`sundial_broker_refused_total{reason=%q}`, reason)) {
 			t.Errorf("broker 1's metrics lack sundial_broker_refused_total{reason=%q}", reason)
@@ -202,18 +201,4 @@ func tokenByID(list *sundialv1.ListJoinTokensResponse, id string) *sundialv1.Joi
 		}
 	}
 	return nil
-}
-
-func scrape(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url) //nolint:noctx // a loopback scrape in a test
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

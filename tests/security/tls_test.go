@@ -33,9 +33,10 @@ func TestTLSClusterAndRollingRotation(t *testing.T) {
 	broker := ca.Broker(dir, "broker")
 	proxy := ca.Proxy(t.TempDir(), "proxy")
 	c := framework.NewCluster(t, framework.Config{
-		Brokers:    3,
-		BrokerArgs: args("--tls", broker),
-		ProxyArgs:  args("--cluster", proxy),
+		Brokers:      3,
+		BrokerArgs:   args("--tls", broker),
+		ProxyArgs:    args("--cluster", proxy),
+		BrokerCAFile: ca.CAFile,
 	})
 	infoOK := func(when string) {
 		t.Helper()
@@ -49,10 +50,17 @@ func TestTLSClusterAndRollingRotation(t *testing.T) {
 	}
 	infoOK("at start")
 	// Each broker counts its loads of the TLS files (docs/metrics.md; the
-	// metrics test's plaintext cluster cannot serve this one).
+	// metrics test's plaintext cluster cannot serve this one), on a
+	// metrics port that serves HTTPS with its certificate, not plaintext.
 	for _, b := range c.Brokers {
-		if err := tlsLoadsCounted("http://" + b.MetricsAddr + "/metrics"); err != nil {
+		if err := tlsLoadsCounted(scrape(t, c, b)); err != nil {
 			t.Errorf("%s: %v", b.Name, err)
+		}
+		if resp, err := http.Get("http://" + b.MetricsAddr + "/metrics"); err == nil { //nolint:noctx // a loopback probe
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Errorf("%s: its metrics port answered plaintext HTTP 200, want TLS only", b.Name)
+			}
 		}
 	}
 	// The Raft transport speaks TLS and takes only cluster-CA certificates.
@@ -104,20 +112,30 @@ func args(prefix string, f tlsfiles.Files) []string {
 	return []string{prefix + "-cert-file", f.CertFile, prefix + "-key-file", f.KeyFile, prefix + "-ca-file", f.CAFile}
 }
 
-// tlsLoadsCounted says the /metrics page at url counts a successful load
-// of the cluster TLS files.
-func tlsLoadsCounted(url string) error {
-	resp, err := http.Get(url) //nolint:noctx // a loopback scrape in a test
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(string(b), `sundial_tls_reloads_total{files="cluster",result="ok"}`) {
+// tlsLoadsCounted says a /metrics page counts a successful load of the
+// cluster TLS files.
+func tlsLoadsCounted(page string) error {
+	if !strings.Contains(page, `sundial_tls_reloads_total{files="cluster",result="ok"}`) {
 		return errors.New("metrics lack sundial_tls_reloads_total{files=\"cluster\",result=\"ok\"}")
 	}
 	return nil
+}
+
+// scrape reads broker b's /metrics over HTTPS, verifying its certificate.
+func scrape(t *testing.T, c *framework.Cluster, b *framework.Broker) string {
+	t.Helper()
+	hc, err := c.BrokerHTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get(c.MetricsURL(b) + "/metrics") //nolint:noctx // a loopback scrape in a test
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(page)
 }

@@ -2,7 +2,7 @@
 // next to it (bin/): what `make run` starts.
 //
 // It starts N brokers and one proxy on the ports of DESIGN §5 (proxy gRPC
-// 7400, HTTP 7480; broker i: gRPC 7500+i, Raft 7600+i, metrics 7700+i),
+// 7400, HTTP 7480; broker i: gRPC 7500+i, Raft 7600+i, metrics 7700+i, admin 7800+i),
 // waits until the proxy's /readyz answers 200 (it has a routing table and
 // reaches the leader of every shard it serves), prints the endpoints, and
 // then waits. Ctrl-C (or SIGTERM / SIGHUP) stops every process it started,
