@@ -231,7 +231,11 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 		if b.proc == nil || b.proc.Exited() {
 			continue
 		}
-		if err := proc.WaitFor(ctx, 100*time.Millisecond, proc.HTTP200("http://"+b.metrics+"/healthz"), b.proc); err != nil {
+		health := proc.HTTP200("http://" + b.metrics + "/healthz")
+		if c.https != nil { // with TLS files the metrics port serves HTTPS
+			health = proc.HTTP200Client(c.https, "https://"+b.metrics+"/healthz")
+		}
+		if err := proc.WaitFor(ctx, 100*time.Millisecond, health, b.proc); err != nil {
 			return fmt.Errorf("cluster: broker-%d not healthy: %w", b.id, err)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -47,6 +48,11 @@ func nextJoinSlot(l Layout, brokers int, busy func(addr string) bool, removed fu
 // it, and then waits for /readyz without a time limit. A slot whose data
 // dir already has an identity restarts that broker with --join either way.
 func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
+	if cfg.Secure {
+		return errors.New("make join does not start brokers for SUNDIAL_SECURE=1 clusters yet: make a join token " +
+			"(bin/shardctl join-token create, with the admin token) and start sundial-broker with --join, --join-token-file " +
+			"and a broker certificate of <data dir>/secure/ca.pem (docs/security.md, Authenticated joins)")
+	}
 	bin := filepath.Join(cfg.BinDir, "sundial-broker")
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s is missing: run 'make build'", bin)

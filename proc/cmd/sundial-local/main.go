@@ -40,6 +40,8 @@
 //	                         ./data/local-N otherwise (a cluster's data only fits
 //	                         the member list it was bootstrapped with)
 //	SUNDIAL_START_TIMEOUT=60 seconds to wait for the proxy's /readyz
+//	SUNDIAL_SECURE=1         TLS on every hop and authentication (secure.go); the
+//	                         default data directory then ends in -secure
 package main
 
 import (
@@ -60,7 +62,7 @@ import (
 )
 
 // settingVars are the environment variables sundial-local consumes.
-var settingVars = []string{"SUNDIAL_BROKERS", "SUNDIAL_SHARDS", "SUNDIAL_LOG_LEVEL", "SUNDIAL_LOCAL_DIR", "SUNDIAL_START_TIMEOUT"}
+var settingVars = []string{"SUNDIAL_BROKERS", "SUNDIAL_SHARDS", "SUNDIAL_LOG_LEVEL", "SUNDIAL_LOCAL_DIR", "SUNDIAL_START_TIMEOUT", "SUNDIAL_SECURE"}
 
 func main() {
 	args := os.Args[1:]
@@ -132,6 +134,8 @@ type Config struct {
 	StartTimeout time.Duration // for the proxy's /readyz
 	BinDir       string        // holds sundial-broker and sundial-proxy
 	Layout       Layout
+	// Secure runs TLS on every hop and authentication (SUNDIAL_SECURE=1).
+	Secure bool
 }
 
 // Layout is every address of the cluster.
@@ -202,11 +206,22 @@ func configFromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("SUNDIAL_LOG_LEVEL"); v != "" {
 		cfg.LogLevel = v
 	}
+	switch v := getenv("SUNDIAL_SECURE"); v {
+	case "", "0", "false":
+	case "1", "true":
+		cfg.Secure = true
+	default:
+		return Config{}, fmt.Errorf("SUNDIAL_SECURE must be 1 or 0, got %q", v)
+	}
 	cfg.DataDir = getenv("SUNDIAL_LOCAL_DIR")
 	if cfg.DataDir == "" {
 		cfg.DataDir = filepath.Join("data", "local")
 		if cfg.Brokers != 3 {
 			cfg.DataDir += "-" + strconv.Itoa(cfg.Brokers)
+		}
+		if cfg.Secure {
+			// A cluster's data only fits the transport it was made with.
+			cfg.DataDir += "-secure"
 		}
 	}
 	cfg.Layout = DefaultLayout(cfg.Brokers)
@@ -252,6 +267,12 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 
+	var sec *secure
+	if cfg.Secure {
+		if sec, err = prepareSecure(cfg.DataDir); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "Sundial local cluster: %d broker(s), %d shards at bootstrap, data in %s\n", cfg.Brokers, cfg.Shards, cfg.DataDir)
 	for _, line := range skipped {
 		fmt.Fprintln(out, "  "+line)
@@ -286,20 +307,46 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		} else {
 			args = append(args, "--initial-members", bootstrap, "--shards", strconv.Itoa(cfg.Shards))
 		}
-		if err := s.start(spec{
+		if sec != nil {
+			tlsArgs, err := sec.brokerArgs(m.id)
+			if err != nil {
+				return err
+			}
+			args = append(args, tlsArgs...)
+		}
+		broker := spec{
 			name: name, bin: filepath.Join(cfg.BinDir, "sundial-broker"),
 			readyz: "http://" + b.Metrics + "/readyz", logPath: filepath.Join(cfg.DataDir, "logs", name+".log"),
 			args: args,
-		}); err != nil {
+		}
+		if sec != nil { // with TLS files the metrics port serves HTTPS
+			broker.readyz = "https://" + b.Metrics + "/readyz"
+			if broker.https, err = sec.httpsClient(); err != nil {
+				return err
+			}
+		}
+		if err := s.start(broker); err != nil {
 			return err
 		}
 	}
-	if err := s.start(spec{
+	proxy := spec{
 		name: "proxy", bin: filepath.Join(cfg.BinDir, "sundial-proxy"),
 		readyz: "http://" + cfg.Layout.ProxyHTTP + "/readyz", logPath: filepath.Join(cfg.DataDir, "logs", "proxy.log"),
 		args: []string{"--grpc-addr", cfg.Layout.ProxyGRPC, "--http-addr", cfg.Layout.ProxyHTTP, "--admin-addr", cfg.Layout.ProxyAdmin,
 			"--brokers", strings.Join(grpcs, ","), "--log-level", cfg.LogLevel},
-	}); err != nil {
+	}
+	if sec != nil {
+		tlsArgs, err := sec.proxyArgs()
+		if err != nil {
+			return err
+		}
+		proxy.args = append(proxy.args, tlsArgs...)
+		proxy.readyz = "https://" + cfg.Layout.ProxyHTTP + "/readyz"
+		if proxy.https, err = sec.httpsClient(); err != nil {
+			return err
+		}
+	}
+	if err := s.start(proxy); err != nil {
 		return err
 	}
 
@@ -320,6 +367,14 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		defer ctl.Close()
 	}
 	printEndpoints(out, cfg, members, time.Since(began))
+	if sec != nil {
+		if err := sec.ensureDemo(ctx, cfg.BinDir, cfg.Layout.ProxyGRPC); err != nil {
+			fmt.Fprintf(out, "sundial-local: the demo token was not made: %v\n", err)
+		}
+		sec.print(out, cfg.Layout)
+	} else {
+		printTryIt(out, cfg)
+	}
 
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
@@ -395,11 +450,11 @@ func waitReady(ctx context.Context, timeout time.Duration, children []*child, ou
 	began := time.Now()
 	nextReport := began.Add(2 * time.Second)
 	err := proc.WaitFor(ctx, 500*time.Millisecond, func(ctx context.Context) error {
-		err := proc.HTTP200(proxy.readyz)(ctx)
+		err := proc.HTTP200Client(proxy.client(), proxy.readyz)(ctx)
 		if err != nil && time.Now().After(nextReport) {
 			line := fmt.Sprintf("waiting for %s (%ds/%ds):", proxy.readyz, int(time.Since(began).Seconds()), int(timeout.Seconds()))
 			for _, c := range children {
-				line += fmt.Sprintf(" %s=%s", c.name, httpStatus(ctx, c.readyz))
+				line += fmt.Sprintf(" %s=%s", c.name, httpStatus(ctx, c.client(), c.readyz))
 			}
 			fmt.Fprintln(out, line)
 			nextReport = time.Now().Add(3 * time.Second)
@@ -419,14 +474,14 @@ func waitReady(ctx context.Context, timeout time.Duration, children []*child, ou
 }
 
 // httpStatus is the status code GET url answers, or "down".
-func httpStatus(ctx context.Context, url string) string {
+func httpStatus(ctx context.Context, client *http.Client, url string) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "down"
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return "down"
 	}
@@ -436,19 +491,28 @@ func httpStatus(ctx context.Context, url string) string {
 
 func printEndpoints(out io.Writer, cfg Config, members []member, took time.Duration) {
 	l := cfg.Layout
+	scheme := "http"
+	if cfg.Secure {
+		scheme = "https"
+	}
 	fmt.Fprintf(out, "\nSundial is up after %ds (%d broker(s), data in %s, logs in %s).\n\n",
 		int(took.Seconds()), len(members), cfg.DataDir, filepath.Join(cfg.DataDir, "logs"))
-	fmt.Fprintf(out, "  proxy     gRPC %s   HTTP http://%s  (/livez, /readyz, /metrics)\n", l.ProxyGRPC, l.ProxyHTTP)
-	fmt.Fprintf(out, "  HTTP API  http://%s/v1/   docs http://%s/docs   OpenAPI http://%s/openapi.json\n", l.ProxyHTTP, l.ProxyHTTP, l.ProxyHTTP)
-	fmt.Fprintf(out, "  admin UI  http://%s/ui/   pprof http://%s/debug/pprof/\n", l.ProxyHTTP, l.ProxyAdmin)
+	fmt.Fprintf(out, "  proxy     gRPC %s   HTTP %s://%s  (/livez, /readyz, /metrics)\n", l.ProxyGRPC, scheme, l.ProxyHTTP)
+	fmt.Fprintf(out, "  HTTP API  %s://%s/v1/   docs %s://%s/docs   OpenAPI %s://%s/openapi.json\n", scheme, l.ProxyHTTP, scheme, l.ProxyHTTP, scheme, l.ProxyHTTP)
+	fmt.Fprintf(out, "  admin UI  %s://%s/ui/   pprof http://%s/debug/pprof/\n", scheme, l.ProxyHTTP, l.ProxyAdmin)
 	for _, m := range members {
 		b := l.broker(m.id)
 		pprof := ""
 		if b.Admin != "" {
 			pprof = "   pprof http://" + b.Admin + "/debug/pprof/"
 		}
-		fmt.Fprintf(out, "  broker-%d  gRPC %s   metrics http://%s/metrics   raft %s%s\n", m.id, b.GRPC, b.Metrics, b.Raft, pprof)
+		fmt.Fprintf(out, "  broker-%d  gRPC %s   metrics %s://%s/metrics   raft %s%s\n", m.id, b.GRPC, scheme, b.Metrics, b.Raft, pprof)
 	}
+}
+
+// printTryIt shows first commands against the plaintext cluster.
+func printTryIt(out io.Writer, cfg Config) {
+	l := cfg.Layout
 	fmt.Fprintf(out, `
 Try it from another shell:
   bin/shardctl publish --topic demo --delay 5s hello

@@ -394,6 +394,13 @@ func TestConfigFromEnv(t *testing.T) {
 			}
 			return ""
 		}},
+		{name: "secure keeps its own dir", env: map[string]string{"SUNDIAL_SECURE": "1", "SUNDIAL_BROKERS": "1"}, want: func(c Config) string {
+			if !c.Secure || c.DataDir != filepath.Join("data", "local-1-secure") {
+				return fmt.Sprintf("%+v", c)
+			}
+			return ""
+		}},
+		{name: "secure not 0 or 1", env: map[string]string{"SUNDIAL_SECURE": "yes"}, wantErr: "SUNDIAL_SECURE must be 1 or 0"},
 		{name: "ten brokers", env: map[string]string{"SUNDIAL_BROKERS": "10"}, wantErr: "SUNDIAL_BROKERS must be a number in 1..9"},
 		{name: "shards not a number", env: map[string]string{"SUNDIAL_SHARDS": "many"}, wantErr: "SUNDIAL_SHARDS"},
 	}

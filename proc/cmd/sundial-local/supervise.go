@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +23,17 @@ type spec struct {
 	args    []string
 	readyz  string // its /readyz URL
 	logPath string // appended to by every start
+	// https is the client for an https readyz (the secure proxy's), nil
+	// for http.DefaultClient.
+	https *http.Client
+}
+
+// client is the HTTP client readyz is asked with.
+func (s spec) client() *http.Client {
+	if s.https != nil {
+		return s.https
+	}
+	return http.DefaultClient
 }
 
 // child is one started process.
@@ -188,7 +200,7 @@ func (s *supervisor) restart(ctx context.Context, name string, timeout time.Dura
 	fmt.Fprintf(w, "started %s (pid %d), log %s\n", name, nc.p.Pid(), nc.logPath)
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := proc.WaitFor(wctx, 500*time.Millisecond, proc.HTTP200(nc.readyz), nc.p); err != nil {
+	if err := proc.WaitFor(wctx, 500*time.Millisecond, proc.HTTP200Client(nc.client(), nc.readyz), nc.p); err != nil {
 		return fmt.Errorf("%s is not ready (%w); see its log %s", name, err, nc.logPath)
 	}
 	fmt.Fprintf(w, "%s is ready (%s answers 200)\n", name, nc.readyz)

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sundialmq/sundial/proto/tlsfiles"
+	"github.com/sundialmq/sundial/proto/tlsfiles/devca"
+)
+
+// secure is what SUNDIAL_SECURE=1 runs the cluster with, all under
+// <data dir>/secure: a development CA (made on the first run, loaded on
+// later ones), a certificate per broker naming it (URI SAN
+// spiffe://sundial/broker/<id>), the proxy's certificate towards the
+// brokers and the one it serves clients with, the bootstrap admin token
+// and, once the cluster is up, a demo token (publish and consume on
+// demo*). Files that exist are kept, so a restart keeps its tokens.
+type secure struct {
+	dir string
+	ca  *devca.CA
+}
+
+// caValidity is how long the development CA and its certificates last.
+const caValidity = 365 * 24 * time.Hour
+
+// Files under secure.dir.
+const (
+	adminTokenFile = "admin.token"
+	demoTokenFile  = "demo.token"
+)
+
+func prepareSecure(dataDir string) (*secure, error) {
+	dir := filepath.Join(dataDir, "secure")
+	ca, err := devca.Load(dir, caValidity)
+	if errors.Is(err, os.ErrNotExist) {
+		ca, err = devca.New(dir, "sundial-local dev CA", caValidity)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &secure{dir: dir, ca: ca}
+	if _, err := os.Stat(s.path(adminTokenFile)); errors.Is(err, os.ErrNotExist) {
+		b := make([]byte, 32)
+		rand.Read(b) // never fails (crypto/rand)
+		if err := os.WriteFile(s.path(adminTokenFile), []byte(base64.RawURLEncoding.EncodeToString(b)+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *secure) path(name string) string { return filepath.Join(s.dir, name) }
+
+// issue returns the files of name, issuing them when missing.
+func (s *secure) issue(name string, uris ...string) (tlsfiles.Files, error) {
+	f := tlsfiles.Files{CertFile: s.path(name + ".pem"), KeyFile: s.path(name + "-key.pem"), CAFile: s.ca.CAFile}
+	if _, err := os.Stat(f.CertFile); err == nil {
+		if _, err := os.Stat(f.KeyFile); err == nil {
+			return f, nil
+		}
+	}
+	return s.ca.Issue(s.dir, name, uris...)
+}
+
+// brokerArgs are broker id's TLS flags.
+func (s *secure) brokerArgs(id int) ([]string, error) {
+	f, err := s.issue(fmt.Sprintf("broker-%d", id), tlsfiles.PrincipalURI(tlsfiles.KindBroker, strconv.Itoa(id)))
+	if err != nil {
+		return nil, err
+	}
+	return []string{"--tls-cert-file", f.CertFile, "--tls-key-file", f.KeyFile, "--tls-ca-file", f.CAFile}, nil
+}
+
+// proxyArgs are the proxy's TLS and authentication flags.
+func (s *secure) proxyArgs() ([]string, error) {
+	cluster, err := s.issue("proxy", tlsfiles.PrincipalURI(tlsfiles.KindProxy, "local"))
+	if err != nil {
+		return nil, err
+	}
+	clients, err := s.issue("proxy-clients")
+	if err != nil {
+		return nil, err
+	}
+	return []string{"--cluster-cert-file", cluster.CertFile, "--cluster-key-file", cluster.KeyFile, "--cluster-ca-file", cluster.CAFile,
+		"--tls-cert-file", clients.CertFile, "--tls-key-file", clients.KeyFile,
+		"--auth", "--bootstrap-token-file", s.path(adminTokenFile)}, nil
+}
+
+// httpsClient trusts the development CA (the proxy's HTTP port).
+func (s *secure) httpsClient() (*http.Client, error) {
+	pem, err := os.ReadFile(s.ca.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no certificate", s.ca.CAFile)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}, nil
+}
+
+// shardctl runs bin/shardctl against the secure proxy with the admin
+// token, answering its standard output.
+func (s *secure) shardctl(ctx context.Context, binDir, proxy string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "shardctl"),
+		append([]string{"--proxy", proxy, "--cacert", s.ca.CAFile, "--token-file", s.path(adminTokenFile)}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("shardctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
+}
+
+// ensureDemo makes the demo role and token on the first secure run (the
+// token file is missing), with bin/shardctl and the admin token.
+func (s *secure) ensureDemo(ctx context.Context, binDir, proxy string) error {
+	if _, err := os.Stat(s.path(demoTokenFile)); err == nil {
+		return nil
+	}
+	if _, err := s.shardctl(ctx, binDir, proxy, "auth", "role", "create", "demo", "--grant", "publish,consume:demo*"); err != nil &&
+		!strings.Contains(err.Error(), "already exists") {
+		return err
+	}
+	out, err := s.shardctl(ctx, binDir, proxy, "-o", "json", "auth", "token", "create", "demo", "--role", "demo")
+	if err != nil {
+		return err
+	}
+	var created struct {
+		Secret string `json:"secret"`
+	}
+	if err := json.Unmarshal([]byte(out), &created); err != nil || created.Secret == "" {
+		return fmt.Errorf("shardctl auth token create printed %q, want JSON with the secret (%v)", out, err)
+	}
+	return os.WriteFile(s.path(demoTokenFile), []byte(created.Secret+"\n"), 0o600)
+}
+
+// print tells how to reach the secure cluster.
+func (s *secure) print(out io.Writer, l Layout) {
+	fmt.Fprintf(out, `
+Secure mode (SUNDIAL_SECURE=1): TLS on every hop, mutual TLS between brokers, authentication on.
+  CA          %s
+  admin token %s   (role admin)
+  demo token  %s   (publish and consume on demo*)
+  bin/shardctl --proxy %s --cacert %s --token-file %s status
+  bin/shardctl --proxy %s --cacert %s --token-file %s publish --topic demo hi
+  curl --cacert %s -H "Authorization: Bearer $(cat %s)" -H 'Content-Type: application/json' \
+    -X POST https://%s/v1/topics/demo/messages -d '{"messages":[{"text":"hi"}]}'
+  grpcurl -cacert %s -H "authorization: Bearer $(cat %s)" %s list
+Ctrl-C stops the cluster; a later SUNDIAL_SECURE=1 make run starts it again with the same files.
+`, s.ca.CAFile, s.path(adminTokenFile), s.path(demoTokenFile),
+		l.ProxyGRPC, s.ca.CAFile, s.path(adminTokenFile),
+		l.ProxyGRPC, s.ca.CAFile, s.path(demoTokenFile),
+		s.ca.CAFile, s.path(demoTokenFile), l.ProxyHTTP,
+		s.ca.CAFile, s.path(adminTokenFile), l.ProxyGRPC)
+}
