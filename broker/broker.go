@@ -28,6 +28,7 @@ import (
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/operator"
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/broker/internal/service"
 	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -47,7 +48,8 @@ type Server struct {
 	operator *operator.Executor
 	healer   *operator.Healer
 	prober   *operator.PeerProber
-	moves    *operator.RoutedHost // the executor's host; its peer connections close after it
+	moves    *operator.RoutedHost // the executor's host
+	peers    *peer.Conns          // every connection to another broker; closed last in Stop
 	grpc     *grpc.Server
 	health   *health.Server
 	lis      net.Listener
@@ -74,6 +76,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	if s.tls, err = newTransport(cfg, log, reg); err != nil {
 		return nil, err
 	}
+	s.peers = peer.New(s.tls.peer)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		s.gth = g
 	}
@@ -83,12 +86,16 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 // Start listens, starts the NodeHost and serves. It returns once serving;
 // the cluster becomes usable when the shards elect leaders. A broker with
 // Join first joins the cluster (on its first start; see joinCluster).
-func (s *Server) Start(ctx context.Context) error {
+func (s *Server) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			s.peers.Close() // the start-up checks' and join's connections
+		}
+	}()
 	// A member checks its data dir before taking any port, so a refusal
 	// says what is wrong with the data dir even when the ports are in
 	// use; a joining broker first needs its gRPC address to send it.
 	var ident identity.Identity
-	var err error
 	joining, waiting := len(s.cfg.Join) > 0, s.cfg.waiting()
 	if !joining && !waiting {
 		if ident, err = s.admit(ctx); err != nil {
@@ -142,7 +149,6 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	hc := hostConfig(s.cfg, advertise)
 	hc.Incarnation, hc.ClusterID = ident.Incarnation, ident.ClusterID
-	hc.PeerCredentials = s.tls.peer
 	hc.RecordClusterID = func(id string) error {
 		ident.ClusterID = id
 		return identity.Save(s.cfg.DataDir, ident)
@@ -171,6 +177,7 @@ func (s *Server) Start(ctx context.Context) error {
 		DefaultDedupWindow:       s.cfg.DedupWindow,
 		Now:                      time.Now,
 		StepTimeouts:             stepTimeouts(s.cfg.Operations),
+		Peers:                    s.peers,
 	}
 	admin := service.NewAdmin(h, opts)
 	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20),
@@ -179,14 +186,12 @@ func (s *Server) Start(ctx context.Context) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}), s.tls.server)...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
-	s.prober = operator.NewPeerProber(s.tls.peer)
+	s.prober = operator.NewPeerProber(s.peers)
 	voters := operator.NewMetaVoters(h, s.prober, s.cfg.NodeID, s.log)
 	cluster := service.NewCluster(h, voters, opts, s.log)
 	sundialv1.RegisterClusterServer(s.grpc, cluster)
-	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.tls.peer, s.log, s.reg)
-	ocfg := operatorConfig(s.cfg)
-	ocfg.PeerCredentials = s.tls.peer
-	s.operator = operator.New(s.moves, s.cfg.NodeID, ocfg, s.log, s.reg)
+	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.peers, s.log, s.reg)
+	s.operator = operator.New(s.moves, s.peers, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
 	s.healer = operator.NewHealer(h, s.prober, voters, s.cfg.NodeID, operator.HealerConfig{
 		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
@@ -337,12 +342,13 @@ func (s *Server) Stop() {
 		s.wg.Wait()
 		if s.healer != nil {
 			s.healer.Stop()
-			s.prober.Close()
 		}
 		if s.operator != nil {
 			s.operator.Stop()
-			s.moves.Close()
 		}
+		// Every user of the peer connections has stopped: the gRPC
+		// handlers, leader gossip (s.wg), the healer and the executor.
+		s.peers.Close()
 		if s.host != nil {
 			s.host.Stop()
 		}

@@ -18,7 +18,6 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/fsm"
@@ -80,9 +79,6 @@ type Config struct {
 	// answers true, as a broker whose meta replica lags would; nil never
 	// holds. Linearizable reads (ReadMeta) are not held.
 	HoldMeta func() bool
-	// PeerCredentials are the transport credentials of gRPC calls to
-	// other brokers (see PeerCredentials); nil means plaintext.
-	PeerCredentials credentials.TransportCredentials
 	// RaftTLS, when its CertFile is set, turns on Dragonboat's mutual TLS
 	// on the Raft transport with these files (CA, certificate, key), which
 	// Dragonboat reads only at start: rotate them by a rolling restart.

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/meta"
@@ -95,12 +93,3 @@ func (h *Host) TransferMetaLeader(to uint64) error {
 
 // NodeID is this broker's node id.
 func (h *Host) NodeID() uint64 { return h.cfg.NodeID }
-
-// PeerCredentials are the transport credentials of gRPC calls to other
-// brokers: Config.PeerCredentials, plaintext if unset.
-func (h *Host) PeerCredentials() credentials.TransportCredentials {
-	if h.cfg.PeerCredentials == nil {
-		return insecure.NewCredentials()
-	}
-	return h.cfg.PeerCredentials
-}

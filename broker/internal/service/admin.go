@@ -163,7 +163,7 @@ func (a *Admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest
 // just changed, is paused or cut off) it answers from here without it.
 func (a *Admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfoRequest) (*sundialv1.ClusterInfo, error) {
 	fctx, cancel := forwardContext(ctx)
-	info, forwarded, err := toMetaLeader(fctx, a.host, sundialv1.NewAdminClient, sundialv1.AdminClient.GetClusterInfo, req)
+	info, forwarded, err := toMetaLeader(fctx, a.host, a.opts.Peers, sundialv1.NewAdminClient, sundialv1.AdminClient.GetClusterInfo, req)
 	cancel()
 	if forwarded && err == nil {
 		return info, nil

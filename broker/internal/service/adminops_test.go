@@ -15,6 +15,7 @@ import (
 
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/operator"
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -38,9 +39,10 @@ func serveShard(t *testing.T, s *Shard) {
 // startExecutor runs the operations executor of the single node.
 func startExecutor(t *testing.T, s *Shard) {
 	t.Helper()
-	e := operator.New(localHost{s.host}, 1, operator.Config{Poll: 50 * time.Millisecond}, zaptest.NewLogger(t), prometheus.NewRegistry())
+	peers := peer.New(nil)
+	e := operator.New(localHost{s.host}, peers, 1, operator.Config{Poll: 50 * time.Millisecond}, zaptest.NewLogger(t), prometheus.NewRegistry())
 	e.Start(context.Background())
-	t.Cleanup(e.Stop)
+	t.Cleanup(func() { e.Stop(); peers.Close() })
 }
 
 // localHost is the executor's host on a single node, whose shards are all

@@ -26,7 +26,7 @@ func (c *Cluster) JoinCluster(ctx context.Context, req *sundialv1.JoinClusterReq
 		if notLeader.LeaderAddr == "" || forwarded(ctx) {
 			return nil, apierr.NotLeader(meta.ShardID, notLeader.Leader, notLeader.LeaderAddr)
 		}
-		return forwardTo(ctx, c.host, notLeader.LeaderAddr, sundialv1.NewClusterClient, sundialv1.ClusterClient.JoinCluster, req)
+		return forwardTo(ctx, c.opts.Peers, notLeader.LeaderAddr, sundialv1.NewClusterClient, sundialv1.ClusterClient.JoinCluster, req)
 	}
 	if err != nil {
 		return nil, err

@@ -35,7 +35,7 @@ func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest
 	if bad := validate.DrainNode(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if resp, forwarded, err := toMetaLeader(ctx, c.host, sundialv1.NewClusterClient, sundialv1.ClusterClient.DrainNode, req); forwarded {
+	if resp, forwarded, err := toMetaLeader(ctx, c.host, c.opts.Peers, sundialv1.NewClusterClient, sundialv1.ClusterClient.DrainNode, req); forwarded {
 		return resp, err
 	}
 	id := meta.NodeID(req.GetNodeId())
@@ -106,11 +106,11 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 	if bad := validate.RemoveNode(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if resp, forwarded, err := toMetaLeader(ctx, c.host, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req); forwarded {
+	if resp, forwarded, err := toMetaLeader(ctx, c.host, c.opts.Peers, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req); forwarded {
 		return resp, err
 	}
 	forward := func(addr string) (*sundialv1.RemoveNodeResponse, error) {
-		return forwardTo(ctx, c.host, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req)
+		return forwardTo(ctx, c.opts.Peers, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req)
 	}
 	id, force := meta.NodeID(req.GetNodeId()), req.GetForce()
 	st, err := c.host.ReadMeta(ctx)

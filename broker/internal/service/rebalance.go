@@ -33,7 +33,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	if bad := validate.Rebalance(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if resp, forwarded, err := toMetaLeader(ctx, c.host, sundialv1.NewClusterClient, sundialv1.ClusterClient.Rebalance, req); forwarded {
+	if resp, forwarded, err := toMetaLeader(ctx, c.host, c.opts.Peers, sundialv1.NewClusterClient, sundialv1.ClusterClient.Rebalance, req); forwarded {
 		return resp, err
 	}
 	st, err := c.host.ReadMeta(ctx)

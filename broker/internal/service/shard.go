@@ -20,6 +20,7 @@ import (
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -42,6 +43,9 @@ type Options struct {
 	Now                      func() time.Time
 	// StepTimeouts bound the steps of the operations Rebalance plans.
 	StepTimeouts meta.StepTimeouts
+	// Peers are the broker's connections to other brokers, over which
+	// calls served on the meta leader are forwarded to it (forward.go).
+	Peers *peer.Conns
 }
 
 // Shard serves brokerv1.Shard.
