@@ -179,26 +179,26 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		StepTimeouts:             stepTimeouts(s.cfg.Operations),
 		Peers:                    s.peers,
 	}
-	admin := service.NewAdmin(h, opts)
+	// Cluster control (package operator) is built before the services
+	// that call it: the meta-voter policy, the healer, the executor.
+	s.prober = operator.NewPeerProber(s.peers)
+	ch := clusterHost{h.MetaClient(), h.Replicas(), h.Moves()}
+	voters := operator.NewMetaVoters(ch, s.prober, s.cfg.NodeID, s.log)
+	s.healer = operator.NewHealer(ch, s.prober, voters, s.cfg.NodeID, operator.HealerConfig{
+		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
+		MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
+	}, s.log, s.reg)
+	s.moves = operator.NewRoutedHost(ch, s.cfg.NodeID, s.peers, s.log, s.reg)
+	s.operator = operator.New(s.moves, s.peers, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
+	admin := service.NewAdmin(h, s.healer, opts)
 	s.grpc = grpc.NewServer(append(boundary.ServerOptions(), grpc.MaxRecvMsgSize(64<<20),
 		// Proxies ping every 5s to find a broker that stopped answering;
 		// the default policy (5 min) would answer them GOAWAY.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}), s.tls.server)...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
-	s.prober = operator.NewPeerProber(s.peers)
-	voters := operator.NewMetaVoters(h, s.prober, s.cfg.NodeID, s.log)
-	cluster := service.NewCluster(h, voters, opts, s.log)
-	sundialv1.RegisterClusterServer(s.grpc, cluster)
-	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.peers, s.log, s.reg)
-	s.operator = operator.New(s.moves, s.peers, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
+	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, voters, s.healer, opts, s.log))
 	s.operator.Start(context.WithoutCancel(ctx))
-	s.healer = operator.NewHealer(h, s.prober, voters, s.cfg.NodeID, operator.HealerConfig{
-		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
-		MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
-	}, s.log, s.reg)
-	cluster.SetSuspects(s.healer.Suspects)
-	admin.SetLiveness(s.healer.Liveness)
 	s.healer.Start(context.WithoutCancel(ctx))
 	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID))
 	s.health = health.NewServer()
@@ -220,6 +220,16 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	go s.gossipLeaders(context.WithoutCancel(ctx), h)
 	s.log.Info("broker started", zap.String("grpc_addr", lis.Addr().String()), zap.String("raft_addr", s.cfg.RaftAddr))
 	return nil
+}
+
+// clusterHost is the host as package operator sees it (the interfaces
+// ReplicaHost, HealerHost and VoterHost): h's meta client, replica and
+// leader table, and membership changes, composed here so that each keeps
+// its own job in package host.
+type clusterHost struct {
+	*host.MetaClient
+	*host.Replicas
+	*host.Moves
 }
 
 // hostConfig maps cfg onto the host's settings; advertise is the gRPC
@@ -377,7 +387,7 @@ func (s *Server) MetricsAddr() string {
 // on this broker, which must lead the shard: a follower queues nothing and
 // answers an error naming the leader.
 func (s *Server) TransferLeadership(shard, toNode uint64) error {
-	return s.host.TransferLeadership(shard, toNode)
+	return s.host.Moves().TransferLeadership(shard, toNode)
 }
 
 // stepTimeouts are o's step timeouts with defaults for zero fields.
@@ -396,7 +406,7 @@ func stepTimeouts(o Operations) meta.StepTimeouts {
 // and data; for tests and tools that change the metadata directly (such
 // as registering a node no broker runs yet).
 func (s *Server) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error) {
-	return s.host.ProposeMeta(ctx, c)
+	return s.host.MetaClient().ProposeMeta(ctx, c)
 }
 
 // serveStateHashes answers /debug/statehash: a JSON object from each hosted
@@ -405,7 +415,7 @@ func (s *Server) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []by
 // tests compare it across brokers after quiescence (guarantee G7).
 func (s *Server) serveStateHashes(w http.ResponseWriter, _ *http.Request) {
 	out := map[string]string{}
-	for _, id := range s.host.HostedShards() {
+	for _, id := range s.host.Replicas().HostedShards() {
 		h, err := s.host.StateHash(id)
 		if err != nil {
 			out[strconv.FormatUint(id, 10)] = "error: " + err.Error()

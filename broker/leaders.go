@@ -26,6 +26,7 @@ const (
 
 // gossipLeaders runs until stopc closes (or ctx ends).
 func (s *Server) gossipLeaders(ctx context.Context, h *host.Host) {
+	mc, replicas := h.MetaClient(), h.Replicas()
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -39,9 +40,9 @@ func (s *Server) gossipLeaders(ctx context.Context, h *host.Host) {
 			return
 		case <-t.C:
 		}
-		st := h.Meta()
+		st := mc.Meta()
 		reports := s.askLeaders(ctx, st)
-		h.SetPeerLeaders(mergeLeaders(st, reports))
+		replicas.SetPeerLeaders(mergeLeaders(st, reports))
 	}
 }
 

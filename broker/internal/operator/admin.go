@@ -32,7 +32,7 @@ import (
 const adminCallTimeout = 5 * time.Second
 
 // leaderView is the host's view of every shard's leader, gossip included
-// (host.Host.ShardLeaders); the executor uses it when the host has it.
+// (host.Replicas.ShardLeaders); the executor uses it when the host has it.
 type leaderView interface {
 	ShardLeaders() map[uint64]uint64
 }

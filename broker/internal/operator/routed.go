@@ -41,7 +41,8 @@ const (
 var errNoHost = errors.New("operator: no other node is placed with a replica of the shard")
 
 // ReplicaHost is what RoutedHost needs of the broker's host
-// (*host.Host): the meta state, and this node's replicas of the shards.
+// (host.MetaClient, host.Replicas and host.Moves, composed by the broker):
+// the meta state, and this node's replicas of the shards.
 type ReplicaHost interface {
 	ReadMeta(ctx context.Context) (*meta.State, error)
 	ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error)
@@ -152,7 +153,7 @@ func (m *RoutedHost) RemoveReplica(ctx context.Context, shard, replica uint64) e
 }
 
 // TransferLeadership asks the shard's leader to transfer, as only the
-// leader's own host may (host.TransferLeadership: it ends its dispatcher's
+// leader's own host may (host.Moves.TransferLeadership: it ends its dispatcher's
 // lease first): this node's replica when it leads, else the other hosts,
 // the leader first; a follower answers NotLeader and the next is asked.
 func (m *RoutedHost) TransferLeadership(ctx context.Context, shard, toNode uint64) error {

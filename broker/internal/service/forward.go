@@ -35,9 +35,9 @@ type rpc[C, Req, Resp any] func(C, context.Context, Req, ...grpc.CallOption) (Re
 // false and the caller serves the call. With no leader known, or on a
 // call forwarded already that did not land on the leader, it answers true
 // with NotLeader for the meta group, so the client retries.
-func toMetaLeader[C, Req, Resp any](ctx context.Context, h *host.Host, peers *peer.Conns, client func(grpc.ClientConnInterface) C, method rpc[C, Req, Resp], req Req) (Resp, bool, error) {
+func toMetaLeader[C, Req, Resp any](ctx context.Context, m *host.MetaClient, peers *peer.Conns, client func(grpc.ClientConnInterface) C, method rpc[C, Req, Resp], req Req) (Resp, bool, error) {
 	var zero Resp
-	addr, err := metaLeaderElsewhere(ctx, h)
+	addr, err := metaLeaderElsewhere(ctx, m)
 	switch {
 	case err != nil:
 		return zero, true, err
@@ -52,13 +52,13 @@ func toMetaLeader[C, Req, Resp any](ctx context.Context, h *host.Host, peers *pe
 // is another broker and the call was not forwarded already; empty when
 // this broker leads. A forwarded call that does not land on the leader,
 // or no leader known, answers NotLeader for the meta group.
-func metaLeaderElsewhere(ctx context.Context, h *host.Host) (string, error) {
-	leader := h.MetaLeader()
-	if leader != 0 && leader == h.NodeID() {
+func metaLeaderElsewhere(ctx context.Context, m *host.MetaClient) (string, error) {
+	leader := m.MetaLeader()
+	if leader != 0 && leader == m.NodeID() {
 		return "", nil
 	}
 	var addr string
-	if n, ok := h.Meta().Nodes[meta.NodeID(leader)]; ok && leader != 0 {
+	if n, ok := m.Meta().Nodes[meta.NodeID(leader)]; ok && leader != 0 {
 		addr = n.GRPCAddr
 	}
 	if addr == "" || forwarded(ctx) {

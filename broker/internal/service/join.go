@@ -20,7 +20,7 @@ func (c *Cluster) JoinCluster(ctx context.Context, req *sundialv1.JoinClusterReq
 		return nil, apierr.InvalidArgument(bad...)
 	}
 	n := meta.Node{ID: meta.NodeID(req.GetNodeId()), RaftAddr: req.GetRaftAddr(), GRPCAddr: req.GetGrpcAddr(), Incarnation: req.GetIncarnation(), Labels: req.GetLabels()}
-	joined, err := c.host.Join(ctx, n, req.GetClusterId())
+	joined, err := c.meta.Join(ctx, n, req.GetClusterId())
 	var notLeader *host.NotMetaLeaderError
 	if errors.As(err, &notLeader) {
 		if notLeader.LeaderAddr == "" || forwarded(ctx) {
@@ -31,5 +31,5 @@ func (c *Cluster) JoinCluster(ctx context.Context, req *sundialv1.JoinClusterReq
 	if err != nil {
 		return nil, err
 	}
-	return &sundialv1.JoinClusterResponse{NodeId: uint64(joined.ID), ClusterId: c.host.Meta().ClusterID}, nil
+	return &sundialv1.JoinClusterResponse{NodeId: uint64(joined.ID), ClusterId: c.meta.Meta().ClusterID}, nil
 }
