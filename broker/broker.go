@@ -29,6 +29,7 @@ import (
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/operator"
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/broker/internal/service"
 	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -48,7 +49,8 @@ type Server struct {
 	operator *operator.Executor
 	healer   *operator.Healer
 	prober   *operator.PeerProber
-	moves    *operator.RoutedHost // the executor's host; its peer connections close after it
+	moves    *operator.RoutedHost // the executor's host
+	peers    *peer.Conns          // every connection to another broker; closed last in Stop
 	grpc     *grpc.Server
 	health   *health.Server
 	lis      net.Listener
@@ -77,6 +79,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	if s.tls, err = newTransport(cfg, log, reg); err != nil {
 		return nil, err
 	}
+	s.peers = peer.New(s.tls.peer)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		s.gth = g
 	}
@@ -86,12 +89,16 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 // Start listens, starts the NodeHost and serves. It returns once serving;
 // the cluster becomes usable when the shards elect leaders. A broker with
 // Join first joins the cluster (on its first start; see joinCluster).
-func (s *Server) Start(ctx context.Context) error {
+func (s *Server) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			s.peers.Close() // the start-up checks' and join's connections
+		}
+	}()
 	// A member checks its data dir before taking any port, so a refusal
 	// says what is wrong with the data dir even when the ports are in
 	// use; a joining broker first needs its gRPC address to send it.
 	var ident identity.Identity
-	var err error
 	joining, waiting := len(s.cfg.Join) > 0, s.cfg.waiting()
 	if !joining && !waiting {
 		if ident, err = s.admit(ctx); err != nil {
@@ -165,7 +172,6 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	hc := hostConfig(s.cfg, advertise)
 	hc.Incarnation, hc.ClusterID, hc.Starts, hc.Run = ident.Incarnation, ident.ClusterID, ident.Starts, identity.NewRunID()
-	hc.PeerCredentials = s.tls.peer
 	hc.RecordClusterID = func(id string) error {
 		ident.ClusterID = id
 		return identity.Save(s.cfg.DataDir, ident)
@@ -194,36 +200,35 @@ func (s *Server) Start(ctx context.Context) error {
 		DefaultDedupWindow:       s.cfg.DedupWindow,
 		Now:                      time.Now,
 		StepTimeouts:             stepTimeouts(s.cfg.Operations),
+		Peers:                    s.peers,
 		// A token on a plaintext network is weak, but it is what keeps an
 		// insecure cluster from admitting any process that asks.
 		RequireJoinToken: s.cfg.tlsFiles().Enabled() || s.cfg.Insecure,
 		Gate:             gate,
 	}
-	admin := service.NewAdmin(h, opts)
+	// Cluster control (package operator) is built before the services
+	// that call it: the meta-voter policy, the healer, the executor.
+	s.prober = operator.NewPeerProber(s.peers)
+	ch := clusterHost{h.MetaClient(), h.Replicas(), h.Moves()}
+	voters := operator.NewMetaVoters(ch, s.prober, s.cfg.NodeID, s.log)
+	s.healer = operator.NewHealer(ch, s.prober, voters, s.cfg.NodeID, operator.HealerConfig{
+		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
+		MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
+	}, s.log, s.reg)
+	s.moves = operator.NewRoutedHost(ch, s.cfg.NodeID, s.peers, s.log, s.reg)
+	s.operator = operator.New(s.moves, s.peers, s.cfg.NodeID, operatorConfig(s.cfg), s.log, s.reg)
+	admin := service.NewAdmin(h, s.healer, opts)
 	s.grpc = grpc.NewServer(append(append(boundary.ServerOptions(), gate.ServerOptions()...), grpc.MaxRecvMsgSize(64<<20),
 		// Proxies ping every 5s to find a broker that stopped answering;
 		// the default policy (5 min) would answer them GOAWAY.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}), s.tls.server)...)
 	brokerv1.RegisterShardServer(s.grpc, service.NewShard(h, admin, opts, s.log, service.NewMetrics(s.reg)))
 	sundialv1.RegisterAdminServer(s.grpc, admin)
-	s.prober = operator.NewPeerProber(s.tls.peer)
-	voters := operator.NewMetaVoters(h, s.prober, s.cfg.NodeID, s.log)
-	cluster := service.NewCluster(h, voters, opts, s.log)
-	sundialv1.RegisterClusterServer(s.grpc, cluster)
+	sundialv1.RegisterClusterServer(s.grpc, service.NewCluster(h, voters, s.healer, opts, s.log))
 	auth := service.NewAuth(h, time.Now)
 	sundialv1.RegisterAuthServer(s.grpc, auth)
 	brokerv1.RegisterAuthSyncServer(s.grpc, auth)
-	s.moves = operator.NewRoutedHost(h, s.cfg.NodeID, s.tls.peer, s.log, s.reg)
-	ocfg := operatorConfig(s.cfg)
-	ocfg.PeerCredentials = s.tls.peer
-	s.operator = operator.New(s.moves, s.cfg.NodeID, ocfg, s.log, s.reg)
 	s.operator.Start(context.WithoutCancel(ctx))
-	s.healer = operator.NewHealer(h, s.prober, voters, s.cfg.NodeID, operator.HealerConfig{
-		DeadNodeTimeout: s.cfg.DeadNodeTimeout, SuspectAfter: s.cfg.SuspectNodeTimeout,
-		MaxRunning: s.cfg.Operations.MaxRunning, Timeouts: opts.StepTimeouts,
-	}, s.log, s.reg)
-	cluster.SetSuspects(s.healer.Suspects)
-	admin.SetLiveness(s.healer.Liveness)
 	s.healer.Start(context.WithoutCancel(ctx))
 	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID))
 	s.health = health.NewServer()
@@ -251,6 +256,16 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.gossipLeaders(context.WithoutCancel(ctx), h)
 	s.log.Info("broker started", zap.String("grpc_addr", lis.Addr().String()), zap.String("raft_addr", s.cfg.RaftAddr))
 	return nil
+}
+
+// clusterHost is the host as package operator sees it (the interfaces
+// ReplicaHost, HealerHost and VoterHost): h's meta client, replica and
+// leader table, and membership changes, composed here so that each keeps
+// its own job in package host.
+type clusterHost struct {
+	*host.MetaClient
+	*host.Replicas
+	*host.Moves
 }
 
 // hostConfig maps cfg onto the host's settings; advertise is the gRPC
@@ -391,12 +406,13 @@ func (s *Server) Stop() {
 		s.wg.Wait()
 		if s.healer != nil {
 			s.healer.Stop()
-			s.prober.Close()
 		}
 		if s.operator != nil {
 			s.operator.Stop()
-			s.moves.Close()
 		}
+		// Every user of the peer connections has stopped: the gRPC
+		// handlers, leader gossip (s.wg), the healer and the executor.
+		s.peers.Close()
 		if s.host != nil {
 			s.host.Stop()
 		}
@@ -433,7 +449,7 @@ func (s *Server) MetricsAddr() string {
 // on this broker, which must lead the shard: a follower queues nothing and
 // answers an error naming the leader.
 func (s *Server) TransferLeadership(shard, toNode uint64) error {
-	return s.host.TransferLeadership(shard, toNode)
+	return s.host.Moves().TransferLeadership(shard, toNode)
 }
 
 // stepTimeouts are o's step timeouts with defaults for zero fields.
@@ -452,7 +468,7 @@ func stepTimeouts(o Operations) meta.StepTimeouts {
 // and data; for tests and tools that change the metadata directly (such
 // as registering a node no broker runs yet).
 func (s *Server) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error) {
-	return s.host.ProposeMeta(ctx, c)
+	return s.host.MetaClient().ProposeMeta(ctx, c)
 }
 
 // serveStateHashes answers /debug/statehash: a JSON object from each hosted
@@ -461,7 +477,7 @@ func (s *Server) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []by
 // tests compare it across brokers after quiescence (guarantee G7).
 func (s *Server) serveStateHashes(w http.ResponseWriter, _ *http.Request) {
 	out := map[string]string{}
-	for _, id := range s.host.HostedShards() {
+	for _, id := range s.host.Replicas().HostedShards() {
 		h, err := s.host.StateHash(id)
 		if err != nil {
 			out[strconv.FormatUint(id, 10)] = "error: " + err.Error()

@@ -50,7 +50,7 @@ func (s *Server) readiness() (bool, string) {
 	if err := s.host.Refusal(); err != nil {
 		return false, err.Error()
 	}
-	return readiness(s.host.Meta(), s.cfg.NodeID, s.host.HostedShards(), s.host.ShardLeaders(), s.host.MetaLeader())
+	return readiness(s.host.MetaClient().Meta(), s.cfg.NodeID, s.host.Replicas().HostedShards(), s.host.Replicas().ShardLeaders(), s.host.MetaClient().MetaLeader())
 }
 
 // livez answers 200 while the process serves HTTP.

@@ -12,11 +12,10 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/broker/internal/join"
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -121,7 +120,7 @@ func (s *Server) joinCluster(ctx context.Context, advertise, token string) (iden
 	req := &sundialv1.JoinClusterRequest{NodeId: id.NodeID, RaftAddr: s.cfg.RaftAddr, GrpcAddr: advertise, Incarnation: id.Incarnation, ClusterId: id.ClusterID, Labels: s.cfg.Labels, JoinToken: token}
 	jctx, cancel := context.WithTimeout(ctx, s.cfg.JoinTimeout)
 	defer cancel()
-	resp, err := join.Ask(jctx, s.tls.peer, addrs, req, joinRetryInterval)
+	resp, err := join.Ask(jctx, s.peers, addrs, req, joinRetryInterval)
 	if err != nil {
 		return identity.Identity{}, fmt.Errorf("broker: join the cluster: %w", err)
 	}
@@ -145,7 +144,7 @@ func (s *Server) askAddrs(ctx context.Context, addrs []string) []identity.Peer {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := askPeer(ctx, s.tls.peer, addr)
+			p, err := askPeer(ctx, s.peers, addr)
 			if err != nil {
 				s.log.Debug("broker did not identify", zap.String("addr", addr), zap.Error(err))
 				return
@@ -171,14 +170,13 @@ func (s *Server) askPeers(ctx context.Context) []identity.Peer {
 	return s.askAddrs(ctx, addrs)
 }
 
-func askPeer(ctx context.Context, creds credentials.TransportCredentials, addr string) (identity.Peer, error) {
+func askPeer(ctx context.Context, peers *peer.Conns, addr string) (identity.Peer, error) {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	conn, err := peers.Conn(addr)
 	if err != nil {
 		return identity.Peer{}, err
 	}
-	defer conn.Close()
 	resp, err := brokerv1.NewPeerClient(conn).Identify(ctx, &brokerv1.IdentifyRequest{})
 	if err != nil {
 		return identity.Peer{}, err

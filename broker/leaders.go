@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/meta"
@@ -25,17 +24,12 @@ const (
 	leaderGossipTimeout  = 500 * time.Millisecond
 )
 
-// gossipLeaders runs until stopc closes (or ctx ends); it owns conns.
+// gossipLeaders runs until stopc closes (or ctx ends).
 func (s *Server) gossipLeaders(ctx context.Context, h *host.Host) {
+	mc, replicas := h.MetaClient(), h.Replicas()
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	conns := map[string]*grpc.ClientConn{} // by gRPC address
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
 	t := time.NewTicker(leaderGossipInterval)
 	defer t.Stop()
 	for {
@@ -46,15 +40,15 @@ func (s *Server) gossipLeaders(ctx context.Context, h *host.Host) {
 			return
 		case <-t.C:
 		}
-		st := h.Meta()
-		reports := s.askLeaders(ctx, st, conns)
-		h.SetPeerLeaders(mergeLeaders(st, reports))
+		st := mc.Meta()
+		reports := s.askLeaders(ctx, st)
+		replicas.SetPeerLeaders(mergeLeaders(st, reports))
 	}
 }
 
 // askLeaders asks every other active node for the leaders it sees, at
 // once, and answers the reports by node id (unreachable nodes left out).
-func (s *Server) askLeaders(ctx context.Context, st *meta.State, conns map[string]*grpc.ClientConn) map[uint64]map[uint64]uint64 {
+func (s *Server) askLeaders(ctx context.Context, st *meta.State) map[uint64]map[uint64]uint64 {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	reports := map[uint64]map[uint64]uint64{}
@@ -63,14 +57,10 @@ func (s *Server) askLeaders(ctx context.Context, st *meta.State, conns map[strin
 		if uint64(id) == s.cfg.NodeID || n.State != meta.NodeActive || n.GRPCAddr == "" {
 			continue
 		}
-		conn, ok := conns[n.GRPCAddr]
-		if !ok {
-			c, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(s.tls.peer))
-			if err != nil {
-				s.log.Debug("leader gossip: dial peer", zap.Uint64("node_id", uint64(id)), zap.Error(err))
-				continue
-			}
-			conns[n.GRPCAddr], conn = c, c
+		conn, err := s.peers.Conn(n.GRPCAddr)
+		if err != nil {
+			s.log.Debug("leader gossip: dial peer", zap.Uint64("node_id", uint64(id)), zap.Error(err))
+			continue
 		}
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, leaderGossipTimeout)

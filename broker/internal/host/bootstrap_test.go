@@ -35,7 +35,7 @@ func TestFirstShardsStartThenServe(t *testing.T) {
 	}
 	poll(t, 60*time.Second, func() error {
 		for id, h := range hosts {
-			st := h.Meta()
+			st := h.MetaClient().Meta()
 			if len(st.Shards) != 2 || len(st.RingShards()) != 2 || st.ClusterID == "" {
 				return fmt.Errorf("node %d: shards %v, ring %v, cluster id %q; want 2 on the ring, named", id, st.ShardIDs(), st.RingShards(), st.ClusterID)
 			}
@@ -45,8 +45,8 @@ func TestFirstShardsStartThenServe(t *testing.T) {
 					return fmt.Errorf("node %d: shard %d state %q with %d replicas, want %q (set by serve_shards) with 3", id, sid, sh.State, len(sh.Replicas), meta.ShardServing)
 				}
 			}
-			if len(h.HostedShards()) != 2 {
-				return fmt.Errorf("node %d hosts %v, want 2 shards", id, h.HostedShards())
+			if len(h.Replicas().HostedShards()) != 2 {
+				return fmt.Errorf("node %d hosts %v, want 2 shards", id, h.Replicas().HostedShards())
 			}
 		}
 		return nil
@@ -73,14 +73,14 @@ func TestOldBootstrapDataDirKeepsServing(t *testing.T) {
 		}
 	}()
 	poll(t, 60*time.Second, func() error {
-		st := hosts[1].Meta()
+		st := hosts[1].MetaClient().Meta()
 		if st.Nodes[1] == nil || st.Nodes[2] == nil {
 			return fmt.Errorf("registered nodes %v, want 1 and 2", st.NodeIDs())
 		}
 		return nil
 	})
 	poll(t, 30*time.Second, func() error {
-		code, _, err := hosts[1].ProposeMeta(t.Context(), &meta.Command{Op: meta.OpBootstrapShards, Count: 2, RF: 2, ClusterID: "old"})
+		code, _, err := hosts[1].MetaClient().ProposeMeta(t.Context(), &meta.Command{Op: meta.OpBootstrapShards, Count: 2, RF: 2, ClusterID: "old"})
 		if err == nil && code != meta.ResultOK && code != meta.ResultNoop { // Noop: a retry after a commit not seen
 			t.Fatalf("bootstrap_shards = %d, want ResultOK", code)
 		}
@@ -88,7 +88,7 @@ func TestOldBootstrapDataDirKeepsServing(t *testing.T) {
 	})
 	serving := func(id uint64) error {
 		h := hosts[id]
-		st := h.Meta()
+		st := h.MetaClient().Meta()
 		if len(st.Shards) != 2 || len(st.RingShards()) != 2 || len(st.StartingShards()) != 0 {
 			return fmt.Errorf("node %d: shards %v, ring %v, starting %v; want 2 serving", id, st.ShardIDs(), st.RingShards(), st.StartingShards())
 		}
@@ -97,11 +97,11 @@ func TestOldBootstrapDataDirKeepsServing(t *testing.T) {
 				return fmt.Errorf("node %d: shard %d state %q, want none (the old bootstrap's)", id, sid, s)
 			}
 		}
-		if len(h.HostedShards()) != 2 {
-			return fmt.Errorf("node %d hosts %v, want 2 shards", id, h.HostedShards())
+		if len(h.Replicas().HostedShards()) != 2 {
+			return fmt.Errorf("node %d hosts %v, want 2 shards", id, h.Replicas().HostedShards())
 		}
-		for _, sid := range h.HostedShards() {
-			if h.ShardLeader(sid) == 0 {
+		for _, sid := range h.Replicas().HostedShards() {
+			if h.Replicas().ShardLeader(sid) == 0 {
 				return fmt.Errorf("node %d knows no leader of shard %d", id, sid)
 			}
 		}
@@ -122,8 +122,8 @@ func TestOldBootstrapDataDirKeepsServing(t *testing.T) {
 		if err := serving(1); err != nil {
 			return err
 		}
-		a, _ := json.Marshal(hosts[1].Meta())
-		b, _ := json.Marshal(hosts[2].Meta())
+		a, _ := json.Marshal(hosts[1].MetaClient().Meta())
+		b, _ := json.Marshal(hosts[2].MetaClient().Meta())
 		if string(a) != string(b) {
 			return fmt.Errorf("restarted node 1 meta state %s, node 2 %s; want equal", a, b)
 		}
@@ -157,11 +157,11 @@ func TestNewMetaLeaderServesTheFirstShards(t *testing.T) {
 	read := func(h *Host) (*meta.State, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		return h.ReadMeta(ctx)
+		return h.MetaClient().ReadMeta(ctx)
 	}
 	var leader uint64
 	poll(t, 60*time.Second, func() error {
-		leader = hosts[1].MetaLeader()
+		leader = hosts[1].MetaClient().MetaLeader()
 		if hosts[leader] == nil {
 			return fmt.Errorf("no meta leader known")
 		}
@@ -192,11 +192,11 @@ func TestNewMetaLeaderServesTheFirstShards(t *testing.T) {
 	})
 	poll(t, 60*time.Second, func() error {
 		for id, h := range hosts {
-			if got := h.HostedShards(); len(got) != 2 {
+			if got := h.Replicas().HostedShards(); len(got) != 2 {
 				return fmt.Errorf("node %d hosts shards %v, want 2", id, got)
 			}
-			for _, sid := range h.Meta().ShardIDs() {
-				if h.ShardLeader(uint64(sid)) == 0 {
+			for _, sid := range h.MetaClient().Meta().ShardIDs() {
+				if h.Replicas().ShardLeader(uint64(sid)) == 0 {
 					return fmt.Errorf("node %d knows no leader of shard %d", id, sid)
 				}
 			}
@@ -220,11 +220,11 @@ func TestNewMetaLeaderServesTheFirstShards(t *testing.T) {
 	}
 	poll(t, 60*time.Second, func() error {
 		for id, h := range hosts {
-			st := h.Meta()
+			st := h.MetaClient().Meta()
 			if len(st.RingShards()) != 2 || len(st.StartingShards()) != 0 {
 				return fmt.Errorf("node %d: ring %v, starting %v; want both shards on the ring", id, st.RingShards(), st.StartingShards())
 			}
-			if h.MetaLeader() == leader {
+			if h.MetaClient().MetaLeader() == leader {
 				return fmt.Errorf("node %d still sees stopped node %d lead meta", id, leader)
 			}
 		}

@@ -95,7 +95,7 @@ func proposeSweep(t *testing.T, hosts map[uint64]*Host, shard uint64) {
 	t.Helper()
 	poll(t, 30*time.Second, func() error {
 		for _, h := range hosts {
-			if lead, _, _, _ := h.LeaderInfo(shard); lead != nil {
+			if lead, _, _, _ := h.Replicas().LeaderInfo(shard); lead != nil {
 				pctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 				_, err := lead.Proposer.Propose(pctx, &fsmpb.Command{Kind: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{NowMs: time.Now().UnixMilli(), Limit: 1}}})
 				cancel()
@@ -114,7 +114,7 @@ func submitOperation(t *testing.T, via *Host, op meta.Operation) meta.OperationI
 	t.Helper()
 	var opID meta.OperationID
 	pollAttempts(t, 60*time.Second, func(ctx context.Context) error {
-		code, data, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: []meta.Operation{op}})
+		code, data, err := via.MetaClient().ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: []meta.Operation{op}})
 		if err != nil || code != meta.ResultOK {
 			return fmt.Errorf("submit = %d: %w", code, err)
 		}
@@ -128,10 +128,17 @@ func submitOperation(t *testing.T, via *Host, op meta.Operation) meta.OperationI
 	return opID
 }
 
+// shardsHost is the host as the shard decisions see it, composed as the
+// broker composes it.
+type shardsHost struct {
+	*MetaClient
+	*Replicas
+}
+
 // shardDecisions are the operator's shard decisions of member h, as its
 // broker's executor runs them; Step runs one round.
 func (c *testCluster) shardDecisions(h *Host, log *zap.Logger) *operator.Shards {
-	return operator.NewShards(h, h.NodeID(), operator.ShardsConfig{
+	return operator.NewShards(shardsHost{h.MetaClient(), h.Replicas()}, h.MetaClient().NodeID(), operator.ShardsConfig{
 		InitialMembers: slices.Sorted(maps.Keys(c.members)), Shards: c.shards, ReplicationFactor: c.rf,
 		Poll: 100 * time.Millisecond,
 	}, log, nil)

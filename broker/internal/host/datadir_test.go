@@ -80,10 +80,10 @@ func TestHostOnACorruptRaftLogReturnsTheFault(t *testing.T) {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(60 * time.Second)
-		for h.MetaLeader() == 0 && time.Now().Before(deadline) {
+		for h.MetaClient().MetaLeader() == 0 && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if h.MetaLeader() == 0 {
+		if h.MetaClient().MetaLeader() == 0 {
 			t.Fatal("the meta group has no leader after 60s")
 		}
 		h.Stop()

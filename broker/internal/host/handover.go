@@ -5,18 +5,29 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/lni/dragonboat/v4"
 	"go.uber.org/zap"
 
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
-	"github.com/sundialmq/sundial/broker/internal/proposer"
 	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/validate"
 )
 
-// Hand-over checks (see meta.Handover). checkHandovers runs on its own
-// goroutine (runHandovers), not the run loop's, so its barriers and scans
-// never delay the reaction to meta and leadership changes.
+// Hand-over checks (see meta.Handover). handovers runs on its own
+// goroutine (run, started by Host.Start and joined by Host.Stop), not the
+// host loop's, so its barriers and scans never delay the reaction to meta
+// and leadership changes.
+type handovers struct {
+	now      func() time.Time
+	log      *zap.Logger
+	nh       *dragonboat.NodeHost
+	db       *pebble.DB
+	replicas *Replicas
+	meta     *MetaClient
+}
+
 const (
 	// handoverCheckInterval is how often the leader of a shard that hands
 	// partitions over checks whether one can be sealed or closed.
@@ -27,7 +38,7 @@ const (
 	handoverGrace = 5 * time.Second
 )
 
-// checkHandovers seals and closes the hand-overs whose From shard this
+// check seals and closes the hand-overs whose From shard this
 // node leads, reading the shard's applied state after a read-index
 // barrier: a hand-over is sealed once the topic's dedup window has passed
 // since it opened and From holds no key record of the partition, and
@@ -42,8 +53,8 @@ const (
 // the partition and which refuses every keyed publish of it applied later
 // (the service answers those misplaced, and the proxy routes them again
 // once its table has the seal). The fence is lifted before the close.
-func (h *Host) checkHandovers(ctx context.Context, st *meta.State) {
-	nowMs := h.cfg.Now().UnixMilli()
+func (h *handovers) check(ctx context.Context, st *meta.State) {
+	nowMs := h.now().UnixMilli()
 	barrier := map[meta.EventShardID]bool{} // From shard → barrier passed
 	for _, ho := range st.Handovers {
 		t, ok := st.Topics[ho.Topic]
@@ -82,22 +93,21 @@ func (h *Host) checkHandovers(ctx context.Context, st *meta.State) {
 			continue
 		}
 		h.log.Info(msg, zap.String("topic", ho.Topic), zap.Uint32("partition", ho.Partition), zap.Uint64("from_shard", uint64(ho.From)), zap.Uint64("to_shard", uint64(ho.To)))
-		h.proposeMeta(ctx, &meta.Command{Op: op, Name: ho.Topic, Partition: ho.Partition})
+		h.meta.propose(ctx, &meta.Command{Op: op, Name: ho.Topic, Partition: ho.Partition})
 	}
 }
 
-// runHandovers runs checkHandovers every handoverCheckInterval until Stop.
-func (h *Host) runHandovers(ctx context.Context) {
-	defer h.wg.Done()
+// run runs check every handoverCheckInterval until stopc closes.
+func (h *handovers) run(ctx context.Context, stopc <-chan struct{}) {
 	tick := time.NewTicker(handoverCheckInterval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-h.stopc:
+		case <-stopc:
 			return
 		case <-tick.C:
-			if st := h.Meta(); len(st.Handovers) > 0 {
-				h.checkHandovers(ctx, st)
+			if st := h.meta.Meta(); len(st.Handovers) > 0 {
+				h.check(ctx, st)
 			}
 		}
 	}
@@ -105,7 +115,7 @@ func (h *Host) runHandovers(ctx context.Context) {
 
 // holds reports whether ho's From shard still holds what keeps ho in its
 // phase: key records while open, copies while sealed.
-func (h *Host) holds(ho meta.Handover, t *meta.Topic, nowMs int64) (bool, error) {
+func (h *handovers) holds(ho meta.Handover, t *meta.Topic, nowMs int64) (bool, error) {
 	r := query.New(h.db, uint64(ho.From), nowMs)
 	for _, topic := range []string{ho.Topic, ho.Topic + validate.DeadLetterSuffix} {
 		var held bool
@@ -129,13 +139,8 @@ var errNotLeadingFrom = errors.New("host: this node does not lead the hand-over'
 // fence commits the hand-over fence of ho's partition in its From shard
 // (lift: its removal) through this node's leading replica; held reports
 // that From holds a key record of the partition, so no fence was set.
-func (h *Host) fence(ctx context.Context, ho meta.Handover, t *meta.Topic, lift bool) (held bool, err error) {
-	h.mu.RLock()
-	var p *proposer.Proposer
-	if s := h.shards[uint64(ho.From)]; s != nil && s.dispatcher != nil {
-		p = s.proposer
-	}
-	h.mu.RUnlock()
+func (h *handovers) fence(ctx context.Context, ho meta.Handover, t *meta.Topic, lift bool) (held bool, err error) {
+	p, _ := h.replicas.leading(uint64(ho.From))
 	if p == nil {
 		return false, errNotLeadingFrom
 	}
@@ -152,19 +157,12 @@ func (h *Host) fence(ctx context.Context, ho meta.Handover, t *meta.Topic, lift 
 
 // leadsApplied reports whether this node leads shard and has applied
 // everything committed before the call (a read-index barrier).
-func (h *Host) leadsApplied(ctx context.Context, shard uint64) bool {
-	h.mu.RLock()
-	s, ok := h.shards[shard]
-	leading := ok && s.dispatcher != nil
-	var replica uint64
-	if ok {
-		replica = s.replicaID
-	}
-	h.mu.RUnlock()
-	if !leading {
+func (h *handovers) leadsApplied(ctx context.Context, shard uint64) bool {
+	p, replica := h.replicas.leading(shard)
+	if p == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return h.readIndex(shard, replica)(ctx) == nil
+	return readIndex(h.nh, shard, replica)(ctx) == nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +17,6 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/fsm"
@@ -44,7 +42,7 @@ type Config struct {
 	DataDir        string
 	InitialMembers map[uint64]Member
 	// Join: this node is not an initial member but joined a running
-	// cluster (see Join), which added it to the meta group as a non-voting
+	// cluster (see MetaClient.Join), which added it to the meta group as a non-voting
 	// member; its meta replica starts with join on a new data dir.
 	Join            bool
 	RTT             time.Duration
@@ -86,9 +84,6 @@ type Config struct {
 	// answers true, as a broker whose meta replica lags would; nil never
 	// holds. Linearizable reads (ReadMeta) are not held.
 	HoldMeta func() bool
-	// PeerCredentials are the transport credentials of gRPC calls to
-	// other brokers (see PeerCredentials); nil means plaintext.
-	PeerCredentials credentials.TransportCredentials
 	// RaftTLS, when its CertFile is set, turns on Dragonboat's mutual TLS
 	// on the Raft transport with these files (CA, certificate, key), which
 	// Dragonboat reads only at start: rotate them by a rolling restart.
@@ -99,13 +94,16 @@ type Config struct {
 // did not join the cluster either (Config.Join).
 var ErrNotMetaMember = errors.New("host: node is neither an initial member nor joining")
 
-// Host runs a broker's replicas.
+// Host runs a broker's replicas: it owns the NodeHost, the state DB and
+// the host loop, and composes the small types callers reach through it:
+// MetaClient (the meta group), Replicas (the replica and leader table),
+// Moves (membership and leadership changes), and, for its own goroutines,
+// placement (following the meta state's placement) and handovers.
 type Host struct {
 	cfg      Config
 	log      *zap.Logger
 	nh       *dragonboat.NodeHost
 	db       *pebble.DB
-	propM    *proposer.Metrics
 	dispM    *dispatch.Metrics
 	leaderG  *prometheus.GaugeVec
 	routingG prometheus.Gauge
@@ -116,30 +114,19 @@ type Host struct {
 	raftLogDone func()
 	stateSyncs  *stateSyncCollector
 
-	metaState atomic.Pointer[meta.State]
+	meta      *MetaClient
+	replicas  *Replicas
+	moves     *Moves
+	place     *placement
+	handovers *handovers
+
 	refusal   atomic.Pointer[error] // set once the meta state refused this node
 	clusterID string                // the data dir's; run goroutine only
 
-	mu     sync.RWMutex // guards shards, peerLeaders and changed
-	shards map[uint64]*shard
-	// peerLeaders: shard → leader node id as peers hosting the shard
-	// reported it (SetPeerLeaders); used for shards not hosted here.
-	peerLeaders map[uint64]uint64
-	changed     chan struct{} // closed and replaced on every routing change
-
 	events chan raftio.LeaderInfo
-	metaCh chan struct{}
 	stopc  chan struct{}
 	cancel context.CancelFunc // ends the run loop's context; set by Start
 	wg     sync.WaitGroup
-}
-
-type shard struct {
-	id         uint64
-	replicaID  uint64
-	proposer   *proposer.Proposer
-	dispatcher *dispatch.Dispatcher // non-nil while this node leads
-	leaderID   uint64               // replica id of the known leader, 0 if none
 }
 
 // New opens the DB and the NodeHost; Start starts the replicas. A data
@@ -154,9 +141,9 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 	if err != nil {
 		return nil, err
 	}
+	propM := proposer.NewMetrics(reg)
 	h := &Host{
 		cfg: cfg, log: log, db: db, clusterID: cfg.ClusterID,
-		propM: proposer.NewMetrics(reg),
 		dispM: dispatch.NewMetrics(reg),
 		leaderG: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "sundial", Subsystem: "broker", Name: "shard_leader",
@@ -174,15 +161,13 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 			Namespace: "sundial", Subsystem: "meta", Name: "handovers_open",
 			Help: "Topic partitions handing over to a shard added to the ring, as this broker's meta replica applied them.",
 		}),
-		shards:  map[uint64]*shard{},
-		changed: make(chan struct{}),
-		events:  make(chan raftio.LeaderInfo, 1024),
-		metaCh:  make(chan struct{}, 1),
-		stopc:   make(chan struct{}),
+		events: make(chan raftio.LeaderInfo, 1024),
+		stopc:  make(chan struct{}),
 	}
+	h.meta = newMetaClient(cfg.NodeID, cfg.Now, log)
+	h.replicas = newReplicas(cfg.NodeID, cfg.GRPCAddr, h.meta)
 	h.stateSyncs = newStateSyncCollector(db)
 	reg.MustRegister(h.leaderG, h.routingG, h.shardsG, h.handG, newNodeCollector(h), h.stateSyncs)
-	h.metaState.Store(meta.NewState())
 	nhCfg := nodeHostConfig(cfg, h)
 	h.raftLogDone, err = raftLogFS.register(nhCfg.NodeHostDir, newRaftLogMetrics(reg))
 	if err != nil {
@@ -205,6 +190,10 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Host, error) 
 		return nil, fmt.Errorf("host: start nodehost: %w", err)
 	}
 	h.nh = nh
+	h.meta.nh, h.replicas.nh = nh, nh
+	h.moves = &Moves{nh: nh, log: log, replicas: h.replicas, meta: h.meta}
+	h.place = &placement{cfg: cfg, log: log, nh: nh, db: db, replicas: h.replicas, meta: h.meta, propM: propM}
+	h.handovers = &handovers{now: cfg.Now, log: log, nh: nh, db: db, replicas: h.replicas, meta: h.meta}
 	return h, nil
 }
 
@@ -262,18 +251,21 @@ func (h *Host) Start(ctx context.Context) (err error) {
 			join = true // the meta leader added this replica; it learns the members from it
 		}
 	}
-	mc := h.shardConfig(meta.ShardID, h.cfg.NodeID)
+	mc := shardConfig(h.cfg, meta.ShardID, h.cfg.NodeID)
 	// A joined node was added as a non-voting member (Join); Dragonboat
 	// requires its replica to start as one.
 	mc.IsNonVoting = !initial
-	err = h.nh.StartReplica(members, join, meta.NewStateMachine(func(uint64) { h.signalMeta() }), mc)
+	err = h.nh.StartReplica(members, join, meta.NewStateMachine(func(uint64) { h.meta.signal() }), mc)
 	if err != nil {
 		return fmt.Errorf("host: start meta replica: %w", err)
 	}
 	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	h.wg.Add(2)
 	go h.run(ctx)
-	go h.runHandovers(ctx)
+	go func() {
+		defer h.wg.Done()
+		h.handovers.run(ctx, h.stopc)
+	}()
 	return nil
 }
 
@@ -284,15 +276,7 @@ func (h *Host) Stop() {
 		h.cancel()
 	}
 	h.wg.Wait()
-	h.mu.Lock()
-	for _, s := range h.shards {
-		if s.dispatcher != nil {
-			s.dispatcher.Stop()
-			s.dispatcher = nil
-		}
-		s.proposer.Close()
-	}
-	h.mu.Unlock()
+	h.replicas.stopAll()
 	h.nh.Close()
 	h.raftLogDone()
 	h.stateSyncs.close()
@@ -301,25 +285,26 @@ func (h *Host) Stop() {
 	}
 }
 
-func (h *Host) shardConfig(shardID, replicaID uint64) config.Config {
+// shardConfig is the Raft configuration of replicaID of shardID.
+func shardConfig(cfg Config, shardID, replicaID uint64) config.Config {
 	return config.Config{
 		ShardID:             shardID,
 		ReplicaID:           replicaID,
-		ElectionRTT:         h.cfg.ElectionRTT,
-		HeartbeatRTT:        h.cfg.HeartbeatRTT,
+		ElectionRTT:         cfg.ElectionRTT,
+		HeartbeatRTT:        cfg.HeartbeatRTT,
 		CheckQuorum:         true,
 		PreVote:             true,
 		OrderedConfigChange: true,
-		SnapshotEntries:     h.cfg.SnapshotEntries,
-		CompactionOverhead:  h.compactionOverhead(),
+		SnapshotEntries:     cfg.SnapshotEntries,
+		CompactionOverhead:  compactionOverhead(cfg),
 	}
 }
 
-func (h *Host) compactionOverhead() uint64 {
-	if h.cfg.CompactionOverhead > 0 {
-		return h.cfg.CompactionOverhead
+func compactionOverhead(cfg Config) uint64 {
+	if cfg.CompactionOverhead > 0 {
+		return cfg.CompactionOverhead
 	}
-	return h.cfg.SnapshotEntries / 2
+	return cfg.SnapshotEntries / 2
 }
 
 // LeaderUpdated is Dragonboat's leadership callback; it only posts.
@@ -329,13 +314,6 @@ func (h *Host) LeaderUpdated(info raftio.LeaderInfo) {
 	default:
 		// The loop is far behind; the tick re-reads leadership anyway.
 		h.log.Warn("leader event dropped", zap.Uint64("shard_id", info.ShardID))
-	}
-}
-
-func (h *Host) signalMeta() {
-	select {
-	case h.metaCh <- struct{}{}:
-	default:
 	}
 }
 
@@ -349,7 +327,7 @@ func (h *Host) run(ctx context.Context) {
 			return
 		case info := <-h.events:
 			h.leaderChanged(ctx, info.ShardID, info.LeaderID)
-		case <-h.metaCh:
+		case <-h.meta.applied:
 			h.reconcile(ctx)
 		case <-tick.C:
 			h.reconcile(ctx)
@@ -374,8 +352,8 @@ func (h *Host) reconcile(ctx context.Context) {
 		h.shardsG.WithLabelValues("starting").Set(float64(len(st.StartingShards())))
 		h.shardsG.WithLabelValues("serving").Set(float64(len(st.RingShards())))
 		h.handG.Set(float64(len(st.Handovers)))
-		if old := h.metaState.Swap(st); old.Version != st.Version {
-			h.notifyChanged()
+		if old := h.meta.store(st); old.Version != st.Version {
+			h.replicas.notifyChanged()
 		}
 	}
 	if !h.admitted(st) {
@@ -387,133 +365,20 @@ func (h *Host) reconcile(ctx context.Context) {
 	// change (drain, remove, voter replacement): only its addresses,
 	// incarnation and labels are its own.
 	if n, ok := st.Nodes[self.ID]; !ok || n.RaftAddr != self.RaftAddr || n.GRPCAddr != self.GRPCAddr || n.Incarnation != self.Incarnation || !maps.Equal(n.Labels, self.Labels) || n.Starts != self.Starts || n.Run != self.Run {
-		h.proposeMeta(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: &self})
+		h.meta.propose(ctx, &meta.Command{Op: meta.OpRegisterNode, Node: &self})
 		return
 	}
 	if len(st.Shards) == 0 {
 		return // not bootstrapped yet: the meta leader's executor creates the first shards
 	}
-	for _, id := range st.ShardIDs() {
-		sh := st.Shards[id]
-		r, ok := sh.ReplicaOn(self.ID)
-		if !ok {
-			continue
-		}
-		h.mu.RLock()
-		s, running := h.shards[uint64(id)]
-		h.mu.RUnlock()
-		if running && s.replicaID != uint64(r.ID) {
-			// An earlier replica of the shard runs here: a move onto this
-			// node rolled back and was planned again (a new replica id)
-			// while this node was down or behind, so it never saw the
-			// shard unplaced. The old replica left the membership (once
-			// it applies that, Dragonboat stops it): drop it and its data,
-			// then start the one placed.
-			h.log.Warn("replacing a replica of an earlier placement", zap.Uint64("shard_id", uint64(id)),
-				zap.Uint64("replica_id", s.replicaID), zap.Uint64("placed_replica_id", uint64(r.ID)))
-			if err := h.dropReplica(ctx, uint64(id), s); err != nil {
-				h.log.Error("drop a replica of an earlier placement", zap.Uint64("shard_id", uint64(id)), zap.Uint64("replica_id", s.replicaID), zap.Error(err))
-				continue
-			}
-			running = false
-		}
-		if !running {
-			start := h.startShard
-			if r.Join {
-				start = func(ctx context.Context, _ *meta.State, sh *meta.Shard, r meta.Replica) error {
-					return h.startJoining(ctx, sh, r)
-				}
-			}
-			switch err := start(ctx, st, sh, r); {
-			case errors.Is(err, dragonboat.ErrReplicaRemoved):
-				// A move took the replica off this node while it was down,
-				// and this node's copy of the meta state predates the move:
-				// the next meta update unplaces it here.
-				h.log.Info("shard replica was moved off this node; waiting for the meta state to say so",
-					zap.Uint64("shard_id", uint64(id)), zap.Uint64("replica_id", uint64(r.ID)))
-			case err != nil:
-				h.log.Error("start shard replica", zap.Uint64("shard_id", uint64(id)), zap.Error(err))
-			}
-		}
-	}
-	h.dropUnplaced(ctx, st)
-}
-
-func (h *Host) proposeMeta(ctx context.Context, c *meta.Command) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	c.NowMs = h.cfg.Now().UnixMilli()
-	if _, err := h.nh.SyncPropose(ctx, h.nh.GetNoOPSession(meta.ShardID), c.Encode()); err != nil {
-		h.log.Debug("meta proposal not committed yet", zap.String("op", string(c.Op)), zap.Error(err))
-	}
-}
-
-func (h *Host) startShard(ctx context.Context, st *meta.State, sh *meta.Shard, r meta.Replica) error {
-	members := map[uint64]dragonboat.Target{}
-	if !h.nh.HasNodeInfo(uint64(sh.ID), uint64(r.ID)) {
-		for _, rep := range sh.Replicas {
-			members[uint64(rep.ID)] = st.Nodes[rep.Node].RaftAddr
-		}
-	}
-	return h.startReplica(ctx, sh, r, members, false)
-}
-
-// startReplica starts r of sh with members (none when it restarts on its
-// data or joins a running shard); join is Dragonboat's join flag.
-func (h *Host) startReplica(ctx context.Context, sh *meta.Shard, r meta.Replica, members map[uint64]dragonboat.Target, join bool) error {
-	id := uint64(sh.ID)
-	s := &shard{id: id, replicaID: uint64(r.ID)}
-	s.proposer = proposer.New(ctx, h.nh, id, h.cfg.Proposer, h.log, h.propM)
-	h.mu.Lock()
-	h.shards[id] = s
-	h.mu.Unlock()
-	cfg := h.shardConfig(id, uint64(r.ID))
-	// A replica placed by an operation (r.Join) was added as a non-voting
-	// member (a learner), and the executor promotes it once it has caught
-	// up. It starts non-voting on every start, not only the first: a restart
-	// replays the Raft log after its last snapshot, and replaying its own
-	// add-non-voting entry panics in a replica started voting ("is not a
-	// nonVoting"). A promoted replica comes back voting either way: by
-	// replaying its promotion, or, when a snapshot taken after the promotion
-	// lists it as a voter, by Dragonboat restoring the snapshot's members at
-	// start (raft.restoreRemotes turns a non-voting self into a follower).
-	cfg.IsNonVoting = r.Join
-	err := h.nh.StartOnDiskReplica(members, join, fsm.Factory(h.db, h.wakeShard), cfg)
-	if err != nil {
-		h.mu.Lock()
-		delete(h.shards, id)
-		h.mu.Unlock()
-		s.proposer.Close()
-		return err
-	}
-	h.log.Info("shard replica started", zap.Uint64("shard_id", id), zap.Uint64("replica_id", uint64(r.ID)), zap.Bool("join", join))
-	return nil
-}
-
-// wakeShard is the state machines' notifier: it runs on the apply goroutine.
-func (h *Host) wakeShard(id uint64, c fsm.Change) {
-	h.mu.RLock()
-	s := h.shards[id]
-	var d *dispatch.Dispatcher
-	if s != nil {
-		d = s.dispatcher
-	}
-	h.mu.RUnlock()
-	if d != nil {
-		d.Changed(c.Lows, c.ExpiryLow, c.Reset)
-	}
+	h.place.startPlaced(ctx, st)
+	h.place.dropUnplaced(ctx, st)
 }
 
 // refreshLeaders re-reads leadership of every shard, in case an event was
 // dropped.
 func (h *Host) refreshLeaders(ctx context.Context) {
-	h.mu.RLock()
-	ids := make([]uint64, 0, len(h.shards))
-	for id := range h.shards {
-		ids = append(ids, id)
-	}
-	h.mu.RUnlock()
-	for _, id := range ids {
+	for _, id := range h.replicas.HostedShards() {
 		leader, _, valid, err := h.nh.GetLeaderID(id)
 		if err != nil {
 			continue
@@ -527,13 +392,13 @@ func (h *Host) refreshLeaders(ctx context.Context) {
 
 func (h *Host) leaderChanged(ctx context.Context, id, leader uint64) {
 	if id == meta.ShardID {
-		h.notifyChanged()
+		h.replicas.notifyChanged()
 		return
 	}
-	h.mu.Lock()
-	s, ok := h.shards[id]
+	h.replicas.mu.Lock()
+	s, ok := h.replicas.shards[id]
 	if !ok || s.leaderID == leader {
-		h.mu.Unlock()
+		h.replicas.mu.Unlock()
 		return
 	}
 	s.leaderID = leader
@@ -545,7 +410,7 @@ func (h *Host) leaderChanged(ctx context.Context, id, leader uint64) {
 		if dc.LeaderLeaseTimeout == 0 {
 			dc.LeaderLeaseTimeout = h.electionTimeout() / 2
 		}
-		s.dispatcher = dispatch.New(id, h.db, s.proposer.Propose, s.proposer.Start, h.readIndex(id, s.replicaID), h.cfg.Now, dc, h.log, h.dispM)
+		s.dispatcher = dispatch.New(id, h.db, s.proposer.Propose, s.proposer.Start, readIndex(h.nh, id, s.replicaID), h.cfg.Now, dc, h.log, h.dispM)
 		s.dispatcher.Start() //nolint:contextcheck // dispatch.New gives each dispatcher its own context, cancelled by its Stop; it takes none from the host
 		h.leaderG.WithLabelValues(fmt.Sprint(id)).Set(1)
 		h.log.Info("shard leadership gained", zap.Uint64("shard_id", id))
@@ -555,74 +420,11 @@ func (h *Host) leaderChanged(ctx context.Context, id, leader uint64) {
 		h.leaderG.WithLabelValues(fmt.Sprint(id)).Set(0)
 		h.log.Info("shard leadership lost", zap.Uint64("shard_id", id), zap.Uint64("leader_replica_id", leader))
 	}
-	h.mu.Unlock()
+	h.replicas.mu.Unlock()
 	if stopping != nil {
 		stopping.Stop()
 	}
-	h.notifyChanged()
-}
-
-// ErrNoReplicaOnNode is answered to a leadership transfer to a node that
-// holds no replica of the shard.
-var ErrNoReplicaOnNode = errors.New("host: no replica of the shard on the node")
-
-// NotShardLeaderError answers a leadership transfer asked of a node whose
-// replica does not lead the shard: Leader and LeaderAddr (its gRPC
-// address) name the node that does, 0 and empty when unknown.
-type NotShardLeaderError struct {
-	Shard      uint64
-	Leader     uint64
-	LeaderAddr string
-}
-
-func (e *NotShardLeaderError) Error() string {
-	if e.Leader == 0 {
-		return fmt.Sprintf("host: shard %d: leader unknown", e.Shard)
-	}
-	return fmt.Sprintf("host: shard %d led by node %d at %s", e.Shard, e.Leader, e.LeaderAddr)
-}
-
-// NotShardLeader marks the error for callers that match it by behaviour
-// (errors.As with an interface, as the executor's RoutedHost does, which
-// cannot import this package): always true.
-func (e *NotShardLeaderError) NotShardLeader() bool { return true }
-
-// TransferLeadership asks Dragonboat to move shard id's leadership to the
-// replica on node toNode; it returns once the request is queued. Only the
-// leader's own host starts a transfer, so the leader's dispatcher gives up
-// its leader lease first and nothing is pushed ahead of a lease the
-// transfer may drop. A follower asked answers a *NotShardLeaderError
-// naming the leader: Dragonboat would forward the request to the leader,
-// whose lease would then outlive its leadership while the target, elected
-// at once, already answers cancels.
-func (h *Host) TransferLeadership(id, toNode uint64) error {
-	sh, ok := h.Meta().Shards[meta.EventShardID(id)]
-	if !ok {
-		return fmt.Errorf("%w: shard %d", ErrNoReplicaOnNode, id)
-	}
-	r, ok := sh.ReplicaOn(meta.NodeID(toNode))
-	if !ok {
-		return fmt.Errorf("%w: shard %d, node %d", ErrNoReplicaOnNode, id, toNode)
-	}
-	h.mu.RLock()
-	var d *dispatch.Dispatcher
-	var replica uint64
-	if s := h.shards[id]; s != nil {
-		d, replica = s.dispatcher, s.replicaID
-	}
-	h.mu.RUnlock()
-	// The dispatcher says this host took the leadership; Dragonboat may
-	// have seen it go since (the host loop drops the dispatcher next).
-	if leader, _, valid, err := h.nh.GetLeaderID(id); d == nil || err != nil || !valid || leader != replica {
-		e := &NotShardLeaderError{Shard: id}
-		if err == nil && valid && leader != replica {
-			e.Leader, e.LeaderAddr = h.nodeOfReplica(id, leader)
-		}
-		return e
-	}
-	d.EndLease()
-	h.log.Info("shard leadership transfer requested", zap.Uint64("shard_id", id), zap.Uint64("to_node_id", toNode), zap.Uint64("to_replica_id", uint64(r.ID)))
-	return h.nh.RequestLeaderTransfer(id, uint64(r.ID))
+	h.replicas.notifyChanged()
 }
 
 // electionTimeout is the shortest time after which a follower that stopped
@@ -640,9 +442,9 @@ var errNotLeading = errors.New("host: replica does not lead the shard")
 // new leader's no-op included) and the local state machine applied it. A
 // follower would forward the read to the leader, so the replica must lead
 // the shard in the same term before and after.
-func (h *Host) readIndex(id, replicaID uint64) dispatch.ReadIndexFunc {
+func readIndex(nh *dragonboat.NodeHost, id, replicaID uint64) dispatch.ReadIndexFunc {
 	return func(ctx context.Context) error {
-		leader, term, valid, err := h.nh.GetLeaderID(id)
+		leader, term, valid, err := nh.GetLeaderID(id)
 		if err != nil {
 			return err
 		}
@@ -653,7 +455,7 @@ func (h *Host) readIndex(id, replicaID uint64) dispatch.ReadIndexFunc {
 		if !ok {
 			return dragonboat.ErrDeadlineNotSet
 		}
-		rs, err := h.nh.ReadIndex(id, time.Until(deadline))
+		rs, err := nh.ReadIndex(id, time.Until(deadline))
 		if err != nil {
 			return err
 		}
@@ -674,192 +476,25 @@ func (h *Host) readIndex(id, replicaID uint64) dispatch.ReadIndexFunc {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if leader2, term2, valid2, err := h.nh.GetLeaderID(id); err != nil || !valid2 || leader2 != replicaID || term2 != term {
+		if leader2, term2, valid2, err := nh.GetLeaderID(id); err != nil || !valid2 || leader2 != replicaID || term2 != term {
 			return errNotLeading
 		}
 		return nil
 	}
 }
 
-func (h *Host) notifyChanged() {
-	h.mu.Lock()
-	close(h.changed)
-	h.changed = make(chan struct{})
-	h.mu.Unlock()
-}
+// MetaClient is this node's way to the meta group.
+func (h *Host) MetaClient() *MetaClient { return h.meta }
 
-// Changed returns a channel closed at the next routing change.
-func (h *Host) Changed() <-chan struct{} {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.changed
-}
+// Replicas is the table of the replicas running here and of every shard's
+// leader.
+func (h *Host) Replicas() *Replicas { return h.replicas }
 
-// Meta is the newest meta state this node has seen; never modify it.
-func (h *Host) Meta() *meta.State { return h.metaState.Load() }
+// Moves makes membership and leadership changes on this node's replicas.
+func (h *Host) Moves() *Moves { return h.moves }
 
 // DB exposes the state DB to the service layer (reads only).
 func (h *Host) DB() *pebble.DB { return h.db }
-
-// metaTimeout bounds meta proposals and reads whose context has no deadline
-// (Dragonboat requires one).
-const metaTimeout = 5 * time.Second
-
-func withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, metaTimeout)
-}
-
-// ProposeMeta commits a meta command and returns its result.
-func (h *Host) ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error) {
-	ctx, cancel := withDeadline(ctx)
-	defer cancel()
-	c.NowMs = h.cfg.Now().UnixMilli()
-	res, err := h.nh.SyncPropose(ctx, h.nh.GetNoOPSession(meta.ShardID), c.Encode())
-	if err != nil {
-		return 0, nil, err
-	}
-	h.signalMeta()
-	return res.Value, res.Data, nil
-}
-
-// ReadMeta answers the meta state after a linearizable read.
-func (h *Host) ReadMeta(ctx context.Context) (*meta.State, error) {
-	ctx, cancel := withDeadline(ctx)
-	defer cancel()
-	v, err := h.nh.SyncRead(ctx, meta.ShardID, meta.Query{})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*meta.State), nil
-}
-
-// Leading is the shard's proposer and dispatcher if this node leads it.
-type Leading struct {
-	Shard      uint64
-	Proposer   *proposer.Proposer
-	Dispatcher *dispatch.Dispatcher
-}
-
-// LeaderInfo says who leads a shard: this node (with its handles), another
-// node, or nobody known. It answers ok=false if the shard is not hosted here.
-func (h *Host) LeaderInfo(id uint64) (lead *Leading, leaderNode uint64, leaderAddr string, ok bool) {
-	h.mu.RLock()
-	s, hosted := h.shards[id]
-	var leading *Leading
-	if hosted && s.dispatcher != nil {
-		leading = &Leading{Shard: id, Proposer: s.proposer, Dispatcher: s.dispatcher}
-	}
-	h.mu.RUnlock()
-	if !hosted {
-		return nil, 0, "", false
-	}
-	if leading != nil {
-		return leading, h.cfg.NodeID, h.cfg.GRPCAddr, true
-	}
-	leader, _, valid, err := h.nh.GetLeaderID(id)
-	if err != nil || !valid {
-		return nil, 0, "", true
-	}
-	node, addr := h.nodeOfReplica(id, leader)
-	return nil, node, addr, true
-}
-
-func (h *Host) nodeOfReplica(shardID, replicaID uint64) (uint64, string) {
-	st := h.Meta()
-	sh, ok := st.Shards[meta.EventShardID(shardID)]
-	if !ok {
-		return 0, ""
-	}
-	for _, r := range sh.Replicas {
-		if uint64(r.ID) == replicaID {
-			if n, ok := st.Nodes[r.Node]; ok {
-				return uint64(n.ID), n.GRPCAddr
-			}
-		}
-	}
-	return 0, ""
-}
-
-// ShardLeaders maps every event shard to its leader's node id (0 unknown):
-// hosted shards as this node sees them, the others as peers that host them
-// last reported (SetPeerLeaders), so the routing table this broker serves
-// names the leaders of shards it holds no replica of.
-func (h *Host) ShardLeaders() map[uint64]uint64 {
-	out := h.LocalShardLeaders()
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for id, leader := range h.peerLeaders {
-		if _, hosted := out[id]; !hosted {
-			out[id] = leader
-		}
-	}
-	return out
-}
-
-// SetPeerLeaders records the leaders peers reported for shards this node
-// may not host; a change of those the routing table shows notifies
-// WatchRouting.
-func (h *Host) SetPeerLeaders(leaders map[uint64]uint64) {
-	h.mu.Lock()
-	changed := false
-	for id, leader := range leaders {
-		if _, hosted := h.shards[id]; !hosted && h.peerLeaders[id] != leader {
-			changed = true
-		}
-	}
-	for id := range h.peerLeaders {
-		if _, ok := leaders[id]; !ok {
-			changed = true
-		}
-	}
-	h.peerLeaders = leaders
-	h.mu.Unlock()
-	if changed {
-		h.notifyChanged()
-	}
-}
-
-// LocalShardLeaders maps each hosted shard to its leader's node id (0
-// unknown).
-func (h *Host) LocalShardLeaders() map[uint64]uint64 {
-	h.mu.RLock()
-	type pair struct{ id, leader uint64 }
-	var ps []pair
-	for id, s := range h.shards {
-		ps = append(ps, pair{id, s.leaderID})
-	}
-	h.mu.RUnlock()
-	out := make(map[uint64]uint64, len(ps))
-	for _, p := range ps {
-		node, _ := h.nodeOfReplica(p.id, p.leader)
-		out[p.id] = node
-	}
-	return out
-}
-
-// MetaLeader is the node id leading the meta group, 0 if unknown.
-func (h *Host) MetaLeader() uint64 {
-	leader, _, valid, err := h.nh.GetLeaderID(meta.ShardID)
-	if err != nil || !valid {
-		return 0
-	}
-	return leader
-}
-
-// HostedShards lists the event shards with a replica here, ascending.
-func (h *Host) HostedShards() []uint64 {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	ids := make([]uint64, 0, len(h.shards))
-	for id := range h.shards {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
 
 // StateHash is the hash of the local replica's state of an event shard (see
 // fsm.StateHash); replicas that applied the same entries answer the same.
@@ -874,7 +509,7 @@ func (h *Host) StateHash(shard uint64) ([]byte, error) {
 // topicPolicy answers the dispatch policy of a topic from the meta state.
 // Dead-letter topics have no attempt limit.
 func (h *Host) topicPolicy(topic string) dispatch.Policy {
-	t, ok := h.Meta().Topics[topic]
+	t, ok := h.meta.Meta().Topics[topic]
 	if !ok {
 		return dispatch.Policy{}
 	}

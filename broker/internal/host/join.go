@@ -47,29 +47,29 @@ func (e *NotMetaLeaderError) Error() string {
 // use is the join token presented (nil: none, and none required); the
 // meta entry refuses a bad one with a *JoinDeniedError and spends a use
 // of a good one.
-func (h *Host) Join(ctx context.Context, n meta.Node, clusterID string, use *meta.JoinUse) (meta.Node, error) {
-	if leader := h.MetaLeader(); leader != h.cfg.NodeID {
+func (m *MetaClient) Join(ctx context.Context, n meta.Node, clusterID string, use *meta.JoinUse) (meta.Node, error) {
+	if leader := m.MetaLeader(); leader != m.self {
 		e := &NotMetaLeaderError{Leader: leader}
-		if ln, ok := h.Meta().Nodes[meta.NodeID(leader)]; ok {
+		if ln, ok := m.Meta().Nodes[meta.NodeID(leader)]; ok {
 			e.LeaderAddr = ln.GRPCAddr
 		}
 		return meta.Node{}, e
 	}
 	ctx, cancel := withDeadline(ctx)
 	defer cancel()
-	m, err := h.nh.SyncGetShardMembership(ctx, meta.ShardID)
+	ms, err := m.nh.SyncGetShardMembership(ctx, meta.ShardID)
 	if err != nil {
 		return meta.Node{}, err
 	}
-	if _, removed := m.Removed[uint64(n.ID)]; removed && n.ID != 0 {
+	if _, removed := ms.Removed[uint64(n.ID)]; removed && n.ID != 0 {
 		return meta.Node{}, fmt.Errorf("%w: node %d was removed from the meta group and cannot rejoin under that id; join with another node id or with node_id 0", ErrNodeIDTaken, n.ID)
 	}
 	c := &meta.Command{Op: meta.OpJoinNode, Node: &n, ClusterID: clusterID, JoinUse: use}
-	code, data, err := h.ProposeMeta(ctx, c)
+	code, data, err := m.ProposeMeta(ctx, c)
 	if err != nil {
 		return meta.Node{}, err
 	}
-	st := h.Meta()
+	st := m.Meta()
 	switch code {
 	case meta.ResultOK, meta.ResultNoop:
 	case meta.ResultDenied:
@@ -88,16 +88,16 @@ func (h *Host) Join(ctx context.Context, n meta.Node, clusterID string, use *met
 	if err := json.Unmarshal(data, &joined); err != nil {
 		return meta.Node{}, fmt.Errorf("host: join_node answered %q: %w", data, err)
 	}
-	if _, removed := m.Removed[uint64(joined.ID)]; removed {
+	if _, removed := ms.Removed[uint64(joined.ID)]; removed {
 		return meta.Node{}, fmt.Errorf("%w: node id %d was removed from the meta group; join with another node id", ErrNodeIDTaken, joined.ID)
 	}
-	_, voter := m.Nodes[uint64(joined.ID)]
-	_, nonVoting := m.NonVotings[uint64(joined.ID)]
+	_, voter := ms.Nodes[uint64(joined.ID)]
+	_, nonVoting := ms.NonVotings[uint64(joined.ID)]
 	if !voter && !nonVoting {
-		if err := h.nh.SyncRequestAddNonVoting(ctx, meta.ShardID, uint64(joined.ID), joined.RaftAddr, m.ConfigChangeID); err != nil {
+		if err := m.nh.SyncRequestAddNonVoting(ctx, meta.ShardID, uint64(joined.ID), joined.RaftAddr, ms.ConfigChangeID); err != nil {
 			return meta.Node{}, fmt.Errorf("host: add node %d to the meta group: %w", joined.ID, err)
 		}
 	}
-	h.log.Info("node joined", zap.Uint64("joined_node_id", uint64(joined.ID)), zap.String("raft_addr", joined.RaftAddr), zap.String("grpc_addr", joined.GRPCAddr))
+	m.log.Info("node joined", zap.Uint64("joined_node_id", uint64(joined.ID)), zap.String("raft_addr", joined.RaftAddr), zap.String("grpc_addr", joined.GRPCAddr))
 	return joined, nil
 }

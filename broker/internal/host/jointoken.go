@@ -31,8 +31,8 @@ func deniedReason(data []byte) string {
 
 // CreateJoinToken stores t (its ID and Hash set) in the meta group; the
 // entry stamps its creation time.
-func (h *Host) CreateJoinToken(ctx context.Context, t *meta.JoinToken) error {
-	code, _, err := h.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateJoinToken, JoinToken: t})
+func (m *MetaClient) CreateJoinToken(ctx context.Context, t *meta.JoinToken) error {
+	code, _, err := m.ProposeMeta(ctx, &meta.Command{Op: meta.OpCreateJoinToken, JoinToken: t})
 	if err != nil {
 		return err
 	}
@@ -43,8 +43,8 @@ func (h *Host) CreateJoinToken(ctx context.Context, t *meta.JoinToken) error {
 }
 
 // RevokeJoinToken deletes join token id from the meta group.
-func (h *Host) RevokeJoinToken(ctx context.Context, id string) error {
-	code, _, err := h.ProposeMeta(ctx, &meta.Command{Op: meta.OpRevokeJoinToken, Name: id})
+func (m *MetaClient) RevokeJoinToken(ctx context.Context, id string) error {
+	code, _, err := m.ProposeMeta(ctx, &meta.Command{Op: meta.OpRevokeJoinToken, Name: id})
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 // its own, labelled with its node id, so sum by (node_id) over every broker
 // is the cluster's placement, and it stays right across meta-leader
 // changes. Collect runs on the scrape goroutine and reads the cached meta
-// state and h.shards (under h.mu).
+// state and the replica table (under Replicas.mu).
 type nodeCollector struct {
 	h                 *Host
 	replicas, leaders *prometheus.Desc
@@ -38,19 +38,19 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	self := meta.NodeID(c.h.cfg.NodeID)
 	replicas := 0
-	for _, sh := range c.h.Meta().Shards {
+	for _, sh := range c.h.meta.Meta().Shards {
 		if _, ok := sh.ReplicaOn(self); ok {
 			replicas++
 		}
 	}
 	leaders := 0
-	c.h.mu.RLock()
-	for _, s := range c.h.shards {
+	c.h.replicas.mu.RLock()
+	for _, s := range c.h.replicas.shards {
 		if s.leaderID != 0 && s.leaderID == s.replicaID {
 			leaders++
 		}
 	}
-	c.h.mu.RUnlock()
+	c.h.replicas.mu.RUnlock()
 	node := strconv.FormatUint(c.h.cfg.NodeID, 10)
 	ch <- prometheus.MustNewConstMetric(c.replicas, prometheus.GaugeValue, float64(replicas), node)
 	ch <- prometheus.MustNewConstMetric(c.leaders, prometheus.GaugeValue, float64(leaders), node)

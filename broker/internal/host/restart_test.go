@@ -76,7 +76,7 @@ func testMovedReplicaRestart(t *testing.T, stopAt meta.StepKind, snapshotAfter b
 	// Generous: under -race beside other packages, a promotion right after
 	// the learner restarted took CI past 30 s once (5 s alone).
 	pollAttempts(t, 90*time.Second, func(ctx context.Context) error {
-		return via.Promote(ctx, shard, newReplica, c.members[target].RaftAddr)
+		return via.Moves().Promote(ctx, shard, newReplica, c.members[target].RaftAddr)
 	})
 	advanceOperation(t, via, opID, 2)
 	if stopAt == meta.StepPromote {
@@ -84,7 +84,7 @@ func testMovedReplicaRestart(t *testing.T, stopAt meta.StepKind, snapshotAfter b
 	}
 	poll(t, 60*time.Second, func() error {
 		h := hosts[target]
-		if !h.HostsShard(shard) {
+		if !h.Replicas().HostsShard(shard) {
 			return fmt.Errorf("node %d restarted does not host shard %d", target, shard)
 		}
 		return serves(h, target, shard)
@@ -92,12 +92,12 @@ func testMovedReplicaRestart(t *testing.T, stopAt meta.StepKind, snapshotAfter b
 	// The replica votes once promoted: the shard's leadership can move to it.
 	{
 		poll(t, 60*time.Second, func() error {
-			if lead := hosts[target].ShardLeader(shard); lead == target {
+			if lead := hosts[target].Replicas().ShardLeader(shard); lead == target {
 				return nil
 			}
 			for n, h := range hosts {
-				if n != target && h.ShardLeader(shard) == n {
-					_ = h.TransferLeadership(shard, target)
+				if n != target && h.Replicas().ShardLeader(shard) == n {
+					_ = h.Moves().TransferLeadership(shard, target)
 				}
 			}
 			return fmt.Errorf("shard %d not led by node %d", shard, target)
@@ -127,9 +127,9 @@ func TestReplannedMoveRunsNewReplicaAfterRestart(t *testing.T) {
 	// While target is down: the first move rolls back (its learner leaves
 	// the membership and the placement) and a second move onto target adds
 	// a new learner.
-	pollAttempts(t, 60*time.Second, func(ctx context.Context) error { return via.RemoveReplica(ctx, shard, r1) })
+	pollAttempts(t, 60*time.Second, func(ctx context.Context) error { return via.Moves().RemoveReplica(ctx, shard, r1) })
 	pollAttempts(t, 60*time.Second, func(ctx context.Context) error {
-		_, _, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpFinishOperation, OperationID: first, Status: meta.OperationRolledBack, Error: "test"})
+		_, _, err := via.MetaClient().ProposeMeta(ctx, &meta.Command{Op: meta.OpFinishOperation, OperationID: first, Status: meta.OperationRolledBack, Error: "test"})
 		return err
 	})
 	_, r2 := startMove(t, c, via, shard, target, from)
@@ -140,9 +140,7 @@ func TestReplannedMoveRunsNewReplicaAfterRestart(t *testing.T) {
 	hosts[target] = c.start(target)
 	h := hosts[target]
 	poll(t, 60*time.Second, func() error {
-		h.mu.RLock()
-		s := h.shards[shard]
-		h.mu.RUnlock()
+		s := h.replicas.get(shard)
 		if s == nil || s.replicaID != r2 {
 			return fmt.Errorf("node %d restarted runs %+v of shard %d, want replica %d", target, s, shard, r2)
 		}
@@ -157,7 +155,7 @@ func TestReplannedMoveRunsNewReplicaAfterRestart(t *testing.T) {
 func moveTarget(t *testing.T, hosts map[uint64]*Host) (shard, target uint64, from meta.NodeID) {
 	t.Helper()
 	poll(t, 60*time.Second, func() error {
-		st := hosts[1].Meta()
+		st := hosts[1].MetaClient().Meta()
 		if len(st.Shards) != 1 {
 			return fmt.Errorf("meta has %d shards", len(st.Shards))
 		}
@@ -171,7 +169,7 @@ func moveTarget(t *testing.T, hosts map[uint64]*Host) (shard, target uint64, fro
 			from = st.Shards[id].Replicas[0].Node
 		}
 		for n, h := range hosts {
-			if n != target && h.ShardLeader(shard) == 0 {
+			if n != target && h.Replicas().ShardLeader(shard) == 0 {
 				return fmt.Errorf("node %d knows no leader of shard %d", n, shard)
 			}
 		}
@@ -189,14 +187,14 @@ func startMove(t *testing.T, c *testCluster, via *Host, shard, target uint64, fr
 	opID := submitOperation(t, via, meta.NewMoveReplica(meta.EventShardID(shard), from, meta.NodeID(target), 0, "test", meta.DefaultStepTimeouts()))
 	var replica uint64
 	poll(t, 30*time.Second, func() error {
-		if op := via.Meta().Operations[opID]; op != nil {
+		if op := via.MetaClient().Meta().Operations[opID]; op != nil {
 			replica = uint64(op.NewReplica)
 			return nil
 		}
 		return fmt.Errorf("operation %d not in node %d's meta state yet", opID, from)
 	})
 	pollAttempts(t, 60*time.Second, func(ctx context.Context) error {
-		return via.AddLearner(ctx, shard, replica, c.members[target].RaftAddr)
+		return via.Moves().AddLearner(ctx, shard, replica, c.members[target].RaftAddr)
 	})
 	advanceOperation(t, via, opID, 0)
 	return opID, replica
@@ -207,10 +205,10 @@ func startMove(t *testing.T, c *testCluster, via *Host, shard, target uint64, fr
 func advanceOperation(t *testing.T, via *Host, opID meta.OperationID, step int) {
 	t.Helper()
 	pollAttempts(t, 60*time.Second, func(ctx context.Context) error {
-		if op := via.Meta().Operations[opID]; op != nil && op.Current > step {
+		if op := via.MetaClient().Meta().Operations[opID]; op != nil && op.Current > step {
 			return nil
 		}
-		_, _, err := via.ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: opID, Step: step})
+		_, _, err := via.MetaClient().ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: opID, Step: step})
 		if err != nil {
 			return err
 		}
@@ -223,7 +221,7 @@ func advanceOperation(t *testing.T, via *Host, opID meta.OperationID, step int) 
 func waitCatchUpReported(t *testing.T, via *Host, opID meta.OperationID, target uint64) {
 	t.Helper()
 	poll(t, 60*time.Second, func() error {
-		if op := via.Meta().Operations[opID]; op == nil || op.Current < 2 {
+		if op := via.MetaClient().Meta().Operations[opID]; op == nil || op.Current < 2 {
 			return fmt.Errorf("operation %d at %+v, want node %d to report its catch-up", opID, op, target)
 		}
 		return nil
@@ -236,7 +234,7 @@ func serves(h *Host, node, shard uint64) error {
 	if _, err := h.StateHash(shard); err != nil {
 		return fmt.Errorf("node %d restarted: state hash of shard %d: %w", node, shard, err)
 	}
-	if !h.caughtUp(shard) {
+	if !h.place.caughtUp(shard) {
 		return fmt.Errorf("node %d restarted: shard %d serves no read index", node, shard)
 	}
 	return nil

@@ -64,11 +64,11 @@ func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
 	var shard uint64
 	poll(t, 60*time.Second, func() error {
 		for id, h := range hosts {
-			if len(h.HostedShards()) != 1 {
-				return fmt.Errorf("node %d hosts %v", id, h.HostedShards())
+			if len(h.Replicas().HostedShards()) != 1 {
+				return fmt.Errorf("node %d hosts %v", id, h.Replicas().HostedShards())
 			}
-			shard = h.HostedShards()[0]
-			if h.ShardLeader(shard) == 0 {
+			shard = h.Replicas().HostedShards()[0]
+			if h.Replicas().ShardLeader(shard) == 0 {
 				return fmt.Errorf("node %d knows no leader of shard %d", id, shard)
 			}
 		}
@@ -101,18 +101,18 @@ func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
 	delete(hosts, 3)
 	// Generous bounds: a meta election after node 3's stop under -race on
 	// a loaded 2-core machine took CI past 30 s once.
-	st := hosts[1].Meta()
+	st := hosts[1].MetaClient().Meta()
 	r3, _ := st.Shards[meta.EventShardID(shard)].ReplicaOn(3)
-	pollAttempts(t, 60*time.Second, func(ctx context.Context) error { return hosts[1].RemoveReplica(ctx, shard, uint64(r3.ID)) })
+	pollAttempts(t, 60*time.Second, func(ctx context.Context) error { return hosts[1].Moves().RemoveReplica(ctx, shard, uint64(r3.ID)) })
 	opID := submitOperation(t, hosts[1], meta.NewRemoveReplica(meta.EventShardID(shard), 3, 0, false, "test", meta.DefaultStepTimeouts()))
 	pollAttempts(t, 60*time.Second, func(ctx context.Context) error {
-		_, _, err := hosts[1].ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: opID, Step: 0})
+		_, _, err := hosts[1].MetaClient().ProposeMeta(ctx, &meta.Command{Op: meta.OpAdvanceOperation, OperationID: opID, Step: 0})
 		return err
 	})
 
 	hosts[3] = c.start(3)
 	poll(t, 60*time.Second, func() error {
-		op := hosts[3].Meta().Operations[opID]
+		op := hosts[3].MetaClient().Meta().Operations[opID]
 		if op == nil || op.Status != meta.OperationDone {
 			return fmt.Errorf("operation %d on node 3's meta: %+v, want done (delete-data reported)", opID, op)
 		}
@@ -121,7 +121,7 @@ func TestReplicaRemovedWhileDownLeavesNoData(t *testing.T) {
 	if raft, n := onDisk(hosts[3]); raft || n != 0 {
 		t.Fatalf("node 3 restarted after its replica was removed: raft data %v, %d keys of shard %d left; want none", raft, n, shard)
 	}
-	if got := hosts[3].HostedShards(); len(got) != 0 {
+	if got := hosts[3].Replicas().HostedShards(); len(got) != 0 {
 		t.Fatalf("node 3 hosts %v, want nothing", got)
 	}
 }

@@ -74,7 +74,7 @@ func startOneBrokerHost(ctx context.Context, t *testing.T, reg *prometheus.Regis
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
-	shards := operator.NewShards(h, 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
+	shards := operator.NewShards(shardsHost{h.MetaClient(), h.Replicas()}, 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
 	shards.Start(context.WithoutCancel(ctx))
 	t.Cleanup(shards.Stop)
 	return h
@@ -85,13 +85,13 @@ func waitShardLeader(t *testing.T, h *Host) (uint64, *Leading) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, id := range h.HostedShards() {
-			if lead, _, _, _ := h.LeaderInfo(id); lead != nil {
+		for _, id := range h.Replicas().HostedShards() {
+			if lead, _, _, _ := h.Replicas().LeaderInfo(id); lead != nil {
 				return id, lead
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("no shard led within 60s (hosted shards %v)", h.HostedShards())
+	t.Fatalf("no shard led within 60s (hosted shards %v)", h.Replicas().HostedShards())
 	return 0, nil
 }

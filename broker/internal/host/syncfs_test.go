@@ -271,7 +271,7 @@ func TestRaftLogFsyncsCountedPerCommitNotPerRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	for range reads {
-		if _, err := h.ReadMeta(ctx); err != nil {
+		if _, err := h.MetaClient().ReadMeta(ctx); err != nil {
 			t.Fatalf("ReadMeta: %v", err)
 		}
 	}

@@ -21,18 +21,18 @@ func TestTransferLeadershipOnlyOnTheLeadersHost(t *testing.T) {
 	var shard, leader uint64
 	poll(t, 60*time.Second, func() error {
 		for id, h := range hosts {
-			if len(h.HostedShards()) != 1 {
-				return fmt.Errorf("node %d hosts %v", id, h.HostedShards())
+			if len(h.Replicas().HostedShards()) != 1 {
+				return fmt.Errorf("node %d hosts %v", id, h.Replicas().HostedShards())
 			}
-			shard = h.HostedShards()[0]
+			shard = h.Replicas().HostedShards()[0]
 		}
 		for id, h := range hosts {
-			if lead, _, _, _ := h.LeaderInfo(shard); lead != nil {
+			if lead, _, _, _ := h.Replicas().LeaderInfo(shard); lead != nil {
 				leader = id
 			}
 		}
 		for id, h := range hosts {
-			if _, node, _, _ := h.LeaderInfo(shard); node != leader || leader == 0 {
+			if _, node, _, _ := h.Replicas().LeaderInfo(shard); node != leader || leader == 0 {
 				return fmt.Errorf("node %d sees node %d lead shard %d, the leading host is %d", id, node, shard, leader)
 			}
 		}
@@ -49,7 +49,7 @@ func TestTransferLeadershipOnlyOnTheLeadersHost(t *testing.T) {
 		}
 	}
 
-	err := hosts[follower].TransferLeadership(shard, target)
+	err := hosts[follower].Moves().TransferLeadership(shard, target)
 	var nl *NotShardLeaderError
 	if !errors.As(err, &nl) {
 		t.Fatalf("node %d (a follower) TransferLeadership(%d, %d) = %v, want a *NotShardLeaderError", follower, shard, target, err)
@@ -58,11 +58,11 @@ func TestTransferLeadershipOnlyOnTheLeadersHost(t *testing.T) {
 		t.Errorf("follower's refusal = %+v, want shard %d led by node %d at %s", nl, shard, leader, c.members[leader].GRPCAddr)
 	}
 
-	if err := hosts[leader].TransferLeadership(shard, target); err != nil {
+	if err := hosts[leader].Moves().TransferLeadership(shard, target); err != nil {
 		t.Fatalf("node %d (the leader) TransferLeadership(%d, %d) = %v", leader, shard, target, err)
 	}
 	poll(t, 60*time.Second, func() error {
-		if lead, _, _, _ := hosts[target].LeaderInfo(shard); lead == nil {
+		if lead, _, _, _ := hosts[target].Replicas().LeaderInfo(shard); lead == nil {
 			return fmt.Errorf("node %d does not lead shard %d yet", target, shard)
 		}
 		return nil

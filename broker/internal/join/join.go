@@ -16,7 +16,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -100,17 +99,18 @@ func Resolve(ctx context.Context, specs []string, r SRVResolver) ([]string, erro
 // callTimeout bounds one broker's answer to a join.
 const callTimeout = 10 * time.Second
 
-// Ask sends req to each address in turn until one registers the broker.
+// Ask sends req to each address in turn, over the connections peers
+// hands out, until one registers the broker.
 // A broker that answers NotLeader (no meta leader known there), is
 // unreachable or is unavailable is skipped; a refusal (AlreadyExists,
 // FailedPrecondition, InvalidArgument) ends the join at once, since every
 // broker would answer the same. With every address skipped it waits
 // retryInterval and tries them again until ctx ends.
-func Ask(ctx context.Context, creds credentials.TransportCredentials, addrs []string, req *sundialv1.JoinClusterRequest, retryInterval time.Duration) (*sundialv1.JoinClusterResponse, error) {
+func Ask(ctx context.Context, peers Dialer, addrs []string, req *sundialv1.JoinClusterRequest, retryInterval time.Duration) (*sundialv1.JoinClusterResponse, error) {
 	var last error
 	for {
 		for _, addr := range addrs {
-			resp, err := askOne(ctx, creds, addr, req)
+			resp, err := askOne(ctx, peers, addr, req)
 			if err == nil {
 				return resp, nil
 			}
@@ -127,14 +127,19 @@ func Ask(ctx context.Context, creds credentials.TransportCredentials, addrs []st
 	}
 }
 
-func askOne(ctx context.Context, creds credentials.TransportCredentials, addr string, req *sundialv1.JoinClusterRequest) (*sundialv1.JoinClusterResponse, error) {
+// Dialer hands out the connection to a broker's gRPC address; the
+// broker's peer.Conns is one.
+type Dialer interface {
+	Conn(addr string) (*grpc.ClientConn, error)
+}
+
+func askOne(ctx context.Context, peers Dialer, addr string, req *sundialv1.JoinClusterRequest) (*sundialv1.JoinClusterResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	conn, err := peers.Conn(addr)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
 	return sundialv1.NewClusterClient(conn).JoinCluster(ctx, req)
 }
 

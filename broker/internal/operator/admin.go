@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -35,7 +32,7 @@ import (
 const adminCallTimeout = 5 * time.Second
 
 // leaderView is the host's view of every shard's leader, gossip included
-// (host.Host.ShardLeaders); the executor uses it when the host has it.
+// (host.Replicas.ShardLeaders); the executor uses it when the host has it.
 type leaderView interface {
 	ShardLeaders() map[uint64]uint64
 }
@@ -44,26 +41,16 @@ type leaderView interface {
 type adminRuns struct {
 	mu      sync.Mutex
 	running map[meta.OperationID]*runner // guarded by mu
-	conns   map[string]*grpc.ClientConn  // by gRPC address; guarded by mu
 }
 
 // adminLoop starts the unfinished admin operations while this node leads
-// meta and cancels them when it no longer does; it owns the connections
-// to shard leaders and closes them when ctx ends.
+// meta and cancels them when it no longer does.
 func (e *Executor) adminLoop(ctx context.Context) {
 	defer e.wg.Done()
 	a := &e.adminOps
 	a.mu.Lock()
-	a.running, a.conns = map[meta.OperationID]*runner{}, map[string]*grpc.ClientConn{}
+	a.running = map[meta.OperationID]*runner{}
 	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		for _, c := range a.conns {
-			c.Close()
-		}
-		a.conns = map[string]*grpc.ClientConn{}
-		a.mu.Unlock()
-	}()
 	t := time.NewTicker(e.cfg.Poll)
 	defer t.Stop()
 	for {
@@ -182,7 +169,7 @@ func (e *Executor) onShardLeader(ctx context.Context, st *meta.State, shard uint
 	}
 	last := errNoLeaderFound
 	for i := 0; i < len(addrs) && ctx.Err() == nil; i++ {
-		conn, err := e.adminConn(addrs[i])
+		conn, err := e.peers.Conn(addrs[i])
 		if err != nil {
 			last = err
 			continue
@@ -204,32 +191,4 @@ func (e *Executor) onShardLeader(ctx context.Context, st *meta.State, shard uint
 		return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
 	}
 	return last
-}
-
-// adminConn is the cached connection to a broker's gRPC address.
-func (e *Executor) adminConn(addr string) (*grpc.ClientConn, error) {
-	a := &e.adminOps
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if c, ok := a.conns[addr]; ok {
-		return c, nil
-	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(e.peerCredentials()))
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	if a.conns == nil {
-		a.conns = map[string]*grpc.ClientConn{}
-	}
-	a.conns[addr] = c
-	return c, nil
-}
-
-// peerCredentials are the credentials of calls to other brokers:
-// Config.PeerCredentials, plaintext if unset.
-func (e *Executor) peerCredentials() credentials.TransportCredentials {
-	if e.cfg.PeerCredentials == nil {
-		return insecure.NewCredentials()
-	}
-	return e.cfg.PeerCredentials
 }

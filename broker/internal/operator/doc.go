@@ -15,8 +15,11 @@
 //
 // The gRPC services (package service) call into it; it never calls them.
 // It reaches the broker's host (package host) through small interfaces
-// (Host, ReplicaHost, HealerHost, ShardsHost, VoterHost), as host's own
-// tests run the shard decisions.
+// (Host, ReplicaHost, HealerHost, ShardsHost, VoterHost), which the broker
+// fills with host.MetaClient, host.Replicas and host.Moves, as host's own
+// tests run the shard decisions; it calls other brokers (RoutedHost, the
+// admin steps, PeerProber) over the broker's one connection cache,
+// package peer.
 //
 // The executor: on the broker whose meta replica leads the meta group,
 // it runs the operations persisted in the meta state step by step (DESIGN.md §6's move

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/credentials"
 
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/meta"
 )
 
@@ -43,9 +43,6 @@ type Config struct {
 	// Shards is what the executor's Shards knows of the first shards; its
 	// Poll defaults to Poll.
 	Shards ShardsConfig
-	// PeerCredentials are the transport credentials of calls to other
-	// brokers; nil means plaintext.
-	PeerCredentials credentials.TransportCredentials
 }
 
 // runner is one running operation's goroutine.
@@ -58,11 +55,12 @@ type runner struct {
 
 // Executor runs the persisted operations while this node leads meta.
 type Executor struct {
-	host Host
-	self uint64
-	cfg  Config
-	log  *zap.Logger
-	m    *metrics
+	host  Host
+	peers *peer.Conns // admin steps call shard leaders over them
+	self  uint64
+	cfg   Config
+	log   *zap.Logger
+	m     *metrics
 
 	mu      sync.Mutex
 	running map[meta.OperationID]*runner
@@ -75,7 +73,7 @@ type Executor struct {
 }
 
 // New returns an executor for node self; Start runs it.
-func New(h Host, self uint64, cfg Config, log *zap.Logger, reg prometheus.Registerer) *Executor {
+func New(h Host, peers *peer.Conns, self uint64, cfg Config, log *zap.Logger, reg prometheus.Registerer) *Executor {
 	if cfg.MaxRunning <= 0 {
 		cfg.MaxRunning = 4
 	}
@@ -85,7 +83,7 @@ func New(h Host, self uint64, cfg Config, log *zap.Logger, reg prometheus.Regist
 	if cfg.Shards.Poll <= 0 {
 		cfg.Shards.Poll = cfg.Poll
 	}
-	return &Executor{host: h, self: self, cfg: cfg, log: log.Named("operator"), m: newMetrics(reg),
+	return &Executor{host: h, peers: peers, self: self, cfg: cfg, log: log.Named("operator"), m: newMetrics(reg),
 		running: map[meta.OperationID]*runner{}, shards: NewShards(h, self, cfg.Shards, log, reg)}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/meta"
 )
 
@@ -118,7 +119,7 @@ func TestExecutorSkipsDeleteDataOfARemovedNode(t *testing.T) {
 		}
 		other := st.NextOperationID - 1
 		h := &execHost{fakeHost: fakeHost{st: st, leader: 1}, leaders: map[uint64]uint64{}, reports: map[meta.NodeID]bool{1: true, 2: true, 4: true, 5: true}}
-		e := New(h, 1, Config{}, zaptest.NewLogger(t), nil)
+		e := New(h, peer.New(nil), 1, Config{}, zaptest.NewLogger(t), nil)
 		e.Start(t.Context())
 		time.Sleep(30 * meta.DefaultStepTimeouts().Step)
 		synctest.Wait()
@@ -189,7 +190,7 @@ func TestExecutorEndsStepsOfGoneNodes(t *testing.T) {
 				st := cluster(5)
 				id := tt.prepare(t, st)
 				h := &execHost{fakeHost: fakeHost{st: st, leader: 1}, leaders: map[uint64]uint64{}, reports: tt.reports}
-				e := New(h, 1, Config{}, zaptest.NewLogger(t), nil)
+				e := New(h, peer.New(nil), 1, Config{}, zaptest.NewLogger(t), nil)
 				e.Start(t.Context())
 				if tt.later != nil {
 					time.Sleep(5 * time.Second)
@@ -229,7 +230,7 @@ func TestExecutorRecordsRetriedAttempts(t *testing.T) {
 		id := st.NextOperationID - 1
 		h := &execHost{fakeHost: fakeHost{st: st, leader: 1}, leaders: map[uint64]uint64{}, reports: map[meta.NodeID]bool{3: true},
 			removeErr: errors.New("shard 100 remove-replica: no host answered")}
-		e := New(h, 1, Config{}, zaptest.NewLogger(t), nil)
+		e := New(h, peer.New(nil), 1, Config{}, zaptest.NewLogger(t), nil)
 		e.Start(t.Context())
 		time.Sleep(3 * time.Second)
 		synctest.Wait()

@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -43,7 +41,8 @@ const (
 var errNoHost = errors.New("operator: no other node is placed with a replica of the shard")
 
 // ReplicaHost is what RoutedHost needs of the broker's host
-// (*host.Host): the meta state, and this node's replicas of the shards.
+// (host.MetaClient, host.Replicas and host.Moves, composed by the broker):
+// the meta state, and this node's replicas of the shards.
 type ReplicaHost interface {
 	ReadMeta(ctx context.Context) (*meta.State, error)
 	ProposeMeta(ctx context.Context, c *meta.Command) (uint64, []byte, error)
@@ -73,20 +72,19 @@ type notShardLeader interface {
 }
 
 // RoutedHost is the executor's Host on a broker: the host for the meta
-// state, the host or a peer for the changes of a shard. Close ends its
-// peer connections once the executor has stopped.
+// state, the host or a peer for the changes of a shard.
 type RoutedHost struct {
 	h     ReplicaHost
 	self  uint64
 	log   *zap.Logger
-	conns *peerConns
+	peers *peer.Conns
 	calls *prometheus.CounterVec // by call and result
 }
 
 // NewRoutedHost returns the executor's Host for node self over h; it calls
-// other brokers with creds, and its sundial_operator_peer_calls_total is
+// other brokers over peers, and its sundial_operator_peer_calls_total is
 // registered with reg (nil: none).
-func NewRoutedHost(h ReplicaHost, self uint64, creds credentials.TransportCredentials, log *zap.Logger, reg prometheus.Registerer) *RoutedHost {
+func NewRoutedHost(h ReplicaHost, self uint64, peers *peer.Conns, log *zap.Logger, reg prometheus.Registerer) *RoutedHost {
 	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sundial", Subsystem: "operator", Name: "peer_calls_total",
 		Help: "Membership and leadership changes the executor asked of another broker hosting the shard (the meta leader holds no replica of it, or a transfer goes to the leader), by call and result (ok, passed: the host could not answer, or does not lead the shard it was asked to transfer, and the next was asked, refused).",
@@ -99,7 +97,7 @@ func NewRoutedHost(h ReplicaHost, self uint64, creds credentials.TransportCreden
 	if reg != nil {
 		reg.MustRegister(calls)
 	}
-	return &RoutedHost{h: h, self: self, log: log.Named("operator"), conns: newPeerConns(creds), calls: calls}
+	return &RoutedHost{h: h, self: self, log: log.Named("operator"), peers: peers, calls: calls}
 }
 
 // ReadMeta reads the meta state through the host (linearizable).
@@ -155,7 +153,7 @@ func (m *RoutedHost) RemoveReplica(ctx context.Context, shard, replica uint64) e
 }
 
 // TransferLeadership asks the shard's leader to transfer, as only the
-// leader's own host may (host.TransferLeadership: it ends its dispatcher's
+// leader's own host may (host.Moves.TransferLeadership: it ends its dispatcher's
 // lease first): this node's replica when it leads, else the other hosts,
 // the leader first; a follower answers NotLeader and the next is asked.
 func (m *RoutedHost) TransferLeadership(ctx context.Context, shard, toNode uint64) error {
@@ -201,7 +199,7 @@ func (m *RoutedHost) viaPeers(ctx context.Context, shard uint64, call string, lo
 			last = nl
 		}
 		for _, n := range m.hostsOf(shard) {
-			conn, err := m.conns.get(n.GRPCAddr)
+			conn, err := m.peers.Conn(n.GRPCAddr)
 			if err != nil {
 				last = fmt.Errorf("node %d: %w", n.ID, err)
 				continue
@@ -275,41 +273,4 @@ func (m *RoutedHost) hostsOf(shard uint64) []*meta.Node {
 		out = append(out, n)
 	}
 	return out
-}
-
-// Close closes the peer connections; the executor must have stopped.
-func (m *RoutedHost) Close() { m.conns.close() }
-
-// peerConns holds one client connection per peer gRPC address.
-type peerConns struct {
-	creds credentials.TransportCredentials
-	mu    sync.Mutex // guards conns
-	conns map[string]*grpc.ClientConn
-}
-
-func newPeerConns(creds credentials.TransportCredentials) *peerConns {
-	return &peerConns{creds: creds, conns: map[string]*grpc.ClientConn{}}
-}
-
-func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.conns[addr]; ok {
-		return c, nil
-	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.creds))
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	p.conns[addr] = c
-	return c, nil
-}
-
-func (p *peerConns) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for addr, c := range p.conns {
-		c.Close()
-		delete(p.conns, addr)
-	}
 }

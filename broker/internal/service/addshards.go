@@ -50,15 +50,15 @@ func (c *Cluster) AddShards(ctx context.Context, req *sundialv1.AddShardsRequest
 	}
 	wctx, cancel := context.WithTimeout(ctx, addShardsWait)
 	defer cancel()
-	st := c.host.Meta()
+	st := c.meta.Meta()
 	for !serving(st, ids) {
-		changed := c.host.Changed()
-		if st = c.host.Meta(); serving(st, ids) {
+		changed := c.replicas.Changed()
+		if st = c.meta.Meta(); serving(st, ids) {
 			break
 		}
 		select {
 		case <-changed:
-			st = c.host.Meta()
+			st = c.meta.Meta()
 		case <-wctx.Done():
 		}
 		if wctx.Err() != nil {
@@ -68,7 +68,7 @@ func (c *Cluster) AddShards(ctx context.Context, req *sundialv1.AddShardsRequest
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	rt := routingTable(st, c.host.ShardLeaders(), true)
+	rt := routingTable(st, c.replicas.ShardLeaders(), true)
 	resp := &sundialv1.AddShardsResponse{Handovers: rt.Handovers}
 	for _, sh := range rt.Shards {
 		for _, id := range ids {
@@ -101,7 +101,7 @@ func (c *Cluster) proposeAddShards(ctx context.Context, count int) (uint64, []by
 	for try := 1; ; try++ {
 		d, _ := ctx.Deadline()
 		tctx, cancel := context.WithTimeout(ctx, max(time.Until(d)/3, addShardsTryTimeout))
-		code, data, err := c.host.ProposeMeta(tctx, &meta.Command{Op: meta.OpAddShards, Count: count, ZoneLabel: meta.ZoneLabel})
+		code, data, err := c.meta.ProposeMeta(tctx, &meta.Command{Op: meta.OpAddShards, Count: count, ZoneLabel: meta.ZoneLabel})
 		cancel()
 		if err == nil || ctx.Err() != nil || !dragonboat.IsTempError(err) || errors.Is(err, dragonboat.ErrClosed) {
 			return code, data, err

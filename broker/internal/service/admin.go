@@ -22,21 +22,19 @@ import (
 // group, which Dragonboat forwards to its leader.
 type Admin struct {
 	sundialv1.UnimplementedAdminServer
-	host *host.Host
-	opts Options
-	// liveness is what the healer knows of the nodes while this broker
-	// leads meta (operator.Healer.Liveness); nil: nothing known.
-	liveness func() map[meta.NodeID]operator.NodeLiveness
+	meta     *host.MetaClient
+	replicas *host.Replicas
+	opts     Options
+	// healer knows the nodes' liveness while this broker leads meta
+	// (Liveness), which GetClusterInfo reports; nil: nothing known.
+	healer *operator.Healer
 }
 
-// NewAdmin returns the Admin service.
-func NewAdmin(h *host.Host, opts Options) *Admin {
-	return &Admin{host: h, opts: opts}
+// NewAdmin returns the Admin service; healer is the broker's healer (nil:
+// no liveness known).
+func NewAdmin(h *host.Host, healer *operator.Healer, opts Options) *Admin {
+	return &Admin{meta: h.MetaClient(), replicas: h.Replicas(), healer: healer, opts: opts}
 }
-
-// SetLiveness gives GetClusterInfo what the meta leader's healer knows of
-// the nodes: the healer's Liveness. Call it before the service serves.
-func (a *Admin) SetLiveness(f func() map[meta.NodeID]operator.NodeLiveness) { a.liveness = f }
 
 // CreateTopic creates a topic, filling cluster defaults.
 func (a *Admin) CreateTopic(ctx context.Context, req *sundialv1.CreateTopicRequest) (*sundialv1.Topic, error) {
@@ -95,7 +93,7 @@ func (a *Admin) waitTopicGroups(ctx context.Context, t *meta.Topic) error {
 		ctx, cancel = context.WithTimeout(ctx, adminWaitTimeout)
 		defer cancel()
 	}
-	st, err := a.host.ReadMeta(ctx)
+	st, err := a.meta.ReadMeta(ctx)
 	if err != nil {
 		return err
 	}
@@ -116,7 +114,7 @@ func (a *Admin) GetTopic(ctx context.Context, req *sundialv1.GetTopicRequest) (*
 	if bad := validate.TopicName("name", req.GetName()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	st, err := a.host.ReadMeta(ctx)
+	st, err := a.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +134,7 @@ func (a *Admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest
 	if size == 0 {
 		size = validate.DefaultPageSize
 	}
-	st, err := a.host.ReadMeta(ctx)
+	st, err := a.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -163,20 +161,20 @@ func (a *Admin) ListTopics(ctx context.Context, req *sundialv1.ListTopicsRequest
 // just changed, is paused or cut off) it answers from here without it.
 func (a *Admin) GetClusterInfo(ctx context.Context, req *sundialv1.GetClusterInfoRequest) (*sundialv1.ClusterInfo, error) {
 	fctx, cancel := forwardContext(ctx)
-	info, forwarded, err := toMetaLeader(fctx, a.host, sundialv1.NewAdminClient, sundialv1.AdminClient.GetClusterInfo, req)
+	info, forwarded, err := toMetaLeader(fctx, a.meta, a.opts.Peers, sundialv1.NewAdminClient, sundialv1.AdminClient.GetClusterInfo, req)
 	cancel()
 	if forwarded && err == nil {
 		return info, nil
 	}
-	st, err := a.host.ReadMeta(ctx)
+	st, err := a.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rt := routingTable(st, a.host.ShardLeaders(), true)
-	if a.liveness != nil {
-		withLiveness(rt.Nodes, a.liveness())
+	rt := routingTable(st, a.replicas.ShardLeaders(), true)
+	if a.healer != nil {
+		withLiveness(rt.Nodes, a.healer.Liveness())
 	}
-	return &sundialv1.ClusterInfo{RoutingVersion: rt.Version, Nodes: rt.Nodes, Shards: rt.Shards, MetaLeaderNodeId: a.host.MetaLeader(),
+	return &sundialv1.ClusterInfo{RoutingVersion: rt.Version, Nodes: rt.Nodes, Shards: rt.Shards, MetaLeaderNodeId: a.meta.MetaLeader(),
 		Handovers: rt.Handovers, Operations: operationsProto(st.Unfinished())}, nil
 }
 
@@ -232,7 +230,7 @@ func (a *Admin) UpdateTopic(ctx context.Context, req *sundialv1.UpdateTopicReque
 	if len(req.GetUpdateMask()) == 0 {
 		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "update_mask", Description: "name at least one field to change"})
 	}
-	st, err := a.host.ReadMeta(ctx)
+	st, err := a.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +326,7 @@ func (a *Admin) CreateGroup(ctx context.Context, req *sundialv1.CreateGroupReque
 // cluster creates topics automatically. Concurrent calls for one group
 // wait on one operation (the meta group answers its id).
 func (a *Admin) createGroup(ctx context.Context, topic, group string, ifNotExists bool) error {
-	if _, ok := a.host.Meta().Topics[topic]; !ok && a.opts.AutoCreateTopics {
+	if _, ok := a.meta.Meta().Topics[topic]; !ok && a.opts.AutoCreateTopics {
 		if _, err := a.createTopic(ctx, &sundialv1.Topic{Name: topic}, true); err != nil {
 			return err
 		}
@@ -345,7 +343,7 @@ func (a *Admin) ListGroups(ctx context.Context, req *sundialv1.ListGroupsRequest
 	if bad := validate.TopicName("topic", req.GetTopic()); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	st, err := a.host.ReadMeta(ctx)
+	st, err := a.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +382,7 @@ func (a *Admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupReque
 // result, or the typed error (meta.ExistsError, meta.NotFoundError,
 // meta.ErrRefused) its result code means; errors.go translates those.
 func (a *Admin) proposeMeta(ctx context.Context, c *meta.Command) ([]byte, error) {
-	code, data, err := a.host.ProposeMeta(ctx, c)
+	code, data, err := a.meta.ProposeMeta(ctx, c)
 	if err != nil {
 		return nil, err
 	}

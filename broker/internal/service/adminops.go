@@ -42,7 +42,7 @@ func (a *Admin) runAdmin(ctx context.Context, op meta.Operation, ifNotExists boo
 	}
 	for {
 		c := &meta.Command{Op: meta.OpSubmitAdmin, Operations: []meta.Operation{op}, IfNotExists: ifNotExists}
-		code, data, err := a.host.ProposeMeta(ctx, c)
+		code, data, err := a.meta.ProposeMeta(ctx, c)
 		if err != nil {
 			return err
 		}
@@ -70,7 +70,7 @@ func (a *Admin) runAdmin(ctx context.Context, op meta.Operation, ifNotExists boo
 // (saying it still runs) when ctx ends first.
 func (a *Admin) waitOperation(ctx context.Context, id meta.OperationID) error {
 	for {
-		st, err := a.host.ReadMeta(ctx)
+		st, err := a.meta.ReadMeta(ctx)
 		if err == nil {
 			op := st.Operations[id]
 			switch {
@@ -119,7 +119,7 @@ func topicShards(st *meta.State, topic string) []meta.EventShardID {
 // adminOperation builds the operation of kind over the shards of topic
 // under the meta state read now.
 func (a *Admin) adminOperation(ctx context.Context, kind meta.OperationKind, topic, group string) (meta.Operation, error) {
-	st, err := a.host.ReadMeta(ctx)
+	st, err := a.meta.ReadMeta(ctx)
 	if err != nil {
 		return meta.Operation{}, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/operator"
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -25,7 +26,7 @@ import (
 // the executor's admin steps call the shard leader.
 func serveShard(t *testing.T, s *Shard) {
 	t.Helper()
-	lis, err := net.Listen("tcp", s.host.Meta().Nodes[1].GRPCAddr)
+	lis, err := net.Listen("tcp", s.meta.Meta().Nodes[1].GRPCAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,17 +39,38 @@ func serveShard(t *testing.T, s *Shard) {
 // startExecutor runs the operations executor of the single node.
 func startExecutor(t *testing.T, s *Shard) {
 	t.Helper()
-	e := operator.New(localHost{s.host}, 1, operator.Config{Poll: 50 * time.Millisecond}, zaptest.NewLogger(t), prometheus.NewRegistry())
+	peers := peer.New(nil)
+	e := operator.New(newLocalHost(s.host), peers, 1, operator.Config{Poll: 50 * time.Millisecond}, zaptest.NewLogger(t), prometheus.NewRegistry())
 	e.Start(context.Background())
-	t.Cleanup(e.Stop)
+	t.Cleanup(func() { e.Stop(); peers.Close() })
 }
 
 // localHost is the executor's host on a single node, whose shards are all
 // local (the broker's own adapter also reaches other brokers).
-type localHost struct{ *host.Host }
+type localHost struct {
+	*host.MetaClient
+	*host.Replicas
+	moves *host.Moves
+}
+
+func newLocalHost(h *host.Host) localHost {
+	return localHost{MetaClient: h.MetaClient(), Replicas: h.Replicas(), moves: h.Moves()}
+}
+
+func (h localHost) AddLearner(ctx context.Context, shard, replica uint64, raftAddr string) error {
+	return h.moves.AddLearner(ctx, shard, replica, raftAddr)
+}
+
+func (h localHost) Promote(ctx context.Context, shard, replica uint64, raftAddr string) error {
+	return h.moves.Promote(ctx, shard, replica, raftAddr)
+}
+
+func (h localHost) RemoveReplica(ctx context.Context, shard, replica uint64) error {
+	return h.moves.RemoveReplica(ctx, shard, replica)
+}
 
 func (h localHost) TransferLeadership(_ context.Context, shard, toNode uint64) error {
-	return h.Host.TransferLeadership(shard, toNode)
+	return h.moves.TransferLeadership(shard, toNode)
 }
 
 // singleNodeWithExecutor is singleNode serving its Shard service over
@@ -111,7 +133,7 @@ func TestDeleteTopicRunsAsAnOperation(t *testing.T) {
 	if _, err := a.DeleteTopic(wctx, &sundialv1.DeleteTopicRequest{Name: "doomed"}); err != nil {
 		t.Fatalf("DeleteTopic(again, with an executor) error = %v", err)
 	}
-	st, err := s.host.ReadMeta(ctx)
+	st, err := s.meta.ReadMeta(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +191,7 @@ func TestGroupChangesRunAsOperations(t *testing.T) {
 	if err != nil || len(groups.GetGroups()) != 1 {
 		t.Fatalf("ListGroups() = %v, %v, want only default", groups, err)
 	}
-	ops, err := NewCluster(s.host, nil, s.opts, zap.NewNop()).ListOperations(ctx, &sundialv1.ListOperationsRequest{})
+	ops, err := NewCluster(s.host, nil, nil, s.opts, zap.NewNop()).ListOperations(ctx, &sundialv1.ListOperationsRequest{})
 	if err != nil || len(ops.GetOperations()) != 2 {
 		t.Fatalf("ListOperations() = %v, %v, want the create-group and the delete-group", ops, err)
 	}

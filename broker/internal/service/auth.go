@@ -26,12 +26,15 @@ import (
 type Auth struct {
 	sundialv1.UnimplementedAuthServer
 	brokerv1.UnimplementedAuthSyncServer
-	host *host.Host
+	host *host.Host // its Refusal
+	meta *host.MetaClient
 	now  func() time.Time
 }
 
 // NewAuth returns the Auth and AuthSync services.
-func NewAuth(h *host.Host, now func() time.Time) *Auth { return &Auth{host: h, now: now} }
+func NewAuth(h *host.Host, now func() time.Time) *Auth {
+	return &Auth{host: h, meta: h.MetaClient(), now: now}
+}
 
 // TokenSecretBytes is the size of a token's secret before encoding.
 const TokenSecretBytes = 32
@@ -46,7 +49,7 @@ func randomBytes(n int) []byte {
 }
 
 func (a *Auth) propose(ctx context.Context, c *meta.Command) (uint64, error) {
-	code, _, err := a.host.ProposeMeta(ctx, c)
+	code, _, err := a.meta.ProposeMeta(ctx, c)
 	return code, err
 }
 
@@ -84,7 +87,7 @@ func (a *Auth) CreateToken(ctx context.Context, req *sundialv1.CreateTokenReques
 	default:
 		return nil, apierr.InvalidArgument(apierr.FieldViolation{Field: "role", Description: fmt.Sprintf("no role %q: admin or a role made by CreateRole", req.GetRole())})
 	}
-	st := a.host.Meta()
+	st := a.meta.Meta()
 	info := &sundialv1.TokenInfo{Name: tok.Name, Role: tok.Role, ExpiresAtMs: tok.ExpiresAtMs, CreatedAtMs: now.UnixMilli()}
 	if st.Auth != nil {
 		if t := st.Auth.Tokens[tok.Name]; t != nil {
@@ -96,7 +99,7 @@ func (a *Auth) CreateToken(ctx context.Context, req *sundialv1.CreateTokenReques
 
 // ListTokens answers the tokens, by name, from a linearizable read.
 func (a *Auth) ListTokens(ctx context.Context, _ *sundialv1.ListTokensRequest) (*sundialv1.ListTokensResponse, error) {
-	st, err := a.host.ReadMeta(ctx)
+	st, err := a.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +170,7 @@ func roleProto(r *meta.Role, builtin bool) *sundialv1.Role {
 
 // ListRoles answers the built-in admin role, then the stored ones by name.
 func (a *Auth) ListRoles(ctx context.Context, _ *sundialv1.ListRolesRequest) (*sundialv1.ListRolesResponse, error) {
-	st, err := a.host.ReadMeta(ctx)
+	st, err := a.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +207,7 @@ func (a *Auth) RotateReceiptKey(ctx context.Context, _ *sundialv1.RotateReceiptK
 	if _, err := a.propose(ctx, &meta.Command{Op: meta.OpRotateReceiptKey, ReceiptKey: &meta.ReceiptKey{Secret: randomBytes(meta.ReceiptKeyBytes)}}); err != nil {
 		return nil, err
 	}
-	st, err := a.host.ReadMeta(ctx)
+	st, err := a.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +263,7 @@ func (a *Auth) WatchAuth(_ *brokerv1.WatchAuthRequest, stream brokerv1.AuthSync_
 		if err := a.host.Refusal(); err != nil {
 			return status.Errorf(codes.Unavailable, "this broker serves no auth state: %v", err)
 		}
-		st := a.host.Meta()
+		st := a.meta.Meta()
 		if sent == nil || authRevision(st) != sent.GetRevision() || time.Since(sentAt) >= authProgress {
 			sent = authStateProto(st.Auth)
 			if err := stream.Send(sent); err != nil {

@@ -20,34 +20,33 @@ import (
 // leadership transfers (transfer.go).
 type Cluster struct {
 	sundialv1.UnimplementedClusterServer
-	host *host.Host
+	host     *host.Host // its Refusal
+	meta     *host.MetaClient
+	replicas *host.Replicas
+	moves    *host.Moves
 	// voters is the meta-voter policy: RemoveNode replaces a leaving
 	// voter through it, and asks it which nodes answer.
 	voters *operator.MetaVoters
 	opts   Options
 	log    *zap.Logger
-	// suspects names the nodes the meta leader's healer has not heard
-	// from lately (operator.Healer.Suspects); nil: none known.
-	suspects func() map[meta.NodeID]bool
+	// healer names the nodes the meta leader's healer has not heard from
+	// lately (Suspects), which the plans made here (Rebalance, DrainNode)
+	// leave alone as targets; nil: none known.
+	healer *operator.Healer
 }
 
 // NewCluster returns the Cluster service; voters is the meta-voter policy
-// the healer uses too.
-func NewCluster(h *host.Host, voters *operator.MetaVoters, opts Options, log *zap.Logger) *Cluster {
-	return &Cluster{host: h, voters: voters, opts: opts, log: log.Named("cluster")}
+// the healer uses too, healer the broker's healer (nil: no suspects known).
+func NewCluster(h *host.Host, voters *operator.MetaVoters, healer *operator.Healer, opts Options, log *zap.Logger) *Cluster {
+	return &Cluster{host: h, meta: h.MetaClient(), replicas: h.Replicas(), moves: h.Moves(), voters: voters, healer: healer, opts: opts, log: log.Named("cluster")}
 }
-
-// SetSuspects gives the plans made here (Rebalance, DrainNode) the nodes
-// to leave alone as targets: the healer's suspects. Call it before the
-// service serves.
-func (c *Cluster) SetSuspects(f func() map[meta.NodeID]bool) { c.suspects = f }
 
 // unavailable is the suspect nodes now, nil when none are known.
 func (c *Cluster) unavailable() map[meta.NodeID]bool {
-	if c.suspects == nil {
+	if c.healer == nil {
 		return nil
 	}
-	return c.suspects()
+	return c.healer.Suspects()
 }
 
 // WatchRouting sends the routing table now and after every change. A
@@ -87,10 +86,10 @@ func (c *Cluster) WatchRouting(req *sundialv1.WatchRoutingRequest, stream sundia
 		if err := c.host.Refusal(); err != nil {
 			return status.Errorf(codes.Unavailable, "this broker serves no routing table: %v", err)
 		}
-		changed := c.host.Changed()
-		st := c.host.Meta()
+		changed := c.replicas.Changed()
+		st := c.meta.Meta()
 		if len(st.Shards) > 0 {
-			rt := routingTable(st, c.host.ShardLeaders(), false)
+			rt := routingTable(st, c.replicas.ShardLeaders(), false)
 			if last == nil || !sameRouting(last, rt) {
 				if err := send(rt); err != nil {
 					return err
@@ -136,11 +135,11 @@ const refusalRecheck = time.Second
 
 // ListShards answers the shards with their replicas and leaders.
 func (c *Cluster) ListShards(ctx context.Context, _ *sundialv1.ListShardsRequest) (*sundialv1.ListShardsResponse, error) {
-	st, err := c.host.ReadMeta(ctx)
+	st, err := c.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &sundialv1.ListShardsResponse{Shards: routingTable(st, c.host.ShardLeaders(), true).Shards}, nil
+	return &sundialv1.ListShardsResponse{Shards: routingTable(st, c.replicas.ShardLeaders(), true).Shards}, nil
 }
 
 // routingTable renders the meta state with the known shard leaders. It

@@ -1,7 +1,10 @@
 // Package service serves a broker's gRPC API: the internal Shard service the
 // proxies forward to, and the Admin and Cluster services. Handlers run on
 // gRPC's goroutines; they hold no state of their own beyond metrics and reach
-// everything through the host. They read shard state only through
+// the host through its small types (host.MetaClient for the meta group,
+// host.Replicas for who leads which shard, host.Moves for membership and
+// leadership changes); calls to other brokers go over the broker's peer
+// connections (Options.Peers, package peer). They read shard state only through
 // broker/internal/query (never Pebble or the key layout), check requests
 // only through proto/validate, and convert domain results to protos.
 //

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 )
@@ -20,7 +21,7 @@ import (
 //
 // A call is named by its client constructor and method expression, as in
 //
-//	forwardTo(ctx, h, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.DrainNode, req)
+//	forwardTo(ctx, peers, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.DrainNode, req)
 
 // forwardedKey marks a call forwarded by a broker to the meta leader it
 // knows. The name is older than its use for every forwarded call.
@@ -34,16 +35,16 @@ type rpc[C, Req, Resp any] func(C, context.Context, Req, ...grpc.CallOption) (Re
 // false and the caller serves the call. With no leader known, or on a
 // call forwarded already that did not land on the leader, it answers true
 // with NotLeader for the meta group, so the client retries.
-func toMetaLeader[C, Req, Resp any](ctx context.Context, h *host.Host, client func(grpc.ClientConnInterface) C, method rpc[C, Req, Resp], req Req) (Resp, bool, error) {
+func toMetaLeader[C, Req, Resp any](ctx context.Context, m *host.MetaClient, peers *peer.Conns, client func(grpc.ClientConnInterface) C, method rpc[C, Req, Resp], req Req) (Resp, bool, error) {
 	var zero Resp
-	addr, err := metaLeaderElsewhere(ctx, h)
+	addr, err := metaLeaderElsewhere(ctx, m)
 	switch {
 	case err != nil:
 		return zero, true, err
 	case addr == "":
 		return zero, false, nil
 	}
-	resp, err := forwardTo(ctx, h, addr, client, method, req)
+	resp, err := forwardTo(ctx, peers, addr, client, method, req)
 	return resp, true, err
 }
 
@@ -51,13 +52,13 @@ func toMetaLeader[C, Req, Resp any](ctx context.Context, h *host.Host, client fu
 // is another broker and the call was not forwarded already; empty when
 // this broker leads. A forwarded call that does not land on the leader,
 // or no leader known, answers NotLeader for the meta group.
-func metaLeaderElsewhere(ctx context.Context, h *host.Host) (string, error) {
-	leader := h.MetaLeader()
-	if leader != 0 && leader == h.NodeID() {
+func metaLeaderElsewhere(ctx context.Context, m *host.MetaClient) (string, error) {
+	leader := m.MetaLeader()
+	if leader != 0 && leader == m.NodeID() {
 		return "", nil
 	}
 	var addr string
-	if n, ok := h.Meta().Nodes[meta.NodeID(leader)]; ok && leader != 0 {
+	if n, ok := m.Meta().Nodes[meta.NodeID(leader)]; ok && leader != 0 {
 		addr = n.GRPCAddr
 	}
 	if addr == "" || forwarded(ctx) {
@@ -72,14 +73,14 @@ func forwarded(ctx context.Context) bool {
 	return len(md.Get(forwardedKey)) > 0
 }
 
-// forwardTo makes the call once on the broker at addr, marked forwarded.
-func forwardTo[C, Req, Resp any](ctx context.Context, h *host.Host, addr string, client func(grpc.ClientConnInterface) C, method rpc[C, Req, Resp], req Req) (Resp, error) {
+// forwardTo makes the call once on the broker at addr, over peers,
+// marked forwarded.
+func forwardTo[C, Req, Resp any](ctx context.Context, peers *peer.Conns, addr string, client func(grpc.ClientConnInterface) C, method rpc[C, Req, Resp], req Req) (Resp, error) {
 	var zero Resp
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(h.PeerCredentials()))
+	conn, err := peers.Conn(addr)
 	if err != nil {
 		return zero, fmt.Errorf("forward to the meta leader at %s: %w", addr, err)
 	}
-	defer conn.Close()
 	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
 	return method(client(conn), ctx, req)
 }

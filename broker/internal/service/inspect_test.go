@@ -36,17 +36,17 @@ func singleNode(t *testing.T) (*Shard, uint64) {
 	}
 	t.Cleanup(h.Stop)
 	// The meta leader's executor creates the shard and puts it on the ring.
-	shards := operator.NewShards(h, 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
+	shards := operator.NewShards(newLocalHost(h), 1, operator.ShardsConfig{InitialMembers: []uint64{1}, Shards: 1}, zaptest.NewLogger(t), nil)
 	shards.Start(t.Context())
 	t.Cleanup(shards.Stop)
 	opts := Options{
 		Limits: validate.DefaultLimits(), AutoCreateTopics: true, DefaultVisibilityTimeout: 30 * time.Second,
 		DefaultMaxAttempts: 10, DefaultRetention: time.Hour, DefaultDedupWindow: time.Minute, Now: time.Now,
 	}
-	s := NewShard(h, NewAdmin(h, opts), opts, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
+	s := NewShard(h, NewAdmin(h, nil, opts), opts, zaptest.NewLogger(t), NewMetrics(prometheus.NewRegistry()))
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if ids := h.HostedShards(); len(ids) == 1 && len(h.Meta().RingShards()) == 1 { // led and on the ring
+		if ids := h.Replicas().HostedShards(); len(ids) == 1 && len(h.MetaClient().Meta().RingShards()) == 1 { // led and on the ring
 			if _, err := s.leading(ids[0]); err == nil {
 				return s, ids[0]
 			}

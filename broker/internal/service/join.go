@@ -31,7 +31,7 @@ func (c *Cluster) JoinCluster(ctx context.Context, req *sundialv1.JoinClusterReq
 		return nil, err
 	}
 	n := meta.Node{ID: meta.NodeID(req.GetNodeId()), RaftAddr: req.GetRaftAddr(), GRPCAddr: req.GetGrpcAddr(), Incarnation: req.GetIncarnation(), Labels: req.GetLabels()}
-	joined, err := c.host.Join(ctx, n, req.GetClusterId(), use)
+	joined, err := c.meta.Join(ctx, n, req.GetClusterId(), use)
 	var notLeader *host.NotMetaLeaderError
 	if errors.As(err, &notLeader) {
 		if notLeader.LeaderAddr == "" || forwarded(ctx) {
@@ -40,7 +40,7 @@ func (c *Cluster) JoinCluster(ctx context.Context, req *sundialv1.JoinClusterReq
 			}
 			return nil, apierr.NotLeader(meta.ShardID, notLeader.Leader, notLeader.LeaderAddr)
 		}
-		return forwardTo(ctx, c.host, notLeader.LeaderAddr, sundialv1.NewClusterClient, sundialv1.ClusterClient.JoinCluster, req)
+		return forwardTo(ctx, c.opts.Peers, notLeader.LeaderAddr, sundialv1.NewClusterClient, sundialv1.ClusterClient.JoinCluster, req)
 	}
 	var denied *host.JoinDeniedError
 	if errors.As(err, &denied) {
@@ -49,5 +49,5 @@ func (c *Cluster) JoinCluster(ctx context.Context, req *sundialv1.JoinClusterReq
 	if err != nil {
 		return nil, err
 	}
-	return &sundialv1.JoinClusterResponse{NodeId: uint64(joined.ID), ClusterId: c.host.Meta().ClusterID}, nil
+	return &sundialv1.JoinClusterResponse{NodeId: uint64(joined.ID), ClusterId: c.meta.Meta().ClusterID}, nil
 }

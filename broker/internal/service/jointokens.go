@@ -45,7 +45,7 @@ func (c *Cluster) joinUse(ctx context.Context, req *sundialv1.JoinClusterRequest
 		return nil, false, refuse(meta.DeniedBad, "")
 	}
 	use = &meta.JoinUse{ID: id, Hash: meta.HashSecret(secret), Required: c.opts.RequireJoinToken}
-	st := c.host.Meta()
+	st := c.meta.Meta()
 	var retriedBy meta.NodeID
 	for _, nid := range st.NodeIDs() {
 		if n := st.Nodes[nid]; n.Incarnation == req.GetIncarnation() && (req.GetNodeId() == 0 || req.GetNodeId() == uint64(nid)) {
@@ -56,7 +56,7 @@ func (c *Cluster) joinUse(ctx context.Context, req *sundialv1.JoinClusterRequest
 	case "":
 		return use, true, nil
 	case meta.DeniedBad:
-		if _, known := st.JoinTokens[id]; !known && c.host.MetaLeader() != c.host.NodeID() {
+		if _, known := st.JoinTokens[id]; !known && c.meta.MetaLeader() != c.meta.NodeID() {
 			return use, false, nil
 		}
 		return nil, false, refuse(reason, id)
@@ -99,7 +99,7 @@ func (c *Cluster) CreateJoinToken(ctx context.Context, req *sundialv1.CreateJoin
 	}
 	now := c.opts.Now()
 	t := &meta.JoinToken{ID: id, Hash: meta.HashSecret(secret), ExpiresMs: now.Add(expires).UnixMilli(), Uses: uses}
-	if err := c.host.CreateJoinToken(ctx, t); err != nil {
+	if err := c.meta.CreateJoinToken(ctx, t); err != nil {
 		return nil, err
 	}
 	t.CreatedMs = now.UnixMilli()
@@ -110,7 +110,7 @@ func (c *Cluster) CreateJoinToken(ctx context.Context, req *sundialv1.CreateJoin
 // ListJoinTokens answers the tokens of the meta state after a
 // linearizable read.
 func (c *Cluster) ListJoinTokens(ctx context.Context, _ *sundialv1.ListJoinTokensRequest) (*sundialv1.ListJoinTokensResponse, error) {
-	st, err := c.host.ReadMeta(ctx)
+	st, err := c.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (c *Cluster) RevokeJoinToken(ctx context.Context, req *sundialv1.RevokeJoin
 	if bad := validate.RevokeJoinToken(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if err := c.host.RevokeJoinToken(ctx, req.GetId()); err != nil {
+	if err := c.meta.RevokeJoinToken(ctx, req.GetId()); err != nil {
 		return nil, err
 	}
 	c.log.Info("join token revoked", zap.String("join_token_id", req.GetId()))

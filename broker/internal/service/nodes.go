@@ -35,15 +35,15 @@ func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest
 	if bad := validate.DrainNode(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if resp, forwarded, err := toMetaLeader(ctx, c.host, sundialv1.NewClusterClient, sundialv1.ClusterClient.DrainNode, req); forwarded {
+	if resp, forwarded, err := toMetaLeader(ctx, c.meta, c.opts.Peers, sundialv1.NewClusterClient, sundialv1.ClusterClient.DrainNode, req); forwarded {
 		return resp, err
 	}
 	id := meta.NodeID(req.GetNodeId())
-	code, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetNodeState, NodeID: id, NodeState: meta.NodeDraining})
+	code, _, err := c.meta.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetNodeState, NodeID: id, NodeState: meta.NodeDraining})
 	if err != nil {
 		return nil, err
 	}
-	st, err := c.host.ReadMeta(ctx)
+	st, err := c.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +67,11 @@ func (c *Cluster) DrainNode(ctx context.Context, req *sundialv1.DrainNodeRequest
 				zap.Uint64("node_id", uint64(id)), zap.Int("operations", len(plan)), operator.SuspectsField(suspects))
 		}
 		if len(plan) > 0 {
-			code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: plan})
+			code, data, err := c.meta.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: plan})
 			if err != nil {
 				return nil, err
 			}
-			if st, err = c.host.ReadMeta(ctx); err != nil {
+			if st, err = c.meta.ReadMeta(ctx); err != nil {
 				return nil, err
 			}
 			stored := storedIDs(code, data)
@@ -106,14 +106,14 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 	if bad := validate.RemoveNode(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if resp, forwarded, err := toMetaLeader(ctx, c.host, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req); forwarded {
+	if resp, forwarded, err := toMetaLeader(ctx, c.meta, c.opts.Peers, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req); forwarded {
 		return resp, err
 	}
 	forward := func(addr string) (*sundialv1.RemoveNodeResponse, error) {
-		return forwardTo(ctx, c.host, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req)
+		return forwardTo(ctx, c.opts.Peers, addr, sundialv1.NewClusterClient, sundialv1.ClusterClient.RemoveNode, req)
 	}
 	id, force := meta.NodeID(req.GetNodeId()), req.GetForce()
-	st, err := c.host.ReadMeta(ctx)
+	st, err := c.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -126,11 +126,11 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 		if err := c.removable(ctx, st, n, force); err != nil {
 			return nil, err
 		}
-		voters, nonVoting, err := c.host.MetaMembers(ctx)
+		voters, nonVoting, err := c.meta.MetaMembers(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if uint64(id) == c.host.NodeID() {
+		if uint64(id) == c.meta.NodeID() {
 			// This broker leads the meta group and is to leave it: it
 			// would stop its meta replica once it applies its removal.
 			// Hand the lead to another voter, which removes this node.
@@ -147,11 +147,11 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 			}
 			resp.PromotedMetaVoter = promoted
 		}
-		code, _, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetNodeState, NodeID: id, NodeState: meta.NodeRemoved, Force: force})
+		code, _, err := c.meta.ProposeMeta(ctx, &meta.Command{Op: meta.OpSetNodeState, NodeID: id, NodeState: meta.NodeRemoved, Force: force})
 		if err != nil {
 			return nil, err
 		}
-		if st, err = c.host.ReadMeta(ctx); err != nil {
+		if st, err = c.meta.ReadMeta(ctx); err != nil {
 			return nil, err
 		}
 		switch code {
@@ -166,13 +166,13 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 				zap.Uint64("promoted_meta_voter", resp.PromotedMetaVoter))
 		}
 	}
-	voters, nonVoting, err := c.host.MetaMembers(ctx)
+	voters, nonVoting, err := c.meta.MetaMembers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	_, voter := voters[uint64(id)]
 	_, other := nonVoting[uint64(id)]
-	if uint64(id) == c.host.NodeID() {
+	if uint64(id) == c.meta.NodeID() {
 		addr, err := c.handOffMeta(ctx, st, voters, id)
 		if err != nil {
 			return nil, err
@@ -180,13 +180,13 @@ func (c *Cluster) RemoveNode(ctx context.Context, req *sundialv1.RemoveNodeReque
 		return forward(addr)
 	}
 	if voter || other {
-		if err := c.host.RemoveReplica(ctx, meta.ShardID, uint64(id)); err != nil {
+		if err := c.moves.RemoveReplica(ctx, meta.ShardID, uint64(id)); err != nil {
 			return nil, fmt.Errorf("delete node %d's meta replica: %w", id, err)
 		}
 		resp.LeftMetaGroup = true
 		c.log.Info("node left the meta group", zap.Uint64("node_id", uint64(id)), zap.Bool("was_voter", voter))
 	}
-	if st, err = c.host.ReadMeta(ctx); err != nil {
+	if st, err = c.meta.ReadMeta(ctx); err != nil {
 		return nil, err
 	}
 	resp.Node = nodeProto(st.Nodes[id])
@@ -245,15 +245,15 @@ func (c *Cluster) handOffMeta(ctx context.Context, st *meta.State, voters map[ui
 	defer cancel()
 	var asked time.Time
 	for {
-		if leader := c.host.MetaLeader(); leader != 0 && leader != uint64(id) {
+		if leader := c.meta.MetaLeader(); leader != 0 && leader != uint64(id) {
 			if n := st.Nodes[meta.NodeID(leader)]; n != nil {
 				return n.GRPCAddr, nil
 			}
 		}
-		if c.host.MetaLeader() == uint64(id) && time.Since(asked) > 5*time.Second {
+		if c.meta.MetaLeader() == uint64(id) && time.Since(asked) > 5*time.Second {
 			asked = time.Now()
 			c.log.Info("meta leadership handed off before removal", zap.Uint64("node_id", uint64(id)), zap.Uint64("to_node_id", to))
-			if err := c.host.TransferMetaLeader(to); err != nil {
+			if err := c.meta.TransferMetaLeader(to); err != nil {
 				return "", fmt.Errorf("hand the meta group's leadership to node %d: %w", to, err)
 			}
 		}
@@ -268,7 +268,7 @@ func (c *Cluster) handOffMeta(ctx context.Context, st *meta.State, voters map[ui
 // leaders maps each shard to its leader's node as this broker knows it.
 func (c *Cluster) leaders() map[meta.EventShardID]meta.NodeID {
 	out := map[meta.EventShardID]meta.NodeID{}
-	for id, n := range c.host.ShardLeaders() {
+	for id, n := range c.replicas.ShardLeaders() {
 		if n != 0 {
 			out[meta.EventShardID(id)] = meta.NodeID(n)
 		}
@@ -279,7 +279,7 @@ func (c *Cluster) leaders() map[meta.EventShardID]meta.NodeID {
 // leadsCount is the number of shards node id leads, as this broker knows.
 func (c *Cluster) leadsCount(id meta.NodeID) int {
 	n := 0
-	for _, l := range c.host.ShardLeaders() {
+	for _, l := range c.replicas.ShardLeaders() {
 		if l == uint64(id) {
 			n++
 		}

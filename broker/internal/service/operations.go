@@ -38,7 +38,7 @@ func (c *Cluster) CancelOperation(ctx context.Context, req *sundialv1.CancelOper
 		return nil, apierr.InvalidArgument(bad...)
 	}
 	id := meta.OperationID(req.GetOperationId())
-	code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpCancelOperation, OperationID: id, Error: cancelledBy})
+	code, data, err := c.meta.ProposeMeta(ctx, &meta.Command{Op: meta.OpCancelOperation, OperationID: id, Error: cancelledBy})
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (c *Cluster) CancelOperation(ctx context.Context, req *sundialv1.CancelOper
 			return resp, nil // still rolling back: the answer says so
 		case <-t.C:
 		}
-		st, err := c.host.ReadMeta(wctx)
+		st, err := c.meta.ReadMeta(wctx)
 		if err != nil {
 			continue
 		}

@@ -20,20 +20,22 @@ import (
 // leader when that holds no replica of a shard (package operator).
 type Peer struct {
 	brokerv1.UnimplementedPeerServer
-	host *host.Host
-	node uint64
+	meta     *host.MetaClient
+	replicas *host.Replicas
+	moves    *host.Moves
+	node     uint64
 }
 
 // NewPeer returns the Peer service of node.
 func NewPeer(h *host.Host, node uint64) *Peer {
-	return &Peer{host: h, node: node}
+	return &Peer{meta: h.MetaClient(), replicas: h.Replicas(), moves: h.Moves(), node: node}
 }
 
 // Identify answers from the meta state this broker applied, without a
 // quorum read: it must answer while the meta group has no leader.
 func (p *Peer) Identify(context.Context, *brokerv1.IdentifyRequest) (*brokerv1.IdentifyResponse, error) {
-	st := p.host.Meta()
-	resp := &brokerv1.IdentifyResponse{NodeId: p.node, ClusterId: st.ClusterID, ShardLeaders: p.host.LocalShardLeaders()}
+	st := p.meta.Meta()
+	resp := &brokerv1.IdentifyResponse{NodeId: p.node, ClusterId: st.ClusterID, ShardLeaders: p.replicas.LocalShardLeaders()}
 	for _, id := range st.NodeIDs() {
 		n := st.Nodes[id]
 		resp.Nodes = append(resp.Nodes, &brokerv1.KnownNode{NodeId: uint64(n.ID), Incarnation: n.Incarnation, State: string(n.State), Starts: n.Starts})
@@ -44,7 +46,7 @@ func (p *Peer) Identify(context.Context, *brokerv1.IdentifyRequest) (*brokerv1.I
 // AddToCluster refuses: this broker is a member already (a waiting
 // broker serves AddToCluster from the broker package until it is added).
 func (p *Peer) AddToCluster(context.Context, *brokerv1.AddToClusterRequest) (*brokerv1.AddToClusterResponse, error) {
-	return nil, status.Errorf(codes.FailedPrecondition, "broker is node %d of cluster %s already", p.node, p.host.Meta().ClusterID)
+	return nil, status.Errorf(codes.FailedPrecondition, "broker is node %d of cluster %s already", p.node, p.meta.Meta().ClusterID)
 }
 
 // ChangeShardMembership runs one membership change of a hosted shard
@@ -61,11 +63,11 @@ func (p *Peer) ChangeShardMembership(ctx context.Context, req *brokerv1.ChangeSh
 	var err error
 	switch req.GetChange() {
 	case brokerv1.MembershipChange_MEMBERSHIP_CHANGE_ADD_NON_VOTING:
-		err = p.host.AddLearner(ctx, shard, req.GetReplicaId(), req.GetRaftAddr())
+		err = p.moves.AddLearner(ctx, shard, req.GetReplicaId(), req.GetRaftAddr())
 	case brokerv1.MembershipChange_MEMBERSHIP_CHANGE_ADD_VOTER:
-		err = p.host.Promote(ctx, shard, req.GetReplicaId(), req.GetRaftAddr())
+		err = p.moves.Promote(ctx, shard, req.GetReplicaId(), req.GetRaftAddr())
 	case brokerv1.MembershipChange_MEMBERSHIP_CHANGE_DELETE:
-		err = p.host.RemoveReplica(ctx, shard, req.GetReplicaId())
+		err = p.moves.RemoveReplica(ctx, shard, req.GetReplicaId())
 	}
 	if err != nil {
 		return nil, err
@@ -74,7 +76,7 @@ func (p *Peer) ChangeShardMembership(ctx context.Context, req *brokerv1.ChangeSh
 }
 
 // TransferShardLeader queues a leadership transfer of a hosted shard
-// through host.TransferLeadership: only the leader's own host starts one
+// through host.Moves.TransferLeadership: only the leader's own host starts one
 // (ending its lease first), so a follower answers NotLeader naming the
 // leader, which the executor asks next.
 func (p *Peer) TransferShardLeader(_ context.Context, req *brokerv1.TransferShardLeaderRequest) (*brokerv1.TransferShardLeaderResponse, error) {
@@ -85,7 +87,7 @@ func (p *Peer) TransferShardLeader(_ context.Context, req *brokerv1.TransferShar
 	if err := p.hosting(shard); err != nil {
 		return nil, err
 	}
-	if err := p.host.TransferLeadership(shard, req.GetToNodeId()); err != nil {
+	if err := p.moves.TransferLeadership(shard, req.GetToNodeId()); err != nil {
 		if errors.Is(err, host.ErrNoReplicaOnNode) {
 			return nil, apierr.FailedPrecondition(apierr.FieldViolation{Field: "to_node_id", Description: err.Error()})
 		}
@@ -97,7 +99,7 @@ func (p *Peer) TransferShardLeader(_ context.Context, req *brokerv1.TransferShar
 // hosting is nil when a replica of shard runs here, else
 // FailedPrecondition naming the shard.
 func (p *Peer) hosting(shard uint64) error {
-	if p.host.HostsShard(shard) {
+	if p.replicas.HostsShard(shard) {
 		return nil
 	}
 	return apierr.FailedPrecondition(apierr.FieldViolation{

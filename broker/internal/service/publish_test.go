@@ -111,7 +111,7 @@ func TestPublishBatchToNewTopicsCreatesEachOnce(t *testing.T) {
 		t.Errorf("topic creations proposed to meta = %v, want 2 (one per new topic)", got)
 	}
 	for _, topic := range []string{"fresh", "fresher"} {
-		if _, ok := s.host.Meta().Topics[topic]; !ok {
+		if _, ok := s.meta.Meta().Topics[topic]; !ok {
 			t.Errorf("meta has no topic %q after the publish", topic)
 		}
 	}

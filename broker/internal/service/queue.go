@@ -43,7 +43,7 @@ func (s *Shard) ensureGroup(ctx context.Context, lead *host.Leading, topic, grou
 		_, err := lead.Proposer.Propose(ctx, &fsmpb.Command{Kind: &fsmpb.Command_Group{Group: &fsmpb.Group{Topic: topic, Group: group}}})
 		return err
 	}
-	if t, ok := s.host.Meta().Topics[topic]; ok && registered && slices.Contains(t.Groups, group) {
+	if t, ok := s.meta.Meta().Topics[topic]; ok && registered && slices.Contains(t.Groups, group) {
 		return nil
 	}
 	return s.admin.createGroup(ctx, topic, group, true)
@@ -59,7 +59,7 @@ func (s *Shard) copyTopic(ref *fsmpb.MessageRef) *meta.Topic {
 	if err != nil || !found {
 		return nil
 	}
-	return s.host.Meta().Topics[topic]
+	return s.meta.Meta().Topics[topic]
 }
 
 // Receive is the pull form of Subscribe: a consumer with max credit that
@@ -191,7 +191,7 @@ func (s *Shard) change(ctx context.Context, req *brokerv1.ShardChangeRequest, ca
 	if err != nil {
 		return nil, err
 	}
-	st := s.host.Meta()
+	st := s.meta.Meta()
 	if _, ok := st.Topics[sel.GetTopic()]; !ok && c.Key != "" {
 		// A topic created a moment ago: its partition count decides
 		// where the key lives.
@@ -285,11 +285,11 @@ func (s *Shard) Group(ctx context.Context, req *brokerv1.ShardGroupRequest) (*br
 // against an older state is proposed after the forget. Only a publish
 // already past its check races with it.
 func (s *Shard) metaCaughtUp(ctx context.Context) error {
-	st, err := s.host.ReadMeta(ctx)
+	st, err := s.meta.ReadMeta(ctx)
 	if err != nil {
 		return err
 	}
-	for s.host.Meta().Version < st.Version {
+	for s.meta.Meta().Version < st.Version {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

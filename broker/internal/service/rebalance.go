@@ -33,10 +33,10 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	if bad := validate.Rebalance(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
-	if resp, forwarded, err := toMetaLeader(ctx, c.host, sundialv1.NewClusterClient, sundialv1.ClusterClient.Rebalance, req); forwarded {
+	if resp, forwarded, err := toMetaLeader(ctx, c.meta, c.opts.Peers, sundialv1.NewClusterClient, sundialv1.ClusterClient.Rebalance, req); forwarded {
 		return resp, err
 	}
-	st, err := c.host.ReadMeta(ctx)
+	st, err := c.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 		return &sundialv1.RebalanceResponse{Operations: operationsProto(running), Running: true}, nil
 	}
 	leaders := map[meta.EventShardID]meta.NodeID{}
-	for id, n := range c.host.ShardLeaders() {
+	for id, n := range c.replicas.ShardLeaders() {
 		if n != 0 {
 			leaders[meta.EventShardID(id)] = meta.NodeID(n)
 		}
@@ -59,7 +59,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 	if req.GetDryRun() || len(plan) == 0 {
 		return &sundialv1.RebalanceResponse{Operations: operationsProto(plan), SuspectNodeIds: nodeIDs(skipped)}, nil
 	}
-	code, data, err := c.host.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: plan})
+	code, data, err := c.meta.ProposeMeta(ctx, &meta.Command{Op: meta.OpSubmitOperations, Operations: plan})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 			return nil, status.Errorf(codes.Internal, "submit operations: %v", err)
 		}
 	}
-	st, err = c.host.ReadMeta(ctx)
+	st, err = c.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (c *Cluster) Rebalance(ctx context.Context, req *sundialv1.RebalanceRequest
 
 // ListOperations answers the meta state's operations in id order.
 func (c *Cluster) ListOperations(ctx context.Context, req *sundialv1.ListOperationsRequest) (*sundialv1.ListOperationsResponse, error) {
-	st, err := c.host.ReadMeta(ctx)
+	st, err := c.meta.ReadMeta(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/fsm/fsmpb"
 	"github.com/sundialmq/sundial/broker/internal/host"
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/broker/internal/query"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
@@ -42,6 +43,9 @@ type Options struct {
 	Now                      func() time.Time
 	// StepTimeouts bound the steps of the operations Rebalance plans.
 	StepTimeouts meta.StepTimeouts
+	// Peers are the broker's connections to other brokers, over which
+	// calls served on the meta leader are forwarded to it (forward.go).
+	Peers *peer.Conns
 	// RequireJoinToken makes JoinCluster refuse a join without a valid
 	// join token (the broker serves TLS, or is insecure); without it a
 	// join presenting no token is admitted (a plaintext loopback cluster).
@@ -54,12 +58,13 @@ type Options struct {
 // Shard serves brokerv1.Shard.
 type Shard struct {
 	brokerv1.UnimplementedShardServer
-	host    *host.Host
+	host    *host.Host // its state DB
+	meta    *host.MetaClient
 	admin   *Admin
 	opts    Options
 	log     *zap.Logger
 	metrics *Metrics
-	// leaderInfo is host.LeaderInfo; tests replace it to change leadership
+	// leaderInfo is host.Replicas.LeaderInfo; tests replace it to change leadership
 	// between two steps of a handler.
 	leaderInfo func(id uint64) (lead *host.Leading, leaderNode uint64, leaderAddr string, ok bool)
 	rings      atomic.Pointer[stateRing] // the ring of the newest meta state seen
@@ -67,7 +72,7 @@ type Shard struct {
 
 // NewShard returns the Shard service.
 func NewShard(h *host.Host, admin *Admin, opts Options, log *zap.Logger, m *Metrics) *Shard {
-	return &Shard{host: h, admin: admin, opts: opts, log: log, metrics: m, leaderInfo: h.LeaderInfo}
+	return &Shard{host: h, meta: h.MetaClient(), admin: admin, opts: opts, log: log, metrics: m, leaderInfo: h.Replicas().LeaderInfo}
 }
 
 // leading answers the shard's handles if this node leads it, else the
@@ -75,7 +80,7 @@ func NewShard(h *host.Host, admin *Admin, opts Options, log *zap.Logger, m *Metr
 func (s *Shard) leading(id uint64) (*host.Leading, error) {
 	lead, node, addr, hosted := s.leaderInfo(id)
 	if !hosted {
-		return nil, apierr.WrongShard(id, s.host.Meta().Version)
+		return nil, apierr.WrongShard(id, s.meta.Meta().Version)
 	}
 	if lead == nil {
 		return nil, apierr.NotLeader(id, node, addr)
@@ -192,7 +197,7 @@ func (s *Shard) publish(ctx context.Context, req *brokerv1.ShardPublishRequest) 
 // proxy routes the message again once its table has the seal.
 func (s *Shard) fenced(shard uint64, f *fsmpb.FencedPartition) error {
 	s.metrics.misplaced.Inc()
-	st := s.host.Meta()
+	st := s.meta.Meta()
 	version := st.Version
 	if _, open := st.KeyedOn(f.GetTopic(), f.GetPartition()); open {
 		version++
@@ -267,7 +272,7 @@ func keyOutcome(k fsmpb.KeyOutcome) sundialv1.KeyOutcome {
 // CreateTopic is stamped with the topic as created. Unknown topics are
 // created first when the cluster allows it, each once per request.
 func (s *Shard) topics(ctx context.Context, msgs []*brokerv1.PartitionedMessage, routingVersion uint64) (*meta.State, error) {
-	st := s.host.Meta()
+	st := s.meta.Meta()
 	if st.Version >= routingVersion && knowsAll(st, msgs) {
 		return st, nil
 	}
@@ -311,7 +316,7 @@ func (s *Shard) readMeta(ctx context.Context, reason string) (*meta.State, error
 	s.metrics.metaReads.WithLabelValues(reason).Inc()
 	ctx, cancel := context.WithTimeout(ctx, metaReadTimeout)
 	defer cancel()
-	st, err := s.host.ReadMeta(ctx)
+	st, err := s.meta.ReadMeta(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, status.Errorf(codes.Unavailable, "linearizable meta read timed out: %v", err)
@@ -578,7 +583,7 @@ func sendFrames(stream brokerv1.Shard_SubscribeServer, ds []*sundialv1.Delivery,
 }
 
 func (s *Shard) topicVisibility(topic string) time.Duration {
-	if t, ok := s.host.Meta().Topics[topic]; ok && t.VisibilityTimeoutMs > 0 {
+	if t, ok := s.meta.Meta().Topics[topic]; ok && t.VisibilityTimeoutMs > 0 {
 		return time.Duration(t.VisibilityTimeoutMs) * time.Millisecond
 	}
 	return s.opts.DefaultVisibilityTimeout

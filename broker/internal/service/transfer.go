@@ -18,14 +18,14 @@ import (
 // another node). Only the shard's leader acts: any other broker answers
 // NotLeader (or WrongShard when it holds no replica), which the proxy's
 // forwarder follows like every shard-level call. The leader first ends its
-// dispatcher's lease (host.TransferLeadership), then queues the request;
+// dispatcher's lease (host.Moves.TransferLeadership), then queues the request;
 // the answer does not wait for the election.
 func (c *Cluster) TransferLeader(ctx context.Context, req *sundialv1.TransferLeaderRequest) (*sundialv1.TransferLeaderResponse, error) {
 	if bad := validate.TransferLeader(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
 	id := req.GetShardId()
-	sh, ok := c.host.Meta().Shards[meta.EventShardID(id)]
+	sh, ok := c.meta.Meta().Shards[meta.EventShardID(id)]
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "shard %d not found", id)
 	}
@@ -37,10 +37,10 @@ func (c *Cluster) TransferLeader(ctx context.Context, req *sundialv1.TransferLea
 			})
 		}
 	}
-	lead, node, addr, hosted := c.host.LeaderInfo(id)
+	lead, node, addr, hosted := c.replicas.LeaderInfo(id)
 	switch {
 	case !hosted:
-		return nil, apierr.WrongShard(id, c.host.Meta().Version)
+		return nil, apierr.WrongShard(id, c.meta.Meta().Version)
 	case lead == nil:
 		return nil, apierr.NotLeader(id, node, addr)
 	}
@@ -56,7 +56,7 @@ func (c *Cluster) TransferLeader(ctx context.Context, req *sundialv1.TransferLea
 	if to == node {
 		return resp, nil
 	}
-	if err := c.host.TransferLeadership(id, to); err != nil {
+	if err := c.moves.TransferLeadership(id, to); err != nil {
 		return nil, err
 	}
 	return resp, nil

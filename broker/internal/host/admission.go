@@ -1,12 +1,9 @@
 package host
 
 import (
-	"context"
 	"fmt"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/broker/internal/identity"
 	"github.com/sundialmq/sundial/meta"
@@ -89,32 +86,4 @@ func (h *Host) Refusal() error {
 		return *p
 	}
 	return nil
-}
-
-// MetaMembers answers the meta group's membership read linearizably:
-// voters and non-voting members, each node id with its Raft address.
-func (h *Host) MetaMembers(ctx context.Context) (voters, nonVoting map[uint64]string, err error) {
-	m, err := h.membership(ctx, meta.ShardID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("host: meta group membership: %w", err)
-	}
-	return m.Nodes, m.NonVotings, nil
-}
-
-// TransferMetaLeader asks the meta group's leader, this node, to hand its
-// leadership to node to; it answers once the request is queued.
-func (h *Host) TransferMetaLeader(to uint64) error {
-	return h.nh.RequestLeaderTransfer(meta.ShardID, to)
-}
-
-// NodeID is this broker's node id.
-func (h *Host) NodeID() uint64 { return h.cfg.NodeID }
-
-// PeerCredentials are the transport credentials of gRPC calls to other
-// brokers: Config.PeerCredentials, plaintext if unset.
-func (h *Host) PeerCredentials() credentials.TransportCredentials {
-	if h.cfg.PeerCredentials == nil {
-		return insecure.NewCredentials()
-	}
-	return h.cfg.PeerCredentials
 }
