@@ -67,19 +67,20 @@ func TestChaos(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(operationsYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	brokerArgs, proxyArgs := []string{"--config", cfgPath}, []string(nil)
+	brokerArgs, proxyArgs, caFile := []string{"--config", cfgPath}, []string(nil), ""
 	switch os.Getenv("CHAOS_TLS") {
 	case "", "1":
 		ca := tlstest.NewCA(t, "chaos")
 		brokerArgs = append(brokerArgs, tlsArgs("--tls", ca.Broker(t.TempDir(), "broker"))...)
 		proxyArgs = tlsArgs("--cluster", ca.Proxy(t.TempDir(), "proxy"))
+		caFile = ca.CAFile // the brokers' metrics ports serve HTTPS
 		t.Log("internal hops use TLS (CHAOS_TLS=0 for plaintext)")
 	case "0":
 	default:
 		t.Fatalf("CHAOS_TLS=%q: want 1 (the default) or 0", os.Getenv("CHAOS_TLS"))
 	}
 	c := framework.NewCluster(t, framework.Config{Brokers: initial, Proxies: proxies, Shards: 4, LogLevel: "warn",
-		BrokerArgs: brokerArgs, ProxyArgs: proxyArgs})
+		BrokerArgs: brokerArgs, ProxyArgs: proxyArgs, BrokerCAFile: caFile})
 	if proxyArgs != nil {
 		// With TLS a broker joins only with a join token: one for the
 		// joins before the workload and every drain's replacement.

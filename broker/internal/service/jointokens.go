@@ -46,6 +46,13 @@ func (c *Cluster) joinUse(ctx context.Context, req *sundialv1.JoinClusterRequest
 	}
 	use = &meta.JoinUse{ID: id, Hash: meta.HashSecret(secret), Required: c.opts.RequireJoinToken}
 	st := c.meta.Meta()
+	if _, known := st.JoinTokens[id]; !known {
+		// The cached state can lag a token made a moment ago (even on the
+		// meta leader): read the meta group before calling it unknown.
+		if fresh, err := c.meta.ReadMeta(ctx); err == nil {
+			st = fresh
+		}
+	}
 	var retriedBy meta.NodeID
 	for _, nid := range st.NodeIDs() {
 		if n := st.Nodes[nid]; n.Incarnation == req.GetIncarnation() && (req.GetNodeId() == 0 || req.GetNodeId() == uint64(nid)) {
