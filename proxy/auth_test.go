@@ -167,6 +167,10 @@ func TestPermissionsOnPatterns(t *testing.T) {
 	}{
 		{"publish on w* topic", func() error { return publish(demo, conn, "wide") }, codes.OK},
 		{"publish outside w*", func() error { return publish(demo, conn, "orders") }, codes.PermissionDenied},
+		{"publish to w* naming another topic in a message", func() error {
+			_, err := sundialv1.NewProducerClient(conn).Publish(demo, &sundialv1.PublishRequest{Topic: "wide", Messages: []*sundialv1.Message{{Topic: "orders", Payload: []byte("x")}}})
+			return err
+		}, codes.PermissionDenied},
 		{"inspect on the exact topic", func() error {
 			_, err := adm.ListMessages(demo, &sundialv1.ListMessagesRequest{Topic: "wide"})
 			return err
