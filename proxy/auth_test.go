@@ -238,6 +238,18 @@ func TestHTTPAuthCodes(t *testing.T) {
 	if got := post(url, demoSecret); got != http.StatusOK {
 		t.Errorf("POST within the role = %d, want 200", got)
 	}
+	// A receipt not signed by the cluster: 400, before any broker call.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+srv.HTTPAddr()+"/v1/acks", strings.NewReader(`{"receipts":["AQAAAGQAAAAAAAAAAQAAAAABZA"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+demoSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("POST /v1/acks with a forged receipt = %d, want 400", resp.StatusCode)
+	}
 }
 
 // subscribeWide opens a Subscribe stream on topic wide and reads n deliveries.
