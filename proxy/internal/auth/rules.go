@@ -138,7 +138,8 @@ var Rules = map[string]Rule{
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": {Perm: Authenticated},
 }
 
-// adminActions are the methods the audit log records when they succeed
-// or are refused: every admin action (cluster, tokens, roles, keys) and
-// every change of topics and groups.
+// auditedMethod says the audit log records every call of a method of
+// rule, allowed or not: admin actions (cluster, tokens, roles, keys) and
+// changes of topics and groups. Refusals of other methods are recorded
+// too (Guard.Unary).
 func auditedMethod(rule Rule) bool { return rule.Perm == Admin || rule.Perm == Manage }
