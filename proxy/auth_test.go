@@ -167,6 +167,10 @@ func TestPermissionsOnPatterns(t *testing.T) {
 	}{
 		{"publish on w* topic", func() error { return publish(demo, conn, "wide") }, codes.OK},
 		{"publish outside w*", func() error { return publish(demo, conn, "orders") }, codes.PermissionDenied},
+		{"publish to w* naming another topic in a message", func() error {
+			_, err := sundialv1.NewProducerClient(conn).Publish(demo, &sundialv1.PublishRequest{Topic: "wide", Messages: []*sundialv1.Message{{Topic: "orders", Payload: []byte("x")}}})
+			return err
+		}, codes.PermissionDenied},
 		{"inspect on the exact topic", func() error {
 			_, err := adm.ListMessages(demo, &sundialv1.ListMessagesRequest{Topic: "wide"})
 			return err
@@ -233,6 +237,18 @@ func TestHTTPAuthCodes(t *testing.T) {
 	}
 	if got := post(url, demoSecret); got != http.StatusOK {
 		t.Errorf("POST within the role = %d, want 200", got)
+	}
+	// A receipt not signed by the cluster: 400, before any broker call.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+srv.HTTPAddr()+"/v1/acks", strings.NewReader(`{"receipts":["AQAAAGQAAAAAAAAAAQAAAAABZA"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+demoSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("POST /v1/acks with a forged receipt = %d, want 400", resp.StatusCode)
 	}
 }
 

@@ -147,7 +147,7 @@ func (a *Authenticator) stillValid(p *Principal) error {
 	return nil
 }
 
-// Allows says p's role grants perm on topic (Any: some permission).
+// allows says p's role grants perm on topic (Any: some permission).
 func (p *Principal) allows(snap *Snapshot, perm Permission, topic string) bool {
 	for _, g := range snap.grants(p.Role) {
 		if (perm == Any || g.perm == perm) && g.matches(topic) {
@@ -157,7 +157,7 @@ func (p *Principal) allows(snap *Snapshot, perm Permission, topic string) bool {
 	return false
 }
 
-// Denied is the PermissionDenied answer: the permission and the topic the
+// denied is the PermissionDenied answer: the permission and the topic the
 // call named, nothing about which topics exist.
 func denied(perm Permission, topic string) error {
 	if topic == "" {

@@ -42,22 +42,28 @@ func one[Req proto.Message](f func(Req) string) func(proto.Message) []string {
 	}
 }
 
-// publishTopics: the request's topic, else each message's own.
+// publishTopics: the request's topic and every message's own (a message
+// naming another topic than the request is refused later anyway: it is
+// checked here too, so no path skips it).
 func publishTopics(m proto.Message) []string {
 	r, ok := m.(*sundialv1.PublishRequest)
 	if !ok {
 		return []string{""}
 	}
-	if r.GetTopic() != "" {
-		return []string{r.GetTopic()}
-	}
 	seen := map[string]bool{}
 	var out []string
-	for _, msg := range r.GetMessages() {
-		if t := msg.GetTopic(); !seen[t] {
+	add := func(t string) {
+		if t != "" && !seen[t] {
 			seen[t] = true
 			out = append(out, t)
 		}
+	}
+	add(r.GetTopic())
+	for _, msg := range r.GetMessages() {
+		if msg.GetTopic() == "" && r.GetTopic() == "" {
+			return []string{""} // no topic at all: only "*" may
+		}
+		add(msg.GetTopic())
 	}
 	if len(out) == 0 {
 		out = []string{""}
@@ -135,7 +141,8 @@ var Rules = map[string]Rule{
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": {Perm: Authenticated},
 }
 
-// adminActions are the methods the audit log records when they succeed
-// or are refused: every admin action (cluster, tokens, roles, keys) and
-// every change of topics and groups.
+// auditedMethod says the audit log records every call of a method of
+// rule, allowed or not: admin actions (cluster, tokens, roles, keys) and
+// changes of topics and groups. Refusals of other methods are recorded
+// too (Guard.Unary).
 func auditedMethod(rule Rule) bool { return rule.Perm == Admin || rule.Perm == Manage }
