@@ -47,7 +47,7 @@ func TestBinariesEndToEnd(t *testing.T) {
 	var brokerAddrs []string
 	for i, n := range nodes {
 		start(t, filepath.Join(data, fmt.Sprintf("broker-%d.log", i+1)), filepath.Join(bin, "sundial-broker"),
-			"--node-id", fmt.Sprint(i+1), "--raft-addr", n.raft, "--grpc-addr", n.grpc, "--metrics-addr", n.metrics,
+			"--node-id", fmt.Sprint(i+1), "--raft-addr", n.raft, "--grpc-addr", n.grpc, "--metrics-addr", n.metrics, "--admin-addr", "off",
 			"--data-dir", filepath.Join(data, fmt.Sprintf("broker-%d", i+1)), "--initial-members", strings.Join(members, ","),
 			"--shards", "4", "--log-level", "warn")
 		brokerAddrs = append(brokerAddrs, n.grpc)
