@@ -253,7 +253,7 @@ func TestHTTPAuthCodes(t *testing.T) {
 }
 
 // subscribeWide opens a Subscribe stream on topic wide and reads n deliveries.
-func subscribeWide(t *testing.T, ctx context.Context, conn *grpc.ClientConn, n int) (sundialv1.Consumer_SubscribeClient, []string) {
+func subscribeWide(ctx context.Context, t *testing.T, conn *grpc.ClientConn, n int) (sundialv1.Consumer_SubscribeClient, []string) {
 	t.Helper()
 	st, err := sundialv1.NewConsumerClient(conn).Subscribe(ctx)
 	if err != nil {
@@ -279,7 +279,7 @@ func TestRevokedTokenEndsItsStream(t *testing.T) {
 	_, leader, conn := startAuthCluster(t)
 	ctx, cancel := context.WithTimeout(bearer(t.Context(), demoSecret), 30*time.Second)
 	defer cancel()
-	st, _ := subscribeWide(t, ctx, conn, 2)
+	st, _ := subscribeWide(ctx, t, conn, 2)
 	leader.auth.set(func(s *brokerv1.AuthState) { s.Tokens = s.Tokens[:1] }) // demo revoked
 	for {
 		_, err := st.Recv()
@@ -309,7 +309,7 @@ func TestExpiredTokenEndsItsStream(t *testing.T) {
 	waitFor(t, "the proxy learns the short-lived token", func() bool {
 		return publish(bearer(t.Context(), secret), conn, "wide") == nil
 	})
-	st, _ = subscribeWide(t, ctx, conn, 1)
+	st, _ = subscribeWide(ctx, t, conn, 1)
 	for {
 		_, err := st.Recv()
 		if err == nil {
@@ -332,7 +332,7 @@ func TestSignedReceipts(t *testing.T) {
 	_, leader, conn := startAuthCluster(t)
 	ctx, cancel := context.WithTimeout(bearer(t.Context(), demoSecret), 30*time.Second)
 	defer cancel()
-	st, receipts := subscribeWide(t, ctx, conn, 3)
+	st, receipts := subscribeWide(ctx, t, conn, 3)
 	_ = st
 	cons := sundialv1.NewConsumerClient(conn)
 	acked := func() int {
@@ -367,7 +367,7 @@ func TestSignedReceipts(t *testing.T) {
 	waitFor(t, "the proxy signs with the new key", func() bool {
 		sctx, scancel := context.WithCancel(ctx)
 		defer scancel()
-		_, fresh := subscribeWide(t, sctx, conn, 1)
+		_, fresh := subscribeWide(sctx, t, conn, 1)
 		_, _, err := receipt.Verify(fresh[0], key2)
 		return err == nil
 	})

@@ -179,7 +179,7 @@ func TestAuthThroughTheCluster(t *testing.T) {
 	Eventually(t, 20*time.Second, func() error {
 		_, err := cons.Ack(tokenCtx(t, demo), &sundialv1.AckRequest{Receipts: []string{receipts[1]}})
 		if status.Code(err) != codes.InvalidArgument {
-			return fmt.Errorf("Ack(receipt of a dropped key) = %v, want InvalidArgument", err)
+			return fmt.Errorf("Ack(receipt of a dropped key) = %w, want InvalidArgument", err)
 		}
 		return nil
 	})

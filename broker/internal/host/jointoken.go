@@ -9,7 +9,7 @@ import (
 	"github.com/sundialmq/sundial/meta"
 )
 
-// ErrNoJoinToken: no join token has the id asked for.
+// ErrNoJoinToken is the error of a revoke naming no join token.
 var ErrNoJoinToken = errors.New("host: no such join token")
 
 // JoinDeniedError is a join refused for its token (meta.CheckJoinToken):

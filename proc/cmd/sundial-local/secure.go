@@ -146,8 +146,11 @@ func (s *secure) ensureDemo(ctx context.Context, binDir, proxy string) error {
 	var created struct {
 		Secret string `json:"secret"`
 	}
-	if err := json.Unmarshal([]byte(out), &created); err != nil || created.Secret == "" {
-		return fmt.Errorf("shardctl auth token create printed %q, want JSON with the secret (%v)", out, err)
+	if err := json.Unmarshal([]byte(out), &created); err != nil {
+		return fmt.Errorf("shardctl auth token create printed %q, want JSON with the secret: %w", out, err)
+	}
+	if created.Secret == "" {
+		return fmt.Errorf("shardctl auth token create printed %q, without a secret", out)
 	}
 	return os.WriteFile(s.path(demoTokenFile), []byte(created.Secret+"\n"), 0o600)
 }
