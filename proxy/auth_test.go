@@ -379,10 +379,25 @@ func TestSignedReceipts(t *testing.T) {
 	leader.auth.set(func(s *brokerv1.AuthState) {
 		s.ReceiptKeys = []*brokerv1.AuthReceiptKey{{Id: 3, Secret: bytes.Repeat([]byte{3}, 32)}, s.ReceiptKeys[0]}
 	})
+	// Wait for the proxy to sign with key 3 (it takes the keys as one
+	// state), without acking anything meanwhile: an ack polled before the
+	// rotation arrived would still succeed and reach the broker.
+	key3 := func(id uint32) []byte {
+		if id == 3 {
+			return bytes.Repeat([]byte{3}, 32)
+		}
+		return nil
+	}
 	waitFor(t, "the second rotation reaches the proxy", func() bool {
-		_, err := cons.Ack(ctx, &sundialv1.AckRequest{Receipts: []string{receipts[1]}})
-		return status.Code(err) == codes.InvalidArgument
+		sctx, scancel := context.WithCancel(ctx)
+		defer scancel()
+		_, fresh := subscribeWide(sctx, t, conn, 1)
+		_, _, err := receipt.Verify(fresh[0], key3)
+		return err == nil
 	})
+	if _, err := cons.Ack(ctx, &sundialv1.AckRequest{Receipts: []string{receipts[1]}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Ack(receipt of the dropped key) = %v, want InvalidArgument", err)
+	}
 	if n := acked(); n != 1 {
 		t.Fatalf("broker saw %d acks, want 1", n)
 	}
