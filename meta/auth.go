@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/sundialmq/sundial/proto/validate"
 )
 
 // Authentication and authorization state (issue 20): the bearer tokens
@@ -49,19 +51,8 @@ type Grant struct {
 // String is the grant as shardctl takes it: permission:pattern.
 func (g Grant) String() string { return string(g.Permission) + ":" + g.Pattern }
 
-// Matches says the pattern names topic. A topic of "" (a call naming no
-// topic, such as a cluster operation) is matched by "*" alone.
-func (g Grant) Matches(topic string) bool {
-	switch {
-	case g.Pattern == "*":
-		return true
-	case topic == "":
-		return false
-	case strings.HasSuffix(g.Pattern, "*"):
-		return strings.HasPrefix(topic, strings.TrimSuffix(g.Pattern, "*"))
-	}
-	return g.Pattern == topic
-}
+// Matches says the pattern names topic (validate.TopicPatternMatches).
+func (g Grant) Matches(topic string) bool { return validate.TopicPatternMatches(g.Pattern, topic) }
 
 // Role is a named set of grants.
 type Role struct {

@@ -14,12 +14,12 @@ package auth
 
 import (
 	"crypto/sha256"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
+	"github.com/sundialmq/sundial/proto/validate"
 )
 
 // Permission is one thing a role may do; the names are the meta group's.
@@ -45,19 +45,8 @@ type grant struct {
 	pattern string
 }
 
-// matches: "*" every topic (and calls naming none), "p*" names starting
-// with p, else the one name (meta.Grant.Matches).
-func (g grant) matches(topic string) bool {
-	switch {
-	case g.pattern == "*":
-		return true
-	case topic == "":
-		return false
-	case strings.HasSuffix(g.pattern, "*"):
-		return strings.HasPrefix(topic, strings.TrimSuffix(g.pattern, "*"))
-	}
-	return g.pattern == topic
-}
+// matches says the pattern names topic (validate.TopicPatternMatches).
+func (g grant) matches(topic string) bool { return validate.TopicPatternMatches(g.pattern, topic) }
 
 type token struct {
 	name      string
