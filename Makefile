@@ -211,7 +211,7 @@ verify: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-o
 # sundial-local (proc/cmd/sundial-local) starts the servers from bin/ (the brokers the
 # data dir holds: bootstrap ones, joined ones, never a removed one), waits for the
 # proxy's /readyz, prints the endpoints; Ctrl-C stops every process by pid.
-run: build ## Build, then run a local cluster: 3 brokers + proxy (SUNDIAL_BROKERS=1 for one broker)
+run: build ## Build, then run a local cluster: 3 brokers + proxy (SUNDIAL_BROKERS=1 for one broker, SUNDIAL_SECURE=1 for TLS and tokens)
 	$(BIN)/sundial-local
 
 screenshots: ## Write PNGs of the admin UI's pages into docs/images (a test cluster and headless chromium)
