@@ -154,9 +154,9 @@ type Dispatcher struct {
 	rr        int // round-robin position among a queue's consumers
 	turn      int // queues served so far: which partition of a queue goes first
 	// leasing holds the copies (message id + group) whose lease proposal
-	// has not been applied yet, so a round does not pick them twice. It is
+	// has not been answered yet, so a round does not pick them twice. It is
 	// bounded by MaxLeaseBatch × MaxLeasesInFlight.
-	leasing  map[string]struct{}
+	leasing  leasingSet
 	prunedMs int64 // when prune last ran
 	// limiter, fair and lateness hold state only for topics and queues
 	// that attached consumers read (see prune).
@@ -202,7 +202,7 @@ func New(shard uint64, db *pebble.DB, propose ProposeFunc, start StartFunc, read
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Dispatcher{
 		shard: shard, db: db, propose: propose, start: start, read: read, now: now, cfg: cfg, log: log, metrics: m,
-		leasing:  map[string]struct{}{},
+		leasing:  leasingSet{},
 		limiter:  newLimiter(),
 		lateness: newLateness(),
 		fair:     newFairScheduler(),

@@ -36,6 +36,10 @@ type shardLog struct {
 	beforeLease func()
 	// leaseGate, when set, holds every lease's commit until it is closed.
 	leaseGate chan struct{}
+	// answerGate, when set, applies every lease at once but holds the
+	// answer to its proposer until it is closed: a lease applied, and
+	// commands after it too, before the dispatcher hears it committed.
+	answerGate chan struct{}
 	// read, when set, is the leader's ReadIndex; nil passes at once.
 	read ReadIndexFunc
 	// leases counts the lease commands started.
@@ -86,6 +90,16 @@ func (l *shardLog) start(ctx context.Context, cmd *fsmpb.Command) (func() (*fsmp
 		}, nil
 	}
 	out, err := l.propose(ctx, cmd)
+	if cmd.GetLease() != nil && l.answerGate != nil {
+		return func() (*fsmpb.Outcome, error) {
+			select {
+			case <-l.answerGate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return out, err
+		}, nil
+	}
 	return func() (*fsmpb.Outcome, error) { return out, err }, nil
 }
 
@@ -154,6 +168,22 @@ func (r *rig) ack(d *sundialv1.Delivery) fsmpb.RefCode {
 	out, err := r.log.propose(context.Background(), &fsmpb.Command{Kind: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Refs: []*fsmpb.MessageRef{{MessageId: rc.Message[:], Group: rc.Group, Attempt: rc.Attempt}}}}})
 	if err != nil {
 		r.t.Fatalf("ack: %v", err)
+	}
+	return out.Codes[0]
+}
+
+// nack gives d back, visible again delayMs from now.
+func (r *rig) nack(d *sundialv1.Delivery, delayMs int64) fsmpb.RefCode {
+	r.t.Helper()
+	rc, err := receipt.Parse(d.Receipt)
+	if err != nil {
+		r.t.Fatalf("receipt.Parse() error = %v", err)
+	}
+	ref := &fsmpb.MessageRef{MessageId: rc.Message[:], Group: rc.Group, Attempt: rc.Attempt}
+	nack := &fsmpb.Nack{Refs: []*fsmpb.MessageRef{ref}, VisibleAtMs: time.Now().UnixMilli() + delayMs}
+	out, err := r.log.propose(context.Background(), &fsmpb.Command{Kind: &fsmpb.Command_Nack{Nack: nack}})
+	if err != nil {
+		r.t.Fatalf("nack: %v", err)
 	}
 	return out.Codes[0]
 }

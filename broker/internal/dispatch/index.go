@@ -40,9 +40,10 @@ type dueIndex struct {
 type dueItem struct{ item *fsmpb.LeaseItem }
 
 // dueItem turns the index entry e of q under it into a lease candidate;
-// busy when its lease is already being proposed. leasing holds the copies being leased.
-func (x *dueIndex) dueItem(it *pebble.Iterator, q keys.Queue, e keys.DueEntry, leasing map[string]struct{}) (dueItem, bool, error) {
-	if _, busy := leasing[string(e.ID)+q.Group]; busy {
+// busy when its lease is already being proposed (leasing then notes that
+// a round passed it over).
+func (x *dueIndex) dueItem(it *pebble.Iterator, q keys.Queue, e keys.DueEntry, leasing leasingSet) (dueItem, bool, error) {
+	if leasing.skip(string(e.ID) + q.Group) {
 		return dueItem{}, true, nil
 	}
 	v, err := it.ValueAndErr()
@@ -67,7 +68,7 @@ func (x *dueIndex) dueItem(it *pebble.Iterator, q keys.Queue, e keys.DueEntry, l
 // Entries between the floor and the first entry it saw were deleted (their
 // leases committed) or are being leased; a lease that fails or conflicts
 // leaves its copy at its key, which is at or after the floor.
-func (x *dueIndex) scan(q keys.Queue, nowMs int64, limit int, leasing map[string]struct{}) (out []dueItem, wakeAt time.Time, err error) {
+func (x *dueIndex) scan(q keys.Queue, nowMs int64, limit int, leasing leasingSet) (out []dueItem, wakeAt time.Time, err error) {
 	prefix := keys.QueuePrefix(x.shard, q)
 	lower := prefix
 	if f, ok := x.floors.begin(q); ok {
@@ -141,7 +142,7 @@ const maxFairCatchUp = 4096
 // the pick takes from each key it chooses (from the key's cursor), plus the
 // copies that became due since the last round; keys with nothing due cost
 // it nothing.
-func (x *dueIndex) pickFair(q keys.Queue, t *fairTree, nowMs int64, limit int, weights map[string]int32, leasing map[string]struct{}) ([]dueItem, time.Time, error) {
+func (x *dueIndex) pickFair(q keys.Queue, t *fairTree, nowMs int64, limit int, weights map[string]int32, leasing leasingSet) ([]dueItem, time.Time, error) {
 	wakeAt, short, err := x.catchUp(q, t, nowMs)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -199,7 +200,7 @@ func (x *dueIndex) pickFair(q keys.Queue, t *fairTree, nowMs int64, limit int, w
 // readFair returns the next due copy of l's key from l.pos up to l.until
 // that is not in leasing, noting the first entry it sees; false when the
 // key has none.
-func (x *dueIndex) readFair(it *pebble.Iterator, q keys.Queue, l *fairLeaf, leasing map[string]struct{}) (dueItem, bool, error) {
+func (x *dueIndex) readFair(it *pebble.Iterator, q keys.Queue, l *fairLeaf, leasing leasingSet) (dueItem, bool, error) {
 	for valid := it.SeekGE(l.pos); valid && string(it.Key()) < string(l.until); valid = it.Next() {
 		x.visited++
 		_, e, err := keys.ParseFair(x.shard, q, it.Key())

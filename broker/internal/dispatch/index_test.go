@@ -51,7 +51,7 @@ func dues(items []dueItem) []int64 {
 func TestDueIndexScan(t *testing.T) {
 	q := keys.Queue{Topic: "t", Group: "default"}
 	x, ids := newIndex(t, 10, 20, 30, 40, 1000)
-	leasing := map[string]struct{}{string(ids[1]) + "default": {}}
+	leasing := leasingSet{string(ids[1]) + "default": false}
 	tests := []struct {
 		name   string
 		nowMs  int64

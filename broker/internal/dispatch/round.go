@@ -229,11 +229,16 @@ func (d *Dispatcher) push(picks []pick, which []int, pushed []bool) {
 
 // settle releases picks for later rounds and refunds the credit of those
 // not pushed. codes (nil when the proposal failed) counts lease conflicts.
+// A copy that a round passed over while it was being leased wakes the
+// loop: it may be due again already (nacked right behind its lease), and
+// the round that skipped it did not count on it.
 func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []fsmpb.RefCode) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, p := range picks {
-		delete(d.leasing, leasingKey(p.item.Ref))
+		if d.leasing.release(leasingKey(p.item.Ref)) {
+			d.Wake()
+		}
 		if p.consumer != nil {
 			p.consumer.picked--
 			if !pushed[i] {
@@ -248,6 +253,27 @@ func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []fsmpb.RefCode) 
 
 func leasingKey(ref *fsmpb.MessageRef) string {
 	return string(ref.MessageId) + ref.Group
+}
+
+// leasingSet holds the copies being leased (see leasingKey), each true once
+// a round passed it over for that.
+type leasingSet map[string]bool
+
+// skip reports whether the copy k is being leased, noting that a round
+// passed it over.
+func (s leasingSet) skip(k string) bool {
+	if _, busy := s[k]; !busy {
+		return false
+	}
+	s[k] = true
+	return true
+}
+
+// release forgets k and reports whether a round passed it over meanwhile.
+func (s leasingSet) release(k string) (skipped bool) {
+	skipped = s[k]
+	delete(s, k)
+	return skipped
 }
 
 // pickDue scans the due index of every queue with credit and assigns each
@@ -332,7 +358,7 @@ func (d *Dispatcher) pickDue(nowMs int64) ([]pick, time.Time) {
 				continue
 			}
 			for _, e := range due {
-				d.leasing[leasingKey(e.item.Ref)] = struct{}{}
+				d.leasing[leasingKey(e.item.Ref)] = false
 				if policy.MaxAttempts > 0 && e.item.Ref.Attempt >= uint32(policy.MaxAttempts) {
 					// Its attempts are used up: dead-letter it, spending
 					// no credit.

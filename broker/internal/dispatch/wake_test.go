@@ -113,3 +113,37 @@ func TestRoundReadsOnlyQueuesWithSomethingDue(t *testing.T) {
 		}
 	})
 }
+
+// A copy nacked before the dispatcher heard its lease committed is
+// delivered again when its delay is up. The lease was pushed early, the
+// consumer nacked it at once and the nack applied right behind the lease;
+// the round the nack's delay woke found the copy still marked as being
+// leased and skipped it, and the lease's answer, which cleared that mark,
+// woke nobody: the copy waited for an unrelated round (a minute's sweep).
+// Seen as TestDeadLettersAndRedrive missing an attempt on a busy machine.
+func TestNackAheadOfLeaseAnswerIsRedelivered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		r := newRigLog(t, Config{}, &shardLog{answerGate: gate})
+		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+		r.d.Attach(c)
+		r.publish("t", time.Now().UnixMilli())
+		first, ok := next(c, 5*time.Second)
+		if !ok {
+			t.Fatalf("due message not delivered")
+		}
+		if code := r.nack(first.d, 1); code != fsmpb.RefCode_REF_CODE_OK {
+			t.Fatalf("nack = %v, want OK", code)
+		}
+		time.Sleep(10 * time.Millisecond) // the nack's round runs, the lease unanswered
+		synctest.Wait()
+		close(gate)
+		again, ok := next(c, 10*time.Second)
+		if !ok {
+			t.Fatalf("copy nacked with a 1ms delay was not delivered again within 10s")
+		}
+		if again.d.Attempt != first.d.Attempt+1 {
+			t.Fatalf("redelivered attempt %d, want %d", again.d.Attempt, first.d.Attempt+1)
+		}
+	})
+}
