@@ -74,8 +74,21 @@ func (d *Dispatcher) CaughtUp(ctx context.Context) error {
 
 // EndLease gives up the leader lease before a leadership transfer: during
 // one Dragonboat drops this leader's proposals and the target is elected at
-// once, so from now on deliveries wait for their lease to commit.
-func (d *Dispatcher) EndLease() { d.lease.end() }
+// once, so from now on deliveries wait for their lease to commit. It
+// returns once every lease proposal whose copies were pushed before their
+// commit was answered, so the transfer cannot drop one of them (the copies
+// would then be due again on the target while their consumers hold them);
+// ErrStopped if the dispatcher stopped first, or ctx's error.
+func (d *Dispatcher) EndLease(ctx context.Context) error {
+	select {
+	case <-d.lease.end():
+		return nil
+	case <-d.stopc:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // renewLease confirms leadership again whenever a round asks for it, and
 // every half lease while consumers are attached, so a delivery due after a

@@ -182,7 +182,9 @@ func TestNoPushBeforeLeaseCommitAfterEndLease(t *testing.T) {
 		if err := r.d.CaughtUp(context.Background()); err != nil {
 			t.Fatalf("CaughtUp() = %v", err)
 		}
-		r.d.EndLease()
+		if err := r.d.EndLease(context.Background()); err != nil {
+			t.Fatalf("EndLease() = %v with nothing in flight", err)
+		}
 		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
 		r.d.Attach(c)
 		r.publish("t", time.Now().UnixMilli())
@@ -192,6 +194,67 @@ func TestNoPushBeforeLeaseCommitAfterEndLease(t *testing.T) {
 		close(log.leaseGate)
 		if _, ok := next(c, 5*time.Second); !ok {
 			t.Fatalf("not delivered after its lease committed")
+		}
+	})
+}
+
+// A leadership transfer must not begin while a lease whose copies were
+// already pushed is in flight: Dragonboat may drop it, and the target
+// would deliver the copies again while their consumer holds them. EndLease
+// waits for the answer.
+func TestEndLeaseWaitsForPushedLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &shardLog{leaseGate: make(chan struct{})}
+		r := newRigLog(t, Config{LeaderLeaseTimeout: time.Hour}, log)
+		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+		r.d.Attach(c)
+		r.publish("t", time.Now().UnixMilli())
+		if _, ok := next(c, 5*time.Second); !ok {
+			t.Fatalf("not pushed ahead of its lease commit")
+		}
+		ended := make(chan error, 1)
+		go func() { ended <- r.d.EndLease(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-ended:
+			t.Fatalf("EndLease() = %v while the pushed lease is unanswered, want it to wait", err)
+		default:
+		}
+		close(log.leaseGate)
+		if err := <-ended; err != nil {
+			t.Fatalf("EndLease() = %v once the lease committed", err)
+		}
+	})
+}
+
+// A copy pushed ahead of a lease proposal that then failed stays with its
+// consumer until the deadline it was given: the round after the failure
+// gives it to nobody else, even a consumer asking for it. Before, the copy
+// was due again 100ms later; a second consumer got the same attempt, and
+// its give-back made the copy due again under the first one's receipt.
+func TestCopyPushedBeforeFailedLeaseWaitsForItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &shardLog{failLeases: 1}
+		r := newRigLog(t, Config{}, log)
+		first := NewConsumer("t", "default", []uint32{0}, 10*time.Second, false, 1)
+		r.d.Attach(first)
+		r.publish("t", time.Now().UnixMilli())
+		g, ok := next(first, 5*time.Second)
+		if !ok {
+			t.Fatalf("not pushed ahead of its lease commit")
+		}
+		pushedAt := time.Now()
+		second := NewConsumer("t", "default", []uint32{0}, 10*time.Second, false, 10)
+		r.d.Attach(second)
+		again, ok := next(second, time.Minute)
+		if !ok {
+			t.Fatalf("copy never delivered again after its lease failed")
+		}
+		if waited := time.Since(pushedAt); waited < 10*time.Second {
+			t.Fatalf("copy delivered again %v after a push whose lease failed, before the 10s deadline its consumer was given", waited)
+		}
+		if again.d.Attempt != g.d.Attempt {
+			t.Fatalf("redelivered attempt %d, want %d again (the failed lease never committed)", again.d.Attempt, g.d.Attempt)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,9 @@ type shardLog struct {
 	answerGate chan struct{}
 	// read, when set, is the leader's ReadIndex; nil passes at once.
 	read ReadIndexFunc
+	// failLeases is how many of the next leases answer an error without
+	// being applied, as a proposal Dragonboat dropped.
+	failLeases int
 	// leases counts the lease commands started.
 	leases atomic.Int32
 }
@@ -79,6 +83,9 @@ func (l *shardLog) start(ctx context.Context, cmd *fsmpb.Command) (func() (*fsmp
 	if cmd.GetLease() != nil && l.beforeLease != nil {
 		l.beforeLease()
 	}
+	if cmd.GetLease() != nil && l.dropLease() {
+		return func() (*fsmpb.Outcome, error) { return nil, errors.New("request dropped") }, nil
+	}
 	if cmd.GetLease() != nil && l.leaseGate != nil {
 		return func() (*fsmpb.Outcome, error) {
 			select {
@@ -101,6 +108,17 @@ func (l *shardLog) start(ctx context.Context, cmd *fsmpb.Command) (func() (*fsmp
 		}, nil
 	}
 	return func() (*fsmpb.Outcome, error) { return out, err }, nil
+}
+
+// dropLease answers whether the lease being started fails (failLeases).
+func (l *shardLog) dropLease() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failLeases == 0 {
+		return false
+	}
+	l.failLeases--
+	return true
 }
 
 type rig struct {

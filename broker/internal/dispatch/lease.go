@@ -16,9 +16,13 @@ import (
 type leaderLease struct {
 	timeout time.Duration
 	renew   chan struct{} // cap 1: a round asks the renewer for a fresh lease
-	mu      sync.Mutex    // guards until and ended
+	mu      sync.Mutex    // guards until, ended, early and drained
 	until   time.Time
 	ended   bool // given up for good (a leadership transfer began)
+	// early counts the lease proposals in flight whose copies were pushed
+	// before their commit; drained, made by end, is closed once none is.
+	early   int
+	drained chan struct{}
 }
 
 func newLeaderLease(timeout time.Duration) *leaderLease {
@@ -37,11 +41,20 @@ func (l *leaderLease) confirmed(issued time.Time) {
 	}
 }
 
-// end gives the lease up for the rest of this leadership.
-func (l *leaderLease) end() {
+// end gives the lease up for the rest of this leadership and returns a
+// channel closed once every lease proposal counted by pushEarly was
+// answered.
+func (l *leaderLease) end() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ended, l.until = true, time.Time{}
+	if l.drained == nil {
+		l.drained = make(chan struct{})
+		if l.early == 0 {
+			close(l.drained)
+		}
+	}
+	return l.drained
 }
 
 // remaining is how long the lease still holds at now (≤ 0: lapsed).
@@ -54,18 +67,43 @@ func (l *leaderLease) remaining(now time.Time) time.Duration {
 	return l.until.Sub(now)
 }
 
-// held answers whether a delivery may be pushed before its lease commits;
-// when less than half the lease is left it asks for a renewal, so a busy
-// leader keeps it and an idle one issues no reads.
-func (l *leaderLease) held(now time.Time) bool {
-	left := l.remaining(now)
+// pushEarly answers whether the copies of a lease proposal in flight may
+// be pushed before it commits, and if so counts the proposal until
+// answered is called for it: end waits for those. When less than half the
+// lease is left it asks for a renewal, so a busy leader keeps it and an
+// idle one issues no reads.
+func (l *leaderLease) pushEarly(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var left time.Duration
+	if !l.until.IsZero() {
+		left = l.until.Sub(now)
+	}
 	if l.timeout > 0 && left < l.timeout/2 {
 		select {
 		case l.renew <- struct{}{}:
 		default:
 		}
 	}
-	return left > 0
+	if left <= 0 {
+		return false
+	}
+	l.early++
+	return true
+}
+
+// answered is told that a proposal pushEarly counted was answered.
+func (l *leaderLease) answered() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.early--
+	if l.early == 0 && l.drained != nil {
+		select {
+		case <-l.drained:
+		default:
+			close(l.drained)
+		}
+	}
 }
 
 // renewals is signalled when a round asked for a renewal.

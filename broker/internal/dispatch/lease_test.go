@@ -44,12 +44,45 @@ func TestLeaderLease(t *testing.T) {
 				l.end()
 				l.confirmed(at(5)) // a read passing after the end gives nothing back
 			}
-			if got := l.held(at(tt.now)); got != tt.held {
-				t.Fatalf("held(+%dms) = %v, want %v", tt.now, got, tt.held)
+			if got := l.pushEarly(at(tt.now)); got != tt.held {
+				t.Fatalf("pushEarly(+%dms) = %v, want %v", tt.now, got, tt.held)
 			}
 			if got := asked(l); got != tt.renew {
-				t.Fatalf("held(+%dms) asked for a renewal = %v, want %v", tt.now, got, tt.renew)
+				t.Fatalf("pushEarly(+%dms) asked for a renewal = %v, want %v", tt.now, got, tt.renew)
 			}
 		})
+	}
+}
+
+// Ending the lease waits for every proposal whose copies went out before
+// their commit: a leadership transfer started sooner could drop one, and
+// the copies it delivered would then be due again on the next leader.
+func TestEndLeaseWaitsForEarlyPushes(t *testing.T) {
+	t0 := time.UnixMilli(1_000_000)
+	l := newLeaderLease(100 * time.Millisecond)
+	l.confirmed(t0)
+	if !l.pushEarly(t0) || !l.pushEarly(t0) {
+		t.Fatalf("pushEarly on a fresh lease = false, want true")
+	}
+	drained := l.end()
+	if l.pushEarly(t0) {
+		t.Fatalf("pushEarly after end = true, want false")
+	}
+	l.answered()
+	select {
+	case <-drained:
+		t.Fatalf("end's channel closed with a proposal still unanswered")
+	default:
+	}
+	l.answered()
+	select {
+	case <-drained:
+	default:
+		t.Fatalf("end's channel still open after every proposal was answered")
+	}
+	select {
+	case <-l.end(): // a second transfer request finds nothing in flight
+	default:
+		t.Fatalf("a second end waits though nothing is in flight")
 	}
 }

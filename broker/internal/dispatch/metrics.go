@@ -15,8 +15,12 @@ type Metrics struct {
 	// leaseConflicts counts copies pushed whose lease did not commit as
 	// picked (acked, nacked or leased meanwhile): possible duplicates.
 	leaseConflicts prometheus.Counter
-	deadLettered   prometheus.Counter
-	expired        prometheus.Counter
+	// heldPastFailedLease counts copies pushed before a lease proposal
+	// that then failed, held back from other consumers until the deadline
+	// their consumer was given.
+	heldPastFailedLease prometheus.Counter
+	deadLettered        prometheus.Counter
+	expired             prometheus.Counter
 	// barrierWait is how long new leaders waited to apply the previous
 	// term's entries before their first round.
 	barrierWait         prometheus.Histogram
@@ -58,6 +62,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "sundial", Subsystem: "broker", Name: "lease_conflicts_total",
 		Help: "Deliveries pushed whose lease then did not commit as picked (a possible duplicate).",
 	})
+	m.heldPastFailedLease = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sundial", Subsystem: "broker", Name: "deliveries_held_past_failed_lease_total",
+		Help: "Deliveries pushed before their lease committed whose lease proposal then failed; each copy is held from other consumers until the deadline its consumer was given.",
+	})
 	m.deadLettered = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "sundial", Subsystem: "broker", Name: "dead_lettered_messages_total",
 		Help: "Copies moved to their topic's dead-letter topic after max attempts.",
@@ -91,7 +99,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "sundial", Subsystem: "broker", Name: "dispatch_rounds_total",
 		Help: "Delivery rounds run by the shard leaders' dispatchers (each scans the due index of every queue with credit).",
 	})
-	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness, m.leaseConflicts, m.deadLettered, m.expired,
+	reg.MustRegister(m.consumers, m.deliveries, m.redelivered, m.lateness, m.leaseConflicts, m.heldPastFailedLease, m.deadLettered, m.expired,
 		m.barrierWait, m.leaseRenewalsFailed, m.pushedAfterCommit, m.consumerFull, m.fairRebuilds, m.rounds)
 	return m
 }

@@ -109,7 +109,7 @@ func (d *Dispatcher) round() time.Time {
 	// change may be ordered between the pick and the lease, or this
 	// replica may have been deposed (its leader lease lapsed): a new
 	// leader would not know of the lease and deliver the copies again.
-	early := d.fence.clearSince(mark) && d.lease.held(d.now())
+	early := d.fence.clearSince(mark) && d.lease.pushEarly(d.now())
 	if early {
 		var now []int
 		for i, p := range picks {
@@ -135,6 +135,9 @@ func (d *Dispatcher) commit(picks []pick, pushed []bool, early bool, wait func()
 	defer func() { <-d.slots }()
 	out, err := wait()
 	cancel()
+	if early {
+		d.lease.answered()
+	}
 	if err == nil && len(out.GetCodes()) != len(picks) {
 		err = errors.New("dispatch: lease outcome does not match the items")
 	}
@@ -232,11 +235,26 @@ func (d *Dispatcher) push(picks []pick, which []int, pushed []bool) {
 // A copy that a round passed over while it was being leased wakes the
 // loop: it may be due again already (nacked right behind its lease), and
 // the round that skipped it did not count on it.
+//
+// A copy pushed before a lease that failed is released only at the
+// deadline its consumer was given: whether or not the lease committed, the
+// consumer holds the delivery until then, and a round here must not hand
+// the copy to another (whose give-back would then make it due again under
+// the first consumer's receipt).
 func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []fsmpb.RefCode) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	var held map[int64][]string // deadline → copies held until it
 	for i, p := range picks {
-		if d.leasing.release(leasingKey(p.item.Ref)) {
+		k := leasingKey(p.item.Ref)
+		switch {
+		case codes == nil && pushed[i]:
+			if held == nil {
+				held = map[int64][]string{}
+			}
+			held[p.item.DeadlineMs] = append(held[p.item.DeadlineMs], k)
+			d.metrics.heldPastFailedLease.Inc()
+		case d.leasing.release(k):
 			d.Wake()
 		}
 		if p.consumer != nil {
@@ -249,6 +267,21 @@ func (d *Dispatcher) settle(picks []pick, pushed []bool, codes []fsmpb.RefCode) 
 			d.metrics.leaseConflicts.Inc()
 		}
 	}
+	for deadlineMs, ks := range held {
+		d.releaseAt(deadlineMs, ks)
+	}
+}
+
+// releaseAt releases the copies ks at deadlineMs (see settle).
+func (d *Dispatcher) releaseAt(deadlineMs int64, ks []string) {
+	time.AfterFunc(max(time.UnixMilli(deadlineMs).Sub(d.now()), 0), func() {
+		d.mu.Lock()
+		for _, k := range ks {
+			d.leasing.release(k)
+		}
+		d.mu.Unlock()
+		d.Wake()
+	})
 }
 
 func leasingKey(ref *fsmpb.MessageRef) string {

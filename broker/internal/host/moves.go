@@ -170,10 +170,15 @@ func (e *NotShardLeaderError) Error() string {
 // cannot import this package): always true.
 func (e *NotShardLeaderError) NotShardLeader() bool { return true }
 
+// endLeaseTimeout bounds the wait for lease proposals in flight before a
+// leadership transfer; the dispatcher gives each 10s.
+const endLeaseTimeout = 15 * time.Second
+
 // TransferLeadership asks Dragonboat to move shard id's leadership to the
 // replica on node toNode; it returns once the request is queued. Only the
 // leader's own host starts a transfer, so the leader's dispatcher gives up
-// its leader lease first and nothing is pushed ahead of a lease the
+// its leader lease first, and waits for the leases whose deliveries it
+// pushed before their commit: nothing pushed is left behind a lease the
 // transfer may drop. A follower asked answers a *NotShardLeaderError
 // naming the leader: Dragonboat would forward the request to the leader,
 // whose lease would then outlive its leadership while the target, elected
@@ -203,7 +208,13 @@ func (mv *Moves) TransferLeadership(id, toNode uint64) error {
 		}
 		return e
 	}
-	d.EndLease()
+	ctx, cancel := context.WithTimeout(context.Background(), endLeaseTimeout)
+	defer cancel()
+	if err := d.EndLease(ctx); errors.Is(err, dispatch.ErrStopped) {
+		return &NotShardLeaderError{Shard: id}
+	} else if err != nil {
+		return fmt.Errorf("shard %d: deliveries pushed ahead of their lease are still unanswered: %w", id, err)
+	}
 	mv.log.Info("shard leadership transfer requested", zap.Uint64("shard_id", id), zap.Uint64("to_node_id", toNode), zap.Uint64("to_replica_id", uint64(r.ID)))
 	return mv.nh.RequestLeaderTransfer(id, uint64(r.ID))
 }
