@@ -9,6 +9,7 @@ import (
 
 	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proto/validate"
+	"github.com/sundialmq/sundial/proxy/internal/quota"
 )
 
 // Config configures one proxy. Flags, environment and YAML map onto it in
@@ -74,6 +75,14 @@ type Config struct {
 	// max_delay, max_key_bytes, max_batch, max_header_bytes, max_receipts).
 	Limits validate.Limits
 
+	// Quotas limit each principal's publish and receive rates and the
+	// topics it creates by publishing; zero fields are no limit, except
+	// TopicCreatesPerMinute, whose default is 60. A principal is an
+	// authenticated caller, or the client's address with auth off. YAML:
+	// the quotas section (publish_rate, publish_burst, receive_rate,
+	// receive_burst, topic_creates_per_minute); docs/security.md.
+	Quotas Quotas
+
 	// Transport security (see docs/security.md).
 
 	// Insecure lets the proxy serve without TLS on non-loopback addresses;
@@ -106,6 +115,9 @@ type Config struct {
 	Auth AuthConfig
 }
 
+// Quotas are the per-principal rate limits (see Config.Quotas).
+type Quotas = quota.Config
+
 // DefaultConfig is the configuration of a proxy in front of the local
 // three-broker cluster.
 func DefaultConfig() Config {
@@ -119,6 +131,7 @@ func DefaultConfig() Config {
 		WatchSilenceTimeout: 2 * time.Second,
 		Limits:              validate.DefaultLimits(),
 		ListenLimits:        DefaultListenLimits(),
+		Quotas:              Quotas{TopicCreatesPerMinute: 60},
 	}
 }
 
@@ -146,6 +159,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.ListenLimits.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Quotas.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if len(c.Brokers) == 0 {

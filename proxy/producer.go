@@ -121,8 +121,12 @@ func (s *Server) publish(ctx context.Context, req *sundialv1.PublishRequest) (*s
 	if splitBy == "" {
 		splitBy = newRequestID()
 	}
+	listed := table
 	table, err = s.resolve(ctx, table, req.GetMessages())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.quota.Publish(ctx, principalOf(ctx), len(req.GetMessages()), s.newTopics(listed, req.GetMessages())); err != nil {
 		return nil, err
 	}
 	results := s.route(ctx, rid, splitBy, table, req.GetMessages())

@@ -45,7 +45,13 @@ func (c consumer) Receive(ctx context.Context, req *sundialv1.ReceiveRequest) (*
 	if vs := validate.Receive(req); len(vs) > 0 {
 		return nil, apierr.InvalidArgument(vs...)
 	}
-	return c.s.receive(ctx, req)
+	principal := principalOf(ctx)
+	if err := c.s.quota.Receive(ctx, principal); err != nil {
+		return nil, err
+	}
+	resp, err := c.s.receive(ctx, req)
+	c.s.quota.Received(principal, len(resp.GetDeliveries()))
+	return resp, err
 }
 
 func (s *Server) receive(ctx context.Context, req *sundialv1.ReceiveRequest) (*sundialv1.ReceiveResponse, error) {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/proto/apierr"
+	"github.com/sundialmq/sundial/proto/validate"
 	"github.com/sundialmq/sundial/proxy/internal/batch"
 	"github.com/sundialmq/sundial/proxy/internal/routing"
 
@@ -41,6 +42,23 @@ func (s *Server) resolve(ctx context.Context, table *routing.Table, msgs []*sund
 		return table, nil
 	}
 	return s.topics.Resolve(ctx, table, topics...)
+}
+
+// newTopics counts the topics of msgs that neither table lists nor meta
+// knew when resolve asked: their first publish creates them.
+func (s *Server) newTopics(table *routing.Table, msgs []*sundialv1.Message) int {
+	var seen map[string]bool
+	for _, m := range msgs {
+		t := validate.DeadLetterBase(m.GetTopic())
+		if table.Lists(t) || seen[t] || s.topics.Learned(t) {
+			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[t] = true
+	}
+	return len(seen)
 }
 
 // lookupTopic asks meta, through any broker, for a topic's partitions.

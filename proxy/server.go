@@ -21,6 +21,7 @@ import (
 	"github.com/sundialmq/sundial/proto/tlsfiles"
 	"github.com/sundialmq/sundial/proxy/internal/forward"
 	"github.com/sundialmq/sundial/proxy/internal/httpapi"
+	"github.com/sundialmq/sundial/proxy/internal/quota"
 	"github.com/sundialmq/sundial/proxy/internal/routing"
 	"github.com/sundialmq/sundial/proxy/internal/subscribe"
 
@@ -56,6 +57,7 @@ type Server struct {
 	uiConn    *grpc.ClientConn   // the admin UI's client of s.grpc
 	tls       transport          // listeners' and broker calls' credentials
 	auth      *authGuard         // nil unless Config.Auth.Enabled
+	quota     *quota.Limiter     // Config.Quotas
 	bootstrap string             // the bootstrap token's secret, "" for none
 
 	mu       sync.Mutex // guards the listeners, started, stopped
@@ -106,6 +108,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	s.fwd = forward.New(s.watcher, s.pool, cfg.Brokers, cfg.ForwardTimeout, forward.NewMetrics(reg))
 	s.acks = newAckCoalescer(cfg.ForwardTimeout, s.fwd.DoUncut) // no request id: see settler
 	s.topics = routing.NewTopics(s.lookupTopic)
+	s.quota = quota.New(cfg.Quotas, reg)
 	s.subs = &subscribe.Handler{
 		Tables:      s.watcher,
 		Topics:      s.topics,
@@ -116,6 +119,9 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		Metrics:     subscribe.NewMetrics(reg),
 		WaitTimeout: cfg.ForwardTimeout,
 		Limits:      cfg.Limits,
+		Pace: func(ctx context.Context, n int) (int, error) {
+			return s.quota.Pace(ctx, principalOf(ctx), n)
+		},
 	}
 
 	unary := []grpc.UnaryServerInterceptor{s.unaryBoundary}

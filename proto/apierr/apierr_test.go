@@ -108,3 +108,24 @@ func TestMisplacedRoundTrip(t *testing.T) {
 		t.Fatalf("WrongShard() detail = %v, %v, want no topic (the shard is not hosted)", ws, ok)
 	}
 }
+
+func TestRetryDelay(t *testing.T) {
+	later, err := status.New(codes.ResourceExhausted, "rate limited").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(1500 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want time.Duration
+	}{
+		{"with RetryInfo", fmt.Errorf("publish: %w", later.Err()), 1500 * time.Millisecond},
+		{"without", status.Error(codes.Unavailable, "down"), 0},
+		{"not a status", errors.New("plain"), 0},
+		{"nil", nil, 0},
+	} {
+		if got := RetryDelay(tc.err); got != tc.want {
+			t.Errorf("%s: RetryDelay() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

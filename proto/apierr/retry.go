@@ -3,6 +3,7 @@ package apierr
 import (
 	"context"
 	"errors"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -73,6 +74,17 @@ func Classify(err error) Class {
 		return Unknown
 	}
 	return Permanent
+}
+
+// RetryDelay is how long the server asked the caller to wait before
+// sending again (a RetryInfo detail, as a rate limit answers), 0 if it
+// did not say.
+func RetryDelay(err error) time.Duration {
+	ri, ok := detail[*errdetails.RetryInfo](err)
+	if !ok || ri.GetRetryDelay() == nil {
+		return 0
+	}
+	return max(ri.GetRetryDelay().AsDuration(), 0)
 }
 
 // Retryable reports whether a call that failed with err may be sent again:

@@ -208,7 +208,8 @@ func (c *Client) Extend(ctx context.Context, d time.Duration, receipts ...string
 // calls Permanent, or ctx ends. call must be idempotent (a publish with its
 // request id, acks, nacks, extends): Unknown errors (an attempt's own
 // deadline, an internal error) are retried too. Each attempt gets the
-// configured attempt timeout.
+// configured attempt timeout; the wait before the next is the backoff's,
+// or longer if the server asked for longer (a rate limit's RetryInfo).
 func (c *Client) retry(ctx context.Context, op string, call func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		actx, cancel := ctx, context.CancelFunc(func() {})
@@ -227,7 +228,7 @@ func (c *Client) retry(ctx context.Context, op string, call func(context.Context
 		if !apierr.Retryable(err, true) {
 			return err
 		}
-		if !sleep(ctx, c.cfg.backoff.Delay(attempt)) {
+		if !sleep(ctx, max(c.cfg.backoff.Delay(attempt), apierr.RetryDelay(err))) {
 			return fmt.Errorf("client: %s: %w (last attempt: %w)", op, ctx.Err(), err)
 		}
 	}

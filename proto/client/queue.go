@@ -166,7 +166,7 @@ func (c *Client) Receive(ctx context.Context, opts ReceiveOptions) ([]*Delivery,
 		if ctx.Err() != nil || !apierr.Retryable(err, false) {
 			return nil, err
 		}
-		if !sleep(ctx, c.cfg.backoff.Delay(attempt)) {
+		if !sleep(ctx, max(c.cfg.backoff.Delay(attempt), apierr.RetryDelay(err))) {
 			return nil, fmt.Errorf("client: receive: %w (last attempt: %w)", ctx.Err(), err)
 		}
 	}

@@ -50,6 +50,16 @@ type fileConfig struct {
 	ClusterKeyFile     string        `yaml:"cluster_key_file"`
 	ClusterCAFile      string        `yaml:"cluster_ca_file"`
 	Auth               fileAuth      `yaml:"auth"`
+	Quotas             fileQuotas    `yaml:"quotas"`
+}
+
+// fileQuotas is proxy.Quotas in the config file.
+type fileQuotas struct {
+	PublishRate           float64 `yaml:"publish_rate"`
+	PublishBurst          int     `yaml:"publish_burst"`
+	ReceiveRate           float64 `yaml:"receive_rate"`
+	ReceiveBurst          int     `yaml:"receive_burst"`
+	TopicCreatesPerMinute int     `yaml:"topic_creates_per_minute"`
 }
 
 // fileAuth is proxy.AuthConfig in the config file.
@@ -98,7 +108,8 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 		ReadyProbeInterval: cfg.ReadyProbeInterval, WatchSilence: cfg.WatchSilenceTimeout, LogLevel: *level, Insecure: cfg.Insecure,
 		TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile, TLSClientCAFile: cfg.TLSClientCAFile,
 		ClusterCertFile: cfg.ClusterCertFile, ClusterKeyFile: cfg.ClusterKeyFile, ClusterCAFile: cfg.ClusterCAFile,
-		Auth: fileAuth{Enabled: cfg.Auth.Enabled, BootstrapTokenFile: cfg.Auth.BootstrapTokenFile},
+		Auth:   fileAuth{Enabled: cfg.Auth.Enabled, BootstrapTokenFile: cfg.Auth.BootstrapTokenFile},
+		Quotas: fileQuotas(cfg.Quotas),
 		Limits: fileLimits{
 			MaxMessageBytes: cfg.Limits.MaxMessageBytes, MaxDelay: cfg.Limits.MaxDelay, MaxKeyBytes: cfg.Limits.MaxKeyBytes,
 			MaxBatch: cfg.Limits.MaxBatch, MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, MaxReceipts: cfg.Limits.MaxReceipts,
@@ -117,6 +128,7 @@ func decodeFile(data []byte, cfg *proxy.Config, level *string) error {
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile = fc.TLSCertFile, fc.TLSKeyFile, fc.TLSClientCAFile
 	cfg.ClusterCertFile, cfg.ClusterKeyFile, cfg.ClusterCAFile = fc.ClusterCertFile, fc.ClusterKeyFile, fc.ClusterCAFile
 	cfg.Auth.Enabled, cfg.Auth.BootstrapTokenFile = fc.Auth.Enabled, fc.Auth.BootstrapTokenFile
+	cfg.Quotas = proxy.Quotas(fc.Quotas)
 	for _, r := range fc.Auth.CertPrincipals {
 		cfg.Auth.CertPrincipals = append(cfg.Auth.CertPrincipals, proxy.CertPrincipal(r))
 	}
@@ -151,6 +163,9 @@ func main() {
 			&cli.StringFlag{Name: "cluster-cert-file", EnvVars: []string{"SUNDIAL_CLUSTER_CERT_FILE"}, Usage: "PEM certificate of the cluster CA presented to brokers"},
 			&cli.StringFlag{Name: "cluster-key-file", EnvVars: []string{"SUNDIAL_CLUSTER_KEY_FILE"}, Usage: "PEM key of --cluster-cert-file"},
 			&cli.StringFlag{Name: "cluster-ca-file", EnvVars: []string{"SUNDIAL_CLUSTER_CA_FILE"}, Usage: "PEM cluster CA that brokers' certificates are verified against"},
+			&cli.Float64Flag{Name: "publish-rate", EnvVars: []string{"SUNDIAL_PUBLISH_RATE"}, Usage: "messages per second one principal may publish; 0 is no limit (default 0)"},
+			&cli.Float64Flag{Name: "receive-rate", EnvVars: []string{"SUNDIAL_RECEIVE_RATE"}, Usage: "deliveries per second one principal may receive (Receive and Subscribe); 0 is no limit (default 0)"},
+			&cli.IntFlag{Name: "topic-creates-per-minute", EnvVars: []string{"SUNDIAL_TOPIC_CREATES_PER_MINUTE"}, Usage: "topics one principal may create a minute by publishing to them; 0 is no limit (default 60)"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7480/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: run,
@@ -251,6 +266,15 @@ func load(c *cli.Context) (proxy.Config, string, error) {
 		cfg.Auth.Enabled = c.Bool("auth")
 	}
 	set(&cfg.Auth.BootstrapTokenFile, c.String("bootstrap-token-file"))
+	if c.IsSet("publish-rate") {
+		cfg.Quotas.PublishRate = c.Float64("publish-rate")
+	}
+	if c.IsSet("receive-rate") {
+		cfg.Quotas.ReceiveRate = c.Float64("receive-rate")
+	}
+	if c.IsSet("topic-creates-per-minute") {
+		cfg.Quotas.TopicCreatesPerMinute = c.Int("topic-creates-per-minute")
+	}
 	return cfg, level, cfg.Validate()
 }
 

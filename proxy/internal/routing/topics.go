@@ -76,6 +76,15 @@ func (r *Topics) Resolve(ctx context.Context, t *Table, topics ...string) (*Tabl
 	return t.With(extra), nil
 }
 
+// Learned reports whether meta answered topic's partitions within the
+// last while (a topic the table does not list yet, but which exists).
+func (r *Topics) Learned(topic string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.learned[validate.DeadLetterBase(topic)]
+	return ok && r.now().Sub(e.at) < r.ttl
+}
+
 func (r *Topics) partitions(ctx context.Context, topic string) (uint32, error) {
 	now := r.now()
 	r.mu.Lock()

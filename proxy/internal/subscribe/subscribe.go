@@ -34,6 +34,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -87,6 +88,12 @@ type Handler struct {
 	// beyond them ends the subscription with InvalidArgument and applies
 	// nothing.
 	Limits validate.Limits
+	// Pace, when set, holds the credit the client grants until its
+	// principal may receive that much: it waits and answers how much of n
+	// (at least 1 unless it fails) may be granted now. Deliveries then
+	// arrive at the principal's receive rate, leased only when they can
+	// go out.
+	Pace func(ctx context.Context, n int) (int, error)
 }
 
 // Serve runs one subscription until the client ends it or a shard fails
@@ -149,6 +156,10 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	s.split = NewSplitter(ids)
+	if h.Pace != nil {
+		s.paced = make(chan struct{}, 1)
+		s.runners.Go(s.pace)
+	}
 	s.grant(int64(start.GetMaxInFlight()))
 
 	h.Metrics.subscriptions.Inc()
@@ -222,12 +233,55 @@ type session struct {
 	rebalancing bool
 
 	sendMu sync.Mutex // serialises stream.Send
+
+	// With Handler.Pace, the client's credit waits in unpaced until the
+	// pacer grants it; paced (cap 1) says it grew.
+	paced   chan struct{}
+	unpaced atomic.Int64
 }
 
+// grant hands the client's credit n to the shards, through the pacer when
+// the Handler paces.
 func (s *session) grant(n int64) {
+	if s.paced != nil {
+		s.unpaced.Add(n)
+		select {
+		case s.paced <- struct{}{}:
+		default:
+		}
+		return
+	}
+	s.give(n)
+}
+
+func (s *session) give(n int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.apply(s.split.Grant(n))
+}
+
+// pace grants the client's credit as fast as Handler.Pace allows, until
+// the subscription ends.
+func (s *session) pace() {
+	for {
+		select {
+		case <-s.paced:
+		case <-s.ctx.Done():
+			return
+		}
+		for {
+			n := s.unpaced.Load()
+			if n <= 0 {
+				break
+			}
+			k, err := s.h.Pace(s.ctx, int(min(n, math.MaxInt32)))
+			if err != nil || k <= 0 {
+				return
+			}
+			s.unpaced.Add(-int64(k))
+			s.give(int64(k))
+		}
+	}
 }
 
 // apply queues grants on their shard streams; s.mu must be held.
