@@ -169,7 +169,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		return nil, err
 	}
 	s.uiConn = uiConn
-	mux.Handle("/ui/", guard.host(forwardAuthorization(adminUI)))
+	mux.Handle("/ui/", guard.host(adminUI))
 	s.http = lim.httpServer(mux)
 	if cfg.AdminAddr != "" {
 		am := http.NewServeMux()
