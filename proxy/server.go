@@ -122,6 +122,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		Pace: func(ctx context.Context, n int) (int, error) {
 			return s.quota.Pace(ctx, principalOf(ctx), n)
 		},
+		NewGroup: s.newGroup,
 	}
 
 	unary := []grpc.UnaryServerInterceptor{s.unaryBoundary}
