@@ -11,8 +11,10 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -49,6 +51,11 @@ type Config struct {
 	// proxy → brokers, brokers → brokers and the Raft transport's mutual
 	// TLS. Clients verify the proxy with ClientTLS.
 	TLS bool
+	// Auth turns the proxy's authentication on with a bootstrap admin
+	// token made for the run (<DataDir>/admin.token), which clients send
+	// (Token): every call is authenticated and authorized, receipts are
+	// signed and verified.
+	Auth bool
 }
 
 func (c Config) withDefaults() Config {
@@ -91,6 +98,7 @@ type Cluster struct {
 	// clientTLS is what clients verify the proxy with (Config.TLS), and
 	// https the client for the proxy's HTTP port; nil without TLS.
 	clientTLS *tlsfiles.Files
+	token     string // the admin token's secret (Config.Auth)
 	https     *http.Client
 }
 
@@ -192,6 +200,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if cfg.Auth {
+		path, err := c.makeToken()
+		if err != nil {
+			return nil, err
+		}
+		proxyTLS = append(proxyTLS, "--auth", "--bootstrap-token-file", path)
+	}
 	for _, b := range c.brokers {
 		if err := c.startBroker(b); err != nil {
 			return nil, errors.Join(err, c.Stop())
@@ -284,6 +299,21 @@ func (c *Cluster) issueTLS() ([]string, error) {
 	return []string{"--cluster-cert-file", cluster.CertFile, "--cluster-key-file", cluster.KeyFile, "--cluster-ca-file", cluster.CAFile,
 		"--tls-cert-file", clients.CertFile, "--tls-key-file", clients.KeyFile}, nil
 }
+
+// makeToken writes a random admin token's secret to <DataDir>/admin.token
+// for the proxy's --bootstrap-token-file and keeps it for Token.
+func (c *Cluster) makeToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	c.token = hex.EncodeToString(b[:])
+	path := filepath.Join(c.cfg.DataDir, "admin.token")
+	return path, os.WriteFile(path, []byte(c.token+"\n"), 0o600)
+}
+
+// Token is the bearer token clients send (Config.Auth), "" without auth.
+func (c *Cluster) Token() string { return c.token }
 
 // ClientTLS is what a client verifies the proxy with (a CA file only: the
 // proxy asks no client certificate), nil for a cluster without TLS.

@@ -34,7 +34,7 @@ func startSundial(ctx context.Context, spec Spec, opts Options) (Instance, error
 	}
 	cl, err := cluster.Start(ctx, cluster.Config{
 		Brokers: brokers, Shards: opts.Shards, BinDir: opts.SundialBinDir,
-		DataDir: filepath.Join(opts.Dir, "sundial"), KeepData: true, TLS: spec.TLS,
+		DataDir: filepath.Join(opts.Dir, "sundial"), KeepData: true, TLS: spec.TLS, Auth: spec.TLS,
 	})
 	if err != nil {
 		return nil, err
@@ -71,6 +71,9 @@ func dialSundial(ctx context.Context, cl *cluster.Cluster, proxy, topic string, 
 	opts := []client.Option{client.WithAttemptTimeout(10 * time.Second)}
 	if cl != nil && cl.ClientTLS() != nil {
 		opts = append(opts, client.WithTLSFiles(*cl.ClientTLS()))
+	}
+	if cl != nil && cl.Token() != "" {
+		opts = append(opts, client.WithToken(cl.Token()))
 	}
 	c, err := client.Dial(ctx, []string{proxy}, opts...)
 	if err != nil {

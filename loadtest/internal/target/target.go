@@ -38,7 +38,8 @@ type Spec struct {
 	// SundialBrokers is the number of Sundial brokers (replication factor
 	// min(3, brokers)); 0 for the peers.
 	SundialBrokers int
-	// TLS runs the Sundial cluster with TLS on every hop (cluster.Config.TLS).
+	// TLS runs the Sundial cluster with TLS on every hop (cluster.Config.TLS)
+	// and the proxy's authentication (cluster.Config.Auth): security on.
 	TLS bool
 
 	start func(ctx context.Context, spec Spec, opts Options) (Instance, error)
@@ -113,7 +114,7 @@ const (
 // Specs are every configuration, Sundial first.
 var Specs = []Spec{
 	{Name: "sundial", System: "Sundial", Config: "3 brokers, RF 3, 8 shards, 1 proxy", Durable: true, SundialBrokers: 3, start: startSundial},
-	{Name: "sundial-tls", System: "Sundial", Config: "3 brokers, RF 3, 8 shards, 1 proxy, TLS on every hop (clients, proxy → brokers, brokers, Raft mutual TLS)", Durable: true, SundialBrokers: 3, TLS: true, start: startSundial},
+	{Name: "sundial-tls", System: "Sundial", Config: "3 brokers, RF 3, 8 shards, 1 proxy, TLS on every hop (clients, proxy → brokers, brokers, Raft mutual TLS) and bearer tokens (every call authenticated, receipts signed)", Durable: true, SundialBrokers: 3, TLS: true, start: startSundial},
 	{Name: "sundial-rf1", System: "Sundial", Config: "1 broker, RF 1 (one fsynced copy), 8 shards, 1 proxy", Durable: true, SundialBrokers: 1, start: startSundial},
 	{Name: "redis-always", System: "Redis", Config: "AOF appendfsync always", Binary: "redis-server", Durable: true, start: startRedis},
 	{Name: "redis-everysec", System: "Redis", Config: "AOF appendfsync everysec", Binary: "redis-server", start: startRedis},

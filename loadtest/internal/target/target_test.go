@@ -6,8 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/sundialmq/sundial/loadtest/internal/scenario"
 	"github.com/sundialmq/sundial/proc"
+	"github.com/sundialmq/sundial/proto/client"
+	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
 // tiny is the client shape of the tests: small, so each scenario takes
@@ -95,7 +100,18 @@ func TestSundialTLS(t *testing.T) {
 	}()
 	r, err := scenario.Burst(ctx, inst, scenario.BurstConfig{Load: tiny, Messages: 200, MaxFill: 2 * time.Second, Probe: 300 * time.Millisecond, DrainTimeout: 20 * time.Second})
 	if err != nil || r.Delivered != r.Published || r.Early != 0 {
-		t.Fatalf("Burst() over TLS = %d/%d delivered, %d early, %v, want all, 0, nil", r.Delivered, r.Published, r.Early, err)
+		t.Fatalf("Burst() over TLS with a token = %d/%d delivered, %d early, %v, want all, 0, nil", r.Delivered, r.Published, r.Early, err)
+	}
+	// Authentication is on: the same TLS client without the token is
+	// refused, so the row measures tokens too.
+	cl := inst.(*sundial).cl
+	anon, err := client.Dial(ctx, []string{cl.ProxyAddr()}, client.WithTLSFiles(*cl.ClientTLS()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	if _, err := anon.Publish(ctx, &sundialv1.Message{Topic: "t", Payload: []byte("x")}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("publish without the token = %v, want Unauthenticated", err)
 	}
 }
 
