@@ -448,8 +448,8 @@ func (s *Server) MetricsAddr() string {
 // toNode (it must hold a replica); it returns once the request is queued
 // on this broker, which must lead the shard: a follower queues nothing and
 // answers an error naming the leader.
-func (s *Server) TransferLeadership(shard, toNode uint64) error {
-	return s.host.Moves().TransferLeadership(shard, toNode)
+func (s *Server) TransferLeadership(ctx context.Context, shard, toNode uint64) error {
+	return s.host.Moves().TransferLeadership(ctx, shard, toNode)
 }
 
 // stepTimeouts are o's step timeouts with defaults for zero fields.

@@ -159,7 +159,8 @@ func (s *State) adminOn(topic string) *Operation {
 // the topic, ResultDeleting when the topic is being deleted,
 // ResultNotFound for a missing topic or (delete-group) group,
 // ResultExists for a create-group of an existing group without
-// ifNotExists (with it, the group is registered on the shards again), and
+// ifNotExists (with it, the group is registered on the shards again),
+// ResultOverLimit for a group past MaxGroupsPerTopic, and
 // ResultInvalid for anything but an admin operation or a removal of the
 // default group.
 func (s *State) submitAdmin(op *Operation, ifNotExists bool, nowMs int64) (uint64, []byte) {
@@ -185,6 +186,9 @@ func (s *State) submitAdmin(op *Operation, ifNotExists bool, nowMs int64) (uint6
 	case OpKindCreateGroup:
 		if has && !ifNotExists {
 			return ResultExists, nil
+		}
+		if !has && len(t.Groups) >= MaxGroupsPerTopic {
+			return ResultOverLimit, nil
 		}
 	case OpKindDeleteGroup:
 		if op.Group == DefaultGroup {

@@ -252,6 +252,9 @@ func (s *State) createTopic(t *Topic, ifNotExists bool, nowMs int64) (uint64, []
 		}
 		return ResultExists, b
 	}
+	if len(s.Topics) >= MaxTopics || len(t.Groups) > MaxGroupsPerTopic {
+		return ResultOverLimit, nil
+	}
 	tt := *t
 	tt.Deleting = 0
 	tt.Groups = slices.Clone(t.Groups)
@@ -308,6 +311,9 @@ func (s *State) createGroup(topic, group string, ifNotExists bool) (uint64, []by
 			return ResultNoop, nil
 		}
 		return ResultExists, nil
+	}
+	if len(t.Groups) >= MaxGroupsPerTopic {
+		return ResultOverLimit, nil
 	}
 	t.Groups = append(t.Groups, group)
 	slices.Sort(t.Groups)

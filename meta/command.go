@@ -143,6 +143,18 @@ const (
 	// ResultCannotCancel refuses to cancel an operation; the data is the
 	// reason (a JSON string).
 	ResultCannotCancel
+	// ResultOverLimit refuses a topic past MaxTopics or a group past
+	// MaxGroupsPerTopic.
+	ResultOverLimit
+)
+
+// Caps on what the cluster holds, whoever creates it (explicitly or by a
+// first publish, Receive or Subscribe): each topic and group costs every
+// replica of every shard state and every proxy a routing entry, so a
+// runaway client cannot grow them without bound.
+const (
+	MaxTopics         = 10_000
+	MaxGroupsPerTopic = 1_000
 )
 
 // ErrMalformedCommand is returned for bytes that are not a command.

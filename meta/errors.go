@@ -23,7 +23,27 @@ var (
 	// ErrHandingOver: a topic's partition count cannot change while shards
 	// are added (ResultHandingOver).
 	ErrHandingOver = errors.New("meta: topic partitions handing over")
+	// ErrOverLimit: a create would pass MaxTopics or MaxGroupsPerTopic
+	// (ResultOverLimit).
+	ErrOverLimit = errors.New("meta: over a cluster limit")
 )
+
+// OverLimitError says which cap a create would pass: the cluster's
+// topics, or Topic's groups when Group is set.
+type OverLimitError struct {
+	Topic string
+	Group string
+}
+
+func (e *OverLimitError) Error() string {
+	if e.Group != "" {
+		return fmt.Sprintf("group %q not created: topic %q has %d groups, the most a topic holds; delete groups no longer read", e.Group, e.Topic, MaxGroupsPerTopic)
+	}
+	return fmt.Sprintf("topic %q not created: the cluster holds %d topics, the most it holds; delete topics no longer used", e.Topic, MaxTopics)
+}
+
+// Is matches ErrOverLimit.
+func (e *OverLimitError) Is(target error) bool { return target == ErrOverLimit }
 
 // HandingOverError says which topic's partitions cannot change yet.
 type HandingOverError struct{ Topic string }
@@ -114,6 +134,11 @@ func ResultError(c *Command, code uint64) error {
 		return &BusyError{Topic: topic}
 	case ResultHandingOver:
 		return &HandingOverError{Topic: topic}
+	case ResultOverLimit:
+		if !creates {
+			group = "" // a topic create names groups it would have
+		}
+		return &OverLimitError{Topic: topic, Group: group}
 	case ResultNotFound:
 		if creates {
 			group = "" // a create names a group to add: its topic is missing

@@ -2,6 +2,9 @@ package meta
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +49,61 @@ func TestResultError(t *testing.T) {
 	var nf *NotFoundError
 	if err := ResultError(&Command{Op: OpDeleteGroup, Name: "t", Group: "g"}, ResultNotFound); !errors.As(err, &nf) || nf.Topic != "t" || nf.Group != "g" {
 		t.Errorf("ResultError(delete_group) = %#v, want *NotFoundError{t, g}", err)
+	}
+}
+
+// The cluster holds at most MaxTopics topics and MaxGroupsPerTopic groups
+// per topic, however they are created; a create past either is refused
+// with an OverLimitError naming what to do, and changes nothing.
+func TestCapsOnTopicsAndGroups(t *testing.T) {
+	s := NewState()
+	for i := range MaxTopics {
+		if code, _ := s.Apply(&Command{Op: OpCreateTopic, Topic: &Topic{Name: fmt.Sprintf("t%d", i)}}); code != ResultOK {
+			t.Fatalf("topic %d of %d = %d, want ResultOK", i+1, MaxTopics, code)
+		}
+	}
+	version := s.Version
+	over := &Command{Op: OpCreateTopic, Topic: &Topic{Name: "one-too-many"}}
+	code, _ := s.Apply(over)
+	if err := ResultError(over, code); !errors.Is(err, ErrOverLimit) || !strings.Contains(err.Error(), "delete topics") {
+		t.Fatalf("topic past the cap: %v, want ErrOverLimit saying what to do", err)
+	}
+	if s.Version != version || s.Topics["one-too-many"] != nil {
+		t.Fatalf("a refused create changed the state")
+	}
+	// An existing topic still answers as before.
+	if code, _ := s.Apply(&Command{Op: OpCreateTopic, Topic: &Topic{Name: "t0"}, IfNotExists: true}); code != ResultNoop {
+		t.Fatalf("create-if-not-exists of an existing topic at the cap = %d, want ResultNoop", code)
+	}
+
+	g := NewState()
+	if code, _ := g.Apply(&Command{Op: OpCreateTopic, Topic: &Topic{Name: "orders"}}); code != ResultOK {
+		t.Fatal(code)
+	}
+	for i := 1; i < MaxGroupsPerTopic; i++ { // default is the first
+		if code, _ := g.Apply(&Command{Op: OpCreateGroup, Name: "orders", Group: fmt.Sprintf("g%d", i)}); code != ResultOK {
+			t.Fatalf("group %d = %d, want ResultOK", i+1, code)
+		}
+	}
+	for _, c := range []*Command{
+		{Op: OpCreateGroup, Name: "orders", Group: "late"},
+		{Op: OpSubmitAdmin, Operations: []Operation{{Kind: OpKindCreateGroup, Topic: "orders", Group: "late"}}},
+	} {
+		code, _ := g.Apply(c)
+		var ol *OverLimitError
+		if err := ResultError(c, code); !errors.As(err, &ol) || ol.Group != "late" {
+			t.Errorf("%s past the group cap: %v, want an OverLimitError naming group late", c.Op, err)
+		}
+	}
+	if slices.Contains(g.Topics["orders"].Groups, "late") {
+		t.Fatalf("a refused group was added")
+	}
+	many := make([]string, MaxGroupsPerTopic+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("g%d", i)
+	}
+	wide := &Command{Op: OpCreateTopic, Topic: &Topic{Name: "wide", Groups: many}}
+	if code, _ := g.Apply(wide); code != ResultOverLimit {
+		t.Fatalf("a topic created with %d groups = %d, want ResultOverLimit", len(many), code)
 	}
 }

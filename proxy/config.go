@@ -76,11 +76,13 @@ type Config struct {
 	Limits validate.Limits
 
 	// Quotas limit each principal's publish and receive rates and the
-	// topics it creates by publishing; zero fields are no limit, except
-	// TopicCreatesPerMinute, whose default is 60. A principal is an
+	// topics and groups it creates implicitly; zero fields are no limit,
+	// except TopicCreatesPerMinute and GroupCreatesPerMinute, whose
+	// defaults are 60. A principal is an
 	// authenticated caller, or the client's address with auth off. YAML:
 	// the quotas section (publish_rate, publish_burst, receive_rate,
-	// receive_burst, topic_creates_per_minute); docs/security.md.
+	// receive_burst, topic_creates_per_minute, group_creates_per_minute);
+	// docs/security.md.
 	Quotas Quotas
 
 	// Transport security (see docs/security.md).
@@ -131,7 +133,7 @@ func DefaultConfig() Config {
 		WatchSilenceTimeout: 2 * time.Second,
 		Limits:              validate.DefaultLimits(),
 		ListenLimits:        DefaultListenLimits(),
-		Quotas:              Quotas{TopicCreatesPerMinute: 60},
+		Quotas:              Quotas{TopicCreatesPerMinute: 60, GroupCreatesPerMinute: 60},
 	}
 }
 

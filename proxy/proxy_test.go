@@ -232,7 +232,7 @@ func startClusterWith(t testing.TB, reg prometheus.Registerer, mod func(*Config)
 		rt := &sundialv1.RoutingTable{
 			Version: 3,
 			Nodes:   []*sundialv1.Node{{NodeId: 1, GrpcAddr: leaderAddr}, {NodeId: 2, GrpcAddr: followerAddr}},
-			Topics:  []*sundialv1.TopicRoute{{Name: "wide", Partitions: 8}},
+			Topics:  []*sundialv1.TopicRoute{{Name: "wide", Partitions: 8, Groups: []string{"billing", "default"}}},
 		}
 		for id := uint64(1); id <= 4; id++ {
 			rt.Shards = append(rt.Shards, &sundialv1.Shard{ShardId: id, LeaderNodeId: 2, Replicas: []*sundialv1.Replica{{ReplicaId: 1, NodeId: 1}, {ReplicaId: 2, NodeId: 2}}})

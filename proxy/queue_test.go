@@ -129,6 +129,10 @@ type fakeAdmin struct {
 	deletes *atomic.Int32 // DeleteTopic calls
 }
 
+func (fakeAdmin) ListTopics(context.Context, *sundialv1.ListTopicsRequest) (*sundialv1.ListTopicsResponse, error) {
+	return &sundialv1.ListTopicsResponse{Topics: []*sundialv1.Topic{{Name: "orders", Partitions: 8}, {Name: "wide", Partitions: 8}}}, nil
+}
+
 func (fakeAdmin) GetTopic(_ context.Context, req *sundialv1.GetTopicRequest) (*sundialv1.Topic, error) {
 	if req.GetName() == "missing" {
 		return nil, status.Error(codes.NotFound, "no topic missing")

@@ -112,3 +112,36 @@ func TestSubscribeIsPacedToTheReceiveRate(t *testing.T) {
 		t.Fatalf("%d deliveries in %v at 20/s with a burst of 10, want at most %d", got, time.Since(began), bound)
 	}
 }
+
+// A first Receive or Subscribe on a group the topic does not have creates
+// it; a principal may do that only so many times a minute. Groups that
+// exist are not counted.
+func TestGroupsCreatedByReadingAreLimited(t *testing.T) {
+	_, _, conn := startClusterWith(t, nil, func(c *Config) { c.Quotas.GroupCreatesPerMinute = 1 })
+	cons := sundialv1.NewConsumerClient(conn)
+	receive := func(group string) error {
+		_, err := cons.Receive(t.Context(), &sundialv1.ReceiveRequest{Topic: "wide", Group: group, MaxMessages: 1})
+		return err
+	}
+	if err := receive("fresh"); status.Code(err) == codes.ResourceExhausted {
+		t.Fatalf("the first new group: %v", err)
+	}
+	if err := receive("another"); status.Code(err) != codes.ResourceExhausted || apierr.Classify(err) != apierr.Retry {
+		t.Fatalf("a second new group within the minute by Receive: %v, want a retryable ResourceExhausted", err)
+	}
+	st, err := cons.Subscribe(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&sundialv1.SubscribeRequest{Kind: &sundialv1.SubscribeRequest_Start{Start: &sundialv1.Start{Topic: "wide", Group: "third", MaxInFlight: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a new group by Subscribe past the limit: %v, want ResourceExhausted", err)
+	}
+	for range 3 {
+		if err := receive("billing"); status.Code(err) == codes.ResourceExhausted {
+			t.Fatalf("a Receive on an existing group was limited: %v", err)
+		}
+	}
+}

@@ -59,6 +59,9 @@ func (s *Server) receive(ctx context.Context, req *sundialv1.ReceiveRequest) (*s
 	if err != nil {
 		return nil, err
 	}
+	if err := s.newGroup(ctx, table, req.GetTopic(), req.GetGroup()); err != nil {
+		return nil, err
+	}
 	byShard := table.TopicShards(req.GetTopic())
 	ids := fanout.SortedShards(byShard)
 	if len(ids) == 0 {

@@ -61,6 +61,18 @@ func (s *Server) newTopics(table *routing.Table, msgs []*sundialv1.Message) int 
 	return len(seen)
 }
 
+// newGroup admits the first Receive or Subscribe on a group table's route of
+// topic does not list (it creates the group) under the caller's quota.
+func (s *Server) newGroup(ctx context.Context, table *routing.Table, topic, group string) error {
+	if group == "" {
+		group = validate.DefaultGroup
+	}
+	if has, known := table.HasGroup(topic, group); known && !has {
+		return s.quota.CreateGroup(ctx, principalOf(ctx))
+	}
+	return nil
+}
+
 // lookupTopic asks meta, through any broker, for a topic's partitions.
 func (s *Server) lookupTopic(ctx context.Context, topic string) (uint32, error) {
 	s.metrics.topicLookups.Inc()

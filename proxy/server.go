@@ -122,6 +122,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		Pace: func(ctx context.Context, n int) (int, error) {
 			return s.quota.Pace(ctx, principalOf(ctx), n)
 		},
+		NewGroup: s.newGroup,
 	}
 
 	unary := []grpc.UnaryServerInterceptor{s.unaryBoundary}
@@ -169,7 +170,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 		return nil, err
 	}
 	s.uiConn = uiConn
-	mux.Handle("/ui/", guard.host(forwardAuthorization(adminUI)))
+	mux.Handle("/ui/", guard.host(adminUI))
 	s.http = lim.httpServer(mux)
 	if cfg.AdminAddr != "" {
 		am := http.NewServeMux()

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/sundialmq/sundial/proxy/internal/ui"
 
@@ -47,19 +45,6 @@ func (s *Server) newUI() (*ui.Handler, *grpc.ClientConn, error) {
 		Admin:    sundialv1.NewAdminClient(conn),
 		Producer: sundialv1.NewProducerClient(conn),
 		Cluster:  sundialv1.NewClusterClient(conn),
-	}, s.log.Named("ui"))
+	}, s.log.Named("ui"), ui.Options{Login: s.cfg.Auth.Enabled, SecureCookie: s.cfg.TLSCertFile != ""})
 	return h, conn, nil
-}
-
-// forwardAuthorization passes a request's Authorization header on to the
-// UI's calls of the proxy's own gRPC port, so that with authentication on
-// the UI shows and does what that token's role allows (a reverse proxy in
-// front of the UI, or curl, sets the header; the UI has no login yet).
-func forwardAuthorization(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h := r.Header.Get("Authorization"); h != "" {
-			r = r.WithContext(metadata.AppendToOutgoingContext(r.Context(), "authorization", h))
-		}
-		next.ServeHTTP(w, r)
-	})
 }

@@ -190,7 +190,7 @@ func TestJoinedBrokerRestartKeepsItsReplicasData(t *testing.T) {
 			if leader == 3 {
 				return nil
 			}
-			if err := c.Nodes[leader].Server.TransferLeadership(s.GetShardId(), 4); err != nil {
+			if err := c.Nodes[leader].Server.TransferLeadership(t.Context(), s.GetShardId(), 4); err != nil {
 				return err
 			}
 			return fmt.Errorf("shard %d led by node %d, want 4", s.GetShardId(), leader+1)

@@ -183,7 +183,7 @@ func TestRebalanceReplicaLeavesAndJoins(t *testing.T) {
 		if now == node {
 			return nil
 		}
-		if err := c.Nodes[now-1].Server.TransferLeadership(shard, node); err != nil {
+		if err := c.Nodes[now-1].Server.TransferLeadership(t.Context(), shard, node); err != nil {
 			return err
 		}
 		return fmt.Errorf("shard %d led by node %d, want %d", shard, now, node)
@@ -253,7 +253,7 @@ func TestOperationsOnShardNotOnMetaLeader(t *testing.T) {
 			if now != metaLeader {
 				return nil
 			}
-			if err := c.Nodes[now-1].Server.TransferLeadership(shard, other); err != nil {
+			if err := c.Nodes[now-1].Server.TransferLeadership(t.Context(), shard, other); err != nil {
 				return err
 			}
 			return fmt.Errorf("shard %d still led by the meta leader %d", shard, now)

@@ -49,7 +49,7 @@ func TestLeaderTransferHonoursAnswers(t *testing.T) {
 		}
 		// Dragonboat ignores a transfer to a replica that is behind: ask
 		// again until it moves.
-		if err := c.Nodes[now].Server.TransferLeadership(shard, uint64(to+1)); err != nil {
+		if err := c.Nodes[now].Server.TransferLeadership(t.Context(), shard, uint64(to+1)); err != nil {
 			return err
 		}
 		return fmt.Errorf("shard %d led by broker %d, want %d", shard, now+1, to+1)

@@ -183,7 +183,7 @@ const endLeaseTimeout = 15 * time.Second
 // naming the leader: Dragonboat would forward the request to the leader,
 // whose lease would then outlive its leadership while the target, elected
 // at once, already answers cancels.
-func (mv *Moves) TransferLeadership(id, toNode uint64) error {
+func (mv *Moves) TransferLeadership(ctx context.Context, id, toNode uint64) error {
 	sh, ok := mv.meta.Meta().Shards[meta.EventShardID(id)]
 	if !ok {
 		return fmt.Errorf("%w: shard %d", ErrNoReplicaOnNode, id)
@@ -208,7 +208,7 @@ func (mv *Moves) TransferLeadership(id, toNode uint64) error {
 		}
 		return e
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), endLeaseTimeout)
+	ctx, cancel := context.WithTimeout(ctx, endLeaseTimeout)
 	defer cancel()
 	if err := d.EndLease(ctx); errors.Is(err, dispatch.ErrStopped) {
 		return &NotShardLeaderError{Shard: id}

@@ -97,7 +97,7 @@ func testMovedReplicaRestart(t *testing.T, stopAt meta.StepKind, snapshotAfter b
 			}
 			for n, h := range hosts {
 				if n != target && h.Replicas().ShardLeader(shard) == n {
-					_ = h.Moves().TransferLeadership(shard, target)
+					_ = h.Moves().TransferLeadership(t.Context(), shard, target)
 				}
 			}
 			return fmt.Errorf("shard %d not led by node %d", shard, target)

@@ -49,7 +49,7 @@ func TestTransferLeadershipOnlyOnTheLeadersHost(t *testing.T) {
 		}
 	}
 
-	err := hosts[follower].Moves().TransferLeadership(shard, target)
+	err := hosts[follower].Moves().TransferLeadership(t.Context(), shard, target)
 	var nl *NotShardLeaderError
 	if !errors.As(err, &nl) {
 		t.Fatalf("node %d (a follower) TransferLeadership(%d, %d) = %v, want a *NotShardLeaderError", follower, shard, target, err)
@@ -58,7 +58,7 @@ func TestTransferLeadershipOnlyOnTheLeadersHost(t *testing.T) {
 		t.Errorf("follower's refusal = %+v, want shard %d led by node %d at %s", nl, shard, leader, c.members[leader].GRPCAddr)
 	}
 
-	if err := hosts[leader].Moves().TransferLeadership(shard, target); err != nil {
+	if err := hosts[leader].Moves().TransferLeadership(t.Context(), shard, target); err != nil {
 		t.Fatalf("node %d (the leader) TransferLeadership(%d, %d) = %v", leader, shard, target, err)
 	}
 	poll(t, 60*time.Second, func() error {

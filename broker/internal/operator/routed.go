@@ -61,7 +61,7 @@ type ReplicaHost interface {
 	// TransferLeadership queues a transfer on this node's replica, which
 	// must lead shard: a follower answers an error with a NotShardLeader
 	// method (host.NotShardLeaderError).
-	TransferLeadership(shard, toNode uint64) error
+	TransferLeadership(ctx context.Context, shard, toNode uint64) error
 }
 
 // notShardLeader is the error a replica that does not lead its shard
@@ -159,7 +159,7 @@ func (m *RoutedHost) RemoveReplica(ctx context.Context, shard, replica uint64) e
 func (m *RoutedHost) TransferLeadership(ctx context.Context, shard, toNode uint64) error {
 	var local func() error
 	if m.h.HostsShard(shard) {
-		local = func() error { return m.h.TransferLeadership(shard, toNode) }
+		local = func() error { return m.h.TransferLeadership(ctx, shard, toNode) }
 	}
 	return m.viaPeers(ctx, shard, "transfer-leader", local, func(ctx context.Context, c brokerv1.PeerClient) error {
 		_, err := c.TransferShardLeader(ctx, &brokerv1.TransferShardLeaderRequest{ShardId: shard, ToNodeId: toNode})

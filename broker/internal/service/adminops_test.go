@@ -69,8 +69,8 @@ func (h localHost) RemoveReplica(ctx context.Context, shard, replica uint64) err
 	return h.moves.RemoveReplica(ctx, shard, replica)
 }
 
-func (h localHost) TransferLeadership(_ context.Context, shard, toNode uint64) error {
-	return h.moves.TransferLeadership(shard, toNode)
+func (h localHost) TransferLeadership(ctx context.Context, shard, toNode uint64) error {
+	return h.moves.TransferLeadership(ctx, shard, toNode)
 }
 
 // singleNodeWithExecutor is singleNode serving its Shard service over

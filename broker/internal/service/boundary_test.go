@@ -154,6 +154,8 @@ func TestBoundaryTranslatesDomainErrors(t *testing.T) {
 		{name: "being deleted", err: &meta.BeingDeletedError{Topic: "t"}, code: codes.FailedPrecondition},
 		{name: "busy", err: &meta.BusyError{Topic: "t"}, code: codes.Aborted},
 		{name: "handing over", err: &meta.HandingOverError{Topic: "t"}, code: codes.FailedPrecondition},
+		{name: "over a cap", err: fmt.Errorf("create: %w", &meta.OverLimitError{Topic: "t", Group: "g"}), code: codes.ResourceExhausted,
+			check: func(err error) bool { return apierr.Classify(err) == apierr.Permanent }},
 		{name: "not shard leader", err: fmt.Errorf("transfer: %w", &host.NotShardLeaderError{Shard: 3, Leader: 2, LeaderAddr: "127.0.0.1:9"}), code: codes.FailedPrecondition,
 			check: func(err error) bool {
 				nl, ok := apierr.AsNotLeader(err)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -166,7 +167,8 @@ func routingTable(st *meta.State, leaders map[uint64]uint64, withStarting bool) 
 		rt.Shards = append(rt.Shards, s)
 	}
 	for _, name := range st.TopicNames() {
-		rt.Topics = append(rt.Topics, &sundialv1.TopicRoute{Name: name, Partitions: int32(st.Topics[name].Partitions)})
+		t := st.Topics[name]
+		rt.Topics = append(rt.Topics, &sundialv1.TopicRoute{Name: name, Partitions: int32(t.Partitions), Groups: slices.Clone(t.Groups)})
 	}
 	rt.Handovers = handoversProto(st.Handovers)
 	return rt

@@ -24,8 +24,9 @@ import (
 // Status errors pass as they are (a status of code Unknown, made without a
 // code, becomes Internal); meta's typed answers become NotFound,
 // AlreadyExists, FailedPrecondition (a topic being deleted, or its
-// partitions handing over) and Aborted (a topic busy with another
-// operation: retry); a transfer to a node without a replica
+// partitions handing over), Aborted (a topic busy with another
+// operation: retry) and ResourceExhausted (past a cap on topics or groups,
+// without RetryInfo: the same create fails again); a transfer to a node without a replica
 // FailedPrecondition, a transfer asked of a follower NotLeader naming the
 // leader; Join's refusals AlreadyExists (a taken node id),
 // FailedPrecondition on cluster_id (another cluster's data dir) and
@@ -49,6 +50,7 @@ func translate(err error) *status.Status {
 	var deleting *meta.BeingDeletedError
 	var busy *meta.BusyError
 	var handingOver *meta.HandingOverError
+	var overLimit *meta.OverLimitError
 	var notLeader *host.NotShardLeaderError
 	var joinDenied *host.JoinDeniedError
 	switch {
@@ -64,6 +66,8 @@ func translate(err error) *status.Status {
 		return status.New(codes.Aborted, busy.Error())
 	case errors.As(err, &handingOver):
 		return status.New(codes.FailedPrecondition, handingOver.Error())
+	case errors.As(err, &overLimit):
+		return status.New(codes.ResourceExhausted, overLimit.Error())
 	case errors.As(err, &notLeader):
 		return status.Convert(apierr.NotLeader(notLeader.Shard, notLeader.Leader, notLeader.LeaderAddr))
 	case errors.Is(err, host.ErrNoReplicaOnNode):

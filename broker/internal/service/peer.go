@@ -79,7 +79,7 @@ func (p *Peer) ChangeShardMembership(ctx context.Context, req *brokerv1.ChangeSh
 // through host.Moves.TransferLeadership: only the leader's own host starts one
 // (ending its lease first), so a follower answers NotLeader naming the
 // leader, which the executor asks next.
-func (p *Peer) TransferShardLeader(_ context.Context, req *brokerv1.TransferShardLeaderRequest) (*brokerv1.TransferShardLeaderResponse, error) {
+func (p *Peer) TransferShardLeader(ctx context.Context, req *brokerv1.TransferShardLeaderRequest) (*brokerv1.TransferShardLeaderResponse, error) {
 	if bad := validate.TransferShardLeader(req); len(bad) > 0 {
 		return nil, apierr.InvalidArgument(bad...)
 	}
@@ -87,7 +87,7 @@ func (p *Peer) TransferShardLeader(_ context.Context, req *brokerv1.TransferShar
 	if err := p.hosting(shard); err != nil {
 		return nil, err
 	}
-	if err := p.moves.TransferLeadership(shard, req.GetToNodeId()); err != nil {
+	if err := p.moves.TransferLeadership(ctx, shard, req.GetToNodeId()); err != nil {
 		if errors.Is(err, host.ErrNoReplicaOnNode) {
 			return nil, apierr.FailedPrecondition(apierr.FieldViolation{Field: "to_node_id", Description: err.Error()})
 		}

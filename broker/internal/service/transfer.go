@@ -56,7 +56,7 @@ func (c *Cluster) TransferLeader(ctx context.Context, req *sundialv1.TransferLea
 	if to == node {
 		return resp, nil
 	}
-	if err := c.moves.TransferLeadership(id, to); err != nil {
+	if err := c.moves.TransferLeadership(ctx, id, to); err != nil {
 		return nil, err
 	}
 	return resp, nil

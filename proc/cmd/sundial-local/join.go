@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -48,10 +47,12 @@ func nextJoinSlot(l Layout, brokers int, busy func(addr string) bool, removed fu
 // it, and then waits for /readyz without a time limit. A slot whose data
 // dir already has an identity restarts that broker with --join either way.
 func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
+	var sec *secure
 	if cfg.Secure {
-		return errors.New("make join does not start brokers for SUNDIAL_SECURE=1 clusters yet: make a join token " +
-			"(bin/shardctl join-token create, with the admin token) and start sundial-broker with --join, --join-token-file " +
-			"and a broker certificate of <data dir>/secure/ca.pem (docs/security.md, Authenticated joins)")
+		var err error
+		if sec, err = prepareSecure(cfg.DataDir); err != nil {
+			return fmt.Errorf("the secure cluster's files in %s: %w", filepath.Join(cfg.DataDir, "secure"), err)
+		}
 	}
 	bin := filepath.Join(cfg.BinDir, "sundial-broker")
 	if _, err := os.Stat(bin); err != nil {
@@ -71,7 +72,7 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	if removed == nil {
 		removed = map[int]bool{}
 	}
-	for id := range clusterRemovedIDs(ctx, cfg.Layout.ProxyHTTP) {
+	for id := range clusterRemovedIDs(ctx, cfg.Layout.ProxyHTTP, sec) {
 		removed[id] = true
 	}
 	i, b, err := nextJoinSlot(cfg.Layout, cfg.Brokers, func(addr string) bool { return proc.TCPOpen(addr)(ctx) == nil }, func(id int) bool { return removed[id] })
@@ -99,6 +100,27 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	} else {
 		args = append(args, "--join", strings.Join(seeds, ","))
 	}
+	readyz, readyClient := "http://"+b.Metrics+"/readyz", http.DefaultClient
+	if sec != nil {
+		tlsArgs, err := sec.brokerArgs(i)
+		if err != nil {
+			return err
+		}
+		args = append(args, tlsArgs...)
+		if !restarting && !waiting {
+			// Over TLS a broker joins only with a join token: one for
+			// this broker, single-use, short-lived.
+			path, err := sec.joinToken(ctx, cfg.BinDir, cfg.Layout.ProxyGRPC, name)
+			if err != nil {
+				return err
+			}
+			args = append(args, "--join-token-file", path)
+		}
+		readyz = "https://" + b.Metrics + "/readyz" // with TLS files the metrics port serves HTTPS
+		if readyClient, err = sec.httpsClient(); err != nil {
+			return err
+		}
+	}
 	p, err := proc.Start(name, bin, logPath, args...)
 	if err != nil {
 		return err
@@ -113,14 +135,14 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	}()
 	if waiting {
 		fmt.Fprintf(out, "started %s (pid %d) waiting to be added to a cluster, log %s\n", name, p.Pid(), logPath)
-		if err := waitAdded(ctx, cfg, name, b, logPath, p, out); err != nil || ctx.Err() != nil {
+		if err := waitAdded(ctx, cfg, name, b, logPath, p, sec, out); err != nil || ctx.Err() != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintf(out, "started %s (pid %d) joining %s, log %s\n", name, p.Pid(), strings.Join(seeds, ","), logPath)
 	}
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
-	err = proc.WaitFor(wctx, 500*time.Millisecond, proc.HTTP200("http://"+b.Metrics+"/readyz"), p)
+	err = proc.WaitFor(wctx, 500*time.Millisecond, proc.HTTP200Client(readyClient, readyz), p)
 	cancel()
 	switch {
 	case ctx.Err() != nil:
@@ -137,9 +159,13 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 	case waiting:
 		what = "added"
 	}
-	fmt.Fprintf(out, "\n%s %s: gRPC %s   metrics http://%s/metrics   raft %s   data %s\n"+
-		"%s See it with: bin/shardctl status\nCtrl-C stops it; its data stays for the next 'make join'.\n",
-		name, what, b.GRPC, b.Metrics, b.Raft, dir, holds)
+	scheme, shardctl := "http", "bin/shardctl"
+	if sec != nil {
+		scheme, shardctl = "https", sec.shardctlCommand()
+	}
+	fmt.Fprintf(out, "\n%s %s: gRPC %s   metrics %s://%s/metrics   raft %s   data %s\n"+
+		"%s See it with: %s status\nCtrl-C stops it; its data stays for the next 'make join'.\n",
+		name, what, b.GRPC, scheme, b.Metrics, b.Raft, dir, holds, shardctl)
 	select {
 	case <-ctx.Done():
 		return nil
@@ -152,7 +178,7 @@ func runJoin(ctx context.Context, cfg Config, wait bool, out io.Writer) error {
 // prints the shardctl add-node command that adds it, and then waits, with
 // no time limit, for its /readyz to answer 200 (it does once it is added).
 // It returns nil when ctx ends.
-func waitAdded(ctx context.Context, cfg Config, name string, b BrokerAddrs, logPath string, p *proc.Process, out io.Writer) error {
+func waitAdded(ctx context.Context, cfg Config, name string, b BrokerAddrs, logPath string, p *proc.Process, sec *secure, out io.Writer) error {
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	err := proc.WaitFor(wctx, 500*time.Millisecond, proc.TCPOpen(b.GRPC), p)
 	cancel()
@@ -162,8 +188,15 @@ func waitAdded(ctx context.Context, cfg Config, name string, b BrokerAddrs, logP
 	case err != nil:
 		return fmt.Errorf("%s did not listen on %s (%w); last lines of %s:\n%s", name, b.GRPC, err, logPath, indent(p.Tail(3000)))
 	}
-	fmt.Fprintf(out, "\n%s waits on gRPC %s. Add it to the cluster from another shell with:\n  bin/shardctl add-node %s\n", name, b.GRPC, b.GRPC)
-	err = proc.WaitFor(ctx, 500*time.Millisecond, proc.HTTP200("http://"+b.Metrics+"/readyz"), p)
+	shardctl, readyz, client := "bin/shardctl", "http://"+b.Metrics+"/readyz", http.DefaultClient
+	if sec != nil {
+		shardctl, readyz = sec.shardctlCommand(), "https://"+b.Metrics+"/readyz"
+		if client, err = sec.httpsClient(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "\n%s waits on gRPC %s. Add it to the cluster from another shell with:\n  %s add-node %s\n", name, b.GRPC, shardctl, b.GRPC)
+	err = proc.WaitFor(ctx, 500*time.Millisecond, proc.HTTP200Client(client, readyz), p)
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("%s (pid %d) exited while waiting to be added (%w); last lines of %s:\n%s", name, p.Pid(), p.Err(), logPath, indent(p.Tail(3000)))
 	}
@@ -171,16 +204,32 @@ func waitAdded(ctx context.Context, cfg Config, name string, b BrokerAddrs, logP
 }
 
 // clusterRemovedIDs asks the proxy's HTTP API (GET /v1/cluster) which node
-// ids the cluster removed. Without an answer it answers none: the join
-// then finds out from the broker's refusal.
-func clusterRemovedIDs(ctx context.Context, proxyHTTP string) map[int]bool {
+// ids the cluster removed (for a secure cluster over HTTPS with the admin
+// token). Without an answer it answers none: the join then finds out from
+// the broker's refusal.
+func clusterRemovedIDs(ctx context.Context, proxyHTTP string, sec *secure) map[int]bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+proxyHTTP+"/v1/cluster", nil)
+	url, client := "http://"+proxyHTTP+"/v1/cluster", http.DefaultClient
+	if sec != nil {
+		var err error
+		if client, err = sec.httpsClient(); err != nil {
+			return nil
+		}
+		url = "https://" + proxyHTTP + "/v1/cluster"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if sec != nil {
+		tok, err := os.ReadFile(sec.path(adminTokenFile))
+		if err != nil {
+			return nil
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil
 	}

@@ -88,6 +88,8 @@ func main() {
 		var found bool
 		if dir, n, found, err = findRunningCluster(filepath.Dir(cfg.DataDir)); found {
 			cfg.DataDir, cfg.Brokers, cfg.Layout = dir, n, DefaultLayout(n)
+			// SUNDIAL_SECURE=1 make run names its directory ...-secure.
+			cfg.Secure = cfg.Secure || strings.HasSuffix(filepath.Base(dir), "-secure")
 		}
 	}
 	if err != nil {
@@ -278,6 +280,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		fmt.Fprintln(out, "  "+line)
 	}
 	s := newSupervisor(out, pidFile, cfg.Layout.ProxyHTTP)
+	s.sec = sec
 	defer s.stopAll()
 	var grpcs []string
 	for _, m := range members {
@@ -380,7 +383,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		watchRemoved(wctx, cfg.DataDir, cfg.Layout.ProxyHTTP, out)
+		watchRemoved(wctx, cfg.DataDir, cfg.Layout.ProxyHTTP, sec, out)
 	}()
 	s.supervise(ctx)
 	stopWatch()

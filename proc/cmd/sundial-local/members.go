@@ -146,11 +146,11 @@ const removedPoll = 3 * time.Second
 // watchRemoved records, every removedPoll until ctx ends, the node ids
 // the cluster (the proxy's GET /v1/cluster at proxyHTTP) reports removed,
 // saying on out when it learns of one.
-func watchRemoved(ctx context.Context, dataDir, proxyHTTP string, out io.Writer) {
+func watchRemoved(ctx context.Context, dataDir, proxyHTTP string, sec *secure, out io.Writer) {
 	t := time.NewTicker(removedPoll)
 	defer t.Stop()
 	for {
-		noteRemoved(ctx, dataDir, proxyHTTP, out)
+		noteRemoved(ctx, dataDir, proxyHTTP, sec, out)
 		select {
 		case <-ctx.Done():
 			return
@@ -161,8 +161,8 @@ func watchRemoved(ctx context.Context, dataDir, proxyHTTP string, out io.Writer)
 
 // noteRemoved records the node ids the cluster reports removed now, and
 // answers every removed id recorded (nil if none could be read).
-func noteRemoved(ctx context.Context, dataDir, proxyHTTP string, out io.Writer) map[int]bool {
-	added, err := recordRemoved(dataDir, clusterRemovedIDs(ctx, proxyHTTP))
+func noteRemoved(ctx context.Context, dataDir, proxyHTTP string, sec *secure, out io.Writer) map[int]bool {
+	added, err := recordRemoved(dataDir, clusterRemovedIDs(ctx, proxyHTTP, sec))
 	if err != nil {
 		fmt.Fprintf(out, "sundial-local: recording removed nodes: %v\n", err)
 	}

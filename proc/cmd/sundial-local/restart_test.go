@@ -105,3 +105,52 @@ func TestRunAfterJoinAndRemoveWithTheRealBinaries(t *testing.T) {
 	}
 	shardctl("publish", "--topic", "restart", "after") // fails the test unless it is stored
 }
+
+// make join beside SUNDIAL_SECURE=1 make run: the new broker gets a
+// broker certificate of the dev CA and a single-use join token made with
+// the admin token, joins over TLS, and the cluster lists it. Before,
+// make join refused a secure cluster.
+func TestSecureJoinWithTheRealBinaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a real cluster")
+	}
+	cfg := testConfig(t, 1)
+	cfg.BinDir = buildServers(t)
+	cfg.Shards = 2
+	cfg.Secure = true
+	cfg.StartTimeout = 3 * time.Minute
+	withJoinSlots(t, &cfg, 2)
+
+	ctx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, &out) }()
+	waitOutputOf(t, &out, "Sundial is up")
+
+	jctx, stopJoin := context.WithCancel(context.Background())
+	defer stopJoin()
+	var joinOut syncBuffer
+	joined := make(chan error, 1)
+	go func() { joined <- runJoin(jctx, cfg, false, &joinOut) }()
+	waitOutputOf(t, &joinOut, "broker-2 joined")
+	if !strings.Contains(joinOut.String(), "--token-file") {
+		t.Errorf("the join's hint names no token file for the secure cluster:\n%s", joinOut.String())
+	}
+	sec, err := prepareSecure(cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := sec.shardctl(context.Background(), cfg.BinDir, cfg.Layout.ProxyGRPC, "status", "-o", "json")
+	if err != nil || !strings.Contains(status, `"node_id": 2`) {
+		t.Errorf("shardctl status after the secure join = %v:\n%s", err, status)
+	}
+	stopJoin()
+	if err := <-joined; err != nil {
+		t.Fatalf("runJoin() = %v; output:\n%s", err, joinOut.String())
+	}
+	stopRun()
+	if err := <-done; err != nil {
+		t.Fatalf("run() = %v; output:\n%s", err, out.String())
+	}
+}

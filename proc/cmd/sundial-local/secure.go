@@ -129,6 +129,29 @@ func (s *secure) shardctl(ctx context.Context, binDir, proxy string, args ...str
 	return string(out), nil
 }
 
+// shardctlCommand is how a user runs shardctl against this cluster.
+func (s *secure) shardctlCommand() string {
+	return fmt.Sprintf("bin/shardctl --cacert %s --token-file %s", s.ca.CAFile, s.path(adminTokenFile))
+}
+
+// joinToken makes a single-use join token valid for 10 minutes for the
+// broker name, with bin/shardctl and the admin token, and writes its
+// secret to <secure>/<name>.join-token for the broker's --join-token-file.
+func (s *secure) joinToken(ctx context.Context, binDir, proxy, name string) (string, error) {
+	out, err := s.shardctl(ctx, binDir, proxy, "join-token", "create", "--uses", "1", "--expires", "10m", "-o", "json")
+	if err != nil {
+		return "", fmt.Errorf("a join token for %s: %w", name, err)
+	}
+	var tok struct {
+		Secret string `json:"secret"`
+	}
+	if err := json.Unmarshal([]byte(out), &tok); err != nil || tok.Secret == "" {
+		return "", fmt.Errorf("a join token for %s: shardctl answered %q", name, strings.TrimSpace(out))
+	}
+	path := s.path(name + ".join-token")
+	return path, os.WriteFile(path, []byte(tok.Secret+"\n"), 0o600)
+}
+
 // ensureDemo makes the demo role and token on the first secure run (the
 // token file is missing), with bin/shardctl and the admin token.
 func (s *secure) ensureDemo(ctx context.Context, binDir, proxy string) error {

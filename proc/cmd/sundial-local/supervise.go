@@ -53,6 +53,7 @@ type supervisor struct {
 	out       io.Writer
 	pidFile   string
 	proxyHTTP string        // asked, when a broker exits, whether it was removed
+	sec       *secure       // the secure cluster's files; nil for a plaintext one
 	exited    chan *child   // a process ended; read by supervise
 	quit      chan struct{} // closed by stopAll: exit waiters give up
 
@@ -154,7 +155,7 @@ func (s *supervisor) removed(ctx context.Context, name string) bool {
 	if !ok || err != nil {
 		return false
 	}
-	return noteRemoved(ctx, filepath.Dir(s.pidFile), s.proxyHTTP, s.out)[id]
+	return noteRemoved(ctx, filepath.Dir(s.pidFile), s.proxyHTTP, s.sec, s.out)[id]
 }
 
 // exitStatus says how p ended.

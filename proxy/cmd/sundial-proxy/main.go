@@ -60,6 +60,7 @@ type fileQuotas struct {
 	ReceiveRate           float64 `yaml:"receive_rate"`
 	ReceiveBurst          int     `yaml:"receive_burst"`
 	TopicCreatesPerMinute int     `yaml:"topic_creates_per_minute"`
+	GroupCreatesPerMinute int     `yaml:"group_creates_per_minute"`
 }
 
 // fileAuth is proxy.AuthConfig in the config file.
@@ -166,6 +167,7 @@ func main() {
 			&cli.Float64Flag{Name: "publish-rate", EnvVars: []string{"SUNDIAL_PUBLISH_RATE"}, Usage: "messages per second one principal may publish; 0 is no limit (default 0)"},
 			&cli.Float64Flag{Name: "receive-rate", EnvVars: []string{"SUNDIAL_RECEIVE_RATE"}, Usage: "deliveries per second one principal may receive (Receive and Subscribe); 0 is no limit (default 0)"},
 			&cli.IntFlag{Name: "topic-creates-per-minute", EnvVars: []string{"SUNDIAL_TOPIC_CREATES_PER_MINUTE"}, Usage: "topics one principal may create a minute by publishing to them; 0 is no limit (default 60)"},
+			&cli.IntFlag{Name: "group-creates-per-minute", EnvVars: []string{"SUNDIAL_GROUP_CREATES_PER_MINUTE"}, Usage: "groups one principal may create a minute by a first Receive or Subscribe; 0 is no limit (default 60)"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7480/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: run,
@@ -274,6 +276,9 @@ func load(c *cli.Context) (proxy.Config, string, error) {
 	}
 	if c.IsSet("topic-creates-per-minute") {
 		cfg.Quotas.TopicCreatesPerMinute = c.Int("topic-creates-per-minute")
+	}
+	if c.IsSet("group-creates-per-minute") {
+		cfg.Quotas.GroupCreatesPerMinute = c.Int("group-creates-per-minute")
 	}
 	return cfg, level, cfg.Validate()
 }

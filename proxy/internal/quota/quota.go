@@ -49,6 +49,9 @@ type Config struct {
 	// TopicCreatesPerMinute is how many topics one principal may create
 	// by publishing to a topic that does not exist (bursts of as many).
 	TopicCreatesPerMinute int
+	// GroupCreatesPerMinute is how many groups one principal may create
+	// by a first Receive or Subscribe on a group that does not exist.
+	GroupCreatesPerMinute int
 }
 
 // Validate names the first bad setting.
@@ -64,6 +67,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("quotas.receive_burst: want ≥ 0, got %d", c.ReceiveBurst)
 	case c.TopicCreatesPerMinute < 0:
 		return fmt.Errorf("quotas.topic_creates_per_minute: want ≥ 0, got %d", c.TopicCreatesPerMinute)
+	case c.GroupCreatesPerMinute < 0:
+		return fmt.Errorf("quotas.group_creates_per_minute: want ≥ 0, got %d", c.GroupCreatesPerMinute)
 	}
 	return nil
 }
@@ -92,8 +97,8 @@ type Limiter struct {
 }
 
 type buckets struct {
-	publish, receive, creates *rate.Limiter
-	used                      time.Time
+	publish, receive, creates, groups *rate.Limiter
+	used                              time.Time
 }
 
 // New returns a limiter of cfg; reg takes its counters.
@@ -102,7 +107,7 @@ func New(cfg Config, reg prometheus.Registerer) *Limiter {
 		cfg: cfg, now: time.Now, buckets: map[string]*buckets{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_proxy_rate_limited_total",
-			Help: "Requests refused (publish, receive, topic_create) over their principal's rate limit.",
+			Help: "Requests refused (publish, receive, topic_create, group_create) over their principal's rate limit.",
 		}, []string{"limit"}),
 		paced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_proxy_subscribe_paced_total",
@@ -137,6 +142,9 @@ func (l *Limiter) of(principal string) *buckets {
 		}
 		if n := l.cfg.TopicCreatesPerMinute; n > 0 {
 			b.creates = rate.NewLimiter(rate.Every(time.Minute/time.Duration(n)), n)
+		}
+		if n := l.cfg.GroupCreatesPerMinute; n > 0 {
+			b.groups = rate.NewLimiter(rate.Every(time.Minute/time.Duration(n)), n)
 		}
 		l.buckets[principal] = b
 	}
@@ -181,6 +189,23 @@ func (l *Limiter) Publish(ctx context.Context, principal string, n, newTopics in
 		return err
 	}
 	return take(b.publish, n, "publish", "messages")
+}
+
+// CreateGroup admits a first Receive or Subscribe on a group that does not
+// exist yet (it creates the group), or refuses it.
+func (l *Limiter) CreateGroup(ctx context.Context, principal string) error {
+	if l.cfg.GroupCreatesPerMinute <= 0 {
+		return nil
+	}
+	lim := l.of(principal).groups
+	now := l.now()
+	r := lim.ReserveN(now, 1)
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
+		l.refused.WithLabelValues("group_create").Inc()
+		return retryLater(ctx, wait, fmt.Sprintf("groups created by %s over its limit of %s", principal, describe(lim)))
+	}
+	return nil
 }
 
 // Receive admits a Receive while principal's receive bucket holds at least

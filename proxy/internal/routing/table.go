@@ -25,8 +25,9 @@ type Table struct {
 	ring       *ring.Ring
 	nodes      map[uint64]string // node id → gRPC address
 	shards     map[ShardID]*sundialv1.Shard
-	partitions map[string]uint32 // topic → partition count
-	learned    map[string]uint32 // topics the table does not list, from meta (With)
+	partitions map[string]uint32   // topic → partition count
+	groups     map[string][]string // topic → its groups, sorted (when the route lists them)
+	learned    map[string]uint32   // topics the table does not list, from meta (With)
 	handovers  map[partitionKey]*sundialv1.Handover
 }
 
@@ -67,6 +68,12 @@ func NewTable(rt *sundialv1.RoutingTable, prev *Table) *Table {
 	for _, tp := range rt.GetTopics() {
 		if tp.GetPartitions() > 0 {
 			t.partitions[tp.GetName()] = uint32(tp.GetPartitions())
+		}
+		if gs := tp.GetGroups(); len(gs) > 0 {
+			if t.groups == nil {
+				t.groups = make(map[string][]string, len(rt.GetTopics()))
+			}
+			t.groups[tp.GetName()] = gs
 		}
 	}
 	r := ring.New(ids)
@@ -113,6 +120,21 @@ func (t *Table) Lists(topic string) bool {
 	}
 	_, ok := t.partitions[validate.DeadLetterBase(topic)]
 	return ok
+}
+
+// HasGroup reports whether topic's route lists group (has), and whether
+// the table knows topic's groups at all (known: brokers older than the
+// groups field send none).
+func (t *Table) HasGroup(topic, group string) (has, known bool) {
+	if t == nil {
+		return false, false
+	}
+	gs, known := t.groups[validate.DeadLetterBase(topic)]
+	if !known {
+		return false, false
+	}
+	_, has = slices.BinarySearch(gs, group)
+	return has, true
 }
 
 // With is t with the partition counts of topics it does not list yet,

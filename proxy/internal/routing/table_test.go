@@ -144,3 +144,24 @@ func TestHandoverRouting(t *testing.T) {
 		t.Errorf("after seal: Settling() = %v, Prior().Locate(wide, %d) = %d; want false, %d", sealed.Settling(), p, sealed.Prior().Locate("wide", p), to)
 	}
 }
+
+func TestHasGroup(t *testing.T) {
+	tbl := NewTable(&sundialv1.RoutingTable{Topics: []*sundialv1.TopicRoute{
+		{Name: "orders", Partitions: 2, Groups: []string{"billing", "default"}},
+		{Name: "old", Partitions: 1}, // from a broker older than the groups field
+	}}, nil)
+	for _, tc := range []struct {
+		topic, group string
+		has, known   bool
+	}{
+		{"orders", "billing", true, true},
+		{"orders", "audit", false, true},
+		{"orders.dlq", "default", true, true}, // a dead-letter topic has its base's groups
+		{"old", "default", false, false},
+		{"missing", "default", false, false},
+	} {
+		if has, known := tbl.HasGroup(tc.topic, tc.group); has != tc.has || known != tc.known {
+			t.Errorf("HasGroup(%q, %q) = %v, %v; want %v, %v", tc.topic, tc.group, has, known, tc.has, tc.known)
+		}
+	}
+}

@@ -94,6 +94,10 @@ type Handler struct {
 	// arrive at the principal's receive rate, leased only when they can
 	// go out.
 	Pace func(ctx context.Context, n int) (int, error)
+	// NewGroup, when set, admits a subscription to a group the routing
+	// table's route of its topic does not list (the subscription creates
+	// it): its error refuses the stream.
+	NewGroup func(ctx context.Context, table *routing.Table, topic, group string) error
 }
 
 // Serve runs one subscription until the client ends it or a shard fails
@@ -122,6 +126,11 @@ func (h *Handler) Serve(stream sundialv1.Consumer_SubscribeServer) error {
 	cancel()
 	if err != nil {
 		return err
+	}
+	if h.NewGroup != nil {
+		if err := h.NewGroup(stream.Context(), table, start.GetTopic(), start.GetGroup()); err != nil {
+			return err
+		}
 	}
 	byShard := table.TopicShards(start.GetTopic())
 	if len(byShard) == 0 {

@@ -46,14 +46,15 @@ type Handler struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 	csrf  *http.CrossOriginProtection
+	opts  Options
 }
 
 // New builds the UI over api. log may be nil.
-func New(api API, log *zap.Logger) *Handler {
+func New(api API, log *zap.Logger, opts Options) *Handler {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	h := &Handler{api: api, log: log, now: time.Now, pages: parsePages()}
+	h := &Handler{api: api, log: log, now: time.Now, pages: parsePages(), opts: opts}
 	h.csrf = http.NewCrossOriginProtection()
 	h.csrf.SetDenyHandler(http.HandlerFunc(h.denied))
 
@@ -63,6 +64,11 @@ func New(api API, log *zap.Logger) *Handler {
 	m.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/topics", http.StatusSeeOther)
 	})
+	m.HandleFunc("GET /ui/login", func(w http.ResponseWriter, r *http.Request) {
+		h.loginPage(w, r, http.StatusOK, "", "")
+	})
+	m.HandleFunc("POST /ui/login", h.login)
+	m.HandleFunc("POST /ui/logout", h.logout)
 	m.HandleFunc("GET /ui/cluster", h.clusterPage)
 	m.HandleFunc("GET /ui/topics", h.topicsPage)
 	m.HandleFunc("GET /ui/topics/{topic}", h.topicPage)
@@ -83,9 +89,10 @@ func New(api API, log *zap.Logger) *Handler {
 }
 
 // ServeHTTP serves every path under /ui/; POSTs must come from this
-// origin.
+// origin. The request's credential (see withSession) goes with every call
+// the UI makes for it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.csrf.Handler(h.mux).ServeHTTP(w, r)
+	h.csrf.Handler(h.withSession(h.mux)).ServeHTTP(w, r)
 }
 
 func (h *Handler) denied(w http.ResponseWriter, r *http.Request) {
@@ -95,7 +102,7 @@ func (h *Handler) denied(w http.ResponseWriter, r *http.Request) {
 	}})
 }
 
-var pageNames = []string{"cluster", "topics", "topic", "confirm", "error"}
+var pageNames = []string{"cluster", "topics", "topic", "confirm", "error", "login"}
 
 func parsePages() map[string]*template.Template {
 	out := make(map[string]*template.Template, len(pageNames))
@@ -115,11 +122,20 @@ type page struct {
 	Refresh string // htmx trigger of the live parts, e.g. "every 5s"
 	Self    string // the URL the live parts refresh from
 	Data    any
+	// SignedIn shows the sign-out button (Options.Login, a session).
+	SignedIn bool
 }
 
 // render executes the page into a buffer first, so a template error
 // answers 500 with a message instead of half a page.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name string, p *page) {
+	if h.opts.Login && name != "login" && p.Err != nil && p.Err.Code == codes.Unauthenticated.String() {
+		// The session's token was revoked or expired since sign-in.
+		h.endSession(w)
+		h.loginPage(w, r, http.StatusUnauthorized, r.URL.RequestURI(), "Your session ended (its token was revoked or expired): sign in again.")
+		return
+	}
+	p.SignedIn = h.opts.Login && name != "login" && bearerOf(r) != ""
 	if p.Refresh == "" {
 		p.Refresh = fmt.Sprintf("every %ds", int(RefreshInterval/time.Second))
 	}

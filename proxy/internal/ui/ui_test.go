@@ -103,7 +103,7 @@ func TestHTTPStatus(t *testing.T) {
 // TestCrossOriginPostRefused: a POST from another site is refused before
 // any API call (the API here is empty and would panic if reached).
 func TestCrossOriginPostRefused(t *testing.T) {
-	h := New(API{}, nil)
+	h := New(API{}, nil, Options{})
 	req := httptest.NewRequest(http.MethodPost, "/ui/topics/t/purge", strings.NewReader("confirm=yes"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Sec-Fetch-Site", "cross-site")

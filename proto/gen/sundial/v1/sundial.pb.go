@@ -5334,9 +5334,12 @@ func (x *Handover) GetSealedAtUnixMs() int64 {
 }
 
 type TopicRoute struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Partitions    int32                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions int32                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// The topic's consumer groups, sorted. Empty from a broker older than
+	// this field: then the proxy knows nothing of them.
+	Groups        []string `protobuf:"bytes,3,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5383,6 +5386,13 @@ func (x *TopicRoute) GetPartitions() int32 {
 		return x.Partitions
 	}
 	return 0
+}
+
+func (x *TopicRoute) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
 }
 
 type ListShardsRequest struct {
@@ -6810,13 +6820,14 @@ const file_sundial_v1_sundial_proto_rawDesc = "" +
 	"from_shard\x18\x03 \x01(\x04R\tfromShard\x12\x19\n" +
 	"\bto_shard\x18\x04 \x01(\x04R\atoShard\x12)\n" +
 	"\x11opened_at_unix_ms\x18\x05 \x01(\x03R\x0eopenedAtUnixMs\x12)\n" +
-	"\x11sealed_at_unix_ms\x18\x06 \x01(\x03R\x0esealedAtUnixMs\"@\n" +
+	"\x11sealed_at_unix_ms\x18\x06 \x01(\x03R\x0esealedAtUnixMs\"X\n" +
 	"\n" +
 	"TopicRoute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x05R\n" +
-	"partitions\"\x13\n" +
+	"partitions\x12\x16\n" +
+	"\x06groups\x18\x03 \x03(\tR\x06groups\"\x13\n" +
 	"\x11ListShardsRequest\"?\n" +
 	"\x12ListShardsResponse\x12)\n" +
 	"\x06shards\x18\x01 \x03(\v2\x11.sundial.v1.ShardR\x06shards\"P\n" +
