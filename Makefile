@@ -15,6 +15,7 @@
 #   CHAOS_DURATION=10m  fault time of `make chaos`; CHAOS_SEED=N reruns a seed's schedule
 #   CHAOS_KILL_DURING_MOVES=0  `make chaos` without kills overlapping cluster operations
 #   CHAOS_TLS=0         `make chaos` (and TestChaos) in plaintext; by default every internal hop uses TLS
+#   CHAOS_AUTH=0        `make chaos` (and TestChaos) without authentication; by default proxies run --auth
 #   LINT_MODULES="proto proxy"  modules `make lint` checks (default: all of MODULES)
 
 SHELL       := /bin/bash

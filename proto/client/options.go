@@ -73,6 +73,11 @@ func WithToken(secret string) Option {
 	return WithDialOptions(grpc.WithPerRPCCredentials(bearerToken(secret)))
 }
 
+// TokenCredentials are the per-call credentials WithToken adds, for a
+// caller dialing the API with its own grpc.ClientConn (generated clients,
+// grpcurl-like tools): grpc.WithPerRPCCredentials(TokenCredentials(s)).
+func TokenCredentials(secret string) credentials.PerRPCCredentials { return bearerToken(secret) }
+
 // bearerToken is a token as gRPC per-call credentials.
 type bearerToken string
 

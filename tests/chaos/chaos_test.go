@@ -3,6 +3,8 @@ package chaos
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -68,8 +70,10 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	brokerArgs, proxyArgs, caFile := []string{"--config", cfgPath}, []string(nil), ""
+	withTLS := false
 	switch os.Getenv("CHAOS_TLS") {
 	case "", "1":
+		withTLS = true
 		ca := tlstest.NewCA(t, "chaos")
 		brokerArgs = append(brokerArgs, tlsArgs("--tls", ca.Broker(t.TempDir(), "broker"))...)
 		proxyArgs = tlsArgs("--cluster", ca.Proxy(t.TempDir(), "proxy"))
@@ -79,9 +83,27 @@ func TestChaos(t *testing.T) {
 	default:
 		t.Fatalf("CHAOS_TLS=%q: want 1 (the default) or 0", os.Getenv("CHAOS_TLS"))
 	}
+	adminToken := ""
+	switch os.Getenv("CHAOS_AUTH") {
+	case "", "1":
+		adminToken = secret(t)
+		path := filepath.Join(t.TempDir(), "admin.token")
+		if err := os.WriteFile(path, []byte(adminToken+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		proxyArgs = append(proxyArgs, "--auth", "--bootstrap-token-file", path)
+		t.Log("proxies authenticate every call; the workload's token has a role on its topic only (CHAOS_AUTH=0 for none)")
+	case "0":
+	default:
+		t.Fatalf("CHAOS_AUTH=%q: want 1 (the default) or 0", os.Getenv("CHAOS_AUTH"))
+	}
 	c := framework.NewCluster(t, framework.Config{Brokers: initial, Proxies: proxies, Shards: 4, LogLevel: "warn",
-		BrokerArgs: brokerArgs, ProxyArgs: proxyArgs, BrokerCAFile: caFile})
-	if proxyArgs != nil {
+		BrokerArgs: brokerArgs, ProxyArgs: proxyArgs, BrokerCAFile: caFile, ProxyToken: adminToken})
+	workloadToken := ""
+	if adminToken != "" {
+		workloadToken = roleToken(t, c, "chaos*")
+	}
+	if withTLS {
 		// With TLS a broker joins only with a join token: one for the
 		// joins before the workload and every drain's replacement.
 		c.SetJoinArgs("--join-token-file", joinToken(t, c, duration+time.Hour))
@@ -98,7 +120,7 @@ func TestChaos(t *testing.T) {
 	// request only within it, and the checker knows it (a run longer than
 	// the window would otherwise "find" ids answered anew, as documented).
 	w, err := workload.New(ctx, workload.Config{Seed: seed, Duration: duration, Partitions: 8, Ops: int(duration.Seconds()) * 40,
-		DedupWindow: broker.DefaultConfig().DedupWindow}, c.ProxyAddrs())
+		DedupWindow: broker.DefaultConfig().DedupWindow, Token: workloadToken}, c.ProxyAddrs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,6 +404,49 @@ func joinToken(t *testing.T, c *framework.Cluster, ttl time.Duration) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// secret is a random token secret.
+func secret(t *testing.T) string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// roleToken makes a role with publish, consume, inspect and manage on
+// pattern and a token of it, with the framework's admin token, and
+// answers the token's secret. The bootstrap token is stored by the first
+// proxy to start, so the first calls may be refused: they are retried.
+func roleToken(t *testing.T, c *framework.Cluster, pattern string) string {
+	conn, err := c.DialProxy(c.ProxyAddrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	auth := sundialv1.NewAuthClient(conn)
+	var grants []*sundialv1.Grant
+	for _, p := range []string{"publish", "consume", "inspect", "manage"} {
+		grants = append(grants, &sundialv1.Grant{Permission: p, Pattern: pattern})
+	}
+	var tok string
+	try := 0
+	err = proc.Poll(60*time.Second, func() error {
+		try++ // a token whose answer was lost exists: the next try names another
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if _, err := auth.CreateRole(ctx, &sundialv1.CreateRoleRequest{Name: "workload", Grants: grants}); err != nil && status.Code(err) != codes.AlreadyExists {
+			return err
+		}
+		resp, err := auth.CreateToken(ctx, &sundialv1.CreateTokenRequest{Name: fmt.Sprintf("workload-%d", try), Role: "workload"})
+		tok = resp.GetSecret()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the workload's role and token: %v", err)
+	}
+	return tok
 }
 
 // tlsArgs are the flags naming f's files with prefix (--tls for a broker,

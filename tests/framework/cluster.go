@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sundialmq/sundial/proc"
+	"github.com/sundialmq/sundial/proto/client"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -42,6 +43,10 @@ type Config struct {
 	// give them TLS files: their metrics ports then serve HTTPS, read
 	// verifying against it (BrokerHTTP, MetricsURL). Empty: plaintext.
 	BrokerCAFile string
+	// ProxyToken is the bearer token secret every call of the framework
+	// to a proxy carries (cluster operations, the cluster view), for
+	// proxies started with --auth (ProxyArgs). Empty: none.
+	ProxyToken string
 }
 
 func (c Config) withDefaults() Config {
@@ -498,13 +503,23 @@ func readyHTTP(hc *http.Client, base string) error {
 	return last
 }
 
+// DialProxy is a connection to the proxy at addr (plaintext), whose calls
+// carry Config.ProxyToken.
+func (c *Cluster) DialProxy(addr string) (*grpc.ClientConn, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if c.cfg.ProxyToken != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(client.TokenCredentials(c.cfg.ProxyToken)))
+	}
+	return grpc.NewClient(addr, opts...)
+}
+
 // ClusterInfo asks the first proxy for the cluster view.
 func (c *Cluster) ClusterInfo() (*sundialv1.ClusterInfo, error) {
 	return c.clusterInfo(context.Background())
 }
 
 func (c *Cluster) clusterInfo(ctx context.Context) (*sundialv1.ClusterInfo, error) {
-	conn, err := grpc.NewClient(c.Proxies[0].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := c.DialProxy(c.Proxies[0].GRPCAddr)
 	if err != nil {
 		return nil, err
 	}

@@ -3,9 +3,6 @@ package framework
 import (
 	"context"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -24,7 +21,7 @@ func (c *Cluster) OnCluster(ctx context.Context, fn func(ctx context.Context, cl
 	if addr == "" {
 		return errNoProxy
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := c.DialProxy(addr)
 	if err != nil {
 		return err
 	}

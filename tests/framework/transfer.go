@@ -5,9 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
 )
 
@@ -31,7 +28,7 @@ func (c *Cluster) TransferLeader(ctx context.Context, shard uint64, to int) (fro
 	if addr == "" {
 		return 0, 0, errNoProxy
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := c.DialProxy(addr)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -65,6 +65,10 @@ type Config struct {
 	// Seed makes the choice of operations reproducible (the interleaving
 	// with faults is not).
 	Seed uint64
+	// Token is the bearer token secret every call carries, for proxies
+	// with authentication on; its role needs publish, consume, inspect and
+	// manage on Topic (and Topic's dead-letter topic). Empty: none.
+	Token string
 }
 
 func (c Config) withDefaults() Config {
@@ -149,7 +153,11 @@ const maxSent = 256
 // New dials the proxies.
 func New(ctx context.Context, cfg Config, proxies []string) (*Workload, error) {
 	cfg = cfg.withDefaults()
-	cl, err := client.Dial(ctx, proxies, client.WithAttemptTimeout(3*time.Second))
+	opts := []client.Option{client.WithAttemptTimeout(3 * time.Second)}
+	if cfg.Token != "" {
+		opts = append(opts, client.WithToken(cfg.Token))
+	}
+	cl, err := client.Dial(ctx, proxies, opts...)
 	if err != nil {
 		return nil, err
 	}
