@@ -11,6 +11,7 @@ require (
 	github.com/sundialmq/sundial/proc v0.0.0-00010101000000-000000000000
 	github.com/sundialmq/sundial/proto v0.0.0-00010101000000-000000000000
 	github.com/urfave/cli/v2 v2.27.7
+	google.golang.org/grpc v1.85.0
 )
 
 require (
@@ -32,7 +33,6 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
