@@ -336,7 +336,8 @@ func checkServed(t *testing.T, when string, s served, doc map[string]docRow) {
 
 func TestServedMetricsAreDocumented(t *testing.T) {
 	doc := readDoc(t)
-	c := framework.NewCluster(t, framework.Config{Brokers: 1, Proxies: 1, Shards: 2})
+	// One group a minute per principal, so that rateLimited can be refused.
+	c := framework.NewCluster(t, framework.Config{Brokers: 1, Proxies: 1, Shards: 2, ProxyArgs: []string{"--group-creates-per-minute", "1"}})
 
 	start := scrape(t, c)
 	checkServed(t, "at start", start, doc)
@@ -348,6 +349,7 @@ func TestServedMetricsAreDocumented(t *testing.T) {
 	}
 
 	produceEvents(t, c)
+	rateLimited(t, c)
 	after := scrape(t, c)
 	proxy := c.Proxies[0]
 	after.add(proxy.Name, forwardRetries(t, c))
@@ -392,6 +394,26 @@ func forwardRetries(t *testing.T, c *framework.Cluster) map[string]*dto.MetricFa
 		return nil
 	})
 	return fams
+}
+
+// rateLimited creates groups by Receiving on new ones until the proxy
+// refuses one over the principal's quota (sundial_proxy_rate_limited_total).
+// A Receive before the routing table lists the topic's groups is not
+// counted, so it tries new names until the refusal.
+func rateLimited(t *testing.T, c *framework.Cluster) {
+	t.Helper()
+	consumer := sundialv1.NewConsumerClient(dial(t, c.ProxyAddrs()[0]))
+	n := 0
+	framework.WaitFor(t, 60*time.Second, func() error {
+		n++
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := consumer.Receive(ctx, &sundialv1.ReceiveRequest{Topic: "metricsdoc", Group: fmt.Sprintf("new-%d", n), MaxMessages: 1})
+		if status.Code(err) == codes.ResourceExhausted {
+			return nil
+		}
+		return fmt.Errorf("Receive on new group %d answered %v, not yet refused over the group quota", n, err)
+	})
 }
 
 // produceEvents gives the labelled families their first series: a publish
