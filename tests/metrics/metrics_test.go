@@ -412,7 +412,10 @@ func rateLimited(t *testing.T, c *framework.Cluster) {
 		if status.Code(err) == codes.ResourceExhausted {
 			return nil
 		}
-		return fmt.Errorf("Receive on new group %d answered %v, not yet refused over the group quota", n, err)
+		if err == nil {
+			return fmt.Errorf("Receive on new group %d passed, not yet refused over the group quota", n)
+		}
+		return fmt.Errorf("Receive on new group %d, not yet refused over the group quota: %w", n, err)
 	})
 }
 
