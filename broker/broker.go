@@ -286,7 +286,7 @@ func hostConfig(cfg Config, advertise string) host.Config {
 		Dispatch: dispatch.Config{DedupWindow: cfg.DedupWindow, SweepInterval: cfg.Testing.SweepInterval},
 		HoldMeta: cfg.Testing.HoldMeta,
 		Labels:   maps.Clone(cfg.Labels),
-		RaftTLS:  cfg.tlsFiles(),
+		RaftTLS:  cfg.raftTLSFiles(),
 	}
 }
 

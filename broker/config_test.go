@@ -97,6 +97,7 @@ func TestValidateTLS(t *testing.T) {
 		{"certificate without key", func(c *Config) { tlsOn(c); c.TLSKeyFile = "" }, "tls_cert_file and tls_key_file"},
 		{"certificate without CA", func(c *Config) { tlsOn(c); c.TLSCAFile = "" }, "tls_ca_file"},
 		{"CA without certificate", func(c *Config) { c.TLSCAFile = "ca.pem" }, "tls_cert_file"},
+		{"Raft CA without certificate", func(c *Config) { c.TLSRaftCAFile = "brokers.pem" }, "tls_raft_ca_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"crypto/tls"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -19,8 +20,9 @@ import (
 // brokers present its certificate and verify theirs against that CA. The
 // files are reloaded when they change (see tlsfiles). Without them both
 // are plaintext, and so is the metrics listener, which serves TLS with
-// the same certificate when they are set. (The Raft transport's mutual TLS takes the same files,
-// through host.Config.RaftTLS.)
+// the same certificate when they are set. (The Raft transport's mutual
+// TLS takes the same certificate, through host.Config.RaftTLS, with
+// TLSRaftCAFile as its CA when set.)
 type transport struct {
 	server grpc.ServerOption                // the gRPC listener's credentials
 	peer   credentials.TransportCredentials // of calls to other brokers
@@ -43,6 +45,13 @@ func newTransport(cfg Config, log *zap.Logger, reg prometheus.Registerer) (trans
 	if err != nil {
 		return transport{}, err
 	}
+	if cfg.TLSRaftCAFile != "" {
+		// Dragonboat reads the file itself later and says only "failed to
+		// append certs" of a bad one: load it here to name it.
+		if _, err := tlsfiles.New("raft", cfg.raftTLSFiles(), 0, nil, nil); err != nil {
+			return transport{}, fmt.Errorf("tls_raft_ca_file: %w", err)
+		}
+	}
 	return transport{
 		server:  grpc.Creds(credentials.NewTLS(src.ServerConfig(tls.RequireAndVerifyClientCert, "h2"))),
 		peer:    credentials.NewTLS(src.ClientConfig()),
@@ -53,4 +62,14 @@ func newTransport(cfg Config, log *zap.Logger, reg prometheus.Registerer) (trans
 // tlsFiles are the TLS settings as files.
 func (c Config) tlsFiles() tlsfiles.Files {
 	return tlsfiles.Files{CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile, CAFile: c.TLSCAFile}
+}
+
+// raftTLSFiles are the Raft transport's files: tlsFiles with the Raft CA
+// when one is set.
+func (c Config) raftTLSFiles() tlsfiles.Files {
+	f := c.tlsFiles()
+	if c.TLSRaftCAFile != "" {
+		f.CAFile = c.TLSRaftCAFile
+	}
+	return f
 }

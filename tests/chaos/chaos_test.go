@@ -75,7 +75,9 @@ func TestChaos(t *testing.T) {
 	case "", "1":
 		withTLS = true
 		ca := tlstest.NewCA(t, "chaos")
-		brokerArgs = append(brokerArgs, tlsArgs("--tls", ca.Broker(t.TempDir(), "broker"))...)
+		brokers := ca.Intermediate("chaos brokers") // the Raft transport's only trust
+		brokerArgs = append(brokerArgs, tlsArgs("--tls", brokers.Broker(t.TempDir(), "broker"))...)
+		brokerArgs = append(brokerArgs, "--tls-raft-ca-file", brokers.SignerFile)
 		proxyArgs = tlsArgs("--cluster", ca.Proxy(t.TempDir(), "proxy"))
 		caFile = ca.CAFile // the brokers' metrics ports serve HTTPS
 		t.Log("internal hops use TLS (CHAOS_TLS=0 for plaintext)")

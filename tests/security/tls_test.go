@@ -23,18 +23,21 @@ import (
 // groups elect leaders over mTLS; the proxy follows the routing table and
 // probes every leader over TLS), and stay so through a rolling restart that
 // rotates every broker's certificate, the way docs/security.md says to
-// rotate the files Dragonboat reads only at start.
+// rotate the files Dragonboat reads only at start. The broker certificates
+// come from an intermediate CA that is the Raft transport's only trust
+// (tls_raft_ca_file), so the proxy's certificate cannot speak Raft.
 func TestTLSClusterAndRollingRotation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and restarts every broker")
 	}
 	ca := tlstest.NewCA(t, "cluster")
+	brokers := ca.Intermediate("brokers")
 	dir := t.TempDir()
-	broker := ca.Broker(dir, "broker")
+	broker := brokers.Broker(dir, "broker")
 	proxy := ca.Proxy(t.TempDir(), "proxy")
 	c := framework.NewCluster(t, framework.Config{
 		Brokers:      3,
-		BrokerArgs:   args("--tls", broker),
+		BrokerArgs:   append(args("--tls", broker), "--tls-raft-ca-file", brokers.SignerFile),
 		ProxyArgs:    args("--cluster", proxy),
 		BrokerCAFile: ca.CAFile,
 	})
@@ -63,7 +66,7 @@ func TestTLSClusterAndRollingRotation(t *testing.T) {
 			}
 		}
 	}
-	// The Raft transport speaks TLS and takes only cluster-CA certificates.
+	// The Raft transport speaks TLS and takes only broker certificates.
 	raftHandshake := func(f tlsfiles.Files) error {
 		src, err := tlsfiles.New("cluster", f, 0, nil, nil)
 		if err != nil {
@@ -86,8 +89,11 @@ func TestTLSClusterAndRollingRotation(t *testing.T) {
 		}
 		return nil
 	}
-	if err := raftHandshake(proxy); err != nil {
-		t.Fatalf("TLS handshake with broker 1's Raft address with a cluster certificate: %v, want it to complete", err)
+	if err := raftHandshake(broker); err != nil {
+		t.Fatalf("TLS handshake with broker 1's Raft address with a broker certificate: %v, want it to complete", err)
+	}
+	if err := raftHandshake(proxy); err == nil {
+		t.Fatal("broker 1's Raft transport took the proxy's certificate (cluster CA, not the brokers' intermediate), want refused")
 	}
 	rogue := tlstest.NewCA(t, "rogue").Issue(t.TempDir(), "rogue")
 	rogue.CAFile = ca.CAFile
@@ -95,7 +101,7 @@ func TestTLSClusterAndRollingRotation(t *testing.T) {
 		t.Fatal("broker 1's Raft transport took a certificate of another CA, want refused")
 	}
 
-	ca.Broker(dir, "broker") // new certificate and key at the same paths
+	brokers.Broker(dir, "broker") // new certificate and key at the same paths
 	for id := 1; id <= 3; id++ {
 		if err := c.Restart(id); err != nil {
 			t.Fatalf("restart broker %d: %v", id, err)

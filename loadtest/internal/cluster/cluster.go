@@ -273,12 +273,16 @@ func (c *Cluster) issueTLS() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	brokers, err := ca.Intermediate(filepath.Join(dir, "brokers"), "sundial-loadtest brokers")
+	if err != nil {
+		return nil, err
+	}
 	for _, b := range c.brokers {
-		f, err := ca.Issue(dir, fmt.Sprintf("broker-%d", b.id), tlsfiles.PrincipalURI(tlsfiles.KindBroker, fmt.Sprint(b.id)))
+		f, err := brokers.Issue(dir, fmt.Sprintf("broker-%d", b.id), tlsfiles.PrincipalURI(tlsfiles.KindBroker, fmt.Sprint(b.id)))
 		if err != nil {
 			return nil, err
 		}
-		b.tls = []string{"--tls-cert-file", f.CertFile, "--tls-key-file", f.KeyFile, "--tls-ca-file", f.CAFile}
+		b.tls = []string{"--tls-cert-file", f.CertFile, "--tls-key-file", f.KeyFile, "--tls-ca-file", f.CAFile, "--tls-raft-ca-file", brokers.SignerFile}
 	}
 	cluster, err := ca.Issue(dir, "proxy", tlsfiles.PrincipalURI(tlsfiles.KindProxy, "loadtest"))
 	if err != nil {

@@ -24,14 +24,17 @@ import (
 
 // secure is what SUNDIAL_SECURE=1 runs the cluster with, all under
 // <data dir>/secure: a development CA (made on the first run, loaded on
-// later ones), a certificate per broker naming it (URI SAN
+// later ones) and under brokers/ an intermediate CA for broker
+// certificates only (the Raft transport's trust, tls_raft_ca_file), a
+// certificate per broker naming it (URI SAN
 // spiffe://sundial/broker/<id>), the proxy's certificate towards the
 // brokers and the one it serves clients with, the bootstrap admin token
 // and, once the cluster is up, a demo token (publish and consume on
 // demo*). Files that exist are kept, so a restart keeps its tokens.
 type secure struct {
-	dir string
-	ca  *devca.CA
+	dir     string
+	ca      *devca.CA
+	brokers *devca.CA // the intermediate that signs broker certificates
 }
 
 // caValidity is how long the development CA and its certificates last.
@@ -52,7 +55,15 @@ func prepareSecure(dataDir string) (*secure, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &secure{dir: dir, ca: ca}
+	brokersDir := filepath.Join(dir, "brokers")
+	brokers, err := ca.LoadIntermediate(brokersDir)
+	if errors.Is(err, os.ErrNotExist) {
+		brokers, err = ca.Intermediate(brokersDir, "sundial-local brokers CA")
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &secure{dir: dir, ca: ca, brokers: brokers}
 	if _, err := os.Stat(s.path(adminTokenFile)); errors.Is(err, os.ErrNotExist) {
 		b := make([]byte, 32)
 		rand.Read(b) // never fails (crypto/rand)
@@ -67,22 +78,29 @@ func (s *secure) path(name string) string { return filepath.Join(s.dir, name) }
 
 // issue returns the files of name, issuing them when missing.
 func (s *secure) issue(name string, uris ...string) (tlsfiles.Files, error) {
-	f := tlsfiles.Files{CertFile: s.path(name + ".pem"), KeyFile: s.path(name + "-key.pem"), CAFile: s.ca.CAFile}
+	return issueOnce(s.ca, s.dir, name, uris...)
+}
+
+// issueOnce returns the files of name in dir, having ca issue them when
+// missing.
+func issueOnce(ca *devca.CA, dir, name string, uris ...string) (tlsfiles.Files, error) {
+	f := tlsfiles.Files{CertFile: filepath.Join(dir, name+".pem"), KeyFile: filepath.Join(dir, name+"-key.pem"), CAFile: ca.CAFile}
 	if _, err := os.Stat(f.CertFile); err == nil {
 		if _, err := os.Stat(f.KeyFile); err == nil {
 			return f, nil
 		}
 	}
-	return s.ca.Issue(s.dir, name, uris...)
+	return ca.Issue(dir, name, uris...)
 }
 
-// brokerArgs are broker id's TLS flags.
+// brokerArgs are broker id's TLS flags: its certificate comes from the
+// brokers' intermediate CA, the only one its Raft transport trusts.
 func (s *secure) brokerArgs(id int) ([]string, error) {
-	f, err := s.issue(fmt.Sprintf("broker-%d", id), tlsfiles.PrincipalURI(tlsfiles.KindBroker, strconv.Itoa(id)))
+	f, err := issueOnce(s.brokers, filepath.Dir(s.brokers.SignerFile), fmt.Sprintf("broker-%d", id), tlsfiles.PrincipalURI(tlsfiles.KindBroker, strconv.Itoa(id)))
 	if err != nil {
 		return nil, err
 	}
-	return []string{"--tls-cert-file", f.CertFile, "--tls-key-file", f.KeyFile, "--tls-ca-file", f.CAFile}, nil
+	return []string{"--tls-cert-file", f.CertFile, "--tls-key-file", f.KeyFile, "--tls-ca-file", f.CAFile, "--tls-raft-ca-file", s.brokers.SignerFile}, nil
 }
 
 // proxyArgs are the proxy's TLS and authentication flags.

@@ -48,13 +48,40 @@ func TestPrepareSecureKeepsWhatExists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
-	pem, _ := os.ReadFile(args2[5])
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(pem)
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if args2[6] != "--tls-raft-ca-file" {
+		t.Fatalf("brokerArgs() = %v, want --tls-raft-ca-file seventh", args2)
+	}
+	verify := func(pair tls.Certificate, caFile string) error {
+		leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+		inter := x509.NewCertPool()
+		for _, der := range pair.Certificate[1:] {
+			c, _ := x509.ParseCertificate(der)
+			inter.AddCert(c)
+		}
+		pem, _ := os.ReadFile(caFile)
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(pem)
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		return err
+	}
+	if err := verify(pair, args2[5]); err != nil {
 		t.Errorf("broker-2 certificate does not verify against the CA: %v", err)
 	}
+	if err := verify(pair, args2[7]); err != nil {
+		t.Errorf("broker-2 certificate does not verify against the Raft CA: %v", err)
+	}
+	proxyFiles, err := again.issue("proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyPair, err := tls.LoadX509KeyPair(proxyFiles.CertFile, proxyFiles.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(proxyPair, args2[7]); err == nil {
+		t.Error("the proxy's certificate verifies against the Raft CA, want only broker certificates to")
+	}
+	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
 	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != "spiffe://sundial/broker/2" {
 		t.Errorf("broker-2 certificate names %v, want spiffe://sundial/broker/2", leaf.URIs)
 	}

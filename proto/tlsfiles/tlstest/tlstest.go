@@ -12,11 +12,13 @@ import (
 	"github.com/sundialmq/sundial/proto/tlsfiles/devca"
 )
 
-// CA is a certificate authority whose certificate is in CAFile.
+// CA is a certificate authority; CAFile is the root's certificate and
+// SignerFile its own (the same file for a root).
 type CA struct {
-	t      testing.TB
-	ca     *devca.CA
-	CAFile string
+	t          testing.TB
+	ca         *devca.CA
+	CAFile     string
+	SignerFile string
 }
 
 // NewCA creates a CA named name with its files in a new temporary dir;
@@ -27,7 +29,19 @@ func NewCA(t testing.TB, name string) *CA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &CA{t: t, ca: ca, CAFile: ca.CAFile}
+	return &CA{t: t, ca: ca, CAFile: ca.CAFile, SignerFile: ca.SignerFile}
+}
+
+// Intermediate creates a CA named name signed by ca, with its files in a
+// new temporary dir: the certificates it issues verify against ca's
+// CAFile and against its own SignerFile (see devca.CA.Intermediate).
+func (ca *CA) Intermediate(name string) *CA {
+	ca.t.Helper()
+	sub, err := ca.ca.Intermediate(ca.t.TempDir(), name)
+	if err != nil {
+		ca.t.Fatal(err)
+	}
+	return &CA{t: ca.t, ca: sub, CAFile: sub.CAFile, SignerFile: sub.SignerFile}
 }
 
 // Issue writes a certificate for common name cn, valid for 127.0.0.1 and
