@@ -45,6 +45,9 @@ func newTransport(cfg Config, log *zap.Logger, reg prometheus.Registerer) (trans
 	if err != nil {
 		return transport{}, err
 	}
+	if cfg.TLSRaftCAFile == "" && log != nil {
+		log.Warn("tls_raft_ca_file is not set: the Raft transport accepts every certificate of tls_ca_file, a proxy's too (docs/security.md)")
+	}
 	if cfg.TLSRaftCAFile != "" {
 		// Dragonboat reads the file itself later and says only "failed to
 		// append certs" of a bad one: load it here to name it.
