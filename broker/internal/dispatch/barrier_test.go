@@ -86,14 +86,7 @@ func TestCaughtUpAfterStop(t *testing.T) {
 // their lease commits (the latency design).
 func TestPushBeforeLeaseCommitWhileLeaderLeaseHolds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &shardLog{leaseGate: make(chan struct{})}
-		r := newRigLog(t, Config{LeaderLeaseTimeout: time.Hour}, log)
-		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
-		r.d.Attach(c)
-		r.publish("t", time.Now().UnixMilli())
-		if _, ok := next(c, 5*time.Second); !ok {
-			t.Fatalf("not pushed ahead of its lease commit while the leader lease holds")
-		}
+		_, log := pushedAheadOfLease(t)
 		close(log.leaseGate)
 	})
 }
@@ -204,14 +197,7 @@ func TestNoPushBeforeLeaseCommitAfterEndLease(t *testing.T) {
 // waits for the answer.
 func TestEndLeaseWaitsForPushedLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &shardLog{leaseGate: make(chan struct{})}
-		r := newRigLog(t, Config{LeaderLeaseTimeout: time.Hour}, log)
-		c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
-		r.d.Attach(c)
-		r.publish("t", time.Now().UnixMilli())
-		if _, ok := next(c, 5*time.Second); !ok {
-			t.Fatalf("not pushed ahead of its lease commit")
-		}
+		r, log := pushedAheadOfLease(t)
 		ended := make(chan error, 1)
 		go func() { ended <- r.d.EndLease(context.Background()) }()
 		synctest.Wait()
@@ -257,4 +243,21 @@ func TestCopyPushedBeforeFailedLeaseWaitsForItsDeadline(t *testing.T) {
 			t.Fatalf("redelivered attempt %d, want %d again (the failed lease never committed)", again.d.Attempt, g.d.Attempt)
 		}
 	})
+}
+
+// pushedAheadOfLease publishes one message while the leader lease holds
+// and the log holds back every lease's commit (until leaseGate closes),
+// and fails the test unless its copy reached the consumer ahead of the
+// commit. Call it inside a synctest bubble.
+func pushedAheadOfLease(t *testing.T) (*rig, *shardLog) {
+	t.Helper()
+	log := &shardLog{leaseGate: make(chan struct{})}
+	r := newRigLog(t, Config{LeaderLeaseTimeout: time.Hour}, log)
+	c := NewConsumer("t", "default", []uint32{0}, time.Minute, false, 10)
+	r.d.Attach(c)
+	r.publish("t", time.Now().UnixMilli())
+	if _, ok := next(c, 5*time.Second); !ok {
+		t.Fatalf("not pushed ahead of its lease commit while the leader lease holds")
+	}
+	return r, log
 }

@@ -63,33 +63,12 @@ func TestRunAfterJoinAndRemoveWithTheRealBinaries(t *testing.T) {
 		return string(out)
 	}
 
-	ctx, stopRun := context.WithCancel(context.Background())
-	defer stopRun()
-	var out syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, &out) }()
-	waitOutputOf(t, &out, "Sundial is up")
-
-	jctx, stopJoin := context.WithCancel(context.Background())
-	defer stopJoin()
-	var joinOut syncBuffer
-	joined := make(chan error, 1)
-	go func() { joined <- runJoin(jctx, cfg, false, &joinOut) }()
-	waitOutputOf(t, &joinOut, "broker-4 joined")
-
+	r := runWithJoin(t, cfg, "broker-4")
 	shardctl("publish", "--topic", "restart", "before")
 	shardctl("drain-node", "2")
 	shardctl("remove-node", "2")
-	waitOutputOf(t, &out, "node 2 was removed from the cluster")
-
-	stopJoin() // Ctrl-C in the make join window
-	if err := <-joined; err != nil {
-		t.Fatalf("runJoin() = %v; output:\n%s", err, joinOut.String())
-	}
-	stopRun() // Ctrl-C in the make run window
-	if err := <-done; err != nil {
-		t.Fatalf("run() = %v; output:\n%s", err, out.String())
-	}
+	waitOutputOf(t, &r.out, "node 2 was removed from the cluster")
+	r.stop(t)
 
 	again, _ := startRun(t, cfg)
 	for _, name := range []string{"broker-1", "broker-3", "broker-4", "proxy"} {
@@ -121,21 +100,9 @@ func TestSecureJoinWithTheRealBinaries(t *testing.T) {
 	cfg.StartTimeout = 3 * time.Minute
 	withJoinSlots(t, &cfg, 2)
 
-	ctx, stopRun := context.WithCancel(context.Background())
-	defer stopRun()
-	var out syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, &out) }()
-	waitOutputOf(t, &out, "Sundial is up")
-
-	jctx, stopJoin := context.WithCancel(context.Background())
-	defer stopJoin()
-	var joinOut syncBuffer
-	joined := make(chan error, 1)
-	go func() { joined <- runJoin(jctx, cfg, false, &joinOut) }()
-	waitOutputOf(t, &joinOut, "broker-2 joined")
-	if !strings.Contains(joinOut.String(), "--token-file") {
-		t.Errorf("the join's hint names no token file for the secure cluster:\n%s", joinOut.String())
+	r := runWithJoin(t, cfg, "broker-2")
+	if !strings.Contains(r.joinOut.String(), "--token-file") {
+		t.Errorf("the join's hint names no token file for the secure cluster:\n%s", r.joinOut.String())
 	}
 	sec, err := prepareSecure(cfg.DataDir)
 	if err != nil {
@@ -145,12 +112,44 @@ func TestSecureJoinWithTheRealBinaries(t *testing.T) {
 	if err != nil || !strings.Contains(status, `"node_id": 2`) {
 		t.Errorf("shardctl status after the secure join = %v:\n%s", err, status)
 	}
-	stopJoin()
-	if err := <-joined; err != nil {
-		t.Fatalf("runJoin() = %v; output:\n%s", err, joinOut.String())
+	r.stop(t)
+}
+
+// running is a make run with a make join beside it (runWithJoin).
+type running struct {
+	out, joinOut      syncBuffer
+	stopRun, stopJoin context.CancelFunc
+	done, joined      chan error
+}
+
+// runWithJoin starts run with cfg and, once it is up, runJoin, and waits
+// until the join says broker name joined. Both end with the test at the
+// latest.
+func runWithJoin(t *testing.T, cfg Config, name string) *running {
+	t.Helper()
+	r := &running{done: make(chan error, 1), joined: make(chan error, 1)}
+	ctx, stopRun := context.WithCancel(context.Background())
+	jctx, stopJoin := context.WithCancel(context.Background())
+	r.stopRun, r.stopJoin = stopRun, stopJoin
+	t.Cleanup(stopRun)
+	t.Cleanup(stopJoin)
+	go func() { r.done <- run(ctx, cfg, &r.out) }()
+	waitOutputOf(t, &r.out, "Sundial is up")
+	go func() { r.joined <- runJoin(jctx, cfg, false, &r.joinOut) }()
+	waitOutputOf(t, &r.joinOut, name+" joined")
+	return r
+}
+
+// stop presses Ctrl-C in the make join window, then in the make run one,
+// and fails the test if either ends in an error.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.stopJoin()
+	if err := <-r.joined; err != nil {
+		t.Fatalf("runJoin() = %v; output:\n%s", err, r.joinOut.String())
 	}
-	stopRun()
-	if err := <-done; err != nil {
-		t.Fatalf("run() = %v; output:\n%s", err, out.String())
+	r.stopRun()
+	if err := <-r.done; err != nil {
+		t.Fatalf("run() = %v; output:\n%s", err, r.out.String())
 	}
 }
