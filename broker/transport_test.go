@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,4 +189,29 @@ func refusals(t *testing.T, reg prometheus.Gatherer, reason string) float64 {
 		}
 	}
 	return 0
+}
+
+// A Raft CA file that holds no certificate stops the broker before it
+// starts, naming the setting (Dragonboat would say only "failed to
+// append certs"); a missing one does too.
+func TestRaftCAFileIsCheckedAtStart(t *testing.T) {
+	ca := tlstest.NewCA(t, "cluster")
+	files := ca.Broker(t.TempDir(), "1")
+	notPEM := t.TempDir() + "/brokers-ca.pem"
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, raftCA := range []string{notPEM, t.TempDir() + "/missing.pem"} {
+		cfg := DefaultConfig()
+		cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile, cfg.TLSRaftCAFile = files.CertFile, files.KeyFile, files.CAFile, raftCA
+		_, err := newTransport(cfg, nil, nil)
+		if err == nil || !strings.Contains(err.Error(), "tls_raft_ca_file") {
+			t.Errorf("newTransport(tls_raft_ca_file %s) error = %v, want one naming tls_raft_ca_file", raftCA, err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile, cfg.TLSRaftCAFile = files.CertFile, files.KeyFile, files.CAFile, ca.Intermediate("brokers").SignerFile
+	if _, err := newTransport(cfg, nil, nil); err != nil {
+		t.Errorf("newTransport(an intermediate's certificate as tls_raft_ca_file) error = %v, want none", err)
+	}
 }
