@@ -47,6 +47,14 @@ type applier struct {
 	// writes, by forget time: flushEnds indexes each time's ids in one
 	// forget-index entry when the entry is done.
 	endsAt map[int64][]byte
+	// journal is the change journal's state while it is on, and touched
+	// the keys this run wrote or deleted (journal.go).
+	journal    *fsmpb.JournalState
+	touched    map[string]struct{}
+	journalCap uint64
+	// restored: a restore ended in this run; the dispatcher reloads the
+	// shard (restore.go).
+	restored bool
 	// visited counts the keys maintenance scans stepped on, so tests can
 	// show a scan stays inside its range.
 	visited int
@@ -95,6 +103,10 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Outcome, error) {
 		return a.expire(k.Expire)
 	case *fsmpb.Command_Fence:
 		return a.fence(k.Fence)
+	case *fsmpb.Command_Journal:
+		return a.journalCmd(k.Journal)
+	case *fsmpb.Command_Restore:
+		return a.restoreStep(k.Restore)
 	}
 	return &fsmpb.Outcome{}, nil
 }
@@ -136,7 +148,7 @@ func (a *applier) flushEnds() error {
 		for chunk := uint32(0); len(ids) > 0; chunk++ {
 			n := min(len(ids), endsPerEntry*keys.IDBytes)
 			rest := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, a.index), chunk)
-			if err := a.b.Set(keys.Forget(a.shard, at, keys.ForgetEnds, rest), ids[:n], nil); err != nil {
+			if err := a.set(keys.Forget(a.shard, at, keys.ForgetEnds, rest), ids[:n]); err != nil {
 				return err
 			}
 			ids = ids[n:]
@@ -160,7 +172,7 @@ func (a *applier) flushCounters() error {
 		key := keys.Counter(a.shard, k.topic, k.group)
 		var err error
 		if c.Pending == 0 && c.InFlight == 0 && c.DeadLettered == 0 {
-			err = a.b.Delete(key, nil)
+			err = a.del(key)
 		} else {
 			err = a.put(key, c)
 		}
@@ -198,5 +210,5 @@ func (a *applier) put(key []byte, m proto.Message) error {
 	if err != nil {
 		return err
 	}
-	return a.b.Set(key, v, nil)
+	return a.set(key, v)
 }

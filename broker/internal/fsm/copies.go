@@ -163,7 +163,7 @@ func (a *applier) dropCopy(c *groupCopy, nowMs int64, end fsmpb.EndState) error 
 		return err
 	}
 	if !c.inline() {
-		if err := a.b.Delete(keys.Copy(a.shard, c.id, c.group), nil); err != nil {
+		if err := a.del(keys.Copy(a.shard, c.id, c.group)); err != nil {
 			return err
 		}
 	}
@@ -195,11 +195,11 @@ func (a *applier) dropCopy(c *groupCopy, nowMs int64, end fsmpb.EndState) error 
 // dropBody deletes a message whose last copy went and remembers how it
 // ended for the topic's dedup window.
 func (a *applier) dropBody(id []byte, body *fsmpb.StoredMessage, nowMs int64, end fsmpb.EndState) error {
-	if err := a.b.Delete(keys.Message(a.shard, id), nil); err != nil {
+	if err := a.del(keys.Message(a.shard, id)); err != nil {
 		return err
 	}
 	if body.ExpiresAtMs != 0 {
-		if err := a.b.Delete(keys.Expiry(a.shard, body.ExpiresAtMs, id), nil); err != nil {
+		if err := a.del(keys.Expiry(a.shard, body.ExpiresAtMs, id)); err != nil {
 			return err
 		}
 	}
@@ -217,10 +217,10 @@ func (a *applier) dropBody(id []byte, body *fsmpb.StoredMessage, nowMs int64, en
 				if err := a.put(keyKey, &fsmpb.KeyRecord{MessageId: id, End: end, ForgetAtMs: forgetAt}); err != nil {
 					return err
 				}
-				if err := a.b.Set(keys.Forget(a.shard, forgetAt, keys.ForgetKey, keys.Tail(keyKey)), nil, nil); err != nil {
+				if err := a.set(keys.Forget(a.shard, forgetAt, keys.ForgetKey, keys.Tail(keyKey)), nil); err != nil {
 					return err
 				}
-			} else if err := a.b.Delete(keyKey, nil); err != nil {
+			} else if err := a.del(keyKey); err != nil {
 				return err
 			}
 		}
@@ -286,11 +286,11 @@ func (a *applier) deadLetter(c *groupCopy, nowMs int64) error {
 func (a *applier) unindex(c *groupCopy) error {
 	cs := c.cs
 	q := keys.Queue{Topic: cs.Topic, Partition: cs.Partition, Group: c.group}
-	if err := a.b.Delete(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, c.id), nil); err != nil {
+	if err := a.del(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, c.id)); err != nil {
 		return err
 	}
 	if cs.Fair {
-		return a.b.Delete(keys.Fair(a.shard, q, cs.FairnessKey, cs.VisibleAtMs, cs.Priority, c.id), nil)
+		return a.del(keys.Fair(a.shard, q, cs.FairnessKey, cs.VisibleAtMs, cs.Priority, c.id))
 	}
 	return nil
 }
@@ -305,7 +305,7 @@ func (a *applier) putCopy(c *groupCopy) error {
 		if c.body != nil {
 			setInline(c.body, cs)
 		}
-		err = a.b.Set(keys.Message(a.shard, c.id), appendInline(c.head, cs), nil)
+		err = a.set(keys.Message(a.shard, c.id), appendInline(c.head, cs))
 	case c.inline():
 		setInline(c.body, cs)
 		err = a.put(keys.Message(a.shard, c.id), c.body)
@@ -321,11 +321,11 @@ func (a *applier) putCopy(c *groupCopy) error {
 	}
 	v := keys.DueValue(cs.Attempt, cs.Leased)
 	if cs.Fair {
-		if err := a.b.Set(keys.Fair(a.shard, q, cs.FairnessKey, cs.VisibleAtMs, cs.Priority, c.id), v, nil); err != nil {
+		if err := a.set(keys.Fair(a.shard, q, cs.FairnessKey, cs.VisibleAtMs, cs.Priority, c.id), v); err != nil {
 			return err
 		}
 	}
-	return a.b.Set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, c.id), v, nil)
+	return a.set(keys.Due(a.shard, q, cs.VisibleAtMs, cs.Priority, c.id), v)
 }
 
 // copyOf reads group's copy of message id; nil if it is gone. mode says

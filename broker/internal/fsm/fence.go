@@ -25,7 +25,7 @@ func (a *applier) fence(f *fsmpb.Fence) (*fsmpb.Outcome, error) {
 	delete(a.fencedOf, f.Topic)
 	k := keys.Fence(a.shard, f.Topic, f.Partition)
 	if f.Lift {
-		return &fsmpb.Outcome{}, a.b.Delete(k, nil)
+		return &fsmpb.Outcome{}, a.del(k)
 	}
 	for _, topic := range []string{f.Topic, f.Topic + DLQSuffix} {
 		held, err := a.holdsKeys(topic, f.Partition, max(f.Partitions, 1))
@@ -33,7 +33,7 @@ func (a *applier) fence(f *fsmpb.Fence) (*fsmpb.Outcome, error) {
 			return &fsmpb.Outcome{KeysHeld: held}, err
 		}
 	}
-	return &fsmpb.Outcome{}, a.b.Set(k, nil, nil)
+	return &fsmpb.Outcome{}, a.set(k, nil)
 }
 
 // holdsKeys reports whether the shard has a key record (pending or

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -45,6 +44,11 @@ type StateMachine struct {
 	db      *pebble.DB
 	notify  Notifier
 	applied atomic.Uint64
+	// journal is the change journal's state, nil while it is off
+	// (journal.go); read and replaced on the apply goroutine.
+	journal *fsmpb.JournalState
+	// journalCap is maxJournalKeys but in tests.
+	journalCap uint64
 
 	// recoverCommitted, if set, is told the size of every batch
 	// RecoverFromSnapshot commits (tests).
@@ -64,7 +68,7 @@ func New(db *pebble.DB, shard uint64, notify Notifier) *StateMachine {
 	if notify == nil {
 		notify = func(uint64, Change) {}
 	}
-	return &StateMachine{shard: shard, db: db, notify: notify}
+	return &StateMachine{shard: shard, db: db, notify: notify, journalCap: maxJournalKeys}
 }
 
 // Open returns the applied index on disk. A shard whose snapshot recovery
@@ -75,18 +79,13 @@ func (s *StateMachine) Open(<-chan struct{}) (uint64, error) {
 	if err := s.clearInterruptedRecovery(); err != nil {
 		return 0, err
 	}
-	v, closer, err := s.db.Get(keys.Applied(s.shard))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, nil
-	}
+	idx, err := readApplied(s.db, s.shard)
 	if err != nil {
-		return 0, fmt.Errorf("fsm: read applied index: %w", err)
+		return 0, err
 	}
-	defer closer.Close()
-	if len(v) != 8 {
-		return 0, fmt.Errorf("fsm: applied index of %d bytes", len(v))
+	if s.journal, err = loadJournal(s.db, s.shard); err != nil {
+		return 0, err
 	}
-	idx := binary.BigEndian.Uint64(v)
 	s.applied.Store(idx)
 	return idx, nil
 }
@@ -96,6 +95,10 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
 	a := applier{b: b, shard: s.shard, lows: map[keys.Queue]int64{}, counters: map[counterKey]*fsmpb.Counters{}, groupsOf: map[string][]string{}, endsAt: map[int64][]byte{}}
+	if s.journal != nil {
+		a.journal, a.touched = s.journal, map[string]struct{}{}
+	}
+	a.journalCap = s.journalCap
 	for i := range entries {
 		e := &entries[i]
 		var batch fsmpb.Batch
@@ -125,6 +128,9 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		return nil, err
 	}
 	last := entries[len(entries)-1].Index
+	if err := a.flushJournal(last); err != nil {
+		return nil, err
+	}
 	if err := b.Set(keys.Applied(s.shard), binary.BigEndian.AppendUint64(nil, last), nil); err != nil {
 		return nil, err
 	}
@@ -132,6 +138,11 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		return nil, fmt.Errorf("fsm: commit batch: %w", err)
 	}
 	s.applied.Store(last)
+	s.journal = a.journal
+	if a.restored {
+		s.notify(s.shard, Change{Reset: true})
+		return entries, nil
+	}
 	// A batch that inserted nothing (acks, sweeps, expiries) gives the
 	// dispatcher nothing to look at: waking it would only make it scan
 	// again, and an Expire that wakes it would be proposed in a loop.

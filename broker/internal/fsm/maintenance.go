@@ -45,10 +45,10 @@ func (a *applier) sweep(s *fsmpb.Sweep) (*fsmpb.Outcome, error) {
 	more := len(doomed) > limit
 	doomed = doomed[:min(len(doomed), limit)]
 	for _, k := range doomed {
-		if err := a.b.Delete(keys.Dedup(a.shard, keys.DedupRequestID(k)), nil); err != nil {
+		if err := a.del(keys.Dedup(a.shard, keys.DedupRequestID(k))); err != nil {
 			return nil, err
 		}
-		if err := a.b.Delete(k, nil); err != nil {
+		if err := a.del(k); err != nil {
 			return nil, err
 		}
 	}
@@ -97,16 +97,16 @@ func (a *applier) forget(k []byte, budget int) (spent int, done bool, err error)
 		closer.Close()
 		n := min(len(ids)/keys.IDBytes, budget)
 		for i := range n {
-			if err := a.b.Delete(keys.End(a.shard, ids[i*keys.IDBytes:(i+1)*keys.IDBytes]), nil); err != nil {
+			if err := a.del(keys.End(a.shard, ids[i*keys.IDBytes:(i+1)*keys.IDBytes])); err != nil {
 				return 0, false, err
 			}
 		}
 		if kept := ids[n*keys.IDBytes:]; len(kept) >= keys.IDBytes {
-			return n, false, a.b.Set(k, kept, nil)
+			return n, false, a.set(k, kept)
 		}
-		return max(n, 1), true, a.b.Delete(k, nil)
+		return max(n, 1), true, a.del(k)
 	}
-	if err := a.b.Delete(k, nil); err != nil {
+	if err := a.del(k); err != nil {
 		return 0, false, err
 	}
 	switch kind {
@@ -118,10 +118,10 @@ func (a *applier) forget(k []byte, budget int) (spent int, done bool, err error)
 		if found, err := a.get(rk, &rec); err != nil || !found {
 			return 1, true, err
 		} else if rec.End != fsmpb.EndState_END_STATE_PENDING && rec.ForgetAtMs == at {
-			return 1, true, a.b.Delete(rk, nil)
+			return 1, true, a.del(rk)
 		}
 	case keys.ForgetEnd:
-		return 1, true, a.b.Delete(keys.FromTail(a.shard, keys.TagEnd, rest), nil)
+		return 1, true, a.del(keys.FromTail(a.shard, keys.TagEnd, rest))
 	}
 	return 1, true, nil
 }
@@ -239,12 +239,12 @@ func (a *applier) group(g *fsmpb.Group) (*fsmpb.Outcome, error) {
 		if _, err := a.groups(g.Topic); err != nil { // the default group comes first
 			return nil, err
 		}
-		return &fsmpb.Outcome{}, a.b.Set(keys.Group(a.shard, g.Topic, g.Group), nil, nil)
+		return &fsmpb.Outcome{}, a.set(keys.Group(a.shard, g.Topic, g.Group), nil)
 	}
 	if g.Group == "" {
 		return a.forgetTopic(g.Topic, g.Limit)
 	}
-	if err := a.b.Delete(keys.Group(a.shard, g.Topic, g.Group), nil); err != nil {
+	if err := a.del(keys.Group(a.shard, g.Topic, g.Group)); err != nil {
 		return nil, err
 	}
 	n, err := a.dropTopicCopies(g.Topic, g.Group, g.Limit, 0)
@@ -254,7 +254,7 @@ func (a *applier) group(g *fsmpb.Group) (*fsmpb.Outcome, error) {
 	// The last copy went: the group's counters go too, so a group created
 	// again under the name starts at zero.
 	delete(a.counters, counterKey{g.Topic, g.Group})
-	return &fsmpb.Outcome{Count: n}, a.b.Delete(keys.Counter(a.shard, g.Topic, g.Group), nil)
+	return &fsmpb.Outcome{Count: n}, a.del(keys.Counter(a.shard, g.Topic, g.Group))
 }
 
 // forgetTopic removes a deleted topic from the shard, up to limit records
@@ -288,7 +288,7 @@ func (a *applier) forgetTopic(topic string, limit uint32) (*fsmpb.Outcome, error
 			ks, out.More = ks[:left], true
 		}
 		for _, k := range ks {
-			if err := a.b.Delete(k, nil); err != nil {
+			if err := a.del(k); err != nil {
 				return nil, err
 			}
 			if bytes.Equal(prefix, counters) {
@@ -490,7 +490,7 @@ func (a *applier) expire(e *fsmpb.Expire) (*fsmpb.Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := a.b.Delete(k, nil); err != nil {
+		if err := a.del(k); err != nil {
 			return nil, err
 		}
 		if _, err := a.dropExpired(id, e.NowMs); err != nil {

@@ -77,7 +77,7 @@ func (a *applier) remember(requestID string, nowMs int64, digest []byte, out *fs
 	if err := a.put(keys.Dedup(a.shard, requestID), &fsmpb.DedupRecord{AppliedAtMs: nowMs, Outcome: out, Digest: digest}); err != nil {
 		return err
 	}
-	return a.b.Set(keys.DedupAt(a.shard, nowMs, requestID), nil, nil)
+	return a.set(keys.DedupAt(a.shard, nowMs, requestID), nil)
 }
 
 // publishOne stores m, or meets the pending message of its key as its
@@ -152,7 +152,7 @@ func (a *applier) publishOne(nowMs int64, m *fsmpb.StoredMessage) (*fsmpb.Publis
 // refused as stale.
 func (a *applier) rewrite(id []byte, body, m *fsmpb.StoredMessage, due int64, cps []*groupCopy) error {
 	if body.ExpiresAtMs != 0 {
-		if err := a.b.Delete(keys.Expiry(a.shard, body.ExpiresAtMs, id), nil); err != nil {
+		if err := a.del(keys.Expiry(a.shard, body.ExpiresAtMs, id)); err != nil {
 			return err
 		}
 	}
@@ -243,7 +243,7 @@ func (a *applier) indexExpiry(id []byte, atMs int64) error {
 	if a.expiryLow == 0 || atMs < a.expiryLow {
 		a.expiryLow = atMs
 	}
-	return a.b.Set(keys.Expiry(a.shard, atMs, id), nil, nil)
+	return a.set(keys.Expiry(a.shard, atMs, id), nil)
 }
 
 // groups lists the groups of topic on this shard, registering the default
@@ -266,7 +266,7 @@ func (a *applier) groups(topic string) ([]string, error) {
 	}
 	if len(gs) == 0 {
 		gs = []string{DefaultGroup}
-		if err := a.b.Set(keys.Group(a.shard, topic, DefaultGroup), nil, nil); err != nil {
+		if err := a.set(keys.Group(a.shard, topic, DefaultGroup), nil); err != nil {
 			return nil, err
 		}
 	}

@@ -27,6 +27,14 @@
 //	                                         fair index (FAIR topics); value as 'd'
 //	'h' <topic> 0 <part 4>                   hand-over fence: keyed publishes of
 //	                                         the partition are refused (fsm.Fence)
+//	'b'                                      change journal state (JournalState)
+//	'j' <index 8> <key without prefix>       change journal: key written or
+//	                                         deleted by the batch ending at index
+//	'w'                                      restore in progress (RestoreState)
+//
+// The applied index, the journal and the restore marker are bookkeeping of
+// the replica, not the shard's contents: a backup leaves them out
+// (Bookkeeping) and a restore never writes them.
 //
 // One key per shard lives outside the shard's range, so that deleting or
 // replacing the range leaves it alone and snapshots never carry it:
@@ -78,6 +86,10 @@ const (
 	tagCounter = 'n'
 	tagFair    = 'f'
 	tagFence   = 'h'
+
+	tagJournalState = 'b'
+	tagJournal      = 'j'
+	tagRestoring    = 'w'
 )
 
 // Kinds of records in the forget index. A ForgetKey or ForgetEnd entry's
@@ -394,6 +406,59 @@ func Fence(shard uint64, topic string, partition uint32) []byte {
 func FencePrefix(shard uint64, topic string) []byte {
 	return append(append(append(ShardPrefix(shard), tagFence), topic...), 0)
 }
+
+// PrefixLen is the length of a shard prefix.
+const PrefixLen = 9
+
+// JournalState is the key of the shard's change-journal state.
+func JournalState(shard uint64) []byte {
+	return append(ShardPrefix(shard), tagJournalState)
+}
+
+// Journal is the journal entry saying the batch that ended at index wrote
+// or deleted key (a key of shard).
+func Journal(shard, index uint64, key []byte) []byte {
+	b := binary.BigEndian.AppendUint64(append(ShardPrefix(shard), tagJournal), index)
+	return append(b, key[PrefixLen:]...)
+}
+
+// JournalThrough bounds the journal entries of indexes up to and including
+// index: [JournalPrefix, JournalThrough(index)).
+func JournalThrough(shard, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(ShardPrefix(shard), tagJournal), index+1)
+}
+
+// JournalPrefix starts every journal entry of a shard.
+func JournalPrefix(shard uint64) []byte {
+	return append(ShardPrefix(shard), tagJournal)
+}
+
+// JournaledKey is the key (without the shard prefix) a journal entry
+// names.
+func JournaledKey(entry []byte) []byte { return entry[PrefixLen+1+8:] }
+
+// Restoring is the key of the shard's restore-in-progress marker.
+func Restoring(shard uint64) []byte {
+	return append(ShardPrefix(shard), tagRestoring)
+}
+
+// Bookkeeping says whether rel, a key without its shard prefix, is the
+// replica's bookkeeping (applied index, journal, restore marker) rather
+// than shard contents.
+func Bookkeeping(rel []byte) bool {
+	if len(rel) == 0 {
+		return true
+	}
+	switch rel[0] {
+	case tagApplied, tagJournalState, tagJournal, tagRestoring:
+		return true
+	}
+	return false
+}
+
+// IsMessage says whether rel, a key without its shard prefix, is a message
+// body's.
+func IsMessage(rel []byte) bool { return len(rel) == 1+IDBytes && rel[0] == tagMessage }
 
 // Tail is a key without its shard prefix and tag: the rest a forget-index
 // entry stores.

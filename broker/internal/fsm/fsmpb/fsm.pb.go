@@ -82,6 +82,114 @@ func (KeyConflict) EnumDescriptor() ([]byte, []int) {
 	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{0}
 }
 
+type RestoreOp int32
+
+const (
+	RestoreOp_RESTORE_OP_SET          RestoreOp = 0
+	RestoreOp_RESTORE_OP_DELETE       RestoreOp = 1
+	RestoreOp_RESTORE_OP_DELETE_RANGE RestoreOp = 2
+)
+
+// Enum value maps for RestoreOp.
+var (
+	RestoreOp_name = map[int32]string{
+		0: "RESTORE_OP_SET",
+		1: "RESTORE_OP_DELETE",
+		2: "RESTORE_OP_DELETE_RANGE",
+	}
+	RestoreOp_value = map[string]int32{
+		"RESTORE_OP_SET":          0,
+		"RESTORE_OP_DELETE":       1,
+		"RESTORE_OP_DELETE_RANGE": 2,
+	}
+)
+
+func (x RestoreOp) Enum() *RestoreOp {
+	p := new(RestoreOp)
+	*p = x
+	return p
+}
+
+func (x RestoreOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RestoreOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[1].Descriptor()
+}
+
+func (RestoreOp) Type() protoreflect.EnumType {
+	return &file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[1]
+}
+
+func (x RestoreOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RestoreOp.Descriptor instead.
+func (RestoreOp) EnumDescriptor() ([]byte, []int) {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{1}
+}
+
+type RestoreCode int32
+
+const (
+	RestoreCode_RESTORE_CODE_OK RestoreCode = 0
+	// Begin: the shard holds state (a restore goes into an empty shard only).
+	RestoreCode_RESTORE_CODE_NOT_EMPTY RestoreCode = 1
+	// Another restore is in progress on the shard, or none for a chunk/end.
+	RestoreCode_RESTORE_CODE_OTHER_RESTORE RestoreCode = 2
+	// A chunk whose number is not the next one.
+	RestoreCode_RESTORE_CODE_OUT_OF_ORDER RestoreCode = 3
+	// A record outside the shard's state (bookkeeping keys, empty key).
+	RestoreCode_RESTORE_CODE_BAD_RECORD RestoreCode = 4
+)
+
+// Enum value maps for RestoreCode.
+var (
+	RestoreCode_name = map[int32]string{
+		0: "RESTORE_CODE_OK",
+		1: "RESTORE_CODE_NOT_EMPTY",
+		2: "RESTORE_CODE_OTHER_RESTORE",
+		3: "RESTORE_CODE_OUT_OF_ORDER",
+		4: "RESTORE_CODE_BAD_RECORD",
+	}
+	RestoreCode_value = map[string]int32{
+		"RESTORE_CODE_OK":            0,
+		"RESTORE_CODE_NOT_EMPTY":     1,
+		"RESTORE_CODE_OTHER_RESTORE": 2,
+		"RESTORE_CODE_OUT_OF_ORDER":  3,
+		"RESTORE_CODE_BAD_RECORD":    4,
+	}
+)
+
+func (x RestoreCode) Enum() *RestoreCode {
+	p := new(RestoreCode)
+	*p = x
+	return p
+}
+
+func (x RestoreCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RestoreCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[2].Descriptor()
+}
+
+func (RestoreCode) Type() protoreflect.EnumType {
+	return &file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[2]
+}
+
+func (x RestoreCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RestoreCode.Descriptor instead.
+func (RestoreCode) EnumDescriptor() ([]byte, []int) {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{2}
+}
+
 type KeyOutcome int32
 
 const (
@@ -121,11 +229,11 @@ func (x KeyOutcome) String() string {
 }
 
 func (KeyOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[1].Descriptor()
+	return file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[3].Descriptor()
 }
 
 func (KeyOutcome) Type() protoreflect.EnumType {
-	return &file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[1]
+	return &file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[3]
 }
 
 func (x KeyOutcome) Number() protoreflect.EnumNumber {
@@ -134,7 +242,7 @@ func (x KeyOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KeyOutcome.Descriptor instead.
 func (KeyOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{1}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{3}
 }
 
 type ChangeCode int32
@@ -173,11 +281,11 @@ func (x ChangeCode) String() string {
 }
 
 func (ChangeCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[2].Descriptor()
+	return file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[4].Descriptor()
 }
 
 func (ChangeCode) Type() protoreflect.EnumType {
-	return &file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[2]
+	return &file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[4]
 }
 
 func (x ChangeCode) Number() protoreflect.EnumNumber {
@@ -186,7 +294,7 @@ func (x ChangeCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeCode.Descriptor instead.
 func (ChangeCode) EnumDescriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{2}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{4}
 }
 
 type EndState int32
@@ -228,11 +336,11 @@ func (x EndState) String() string {
 }
 
 func (EndState) Descriptor() protoreflect.EnumDescriptor {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[3].Descriptor()
+	return file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[5].Descriptor()
 }
 
 func (EndState) Type() protoreflect.EnumType {
-	return &file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[3]
+	return &file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[5]
 }
 
 func (x EndState) Number() protoreflect.EnumNumber {
@@ -241,7 +349,7 @@ func (x EndState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EndState.Descriptor instead.
 func (EndState) EnumDescriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{3}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{5}
 }
 
 type RefCode int32
@@ -277,11 +385,11 @@ func (x RefCode) String() string {
 }
 
 func (RefCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[4].Descriptor()
+	return file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[6].Descriptor()
 }
 
 func (RefCode) Type() protoreflect.EnumType {
-	return &file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[4]
+	return &file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes[6]
 }
 
 func (x RefCode) Number() protoreflect.EnumNumber {
@@ -290,7 +398,7 @@ func (x RefCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RefCode.Descriptor instead.
 func (RefCode) EnumDescriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{4}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{6}
 }
 
 // Batch is one Raft entry: commands gathered by the shard's proposer and
@@ -355,6 +463,8 @@ type Command struct {
 	//	*Command_Redrive
 	//	*Command_Expire
 	//	*Command_Fence
+	//	*Command_Journal
+	//	*Command_Restore
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -505,6 +615,24 @@ func (x *Command) GetFence() *Fence {
 	return nil
 }
 
+func (x *Command) GetJournal() *Journal {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Journal); ok {
+			return x.Journal
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRestore() *Restore {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Restore); ok {
+			return x.Restore
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -557,6 +685,14 @@ type Command_Fence struct {
 	Fence *Fence `protobuf:"bytes,12,opt,name=fence,proto3,oneof"`
 }
 
+type Command_Journal struct {
+	Journal *Journal `protobuf:"bytes,13,opt,name=journal,proto3,oneof"`
+}
+
+type Command_Restore struct {
+	Restore *Restore `protobuf:"bytes,14,opt,name=restore,proto3,oneof"`
+}
+
 func (*Command_Publish) isCommand_Kind() {}
 
 func (*Command_Lease) isCommand_Kind() {}
@@ -580,6 +716,10 @@ func (*Command_Redrive) isCommand_Kind() {}
 func (*Command_Expire) isCommand_Kind() {}
 
 func (*Command_Fence) isCommand_Kind() {}
+
+func (*Command_Journal) isCommand_Kind() {}
+
+func (*Command_Restore) isCommand_Kind() {}
 
 type Publish struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1801,6 +1941,323 @@ func (x *Fence) GetLift() bool {
 	return false
 }
 
+// Journal turns the shard's change journal on, or trims it after a backup
+// (fsm/journal.go). With trim_through 0 it turns a journal that is off on,
+// starting after this entry; otherwise it forgets every change at or
+// before trim_through (the index a finished backup captured), which the
+// journal then covers from.
+type Journal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TrimThrough   uint64                 `protobuf:"varint,1,opt,name=trim_through,json=trimThrough,proto3" json:"trim_through,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Journal) Reset() {
+	*x = Journal{}
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Journal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Journal) ProtoMessage() {}
+
+func (x *Journal) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Journal.ProtoReflect.Descriptor instead.
+func (*Journal) Descriptor() ([]byte, []int) {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Journal) GetTrimThrough() uint64 {
+	if x != nil {
+		return x.TrimThrough
+	}
+	return 0
+}
+
+// JournalState is the journal's record (keys.JournalState): on while
+// since is set; changes after index since are all journaled.
+type JournalState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Since uint64                 `protobuf:"varint,1,opt,name=since,proto3" json:"since,omitempty"`
+	// Journal keys written since the last trim (an upper bound): past the
+	// cap the journal turns itself off and the next backup is full.
+	Keys uint64 `protobuf:"varint,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	// The journal turned itself off at the cap.
+	Overflowed    bool `protobuf:"varint,3,opt,name=overflowed,proto3" json:"overflowed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JournalState) Reset() {
+	*x = JournalState{}
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalState) ProtoMessage() {}
+
+func (x *JournalState) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalState.ProtoReflect.Descriptor instead.
+func (*JournalState) Descriptor() ([]byte, []int) {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *JournalState) GetSince() uint64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+func (x *JournalState) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *JournalState) GetOverflowed() bool {
+	if x != nil {
+		return x.Overflowed
+	}
+	return false
+}
+
+// Restore writes a backup into an empty shard through the log
+// (fsm/restore.go): a begin, numbered chunks of records, an end.
+type Restore struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RestoreId string                 `protobuf:"bytes,1,opt,name=restore_id,json=restoreId,proto3" json:"restore_id,omitempty"`
+	Begin     bool                   `protobuf:"varint,2,opt,name=begin,proto3" json:"begin,omitempty"`
+	// Chunk number, from 1; a chunk applied before answers OK again and
+	// writes nothing.
+	Seq           uint64           `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Records       []*RestoreRecord `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
+	End           bool             `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Restore) Reset() {
+	*x = Restore{}
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Restore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Restore) ProtoMessage() {}
+
+func (x *Restore) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Restore.ProtoReflect.Descriptor instead.
+func (*Restore) Descriptor() ([]byte, []int) {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Restore) GetRestoreId() string {
+	if x != nil {
+		return x.RestoreId
+	}
+	return ""
+}
+
+func (x *Restore) GetBegin() bool {
+	if x != nil {
+		return x.Begin
+	}
+	return false
+}
+
+func (x *Restore) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Restore) GetRecords() []*RestoreRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *Restore) GetEnd() bool {
+	if x != nil {
+		return x.End
+	}
+	return false
+}
+
+// RestoreRecord is one record of a backup file; keys are relative to the
+// shard prefix.
+type RestoreRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            RestoreOp              `protobuf:"varint,1,opt,name=op,proto3,enum=sundial.fsm.v1.RestoreOp" json:"op,omitempty"`
+	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"` // the end key of a delete-range
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRecord) Reset() {
+	*x = RestoreRecord{}
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRecord) ProtoMessage() {}
+
+func (x *RestoreRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRecord.ProtoReflect.Descriptor instead.
+func (*RestoreRecord) Descriptor() ([]byte, []int) {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RestoreRecord) GetOp() RestoreOp {
+	if x != nil {
+		return x.Op
+	}
+	return RestoreOp_RESTORE_OP_SET
+}
+
+func (x *RestoreRecord) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RestoreRecord) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// RestoreState marks a restore in progress (keys.RestoreState).
+type RestoreState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RestoreId     string                 `protobuf:"bytes,1,opt,name=restore_id,json=restoreId,proto3" json:"restore_id,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`   // last chunk applied
+	Done          bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"` // the end was applied
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreState) Reset() {
+	*x = RestoreState{}
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreState) ProtoMessage() {}
+
+func (x *RestoreState) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreState.ProtoReflect.Descriptor instead.
+func (*RestoreState) Descriptor() ([]byte, []int) {
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RestoreState) GetRestoreId() string {
+	if x != nil {
+		return x.RestoreId
+	}
+	return ""
+}
+
+func (x *RestoreState) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RestoreState) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 // FencedPartition names the partition whose fence refused a publish.
 type FencedPartition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1812,7 +2269,7 @@ type FencedPartition struct {
 
 func (x *FencedPartition) Reset() {
 	*x = FencedPartition{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2281,7 @@ func (x *FencedPartition) String() string {
 func (*FencedPartition) ProtoMessage() {}
 
 func (x *FencedPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2294,7 @@ func (x *FencedPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FencedPartition.ProtoReflect.Descriptor instead.
 func (*FencedPartition) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FencedPartition) GetTopic() string {
@@ -1877,7 +2334,7 @@ type CopyState struct {
 
 func (x *CopyState) Reset() {
 	*x = CopyState{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +2346,7 @@ func (x *CopyState) String() string {
 func (*CopyState) ProtoMessage() {}
 
 func (x *CopyState) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2359,7 @@ func (x *CopyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyState.ProtoReflect.Descriptor instead.
 func (*CopyState) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CopyState) GetReason() string {
@@ -1999,14 +2456,18 @@ type Outcome struct {
 	KeysHeld bool `protobuf:"varint,7,opt,name=keys_held,json=keysHeld,proto3" json:"keys_held,omitempty"`
 	// For publish: a keyed message of a fenced partition; nothing was
 	// written and published is empty.
-	Fenced        *FencedPartition `protobuf:"bytes,8,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	Fenced *FencedPartition `protobuf:"bytes,8,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	// For restore.
+	Restore RestoreCode `protobuf:"varint,9,opt,name=restore,proto3,enum=sundial.fsm.v1.RestoreCode" json:"restore,omitempty"`
+	// For journal: the journal's state after the command.
+	Journal       *JournalState `protobuf:"bytes,10,opt,name=journal,proto3" json:"journal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2479,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2492,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Outcome) GetPublished() []*PublishOutcome {
@@ -2090,6 +2551,20 @@ func (x *Outcome) GetFenced() *FencedPartition {
 	return nil
 }
 
+func (x *Outcome) GetRestore() RestoreCode {
+	if x != nil {
+		return x.Restore
+	}
+	return RestoreCode_RESTORE_CODE_OK
+}
+
+func (x *Outcome) GetJournal() *JournalState {
+	if x != nil {
+		return x.Journal
+	}
+	return nil
+}
+
 type PublishOutcome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MessageId     []byte                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
@@ -2101,7 +2576,7 @@ type PublishOutcome struct {
 
 func (x *PublishOutcome) Reset() {
 	*x = PublishOutcome{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2588,7 @@ func (x *PublishOutcome) String() string {
 func (*PublishOutcome) ProtoMessage() {}
 
 func (x *PublishOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2601,7 @@ func (x *PublishOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishOutcome.ProtoReflect.Descriptor instead.
 func (*PublishOutcome) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PublishOutcome) GetMessageId() []byte {
@@ -2161,7 +2636,7 @@ type ChangeResult struct {
 
 func (x *ChangeResult) Reset() {
 	*x = ChangeResult{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2648,7 @@ func (x *ChangeResult) String() string {
 func (*ChangeResult) ProtoMessage() {}
 
 func (x *ChangeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2661,7 @@ func (x *ChangeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeResult.ProtoReflect.Descriptor instead.
 func (*ChangeResult) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ChangeResult) GetCode() ChangeCode {
@@ -2225,7 +2700,7 @@ type KeyRecord struct {
 
 func (x *KeyRecord) Reset() {
 	*x = KeyRecord{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2712,7 @@ func (x *KeyRecord) String() string {
 func (*KeyRecord) ProtoMessage() {}
 
 func (x *KeyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2725,7 @@ func (x *KeyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyRecord.ProtoReflect.Descriptor instead.
 func (*KeyRecord) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KeyRecord) GetMessageId() []byte {
@@ -2292,7 +2767,7 @@ type EndRecord struct {
 
 func (x *EndRecord) Reset() {
 	*x = EndRecord{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2779,7 @@ func (x *EndRecord) String() string {
 func (*EndRecord) ProtoMessage() {}
 
 func (x *EndRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2792,7 @@ func (x *EndRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndRecord.ProtoReflect.Descriptor instead.
 func (*EndRecord) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EndRecord) GetEnd() EndState {
@@ -2346,7 +2821,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2833,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2846,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Counters) GetPending() int64 {
@@ -2404,7 +2879,7 @@ type Outcomes struct {
 
 func (x *Outcomes) Reset() {
 	*x = Outcomes{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2891,7 @@ func (x *Outcomes) String() string {
 func (*Outcomes) ProtoMessage() {}
 
 func (x *Outcomes) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2904,7 @@ func (x *Outcomes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcomes.ProtoReflect.Descriptor instead.
 func (*Outcomes) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Outcomes) GetOutcomes() []*Outcome {
@@ -2455,7 +2930,7 @@ type DedupRecord struct {
 
 func (x *DedupRecord) Reset() {
 	*x = DedupRecord{}
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2942,7 @@ func (x *DedupRecord) String() string {
 func (*DedupRecord) ProtoMessage() {}
 
 func (x *DedupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2955,7 @@ func (x *DedupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupRecord.ProtoReflect.Descriptor instead.
 func (*DedupRecord) Descriptor() ([]byte, []int) {
-	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DedupRecord) GetAppliedAtMs() int64 {
@@ -2510,7 +2985,7 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
 	"#broker/internal/fsm/fsmpb/fsm.proto\x12\x0esundial.fsm.v1\"<\n" +
 	"\x05Batch\x123\n" +
-	"\bcommands\x18\x01 \x03(\v2\x17.sundial.fsm.v1.CommandR\bcommands\"\xd1\x04\n" +
+	"\bcommands\x18\x01 \x03(\v2\x17.sundial.fsm.v1.CommandR\bcommands\"\xbb\x05\n" +
 	"\aCommand\x123\n" +
 	"\apublish\x18\x01 \x01(\v2\x17.sundial.fsm.v1.PublishH\x00R\apublish\x12-\n" +
 	"\x05lease\x18\x02 \x01(\v2\x15.sundial.fsm.v1.LeaseH\x00R\x05lease\x12'\n" +
@@ -2524,7 +2999,9 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\aredrive\x18\n" +
 	" \x01(\v2\x17.sundial.fsm.v1.RedriveH\x00R\aredrive\x120\n" +
 	"\x06expire\x18\v \x01(\v2\x16.sundial.fsm.v1.ExpireH\x00R\x06expire\x12-\n" +
-	"\x05fence\x18\f \x01(\v2\x15.sundial.fsm.v1.FenceH\x00R\x05fenceB\x06\n" +
+	"\x05fence\x18\f \x01(\v2\x15.sundial.fsm.v1.FenceH\x00R\x05fence\x123\n" +
+	"\ajournal\x18\r \x01(\v2\x17.sundial.fsm.v1.JournalH\x00R\ajournal\x123\n" +
+	"\arestore\x18\x0e \x01(\v2\x17.sundial.fsm.v1.RestoreH\x00R\arestoreB\x06\n" +
 	"\x04kind\"\xd0\x01\n" +
 	"\aPublish\x12\x1d\n" +
 	"\n" +
@@ -2634,7 +3111,31 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x01(\rR\n" +
 	"partitions\x12\x12\n" +
-	"\x04lift\x18\x04 \x01(\bR\x04lift\"E\n" +
+	"\x04lift\x18\x04 \x01(\bR\x04lift\",\n" +
+	"\aJournal\x12!\n" +
+	"\ftrim_through\x18\x01 \x01(\x04R\vtrimThrough\"X\n" +
+	"\fJournalState\x12\x14\n" +
+	"\x05since\x18\x01 \x01(\x04R\x05since\x12\x12\n" +
+	"\x04keys\x18\x02 \x01(\x04R\x04keys\x12\x1e\n" +
+	"\n" +
+	"overflowed\x18\x03 \x01(\bR\n" +
+	"overflowed\"\x9b\x01\n" +
+	"\aRestore\x12\x1d\n" +
+	"\n" +
+	"restore_id\x18\x01 \x01(\tR\trestoreId\x12\x14\n" +
+	"\x05begin\x18\x02 \x01(\bR\x05begin\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x127\n" +
+	"\arecords\x18\x04 \x03(\v2\x1d.sundial.fsm.v1.RestoreRecordR\arecords\x12\x10\n" +
+	"\x03end\x18\x05 \x01(\bR\x03end\"b\n" +
+	"\rRestoreRecord\x12)\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x19.sundial.fsm.v1.RestoreOpR\x02op\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"S\n" +
+	"\fRestoreState\x12\x1d\n" +
+	"\n" +
+	"restore_id\x18\x01 \x01(\tR\trestoreId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\"E\n" +
 	"\x0fFencedPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\"\x9a\x02\n" +
@@ -2649,7 +3150,7 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\tpartition\x18\x05 \x01(\rR\tpartition\x12\x14\n" +
 	"\x05topic\x18\x06 \x01(\tR\x05topic\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\x04R\aversion\"\xd8\x02\n" +
+	" \x01(\x04R\aversion\"\xc7\x03\n" +
 	"\aOutcome\x12<\n" +
 	"\tpublished\x18\x01 \x03(\v2\x1e.sundial.fsm.v1.PublishOutcomeR\tpublished\x12-\n" +
 	"\x05codes\x18\x02 \x03(\x0e2\x17.sundial.fsm.v1.RefCodeR\x05codes\x124\n" +
@@ -2658,7 +3159,10 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04more\x18\x05 \x01(\bR\x04more\x12*\n" +
 	"\x11request_id_reused\x18\x06 \x01(\bR\x0frequestIdReused\x12\x1b\n" +
 	"\tkeys_held\x18\a \x01(\bR\bkeysHeld\x127\n" +
-	"\x06fenced\x18\b \x01(\v2\x1f.sundial.fsm.v1.FencedPartitionR\x06fenced\"\x88\x01\n" +
+	"\x06fenced\x18\b \x01(\v2\x1f.sundial.fsm.v1.FencedPartitionR\x06fenced\x125\n" +
+	"\arestore\x18\t \x01(\x0e2\x1b.sundial.fsm.v1.RestoreCodeR\arestore\x126\n" +
+	"\ajournal\x18\n" +
+	" \x01(\v2\x1c.sundial.fsm.v1.JournalStateR\ajournal\"\x88\x01\n" +
 	"\x0ePublishOutcome\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\fR\tmessageId\x12\x1a\n" +
@@ -2696,7 +3200,17 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x13KEY_CONFLICT_IGNORE\x10\x00\x12\x18\n" +
 	"\x14KEY_CONFLICT_REPLACE\x10\x01\x12\x19\n" +
 	"\x15KEY_CONFLICT_DEBOUNCE\x10\x02\x12\x17\n" +
-	"\x13KEY_CONFLICT_REJECT\x10\x03*\x8d\x01\n" +
+	"\x13KEY_CONFLICT_REJECT\x10\x03*S\n" +
+	"\tRestoreOp\x12\x12\n" +
+	"\x0eRESTORE_OP_SET\x10\x00\x12\x15\n" +
+	"\x11RESTORE_OP_DELETE\x10\x01\x12\x1b\n" +
+	"\x17RESTORE_OP_DELETE_RANGE\x10\x02*\x9a\x01\n" +
+	"\vRestoreCode\x12\x13\n" +
+	"\x0fRESTORE_CODE_OK\x10\x00\x12\x1a\n" +
+	"\x16RESTORE_CODE_NOT_EMPTY\x10\x01\x12\x1e\n" +
+	"\x1aRESTORE_CODE_OTHER_RESTORE\x10\x02\x12\x1d\n" +
+	"\x19RESTORE_CODE_OUT_OF_ORDER\x10\x03\x12\x1b\n" +
+	"\x17RESTORE_CODE_BAD_RECORD\x10\x04*\x8d\x01\n" +
 	"\n" +
 	"KeyOutcome\x12\x17\n" +
 	"\x13KEY_OUTCOME_CREATED\x10\x00\x12\x17\n" +
@@ -2733,80 +3247,93 @@ func file_broker_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 	return file_broker_internal_fsm_fsmpb_fsm_proto_rawDescData
 }
 
-var file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_broker_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_broker_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_broker_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(KeyConflict)(0),        // 0: sundial.fsm.v1.KeyConflict
-	(KeyOutcome)(0),         // 1: sundial.fsm.v1.KeyOutcome
-	(ChangeCode)(0),         // 2: sundial.fsm.v1.ChangeCode
-	(EndState)(0),           // 3: sundial.fsm.v1.EndState
-	(RefCode)(0),            // 4: sundial.fsm.v1.RefCode
-	(*Batch)(nil),           // 5: sundial.fsm.v1.Batch
-	(*Command)(nil),         // 6: sundial.fsm.v1.Command
-	(*Publish)(nil),         // 7: sundial.fsm.v1.Publish
-	(*StoredMessage)(nil),   // 8: sundial.fsm.v1.StoredMessage
-	(*MessageRef)(nil),      // 9: sundial.fsm.v1.MessageRef
-	(*Lease)(nil),           // 10: sundial.fsm.v1.Lease
-	(*LeaseItem)(nil),       // 11: sundial.fsm.v1.LeaseItem
-	(*Ack)(nil),             // 12: sundial.fsm.v1.Ack
-	(*Nack)(nil),            // 13: sundial.fsm.v1.Nack
-	(*Extend)(nil),          // 14: sundial.fsm.v1.Extend
-	(*Sweep)(nil),           // 15: sundial.fsm.v1.Sweep
-	(*Change)(nil),          // 16: sundial.fsm.v1.Change
-	(*Group)(nil),           // 17: sundial.fsm.v1.Group
-	(*Purge)(nil),           // 18: sundial.fsm.v1.Purge
-	(*Redrive)(nil),         // 19: sundial.fsm.v1.Redrive
-	(*Expire)(nil),          // 20: sundial.fsm.v1.Expire
-	(*Fence)(nil),           // 21: sundial.fsm.v1.Fence
-	(*FencedPartition)(nil), // 22: sundial.fsm.v1.FencedPartition
-	(*CopyState)(nil),       // 23: sundial.fsm.v1.CopyState
-	(*Outcome)(nil),         // 24: sundial.fsm.v1.Outcome
-	(*PublishOutcome)(nil),  // 25: sundial.fsm.v1.PublishOutcome
-	(*ChangeResult)(nil),    // 26: sundial.fsm.v1.ChangeResult
-	(*KeyRecord)(nil),       // 27: sundial.fsm.v1.KeyRecord
-	(*EndRecord)(nil),       // 28: sundial.fsm.v1.EndRecord
-	(*Counters)(nil),        // 29: sundial.fsm.v1.Counters
-	(*Outcomes)(nil),        // 30: sundial.fsm.v1.Outcomes
-	(*DedupRecord)(nil),     // 31: sundial.fsm.v1.DedupRecord
-	nil,                     // 32: sundial.fsm.v1.StoredMessage.HeadersEntry
+	(RestoreOp)(0),          // 1: sundial.fsm.v1.RestoreOp
+	(RestoreCode)(0),        // 2: sundial.fsm.v1.RestoreCode
+	(KeyOutcome)(0),         // 3: sundial.fsm.v1.KeyOutcome
+	(ChangeCode)(0),         // 4: sundial.fsm.v1.ChangeCode
+	(EndState)(0),           // 5: sundial.fsm.v1.EndState
+	(RefCode)(0),            // 6: sundial.fsm.v1.RefCode
+	(*Batch)(nil),           // 7: sundial.fsm.v1.Batch
+	(*Command)(nil),         // 8: sundial.fsm.v1.Command
+	(*Publish)(nil),         // 9: sundial.fsm.v1.Publish
+	(*StoredMessage)(nil),   // 10: sundial.fsm.v1.StoredMessage
+	(*MessageRef)(nil),      // 11: sundial.fsm.v1.MessageRef
+	(*Lease)(nil),           // 12: sundial.fsm.v1.Lease
+	(*LeaseItem)(nil),       // 13: sundial.fsm.v1.LeaseItem
+	(*Ack)(nil),             // 14: sundial.fsm.v1.Ack
+	(*Nack)(nil),            // 15: sundial.fsm.v1.Nack
+	(*Extend)(nil),          // 16: sundial.fsm.v1.Extend
+	(*Sweep)(nil),           // 17: sundial.fsm.v1.Sweep
+	(*Change)(nil),          // 18: sundial.fsm.v1.Change
+	(*Group)(nil),           // 19: sundial.fsm.v1.Group
+	(*Purge)(nil),           // 20: sundial.fsm.v1.Purge
+	(*Redrive)(nil),         // 21: sundial.fsm.v1.Redrive
+	(*Expire)(nil),          // 22: sundial.fsm.v1.Expire
+	(*Fence)(nil),           // 23: sundial.fsm.v1.Fence
+	(*Journal)(nil),         // 24: sundial.fsm.v1.Journal
+	(*JournalState)(nil),    // 25: sundial.fsm.v1.JournalState
+	(*Restore)(nil),         // 26: sundial.fsm.v1.Restore
+	(*RestoreRecord)(nil),   // 27: sundial.fsm.v1.RestoreRecord
+	(*RestoreState)(nil),    // 28: sundial.fsm.v1.RestoreState
+	(*FencedPartition)(nil), // 29: sundial.fsm.v1.FencedPartition
+	(*CopyState)(nil),       // 30: sundial.fsm.v1.CopyState
+	(*Outcome)(nil),         // 31: sundial.fsm.v1.Outcome
+	(*PublishOutcome)(nil),  // 32: sundial.fsm.v1.PublishOutcome
+	(*ChangeResult)(nil),    // 33: sundial.fsm.v1.ChangeResult
+	(*KeyRecord)(nil),       // 34: sundial.fsm.v1.KeyRecord
+	(*EndRecord)(nil),       // 35: sundial.fsm.v1.EndRecord
+	(*Counters)(nil),        // 36: sundial.fsm.v1.Counters
+	(*Outcomes)(nil),        // 37: sundial.fsm.v1.Outcomes
+	(*DedupRecord)(nil),     // 38: sundial.fsm.v1.DedupRecord
+	nil,                     // 39: sundial.fsm.v1.StoredMessage.HeadersEntry
 }
 var file_broker_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
-	6,  // 0: sundial.fsm.v1.Batch.commands:type_name -> sundial.fsm.v1.Command
-	7,  // 1: sundial.fsm.v1.Command.publish:type_name -> sundial.fsm.v1.Publish
-	10, // 2: sundial.fsm.v1.Command.lease:type_name -> sundial.fsm.v1.Lease
-	12, // 3: sundial.fsm.v1.Command.ack:type_name -> sundial.fsm.v1.Ack
-	13, // 4: sundial.fsm.v1.Command.nack:type_name -> sundial.fsm.v1.Nack
-	14, // 5: sundial.fsm.v1.Command.extend:type_name -> sundial.fsm.v1.Extend
-	15, // 6: sundial.fsm.v1.Command.sweep:type_name -> sundial.fsm.v1.Sweep
-	16, // 7: sundial.fsm.v1.Command.change:type_name -> sundial.fsm.v1.Change
-	17, // 8: sundial.fsm.v1.Command.group:type_name -> sundial.fsm.v1.Group
-	18, // 9: sundial.fsm.v1.Command.purge:type_name -> sundial.fsm.v1.Purge
-	19, // 10: sundial.fsm.v1.Command.redrive:type_name -> sundial.fsm.v1.Redrive
-	20, // 11: sundial.fsm.v1.Command.expire:type_name -> sundial.fsm.v1.Expire
-	21, // 12: sundial.fsm.v1.Command.fence:type_name -> sundial.fsm.v1.Fence
-	8,  // 13: sundial.fsm.v1.Publish.messages:type_name -> sundial.fsm.v1.StoredMessage
-	32, // 14: sundial.fsm.v1.StoredMessage.headers:type_name -> sundial.fsm.v1.StoredMessage.HeadersEntry
-	0,  // 15: sundial.fsm.v1.StoredMessage.on_conflict:type_name -> sundial.fsm.v1.KeyConflict
-	11, // 16: sundial.fsm.v1.Lease.items:type_name -> sundial.fsm.v1.LeaseItem
-	9,  // 17: sundial.fsm.v1.LeaseItem.ref:type_name -> sundial.fsm.v1.MessageRef
-	9,  // 18: sundial.fsm.v1.Ack.refs:type_name -> sundial.fsm.v1.MessageRef
-	9,  // 19: sundial.fsm.v1.Nack.refs:type_name -> sundial.fsm.v1.MessageRef
-	9,  // 20: sundial.fsm.v1.Extend.refs:type_name -> sundial.fsm.v1.MessageRef
-	25, // 21: sundial.fsm.v1.Outcome.published:type_name -> sundial.fsm.v1.PublishOutcome
-	4,  // 22: sundial.fsm.v1.Outcome.codes:type_name -> sundial.fsm.v1.RefCode
-	26, // 23: sundial.fsm.v1.Outcome.change:type_name -> sundial.fsm.v1.ChangeResult
-	22, // 24: sundial.fsm.v1.Outcome.fenced:type_name -> sundial.fsm.v1.FencedPartition
-	1,  // 25: sundial.fsm.v1.PublishOutcome.key_outcome:type_name -> sundial.fsm.v1.KeyOutcome
-	2,  // 26: sundial.fsm.v1.ChangeResult.code:type_name -> sundial.fsm.v1.ChangeCode
-	3,  // 27: sundial.fsm.v1.KeyRecord.end:type_name -> sundial.fsm.v1.EndState
-	3,  // 28: sundial.fsm.v1.EndRecord.end:type_name -> sundial.fsm.v1.EndState
-	24, // 29: sundial.fsm.v1.Outcomes.outcomes:type_name -> sundial.fsm.v1.Outcome
-	24, // 30: sundial.fsm.v1.DedupRecord.outcome:type_name -> sundial.fsm.v1.Outcome
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	8,  // 0: sundial.fsm.v1.Batch.commands:type_name -> sundial.fsm.v1.Command
+	9,  // 1: sundial.fsm.v1.Command.publish:type_name -> sundial.fsm.v1.Publish
+	12, // 2: sundial.fsm.v1.Command.lease:type_name -> sundial.fsm.v1.Lease
+	14, // 3: sundial.fsm.v1.Command.ack:type_name -> sundial.fsm.v1.Ack
+	15, // 4: sundial.fsm.v1.Command.nack:type_name -> sundial.fsm.v1.Nack
+	16, // 5: sundial.fsm.v1.Command.extend:type_name -> sundial.fsm.v1.Extend
+	17, // 6: sundial.fsm.v1.Command.sweep:type_name -> sundial.fsm.v1.Sweep
+	18, // 7: sundial.fsm.v1.Command.change:type_name -> sundial.fsm.v1.Change
+	19, // 8: sundial.fsm.v1.Command.group:type_name -> sundial.fsm.v1.Group
+	20, // 9: sundial.fsm.v1.Command.purge:type_name -> sundial.fsm.v1.Purge
+	21, // 10: sundial.fsm.v1.Command.redrive:type_name -> sundial.fsm.v1.Redrive
+	22, // 11: sundial.fsm.v1.Command.expire:type_name -> sundial.fsm.v1.Expire
+	23, // 12: sundial.fsm.v1.Command.fence:type_name -> sundial.fsm.v1.Fence
+	24, // 13: sundial.fsm.v1.Command.journal:type_name -> sundial.fsm.v1.Journal
+	26, // 14: sundial.fsm.v1.Command.restore:type_name -> sundial.fsm.v1.Restore
+	10, // 15: sundial.fsm.v1.Publish.messages:type_name -> sundial.fsm.v1.StoredMessage
+	39, // 16: sundial.fsm.v1.StoredMessage.headers:type_name -> sundial.fsm.v1.StoredMessage.HeadersEntry
+	0,  // 17: sundial.fsm.v1.StoredMessage.on_conflict:type_name -> sundial.fsm.v1.KeyConflict
+	13, // 18: sundial.fsm.v1.Lease.items:type_name -> sundial.fsm.v1.LeaseItem
+	11, // 19: sundial.fsm.v1.LeaseItem.ref:type_name -> sundial.fsm.v1.MessageRef
+	11, // 20: sundial.fsm.v1.Ack.refs:type_name -> sundial.fsm.v1.MessageRef
+	11, // 21: sundial.fsm.v1.Nack.refs:type_name -> sundial.fsm.v1.MessageRef
+	11, // 22: sundial.fsm.v1.Extend.refs:type_name -> sundial.fsm.v1.MessageRef
+	27, // 23: sundial.fsm.v1.Restore.records:type_name -> sundial.fsm.v1.RestoreRecord
+	1,  // 24: sundial.fsm.v1.RestoreRecord.op:type_name -> sundial.fsm.v1.RestoreOp
+	32, // 25: sundial.fsm.v1.Outcome.published:type_name -> sundial.fsm.v1.PublishOutcome
+	6,  // 26: sundial.fsm.v1.Outcome.codes:type_name -> sundial.fsm.v1.RefCode
+	33, // 27: sundial.fsm.v1.Outcome.change:type_name -> sundial.fsm.v1.ChangeResult
+	29, // 28: sundial.fsm.v1.Outcome.fenced:type_name -> sundial.fsm.v1.FencedPartition
+	2,  // 29: sundial.fsm.v1.Outcome.restore:type_name -> sundial.fsm.v1.RestoreCode
+	25, // 30: sundial.fsm.v1.Outcome.journal:type_name -> sundial.fsm.v1.JournalState
+	3,  // 31: sundial.fsm.v1.PublishOutcome.key_outcome:type_name -> sundial.fsm.v1.KeyOutcome
+	4,  // 32: sundial.fsm.v1.ChangeResult.code:type_name -> sundial.fsm.v1.ChangeCode
+	5,  // 33: sundial.fsm.v1.KeyRecord.end:type_name -> sundial.fsm.v1.EndState
+	5,  // 34: sundial.fsm.v1.EndRecord.end:type_name -> sundial.fsm.v1.EndState
+	31, // 35: sundial.fsm.v1.Outcomes.outcomes:type_name -> sundial.fsm.v1.Outcome
+	31, // 36: sundial.fsm.v1.DedupRecord.outcome:type_name -> sundial.fsm.v1.Outcome
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_broker_internal_fsm_fsmpb_fsm_proto_init() }
@@ -2827,14 +3354,16 @@ func file_broker_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_Redrive)(nil),
 		(*Command_Expire)(nil),
 		(*Command_Fence)(nil),
+		(*Command_Journal)(nil),
+		(*Command_Restore)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   28,
+			NumEnums:      7,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
