@@ -50,7 +50,7 @@ PROTOC_GEN_OPENAPIV2_VERSION := v2.33.0
 STATICCHECK_VERSION        := latest
 GOLANGCI_LINT_VERSION      := v2.15.0
 
-PROTO_FILES := sundial/v1/sundial.proto sundial/v1/auth.proto sundial/broker/v1/broker.proto sundial/broker/v1/peer.proto sundial/broker/v1/authsync.proto
+PROTO_FILES := sundial/v1/sundial.proto sundial/v1/auth.proto sundial/v1/backup.proto sundial/broker/v1/broker.proto sundial/broker/v1/peer.proto sundial/broker/v1/authsync.proto
 # The broker's private storage format (Raft commands and Pebble records): generated
 # next to the .proto, paths relative to the repository root.
 BROKER_PROTO_FILES := broker/internal/fsm/fsmpb/fsm.proto
@@ -152,7 +152,7 @@ $(TOOLS)/protoc-gen-openapiv2:
 # openapi_gen writes the OpenAPI (Swagger 2.0) document of the public API, generated
 # from the google.api.http annotations of $(OPENAPI_PROTO), to $(1)/openapi.json;
 # proto/openapi.yaml sets the document's title, version and description.
-OPENAPI_PROTO := sundial/v1/sundial.proto
+OPENAPI_PROTO := sundial/v1/sundial.proto sundial/v1/backup.proto
 OPENAPI_OUT   := proxy/internal/httpapi/openapi.json
 openapi_gen = PATH="$(TOOLS):$$PATH" protoc -I proto -I proto/third_party -I /usr/include \
 	  --openapiv2_out=$(1) \

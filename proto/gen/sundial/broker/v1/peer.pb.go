@@ -583,6 +583,467 @@ func (x *TransferShardLeaderResponse) GetLeaderNodeId() uint64 {
 	return 0
 }
 
+type CaptureShardRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ShardId  uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	BackupId string                 `protobuf:"bytes,2,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
+	// Destination URL (backup.proto's CreateBackupRequest.dest).
+	Dest string `protobuf:"bytes,3,opt,name=dest,proto3" json:"dest,omitempty"`
+	// 0: a full capture; else capture the changes after this index.
+	Since         uint64 `protobuf:"varint,4,opt,name=since,proto3" json:"since,omitempty"`
+	ClusterId     string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureShardRequest) Reset() {
+	*x = CaptureShardRequest{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureShardRequest) ProtoMessage() {}
+
+func (x *CaptureShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureShardRequest.ProtoReflect.Descriptor instead.
+func (*CaptureShardRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CaptureShardRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *CaptureShardRequest) GetBackupId() string {
+	if x != nil {
+		return x.BackupId
+	}
+	return ""
+}
+
+func (x *CaptureShardRequest) GetDest() string {
+	if x != nil {
+		return x.Dest
+	}
+	return ""
+}
+
+func (x *CaptureShardRequest) GetSince() uint64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+func (x *CaptureShardRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+type CaptureShardResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The index the capture builds on; 0 when it is full.
+	Since uint64 `protobuf:"varint,2,opt,name=since,proto3" json:"since,omitempty"`
+	// "full" or "incremental".
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The file's name in dest, its size and SHA-256 (hex).
+	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Bytes         int64  `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Sha256        string `protobuf:"bytes,6,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Records       int64  `protobuf:"varint,7,opt,name=records,proto3" json:"records,omitempty"`
+	Messages      int64  `protobuf:"varint,8,opt,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureShardResponse) Reset() {
+	*x = CaptureShardResponse{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureShardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureShardResponse) ProtoMessage() {}
+
+func (x *CaptureShardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureShardResponse.ProtoReflect.Descriptor instead.
+func (*CaptureShardResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CaptureShardResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *CaptureShardResponse) GetSince() uint64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+func (x *CaptureShardResponse) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CaptureShardResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CaptureShardResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *CaptureShardResponse) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *CaptureShardResponse) GetRecords() int64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
+func (x *CaptureShardResponse) GetMessages() int64 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+type TrimJournalRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardId       uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Through       uint64                 `protobuf:"varint,2,opt,name=through,proto3" json:"through,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrimJournalRequest) Reset() {
+	*x = TrimJournalRequest{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimJournalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimJournalRequest) ProtoMessage() {}
+
+func (x *TrimJournalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimJournalRequest.ProtoReflect.Descriptor instead.
+func (*TrimJournalRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TrimJournalRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *TrimJournalRequest) GetThrough() uint64 {
+	if x != nil {
+		return x.Through
+	}
+	return 0
+}
+
+type TrimJournalResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The index after which the journal covers every change; 0 when off.
+	Since         uint64 `protobuf:"varint,1,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrimJournalResponse) Reset() {
+	*x = TrimJournalResponse{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimJournalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimJournalResponse) ProtoMessage() {}
+
+func (x *TrimJournalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimJournalResponse.ProtoReflect.Descriptor instead.
+func (*TrimJournalResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TrimJournalResponse) GetSince() uint64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+type RestoreRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// false: set key to value; true: delete key.
+	Delete bool `protobuf:"varint,1,opt,name=delete,proto3" json:"delete,omitempty"`
+	// Relative to the shard's key prefix.
+	Key           []byte `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRecord) Reset() {
+	*x = RestoreRecord{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRecord) ProtoMessage() {}
+
+func (x *RestoreRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRecord.ProtoReflect.Descriptor instead.
+func (*RestoreRecord) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RestoreRecord) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+func (x *RestoreRecord) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RestoreRecord) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+type RestoreShardRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ShardId   uint64                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	RestoreId string                 `protobuf:"bytes,2,opt,name=restore_id,json=restoreId,proto3" json:"restore_id,omitempty"`
+	Begin     bool                   `protobuf:"varint,3,opt,name=begin,proto3" json:"begin,omitempty"`
+	// Chunk number from 1; 0 for a begin or end without records.
+	Seq           uint64           `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	Records       []*RestoreRecord `protobuf:"bytes,5,rep,name=records,proto3" json:"records,omitempty"`
+	End           bool             `protobuf:"varint,6,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreShardRequest) Reset() {
+	*x = RestoreShardRequest{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreShardRequest) ProtoMessage() {}
+
+func (x *RestoreShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreShardRequest.ProtoReflect.Descriptor instead.
+func (*RestoreShardRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RestoreShardRequest) GetShardId() uint64 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *RestoreShardRequest) GetRestoreId() string {
+	if x != nil {
+		return x.RestoreId
+	}
+	return ""
+}
+
+func (x *RestoreShardRequest) GetBegin() bool {
+	if x != nil {
+		return x.Begin
+	}
+	return false
+}
+
+func (x *RestoreShardRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RestoreShardRequest) GetRecords() []*RestoreRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *RestoreShardRequest) GetEnd() bool {
+	if x != nil {
+		return x.End
+	}
+	return false
+}
+
+type RestoreShardResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreShardResponse) Reset() {
+	*x = RestoreShardResponse{}
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreShardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreShardResponse) ProtoMessage() {}
+
+func (x *RestoreShardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_broker_v1_peer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreShardResponse.ProtoReflect.Descriptor instead.
+func (*RestoreShardResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_broker_v1_peer_proto_rawDescGZIP(), []int{15}
+}
+
 var File_sundial_broker_v1_peer_proto protoreflect.FileDescriptor
 
 const file_sundial_broker_v1_peer_proto_rawDesc = "" +
@@ -624,17 +1085,54 @@ const file_sundial_broker_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"to_node_id\x18\x02 \x01(\x04R\btoNodeId\"C\n" +
 	"\x1bTransferShardLeaderResponse\x12$\n" +
-	"\x0eleader_node_id\x18\x01 \x01(\x04R\fleaderNodeId*\x9a\x01\n" +
+	"\x0eleader_node_id\x18\x01 \x01(\x04R\fleaderNodeId\"\x96\x01\n" +
+	"\x13CaptureShardRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1b\n" +
+	"\tbackup_id\x18\x02 \x01(\tR\bbackupId\x12\x12\n" +
+	"\x04dest\x18\x03 \x01(\tR\x04dest\x12\x14\n" +
+	"\x05since\x18\x04 \x01(\x04R\x05since\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\"\xce\x01\n" +
+	"\x14CaptureShardResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n" +
+	"\x05since\x18\x02 \x01(\x04R\x05since\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\x12\x16\n" +
+	"\x06sha256\x18\x06 \x01(\tR\x06sha256\x12\x18\n" +
+	"\arecords\x18\a \x01(\x03R\arecords\x12\x1a\n" +
+	"\bmessages\x18\b \x01(\x03R\bmessages\"I\n" +
+	"\x12TrimJournalRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x18\n" +
+	"\athrough\x18\x02 \x01(\x04R\athrough\"+\n" +
+	"\x13TrimJournalResponse\x12\x14\n" +
+	"\x05since\x18\x01 \x01(\x04R\x05since\"O\n" +
+	"\rRestoreRecord\x12\x16\n" +
+	"\x06delete\x18\x01 \x01(\bR\x06delete\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"\xc5\x01\n" +
+	"\x13RestoreShardRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x04R\ashardId\x12\x1d\n" +
+	"\n" +
+	"restore_id\x18\x02 \x01(\tR\trestoreId\x12\x14\n" +
+	"\x05begin\x18\x03 \x01(\bR\x05begin\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12:\n" +
+	"\arecords\x18\x05 \x03(\v2 .sundial.broker.v1.RestoreRecordR\arecords\x12\x10\n" +
+	"\x03end\x18\x06 \x01(\bR\x03end\"\x16\n" +
+	"\x14RestoreShardResponse*\x9a\x01\n" +
 	"\x10MembershipChange\x12!\n" +
 	"\x1dMEMBERSHIP_CHANGE_UNSPECIFIED\x10\x00\x12$\n" +
 	" MEMBERSHIP_CHANGE_ADD_NON_VOTING\x10\x01\x12\x1f\n" +
 	"\x1bMEMBERSHIP_CHANGE_ADD_VOTER\x10\x02\x12\x1c\n" +
-	"\x18MEMBERSHIP_CHANGE_DELETE\x10\x032\xae\x03\n" +
+	"\x18MEMBERSHIP_CHANGE_DELETE\x10\x032\xce\x05\n" +
 	"\x04Peer\x12S\n" +
 	"\bIdentify\x12\".sundial.broker.v1.IdentifyRequest\x1a#.sundial.broker.v1.IdentifyResponse\x12_\n" +
 	"\fAddToCluster\x12&.sundial.broker.v1.AddToClusterRequest\x1a'.sundial.broker.v1.AddToClusterResponse\x12z\n" +
 	"\x15ChangeShardMembership\x12/.sundial.broker.v1.ChangeShardMembershipRequest\x1a0.sundial.broker.v1.ChangeShardMembershipResponse\x12t\n" +
-	"\x13TransferShardLeader\x12-.sundial.broker.v1.TransferShardLeaderRequest\x1a..sundial.broker.v1.TransferShardLeaderResponseBCZAgithub.com/sundialmq/sundial/proto/gen/sundial/broker/v1;brokerv1b\x06proto3"
+	"\x13TransferShardLeader\x12-.sundial.broker.v1.TransferShardLeaderRequest\x1a..sundial.broker.v1.TransferShardLeaderResponse\x12_\n" +
+	"\fCaptureShard\x12&.sundial.broker.v1.CaptureShardRequest\x1a'.sundial.broker.v1.CaptureShardResponse\x12\\\n" +
+	"\vTrimJournal\x12%.sundial.broker.v1.TrimJournalRequest\x1a&.sundial.broker.v1.TrimJournalResponse\x12_\n" +
+	"\fRestoreShard\x12&.sundial.broker.v1.RestoreShardRequest\x1a'.sundial.broker.v1.RestoreShardResponseBCZAgithub.com/sundialmq/sundial/proto/gen/sundial/broker/v1;brokerv1b\x06proto3"
 
 var (
 	file_sundial_broker_v1_peer_proto_rawDescOnce sync.Once
@@ -649,7 +1147,7 @@ func file_sundial_broker_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_broker_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_broker_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_sundial_broker_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_sundial_broker_v1_peer_proto_goTypes = []any{
 	(MembershipChange)(0),                 // 0: sundial.broker.v1.MembershipChange
 	(*AddToClusterRequest)(nil),           // 1: sundial.broker.v1.AddToClusterRequest
@@ -661,25 +1159,39 @@ var file_sundial_broker_v1_peer_proto_goTypes = []any{
 	(*ChangeShardMembershipResponse)(nil), // 7: sundial.broker.v1.ChangeShardMembershipResponse
 	(*TransferShardLeaderRequest)(nil),    // 8: sundial.broker.v1.TransferShardLeaderRequest
 	(*TransferShardLeaderResponse)(nil),   // 9: sundial.broker.v1.TransferShardLeaderResponse
-	nil,                                   // 10: sundial.broker.v1.IdentifyResponse.ShardLeadersEntry
+	(*CaptureShardRequest)(nil),           // 10: sundial.broker.v1.CaptureShardRequest
+	(*CaptureShardResponse)(nil),          // 11: sundial.broker.v1.CaptureShardResponse
+	(*TrimJournalRequest)(nil),            // 12: sundial.broker.v1.TrimJournalRequest
+	(*TrimJournalResponse)(nil),           // 13: sundial.broker.v1.TrimJournalResponse
+	(*RestoreRecord)(nil),                 // 14: sundial.broker.v1.RestoreRecord
+	(*RestoreShardRequest)(nil),           // 15: sundial.broker.v1.RestoreShardRequest
+	(*RestoreShardResponse)(nil),          // 16: sundial.broker.v1.RestoreShardResponse
+	nil,                                   // 17: sundial.broker.v1.IdentifyResponse.ShardLeadersEntry
 }
 var file_sundial_broker_v1_peer_proto_depIdxs = []int32{
 	5,  // 0: sundial.broker.v1.IdentifyResponse.nodes:type_name -> sundial.broker.v1.KnownNode
-	10, // 1: sundial.broker.v1.IdentifyResponse.shard_leaders:type_name -> sundial.broker.v1.IdentifyResponse.ShardLeadersEntry
+	17, // 1: sundial.broker.v1.IdentifyResponse.shard_leaders:type_name -> sundial.broker.v1.IdentifyResponse.ShardLeadersEntry
 	0,  // 2: sundial.broker.v1.ChangeShardMembershipRequest.change:type_name -> sundial.broker.v1.MembershipChange
-	3,  // 3: sundial.broker.v1.Peer.Identify:input_type -> sundial.broker.v1.IdentifyRequest
-	1,  // 4: sundial.broker.v1.Peer.AddToCluster:input_type -> sundial.broker.v1.AddToClusterRequest
-	6,  // 5: sundial.broker.v1.Peer.ChangeShardMembership:input_type -> sundial.broker.v1.ChangeShardMembershipRequest
-	8,  // 6: sundial.broker.v1.Peer.TransferShardLeader:input_type -> sundial.broker.v1.TransferShardLeaderRequest
-	4,  // 7: sundial.broker.v1.Peer.Identify:output_type -> sundial.broker.v1.IdentifyResponse
-	2,  // 8: sundial.broker.v1.Peer.AddToCluster:output_type -> sundial.broker.v1.AddToClusterResponse
-	7,  // 9: sundial.broker.v1.Peer.ChangeShardMembership:output_type -> sundial.broker.v1.ChangeShardMembershipResponse
-	9,  // 10: sundial.broker.v1.Peer.TransferShardLeader:output_type -> sundial.broker.v1.TransferShardLeaderResponse
-	7,  // [7:11] is the sub-list for method output_type
-	3,  // [3:7] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	14, // 3: sundial.broker.v1.RestoreShardRequest.records:type_name -> sundial.broker.v1.RestoreRecord
+	3,  // 4: sundial.broker.v1.Peer.Identify:input_type -> sundial.broker.v1.IdentifyRequest
+	1,  // 5: sundial.broker.v1.Peer.AddToCluster:input_type -> sundial.broker.v1.AddToClusterRequest
+	6,  // 6: sundial.broker.v1.Peer.ChangeShardMembership:input_type -> sundial.broker.v1.ChangeShardMembershipRequest
+	8,  // 7: sundial.broker.v1.Peer.TransferShardLeader:input_type -> sundial.broker.v1.TransferShardLeaderRequest
+	10, // 8: sundial.broker.v1.Peer.CaptureShard:input_type -> sundial.broker.v1.CaptureShardRequest
+	12, // 9: sundial.broker.v1.Peer.TrimJournal:input_type -> sundial.broker.v1.TrimJournalRequest
+	15, // 10: sundial.broker.v1.Peer.RestoreShard:input_type -> sundial.broker.v1.RestoreShardRequest
+	4,  // 11: sundial.broker.v1.Peer.Identify:output_type -> sundial.broker.v1.IdentifyResponse
+	2,  // 12: sundial.broker.v1.Peer.AddToCluster:output_type -> sundial.broker.v1.AddToClusterResponse
+	7,  // 13: sundial.broker.v1.Peer.ChangeShardMembership:output_type -> sundial.broker.v1.ChangeShardMembershipResponse
+	9,  // 14: sundial.broker.v1.Peer.TransferShardLeader:output_type -> sundial.broker.v1.TransferShardLeaderResponse
+	11, // 15: sundial.broker.v1.Peer.CaptureShard:output_type -> sundial.broker.v1.CaptureShardResponse
+	13, // 16: sundial.broker.v1.Peer.TrimJournal:output_type -> sundial.broker.v1.TrimJournalResponse
+	16, // 17: sundial.broker.v1.Peer.RestoreShard:output_type -> sundial.broker.v1.RestoreShardResponse
+	11, // [11:18] is the sub-list for method output_type
+	4,  // [4:11] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_sundial_broker_v1_peer_proto_init() }
@@ -693,7 +1205,7 @@ func file_sundial_broker_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_broker_v1_peer_proto_rawDesc), len(file_sundial_broker_v1_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

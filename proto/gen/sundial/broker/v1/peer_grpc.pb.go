@@ -25,6 +25,9 @@ const (
 	Peer_AddToCluster_FullMethodName          = "/sundial.broker.v1.Peer/AddToCluster"
 	Peer_ChangeShardMembership_FullMethodName = "/sundial.broker.v1.Peer/ChangeShardMembership"
 	Peer_TransferShardLeader_FullMethodName   = "/sundial.broker.v1.Peer/TransferShardLeader"
+	Peer_CaptureShard_FullMethodName          = "/sundial.broker.v1.Peer/CaptureShard"
+	Peer_TrimJournal_FullMethodName           = "/sundial.broker.v1.Peer/TrimJournal"
+	Peer_RestoreShard_FullMethodName          = "/sundial.broker.v1.Peer/RestoreShard"
 )
 
 // PeerClient is the client API for Peer service.
@@ -64,6 +67,26 @@ type PeerClient interface {
 	// shard_id when the broker holds no replica, to_node_id when that node
 	// holds none.
 	TransferShardLeader(ctx context.Context, in *TransferShardLeaderRequest, opts ...grpc.CallOption) (*TransferShardLeaderResponse, error)
+	// CaptureShard writes a backup file of an event shard to dest from the
+	// answering broker's replica, which must lead the shard or be a follower
+	// that has applied everything committed (a read index first): a full
+	// capture (since 0) or the changes after index since, which the shard's
+	// change journal must cover; when it does not, the capture is full and
+	// the answer says so (kind). The journal is turned on first, so the next
+	// backup can be incremental. Errors: FailedPrecondition (no replica of
+	// the shard here), InvalidArgument (dest), Unavailable (dest failed after
+	// retries; Dragonboat's temporary errors).
+	CaptureShard(ctx context.Context, in *CaptureShardRequest, opts ...grpc.CallOption) (*CaptureShardResponse, error)
+	// TrimJournal forgets the shard's journaled changes at or before
+	// through, the index a kept backup captured, so the journal covers the
+	// changes after it. Proposed through the answering broker's replica.
+	TrimJournal(ctx context.Context, in *TrimJournalRequest, opts ...grpc.CallOption) (*TrimJournalResponse, error)
+	// RestoreShard proposes one step of a restore to the shard's Raft log
+	// through the answering broker's replica: begin (into an empty shard
+	// only), a numbered chunk of records, or end. Steps are idempotent: a
+	// chunk already applied answers OK. Errors: FailedPrecondition with the
+	// reason (not empty, another restore, out of order, bad record).
+	RestoreShard(ctx context.Context, in *RestoreShardRequest, opts ...grpc.CallOption) (*RestoreShardResponse, error)
 }
 
 type peerClient struct {
@@ -114,6 +137,36 @@ func (c *peerClient) TransferShardLeader(ctx context.Context, in *TransferShardL
 	return out, nil
 }
 
+func (c *peerClient) CaptureShard(ctx context.Context, in *CaptureShardRequest, opts ...grpc.CallOption) (*CaptureShardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CaptureShardResponse)
+	err := c.cc.Invoke(ctx, Peer_CaptureShard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerClient) TrimJournal(ctx context.Context, in *TrimJournalRequest, opts ...grpc.CallOption) (*TrimJournalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TrimJournalResponse)
+	err := c.cc.Invoke(ctx, Peer_TrimJournal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerClient) RestoreShard(ctx context.Context, in *RestoreShardRequest, opts ...grpc.CallOption) (*RestoreShardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreShardResponse)
+	err := c.cc.Invoke(ctx, Peer_RestoreShard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -151,6 +204,26 @@ type PeerServer interface {
 	// shard_id when the broker holds no replica, to_node_id when that node
 	// holds none.
 	TransferShardLeader(context.Context, *TransferShardLeaderRequest) (*TransferShardLeaderResponse, error)
+	// CaptureShard writes a backup file of an event shard to dest from the
+	// answering broker's replica, which must lead the shard or be a follower
+	// that has applied everything committed (a read index first): a full
+	// capture (since 0) or the changes after index since, which the shard's
+	// change journal must cover; when it does not, the capture is full and
+	// the answer says so (kind). The journal is turned on first, so the next
+	// backup can be incremental. Errors: FailedPrecondition (no replica of
+	// the shard here), InvalidArgument (dest), Unavailable (dest failed after
+	// retries; Dragonboat's temporary errors).
+	CaptureShard(context.Context, *CaptureShardRequest) (*CaptureShardResponse, error)
+	// TrimJournal forgets the shard's journaled changes at or before
+	// through, the index a kept backup captured, so the journal covers the
+	// changes after it. Proposed through the answering broker's replica.
+	TrimJournal(context.Context, *TrimJournalRequest) (*TrimJournalResponse, error)
+	// RestoreShard proposes one step of a restore to the shard's Raft log
+	// through the answering broker's replica: begin (into an empty shard
+	// only), a numbered chunk of records, or end. Steps are idempotent: a
+	// chunk already applied answers OK. Errors: FailedPrecondition with the
+	// reason (not empty, another restore, out of order, bad record).
+	RestoreShard(context.Context, *RestoreShardRequest) (*RestoreShardResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -172,6 +245,15 @@ func (UnimplementedPeerServer) ChangeShardMembership(context.Context, *ChangeSha
 }
 func (UnimplementedPeerServer) TransferShardLeader(context.Context, *TransferShardLeaderRequest) (*TransferShardLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TransferShardLeader not implemented")
+}
+func (UnimplementedPeerServer) CaptureShard(context.Context, *CaptureShardRequest) (*CaptureShardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CaptureShard not implemented")
+}
+func (UnimplementedPeerServer) TrimJournal(context.Context, *TrimJournalRequest) (*TrimJournalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TrimJournal not implemented")
+}
+func (UnimplementedPeerServer) RestoreShard(context.Context, *RestoreShardRequest) (*RestoreShardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreShard not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -266,6 +348,60 @@ func _Peer_TransferShardLeader_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_CaptureShard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CaptureShardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).CaptureShard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_CaptureShard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).CaptureShard(ctx, req.(*CaptureShardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Peer_TrimJournal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TrimJournalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).TrimJournal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_TrimJournal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).TrimJournal(ctx, req.(*TrimJournalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Peer_RestoreShard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreShardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).RestoreShard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_RestoreShard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).RestoreShard(ctx, req.(*RestoreShardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +424,18 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TransferShardLeader",
 			Handler:    _Peer_TransferShardLeader_Handler,
+		},
+		{
+			MethodName: "CaptureShard",
+			Handler:    _Peer_CaptureShard_Handler,
+		},
+		{
+			MethodName: "TrimJournal",
+			Handler:    _Peer_TrimJournal_Handler,
+		},
+		{
+			MethodName: "RestoreShard",
+			Handler:    _Peer_RestoreShard_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
