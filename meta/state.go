@@ -174,6 +174,9 @@ type State struct {
 	// first auth command. Its changes do not change Version: nothing
 	// routes on them.
 	Auth *Auth `json:"auth,omitempty"`
+	// Backups are the backup runs, oldest first: the running one (at most
+	// one) and the last BackupRunsKept finished ones (backup.go).
+	Backups []*BackupRun `json:"backups,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -203,6 +206,7 @@ func (s *State) Clone() *State {
 		Growth:          slices.Clone(s.Growth),
 		JoinTokens:      cloneJoinTokens(s.JoinTokens),
 		Auth:            s.Auth.Clone(),
+		Backups:         cloneBackups(s.Backups),
 	}
 	if s.Operations != nil {
 		c.Operations = make(map[OperationID]*Operation, len(s.Operations))

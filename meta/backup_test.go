@@ -1,0 +1,138 @@
+package meta
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// A backup run goes running → done or failed; one runs at a time; a
+// retried start answers the run; captures are recorded only while it runs
+// and only for the shards it names; finished runs are kept up to
+// BackupRunsKept, oldest dropped first.
+func TestBackupRuns(t *testing.T) {
+	m := bootstrapped(t)
+	idx := uint64(10)
+	step := func(c *Command) uint64 {
+		t.Helper()
+		idx++
+		return apply(t, m, idx, c).Value
+	}
+	start := func(id, kind, parent string) uint64 {
+		return step(&Command{Op: OpStartBackup, NowMs: 1000, Backup: &BackupRun{ID: id, Kind: kind, Parent: parent, Dest: "file:///b"}})
+	}
+	for _, tc := range []struct {
+		name string
+		run  *BackupRun
+	}{
+		{"no kind", &BackupRun{ID: "x", Dest: "file:///b"}},
+		{"incremental without a parent", &BackupRun{ID: "x", Kind: BackupIncremental, Dest: "file:///b"}},
+		{"full with a parent", &BackupRun{ID: "x", Kind: BackupFull, Parent: "p", Dest: "file:///b"}},
+		{"no destination", &BackupRun{ID: "x", Kind: BackupFull}},
+	} {
+		if got := step(&Command{Op: OpStartBackup, Backup: tc.run}); got != ResultInvalid {
+			t.Errorf("start_backup(%s) = %d, want ResultInvalid", tc.name, got)
+		}
+	}
+	if got := start("b1", BackupFull, ""); got != ResultOK {
+		t.Fatalf("start_backup(b1) = %d, want ResultOK", got)
+	}
+	if got := start("b1", BackupFull, ""); got != ResultNoop {
+		t.Errorf("start_backup(b1) again = %d, want ResultNoop", got)
+	}
+	if got := start("b2", BackupFull, ""); got != ResultBusy {
+		t.Errorf("start_backup(b2) while b1 runs = %d, want ResultBusy", got)
+	}
+	run := state(t, m).RunningBackup()
+	if run == nil || run.ID != "b1" || len(run.Shards) != 8 || run.StartedAtMs != 1000 {
+		t.Fatalf("running backup = %+v, want b1 naming the 8 shards, started at 1000", run)
+	}
+	sc := &ShardCapture{Shard: run.Shards[0], BackupFile: BackupFile{Name: "f", Bytes: 10, SHA256: "ab"}, Index: 7, Kind: BackupFull}
+	if got := step(&Command{Op: OpRecordBackup, Name: "b1", Capture: sc}); got != ResultOK {
+		t.Fatalf("record_backup = %d, want ResultOK", got)
+	}
+	if got := step(&Command{Op: OpRecordBackup, Name: "b1", Capture: &ShardCapture{Shard: 99}}); got != ResultInvalid {
+		t.Errorf("record_backup of a shard the run does not name = %d, want ResultInvalid", got)
+	}
+	if got := step(&Command{Op: OpRecordBackup, Name: "b1", BackupFile: &BackupFile{Name: "meta.sdb"}}); got != ResultOK {
+		t.Fatalf("record_backup(catalog) = %d, want ResultOK", got)
+	}
+	step(&Command{Op: OpRecordBackup, Name: "b1", Error: "shard 101: unavailable"})
+	r := state(t, m).BackupRun("b1")
+	if r.Captures[sc.Shard].Index != 7 || r.Catalog.GetName() != "meta.sdb" || r.Error != "shard 101: unavailable" {
+		t.Fatalf("run b1 = %+v, want its capture, catalog and note", r)
+	}
+	if got := step(&Command{Op: OpFinishBackup, Name: "b1", NowMs: 2000}); got != ResultOK {
+		t.Fatalf("finish_backup(b1) = %d, want ResultOK", got)
+	}
+	if r := state(t, m).BackupRun("b1"); r.Status != BackupDone || r.FinishedAtMs != 2000 {
+		t.Fatalf("b1 after finish = %s at %d, want done at 2000", r.Status, r.FinishedAtMs)
+	}
+	if got := step(&Command{Op: OpRecordBackup, Name: "b1", Capture: sc}); got != ResultNotFound {
+		t.Errorf("record_backup of a finished run = %d, want ResultNotFound", got)
+	}
+	if got := start("b1", BackupFull, ""); got != ResultExists {
+		t.Errorf("start_backup(b1) after it finished = %d, want ResultExists", got)
+	}
+	if got := start("b2", BackupIncremental, "b1"); got != ResultOK {
+		t.Fatalf("start_backup(b2) = %d, want ResultOK", got)
+	}
+	step(&Command{Op: OpFinishBackup, Name: "b2", Error: "shard 100: dest unreachable"})
+	if r := state(t, m).BackupRun(""); r.ID != "b2" || r.Status != BackupFailed || r.Error != "shard 100: dest unreachable" {
+		t.Fatalf("newest run = %+v, want b2 failed with its error", r)
+	}
+	for i := range BackupRunsKept + 3 {
+		id := fmt.Sprintf("c%02d", i)
+		start(id, BackupFull, "")
+		step(&Command{Op: OpFinishBackup, Name: id})
+	}
+	s := state(t, m)
+	if len(s.Backups) != BackupRunsKept || s.Backups[0].ID != "c03" {
+		t.Fatalf("kept %d runs from %s, want %d from c03", len(s.Backups), s.Backups[0].ID, BackupRunsKept)
+	}
+}
+
+// The catalog holds the serving shards, the topics but one being deleted,
+// and tokens and roles without receipt keys; restoring it into a cluster
+// without topics installs them, keeps the cluster's own id, tokens and
+// receipt keys, and a second restore is refused.
+func TestCatalogRestore(t *testing.T) {
+	src := bootstrapped(t)
+	apply(t, src, 5, &Command{Op: OpCreateTopic, NowMs: 1, Topic: &Topic{Name: "orders", Partitions: 4, Groups: []string{"billing"}}})
+	apply(t, src, 6, &Command{Op: OpCreateTopic, NowMs: 1, Topic: &Topic{Name: "gone"}})
+	apply(t, src, 7, &Command{Op: OpAuthBootstrap, NowMs: 1, Token: &Token{Name: "admin", Hash: hash32("old-admin"), Role: "admin"}, ReceiptKey: &ReceiptKey{Secret: bytes.Repeat([]byte("k"), ReceiptKeyBytes)}})
+	apply(t, src, 8, &Command{Op: OpCreateToken, NowMs: 1, Token: &Token{Name: "app", Hash: hash32("app"), Role: "admin"}})
+	s := state(t, src)
+	s.Topics["gone"].Deleting = 3
+	cat := s.Catalog()
+	if !slices.Equal(cat.TopicNames(), []string{"orders"}) || len(cat.Shards) != 8 || cat.Auth.ReceiptKeys != nil || len(cat.Auth.Tokens) != 2 {
+		t.Fatalf("catalog = topics %v, %d shards, receipt keys %v, %d tokens; want orders, 8, none, 2", cat.TopicNames(), len(cat.Shards), cat.Auth.ReceiptKeys, len(cat.Auth.Tokens))
+	}
+
+	dst := bootstrapped(t)
+	apply(t, dst, 5, &Command{Op: OpAuthBootstrap, NowMs: 1, Token: &Token{Name: "admin", Hash: hash32("new-admin"), Role: "admin"}, ReceiptKey: &ReceiptKey{Secret: bytes.Repeat([]byte("n"), ReceiptKeyBytes)}})
+	before := state(t, dst)
+	if r := apply(t, dst, 6, &Command{Op: OpRestoreCatalog, Catalog: cat}); r.Value != ResultOK {
+		t.Fatalf("restore_catalog = %d, want ResultOK", r.Value)
+	}
+	after := state(t, dst)
+	if got := after.Topics["orders"]; got == nil || got.Partitions != 4 || !slices.Equal(got.Groups, []string{"billing", DefaultGroup}) {
+		t.Fatalf("restored topic orders = %+v, want 4 partitions and groups billing and default", got)
+	}
+	if !bytes.Equal(after.Auth.Tokens["admin"].Hash, hash32("new-admin")) || after.Auth.Tokens["app"] == nil {
+		t.Fatalf("tokens after restore: admin %q, app %v; want the new cluster's admin and the restored app", after.Auth.Tokens["admin"].Hash, after.Auth.Tokens["app"])
+	}
+	if after.Auth.ReceiptKeys[0].Secret[0] != 'n' || after.ClusterID != before.ClusterID || after.Version <= before.Version || after.Auth.Revision <= before.Auth.Revision {
+		t.Fatalf("restore changed the receipt key, cluster id or did not bump versions: %+v", after.Auth)
+	}
+	if r := apply(t, dst, 7, &Command{Op: OpRestoreCatalog, Catalog: cat}); r.Value != ResultExists {
+		t.Fatalf("second restore_catalog = %d, want ResultExists", r.Value)
+	}
+}
+
+func hash32(s string) []byte {
+	h := sha256.Sum256([]byte(s))
+	return h[:]
+}
