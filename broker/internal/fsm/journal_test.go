@@ -142,8 +142,23 @@ func TestIncrementalCaptureNeedsAJournalSinceThatIndex(t *testing.T) {
 	}
 	since := r.apply(journalCmd(0))[0].Journal.GetSince()
 	traffic(r, 10, 5)
-	if _, _, err := r.capture(since + 1); !errors.Is(err, ErrJournalGap) {
-		t.Fatalf("capture since another index: %v, want ErrJournalGap", err)
+	if _, _, err := r.capture(since - 1); !errors.Is(err, ErrJournalGap) {
+		t.Fatalf("capture since an index before the journal's: %v, want ErrJournalGap", err)
+	}
+	if _, _, err := r.capture(r.index + 1); !errors.Is(err, ErrJournalGap) {
+		t.Fatalf("capture since an index past the applied one: %v, want ErrJournalGap", err)
+	}
+	// Since an index after the journal's (a backup whose trim was lost):
+	// the changes after that index only.
+	mid := r.index
+	traffic(r, 15, 1)
+	later, _, err := r.capture(mid)
+	if err != nil {
+		t.Fatalf("capture since a later index: %v", err)
+	}
+	all, _, _ := r.capture(since)
+	if len(later) == 0 || len(later) >= len(all) {
+		t.Fatalf("capture since %d has %d records, since %d has %d: want fewer, not none", mid, len(later), since, len(all))
 	}
 	if _, _, err := r.capture(since); err != nil {
 		t.Fatalf("capture since the journal's index: %v", err)
