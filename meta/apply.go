@@ -89,7 +89,7 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 	case OpFinishBackup:
 		return s.finishBackup(c.Name, c.Error, c.NowMs), nil
 	case OpRestoreCatalog:
-		return s.restoreCatalog(c.Catalog), nil
+		return s.restoreCatalog(c.Name, c.Catalog), nil
 	}
 	return ResultInvalid, nil
 }

@@ -245,12 +245,13 @@ func (s *State) Catalog() *Catalog {
 	return c
 }
 
-// restoreCatalog installs a restored catalog's topics, tokens and roles
-// into a cluster that has no topics (ResultExists otherwise). Tokens and
+// restoreCatalog installs the catalog of backup id's topics, tokens and
+// roles into a cluster that has no topics (ResultExists otherwise), and
+// records id as RestoredFrom. Tokens and
 // roles the cluster has keep theirs (the operator's token of the new
 // cluster goes on working); the others are added. The cluster keeps its
 // own id, nodes, shards and receipt keys.
-func (s *State) restoreCatalog(c *Catalog) uint64 {
+func (s *State) restoreCatalog(id string, c *Catalog) uint64 {
 	if c == nil {
 		return ResultInvalid
 	}
@@ -286,6 +287,7 @@ func (s *State) restoreCatalog(c *Catalog) uint64 {
 		}
 		a.Revision++
 	}
+	s.RestoredFrom = id
 	s.Version++
 	return ResultOK
 }

@@ -114,7 +114,7 @@ func TestCatalogRestore(t *testing.T) {
 	dst := bootstrapped(t)
 	apply(t, dst, 5, &Command{Op: OpAuthBootstrap, NowMs: 1, Token: &Token{Name: "admin", Hash: hash32("new-admin"), Role: "admin"}, ReceiptKey: &ReceiptKey{Secret: bytes.Repeat([]byte("n"), ReceiptKeyBytes)}})
 	before := state(t, dst)
-	if r := apply(t, dst, 6, &Command{Op: OpRestoreCatalog, Catalog: cat}); r.Value != ResultOK {
+	if r := apply(t, dst, 6, &Command{Op: OpRestoreCatalog, Name: "b7", Catalog: cat}); r.Value != ResultOK {
 		t.Fatalf("restore_catalog = %d, want ResultOK", r.Value)
 	}
 	after := state(t, dst)
@@ -127,7 +127,10 @@ func TestCatalogRestore(t *testing.T) {
 	if after.Auth.ReceiptKeys[0].Secret[0] != 'n' || after.ClusterID != before.ClusterID || after.Version <= before.Version || after.Auth.Revision <= before.Auth.Revision {
 		t.Fatalf("restore changed the receipt key, cluster id or did not bump versions: %+v", after.Auth)
 	}
-	if r := apply(t, dst, 7, &Command{Op: OpRestoreCatalog, Catalog: cat}); r.Value != ResultExists {
+	if after.RestoredFrom != "b7" {
+		t.Fatalf("restored_from = %q, want b7", after.RestoredFrom)
+	}
+	if r := apply(t, dst, 7, &Command{Op: OpRestoreCatalog, Name: "b8", Catalog: cat}); r.Value != ResultExists {
 		t.Fatalf("second restore_catalog = %d, want ResultExists", r.Value)
 	}
 }

@@ -57,7 +57,8 @@ const (
 	// record_backup records, for the run named by Name, the catalog file
 	// (BackupFile) or a shard's capture (Capture), or notes Error as its
 	// last failed try; finish_backup ends the run, failed when Error is
-	// set; restore_catalog installs Catalog into a cluster with no topics.
+	// set; restore_catalog installs Catalog of the backup named by Name
+	// into a cluster with no topics.
 	OpStartBackup    Op = "start_backup"
 	OpRecordBackup   Op = "record_backup"
 	OpFinishBackup   Op = "finish_backup"

@@ -177,6 +177,9 @@ type State struct {
 	// Backups are the backup runs, oldest first: the running one (at most
 	// one) and the last BackupRunsKept finished ones (backup.go).
 	Backups []*BackupRun `json:"backups,omitempty"`
+	// RestoredFrom is the backup restore_catalog installed the catalog
+	// of; empty for a cluster never restored.
+	RestoredFrom string `json:"restored_from,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -207,6 +210,7 @@ func (s *State) Clone() *State {
 		JoinTokens:      cloneJoinTokens(s.JoinTokens),
 		Auth:            s.Auth.Clone(),
 		Backups:         cloneBackups(s.Backups),
+		RestoredFrom:    s.RestoredFrom,
 	}
 	if s.Operations != nil {
 		c.Operations = make(map[OperationID]*Operation, len(s.Operations))
