@@ -227,8 +227,9 @@ func TestRestoreRefusals(t *testing.T) {
 	}
 	one := records{{Key: []byte("gt\x00default")}}
 	step(restoreCmd("r1", false, 1, one, false), fsmpb.RestoreCode_RESTORE_CODE_OTHER_RESTORE) // no begin
-	step(restoreCmd("r1", true, 0, nil, false), fsmpb.RestoreCode_RESTORE_CODE_OK)
-	step(restoreCmd("r2", true, 0, nil, false), fsmpb.RestoreCode_RESTORE_CODE_OTHER_RESTORE)
+	step(restoreCmd("r0", true, 0, nil, false), fsmpb.RestoreCode_RESTORE_CODE_OK)
+	step(restoreCmd("r1", true, 0, nil, false), fsmpb.RestoreCode_RESTORE_CODE_OK) // takes over: r0 wrote nothing
+	step(restoreCmd("r0", false, 1, one, false), fsmpb.RestoreCode_RESTORE_CODE_OTHER_RESTORE)
 	step(restoreCmd("r1", false, 2, one, false), fsmpb.RestoreCode_RESTORE_CODE_OUT_OF_ORDER)
 	applied := keys.Applied(shard)[keys.PrefixLen:]
 	step(restoreCmd("r1", false, 1, records{{Key: []byte("gt\x00x")}, {Key: applied, Value: []byte{9}}}, false), fsmpb.RestoreCode_RESTORE_CODE_BAD_RECORD)
@@ -236,6 +237,7 @@ func TestRestoreRefusals(t *testing.T) {
 		t.Fatalf("a refused chunk wrote its first record")
 	}
 	step(restoreCmd("r1", false, 1, one, false), fsmpb.RestoreCode_RESTORE_CODE_OK)
+	step(restoreCmd("r2", true, 0, nil, false), fsmpb.RestoreCode_RESTORE_CODE_OTHER_RESTORE) // r1 wrote a chunk
 	before := e.contents()
 	step(restoreCmd("r1", false, 1, records{{Key: []byte("gt\x00again")}}, false), fsmpb.RestoreCode_RESTORE_CODE_OK) // a retry
 	if e.contents() != before {

@@ -17,7 +17,9 @@ import (
 // last chunk: a chunk proposed again after a lost answer is answered OK
 // without being written twice, and a begin, chunk or end of a finished
 // restore is answered OK too, so the coordinator can resume from any step.
-// The marker stays after the end; backups leave it out.
+// The marker stays after the end; backups leave it out. A begin of another
+// restore takes over a marker under which no chunk was written (a restore
+// another shard refused), and is refused otherwise.
 //
 // Nothing a restore writes is delivered early: the dispatcher reloads the
 // shard at the end (Change.Reset) and sees the due index as it was backed
@@ -33,6 +35,10 @@ func (a *applier) restoreStep(r *fsmpb.Restore) (*fsmpb.Outcome, error) {
 	}
 	code := func(c fsmpb.RestoreCode) (*fsmpb.Outcome, error) { return &fsmpb.Outcome{Restore: c}, nil }
 	switch {
+	case found && st.RestoreId != r.RestoreId && r.Begin && !st.Done && st.Seq == 0:
+		// A restore that wrote nothing (refused by another shard, say)
+		// gives way to another.
+		st = &fsmpb.RestoreState{RestoreId: r.RestoreId}
 	case found && st.RestoreId != r.RestoreId:
 		if st.Done {
 			return code(fsmpb.RestoreCode_RESTORE_CODE_NOT_EMPTY)
