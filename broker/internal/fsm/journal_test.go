@@ -125,9 +125,18 @@ func TestFullAndIncrementalCaptureRestoreTheState(t *testing.T) {
 	if got := dst.contents(); got != atFull {
 		t.Fatalf("after the full backup: %s, want %s", got, atFull)
 	}
-	dst.apply(restoreCmd("r1", false, 2, incr, true))
+	dst.apply(restoreCmd("r1", false, 2, incr, false))
 	if got, want := dst.contents(), src.contents(); got != want {
 		t.Fatalf("after the incremental: %s, want %s (captured at %d)", got, want, ci.Index)
+	}
+	if dst.leasedEntries() == 0 {
+		t.Fatalf("the restored shard holds no lease: the traffic leased none")
+	}
+	end := restoreCmd("r1", false, 0, nil, true)
+	end.GetRestore().NowMs = 99_000
+	dst.apply(end)
+	if n := dst.leasedEntries(); n != 0 {
+		t.Fatalf("%d leases left after the restore's end, want none", n)
 	}
 	if resets != 1 {
 		t.Fatalf("restore end reset the dispatcher %d times, want 1", resets)
@@ -249,4 +258,22 @@ func TestRestoreRefusals(t *testing.T) {
 	if !e.has(keys.Group(shard, "t", DefaultGroup)) {
 		t.Fatalf("the restored group is missing")
 	}
+}
+
+// leasedEntries counts the due-index entries that are lease deadlines.
+func (r *replica) leasedEntries() int {
+	r.t.Helper()
+	prefix := keys.DuePrefix(shard)
+	it, err := r.s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		r.t.Fatalf("NewIter() error = %v", err)
+	}
+	defer it.Close()
+	n := 0
+	for valid := it.First(); valid; valid = it.Next() {
+		if _, leased, err := keys.ParseDueValue(it.Value()); err == nil && leased {
+			n++
+		}
+	}
+	return n
 }
