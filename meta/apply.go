@@ -88,6 +88,8 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.recordBackup(c.Name, c.BackupFile, c.Capture, c.Error), nil
 	case OpFinishBackup:
 		return s.finishBackup(c.Name, c.Error, c.NowMs), nil
+	case OpSetBackupSchedule:
+		return s.setBackupSchedule(c.Schedule, c.NowMs), nil
 	case OpRestoreCatalog:
 		return s.restoreCatalog(c.Name, c.Catalog), nil
 	}

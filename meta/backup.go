@@ -76,7 +76,7 @@ type BackupRun struct {
 	// Shards are the shards the run captures, ascending.
 	Shards []EventShardID `json:"shards"`
 	// Catalog is the catalog file, once written.
-	Catalog  *BackupFile                     `json:"catalog,omitempty"`
+	Catalog  *BackupFile                    `json:"catalog,omitempty"`
 	Captures map[EventShardID]*ShardCapture `json:"captures,omitempty"`
 }
 
@@ -152,6 +152,15 @@ func (s *State) startBackup(r *BackupRun, nowMs int64) uint64 {
 		}
 	}
 	s.Backups = append(s.Backups, run)
+	if sc := s.BackupSchedule; r.Scheduled && sc != nil {
+		// The next run is due every after this one, or now if runs fell
+		// behind (a long run, a cluster down): never a burst of runs.
+		sc.NextAtMs = max(sc.NextAtMs+sc.EveryMs, nowMs+1)
+		sc.LastRun = run.ID
+		if run.Kind == BackupFull {
+			sc.LastFullAtMs = nowMs
+		}
+	}
 	return ResultOK
 }
 
@@ -205,6 +214,66 @@ func (s *State) finishBackup(id, err string, nowMs int64) uint64 {
 		s.Backups = slices.Delete(s.Backups, i, i+1)
 		finished--
 	}
+	return ResultOK
+}
+
+// BackupSchedule is the cluster's backup schedule (set_backup_schedule):
+// the meta leader's executor starts a run every EveryMs (the first when
+// the schedule is set), full when the last full scheduled run started
+// FullEveryMs ago or more (every run when 0), and after each scheduled run
+// that finishes deletes the backups in Dest older than KeepMs that no kept
+// backup builds on (none when 0).
+type BackupSchedule struct {
+	Dest        string `json:"dest"`
+	EveryMs     int64  `json:"every_ms"`
+	FullEveryMs int64  `json:"full_every_ms,omitempty"`
+	KeepMs      int64  `json:"keep_ms,omitempty"`
+	// NextAtMs is when the next scheduled run is due; LastFullAtMs when
+	// the last full scheduled run started (0: none yet); LastRun the last
+	// scheduled run's id. start_backup of a scheduled run moves them on.
+	NextAtMs     int64  `json:"next_at_ms"`
+	LastFullAtMs int64  `json:"last_full_at_ms,omitempty"`
+	LastRun      string `json:"last_run,omitempty"`
+}
+
+// Shortest schedule intervals.
+const MinBackupEveryMs = 60_000
+
+// Valid says what is wrong with a schedule to be set, "" if nothing.
+func (b *BackupSchedule) Valid() string {
+	switch {
+	case b.Dest == "":
+		return "dest must be set"
+	case b.EveryMs < MinBackupEveryMs:
+		return "every must be at least a minute"
+	case b.FullEveryMs != 0 && b.FullEveryMs < b.EveryMs:
+		return "full-every must be at least every (or 0: every backup full)"
+	case b.KeepMs != 0 && b.KeepMs < max(b.FullEveryMs, b.EveryMs):
+		return "keep must be at least full-every and every (or 0: keep every backup): the chain kept needs its full backup"
+	}
+	return ""
+}
+
+// FullDue says a scheduled run starting at nowMs is a full one.
+func (b *BackupSchedule) FullDue(nowMs int64) bool {
+	return b.FullEveryMs == 0 || b.LastFullAtMs == 0 || nowMs-b.LastFullAtMs >= b.FullEveryMs
+}
+
+// setBackupSchedule sets (nil: clears) the schedule; the first run is due
+// at once.
+func (s *State) setBackupSchedule(b *BackupSchedule, nowMs int64) uint64 {
+	if b == nil {
+		s.BackupSchedule = nil
+		return ResultOK
+	}
+	if b.Valid() != "" {
+		return ResultInvalid
+	}
+	sc := &BackupSchedule{Dest: b.Dest, EveryMs: b.EveryMs, FullEveryMs: b.FullEveryMs, KeepMs: b.KeepMs, NextAtMs: nowMs}
+	if old := s.BackupSchedule; old != nil && old.Dest == b.Dest {
+		sc.LastFullAtMs, sc.LastRun = old.LastFullAtMs, old.LastRun
+	}
+	s.BackupSchedule = sc
 	return ResultOK
 }
 
@@ -306,3 +375,11 @@ func cloneBackups(rs []*BackupRun) []*BackupRun {
 
 // TopicNames lists the catalog's topics, sorted.
 func (c *Catalog) TopicNames() []string { return slices.Sorted(maps.Keys(c.Topics)) }
+
+func cloneSchedule(b *BackupSchedule) *BackupSchedule {
+	if b == nil {
+		return nil
+	}
+	c := *b
+	return &c
+}

@@ -139,3 +139,52 @@ func hash32(s string) []byte {
 	h := sha256.Sum256([]byte(s))
 	return h[:]
 }
+
+// A schedule is checked when set, its first run is due at once, and each
+// scheduled run moves the next one on by every (never into a burst after
+// a pause) and remembers the last full run, which decides the kind of the
+// next.
+func TestBackupSchedule(t *testing.T) {
+	const minute = 60_000
+	for _, tc := range []struct {
+		name string
+		sc   BackupSchedule
+	}{
+		{"no dest", BackupSchedule{EveryMs: minute}},
+		{"every under a minute", BackupSchedule{Dest: "file:///b", EveryMs: 1000}},
+		{"full every under every", BackupSchedule{Dest: "file:///b", EveryMs: 10 * minute, FullEveryMs: minute}},
+		{"keep under full every", BackupSchedule{Dest: "file:///b", EveryMs: minute, FullEveryMs: 60 * minute, KeepMs: 30 * minute}},
+	} {
+		if tc.sc.Valid() == "" {
+			t.Errorf("Valid(%s) = \"\", want a reason", tc.name)
+		}
+	}
+	m := bootstrapped(t)
+	sc := &BackupSchedule{Dest: "file:///b", EveryMs: 60 * minute, FullEveryMs: 24 * 60 * minute, KeepMs: 7 * 24 * 60 * minute}
+	if r := apply(t, m, 5, &Command{Op: OpSetBackupSchedule, NowMs: 1_000_000, Schedule: &BackupSchedule{Dest: "file:///b", EveryMs: 1}}); r.Value != ResultInvalid {
+		t.Fatalf("set_backup_schedule(every 1ms) = %d, want ResultInvalid", r.Value)
+	}
+	if r := apply(t, m, 6, &Command{Op: OpSetBackupSchedule, NowMs: 1_000_000, Schedule: sc}); r.Value != ResultOK {
+		t.Fatalf("set_backup_schedule = %d, want ResultOK", r.Value)
+	}
+	got := state(t, m).BackupSchedule
+	if got.NextAtMs != 1_000_000 || !got.FullDue(1_000_000) {
+		t.Fatalf("schedule = %+v, want the first run due at once and full", got)
+	}
+	apply(t, m, 7, &Command{Op: OpStartBackup, NowMs: 1_000_000, Backup: &BackupRun{ID: "s1", Kind: BackupFull, Dest: "file:///b", Scheduled: true}})
+	got = state(t, m).BackupSchedule
+	if got.NextAtMs != 1_000_000+60*minute || got.LastFullAtMs != 1_000_000 || got.LastRun != "s1" || got.FullDue(1_000_000+60*minute) {
+		t.Fatalf("schedule after s1 = %+v, want next in an hour, full at 1000000, and the next one incremental", got)
+	}
+	apply(t, m, 8, &Command{Op: OpFinishBackup, Name: "s1"})
+	// Ten hours late (a cluster down): the next run is due at once, once.
+	late := int64(1_000_000 + 600*minute)
+	apply(t, m, 9, &Command{Op: OpStartBackup, NowMs: late, Backup: &BackupRun{ID: "s2", Kind: BackupIncremental, Parent: "s1", Dest: "file:///b", Scheduled: true}})
+	if got := state(t, m).BackupSchedule; got.NextAtMs != late+1 || got.LastFullAtMs != 1_000_000 {
+		t.Fatalf("schedule after a late run = %+v, want the next due just after it and the last full kept", got)
+	}
+	apply(t, m, 10, &Command{Op: OpSetBackupSchedule, NowMs: late})
+	if got := state(t, m).BackupSchedule; got != nil {
+		t.Fatalf("schedule after clearing = %+v, want none", got)
+	}
+}

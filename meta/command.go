@@ -63,6 +63,8 @@ const (
 	OpRecordBackup   Op = "record_backup"
 	OpFinishBackup   Op = "finish_backup"
 	OpRestoreCatalog Op = "restore_catalog"
+	// set_backup_schedule sets Schedule (nil clears it).
+	OpSetBackupSchedule Op = "set_backup_schedule"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -132,10 +134,11 @@ type Command struct {
 
 	// The backup ops' run, catalog file, shard capture and catalog
 	// (backup.go).
-	Backup     *BackupRun    `json:"backup,omitempty"`
-	BackupFile *BackupFile   `json:"backup_file,omitempty"`
-	Capture    *ShardCapture `json:"capture,omitempty"`
-	Catalog    *Catalog      `json:"catalog,omitempty"`
+	Backup     *BackupRun      `json:"backup,omitempty"`
+	BackupFile *BackupFile     `json:"backup_file,omitempty"`
+	Capture    *ShardCapture   `json:"capture,omitempty"`
+	Catalog    *Catalog        `json:"catalog,omitempty"`
+	Schedule   *BackupSchedule `json:"schedule,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -254,6 +257,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		if c.Name == "" {
 			return nil, fmt.Errorf("%w: %s without a run id", ErrMalformedCommand, c.Op)
 		}
+	case OpSetBackupSchedule: // a nil schedule clears it
 	case OpRestoreCatalog:
 		if c.Catalog == nil {
 			return nil, fmt.Errorf("%w: restore_catalog without a catalog", ErrMalformedCommand)

@@ -180,6 +180,8 @@ type State struct {
 	// RestoredFrom is the backup restore_catalog installed the catalog
 	// of; empty for a cluster never restored.
 	RestoredFrom string `json:"restored_from,omitempty"`
+	// BackupSchedule is the backup schedule; nil when none is set.
+	BackupSchedule *BackupSchedule `json:"backup_schedule,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -211,6 +213,7 @@ func (s *State) Clone() *State {
 		Auth:            s.Auth.Clone(),
 		Backups:         cloneBackups(s.Backups),
 		RestoredFrom:    s.RestoredFrom,
+		BackupSchedule:  cloneSchedule(s.BackupSchedule),
 	}
 	if s.Operations != nil {
 		c.Operations = make(map[OperationID]*Operation, len(s.Operations))
