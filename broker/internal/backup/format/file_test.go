@@ -105,6 +105,7 @@ func TestRoundTrip(t *testing.T) {
 		recs []Record
 	}{
 		{"no records", testHeader, nil},
+		{"header near its limit", Header{Kind: KindMeta, ClusterID: strings.Repeat("c", MaxHeaderBytes-200)}, []Record{set("k", "v")}},
 		{"meta", Header{Kind: KindMeta, BackupID: "20261206T043000Z-1a2b3c"}, []Record{set("topic/a", "{}")}},
 		{"sets and deletes", testHeader, []Record{set("a", "1"), del("b"), set("c", "")}},
 		{"empty key and value", testHeader, []Record{set("", ""), del("")}},
@@ -247,6 +248,9 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 func TestWriterErrors(t *testing.T) {
 	if _, err := NewWriter(io.Discard, Header{Kind: "wal"}); err == nil {
 		t.Fatalf("NewWriter(kind wal) = nil error, want one")
+	}
+	if _, err := NewWriter(io.Discard, Header{Kind: KindMeta, ClusterID: strings.Repeat("c", MaxHeaderBytes)}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("NewWriter(header over %d bytes) = %v, want ErrTooLarge", MaxHeaderBytes, err)
 	}
 	w, err := NewWriter(io.Discard, testHeader)
 	if err != nil {

@@ -66,7 +66,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if n > MaxHeaderBytes {
 		return nil, fmt.Errorf("%w: header of %d bytes, limit %d", ErrCorrupt, n, MaxHeaderBytes)
 	}
-	js, err := br.take(int(n))
+	var big []byte
+	js, _, err := br.read(int(n), &big)
 	if err != nil {
 		return nil, br.fail(err, "header")
 	}
@@ -221,8 +222,8 @@ func (r *Reader) fill(n int) error {
 	return nil
 }
 
-// take consumes n bytes (n ≤ len(buf)) and answers them, valid until the
-// next read.
+// take consumes n bytes (n ≤ len(buf)) and answers them in place, valid
+// until the next read.
 func (r *Reader) take(n int) ([]byte, error) {
 	if err := r.fill(n); err != nil {
 		return nil, err
@@ -249,9 +250,7 @@ func (r *Reader) uvarint() (uint64, error) {
 	}
 }
 
-// chunk consumes a length-prefixed key or value. One that fits in half
-// of buf is answered in place (inBuf); a longer one is gathered in *big as
-// it arrives, so a length the file does not hold costs no memory.
+// chunk consumes a length-prefixed key or value (see read).
 func (r *Reader) chunk(big *[]byte) (b []byte, inBuf bool, err error) {
 	n, err := r.uvarint()
 	if err != nil {
@@ -260,12 +259,19 @@ func (r *Reader) chunk(big *[]byte) (b []byte, inBuf bool, err error) {
 	if n > MaxChunkBytes {
 		return nil, false, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, MaxChunkBytes)
 	}
-	if int(n) <= len(r.buf)/2 {
-		b, err := r.take(int(n))
+	return r.read(int(n), big)
+}
+
+// read consumes n bytes. When they fit in half of buf they are answered in
+// place (inBuf); more are gathered in *big as they arrive, so a length the
+// file does not hold costs no memory.
+func (r *Reader) read(n int, big *[]byte) (b []byte, inBuf bool, err error) {
+	if n <= len(r.buf)/2 {
+		b, err := r.take(n)
 		return b, true, err
 	}
 	out := (*big)[:0]
-	for left := int(n); left > 0; {
+	for left := n; left > 0; {
 		if err := r.fill(1); err != nil {
 			return nil, false, err
 		}
