@@ -2,10 +2,12 @@ package format
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,7 +43,7 @@ type Manifest struct {
 	// captures (keys.FormatVersion).
 	StateFormat uint32 `json:"state_format"`
 	// ShardCount is how many shards the cluster had; Shards one entry per
-	// shard captured, sorted by shard.
+	// shard captured (MarshalManifest sorts them by shard).
 	ShardCount int          `json:"shard_count"`
 	Shards     []ShardEntry `json:"shards"`
 	// Meta is the meta group's catalog.
@@ -78,12 +80,13 @@ type FileEntry struct {
 	SHA256 string `json:"sha256"`
 }
 
-// MarshalManifest encodes m, as ManifestFormat when m.Format is 0, once it
-// is valid (see ParseManifest).
+// MarshalManifest encodes m, as ManifestFormat when m.Format is 0 and with
+// its shards sorted, once it is valid (see ParseManifest).
 func MarshalManifest(m Manifest) ([]byte, error) {
 	if m.Format == 0 {
 		m.Format = ManifestFormat
 	}
+	m.Shards = slices.SortedFunc(slices.Values(m.Shards), func(a, b ShardEntry) int { return cmp.Compare(a.Shard, b.Shard) })
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("format: manifest %s: %s", m.ID, err)
 	}

@@ -45,6 +45,19 @@ func TestManifestRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, m) {
 		t.Fatalf("ParseManifest(MarshalManifest(m)) = %+v, want %+v", got, m)
 	}
+	// Shards come out sorted, and the caller's slice is left alone.
+	slices.Reverse(m.Shards)
+	if b, err = MarshalManifest(m); err != nil {
+		t.Fatal(err)
+	}
+	got, err = ParseManifest(b)
+	if err != nil || got.Shards[0].Shard != 1 || got.Shards[1].Shard != 2 || m.Shards[0].Shard != 2 {
+		t.Fatalf("MarshalManifest(shards 2, 1) = shards %v, %v, want 1, 2 and the input unchanged", got.Shards, err)
+	}
+	slices.Reverse(m.Shards)
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("ParseManifest(MarshalManifest(m)) = %+v, want %+v", got, m)
+	}
 	for _, field := range []string{`"format": 1`, `"parent": "20261205T043000Z-000001"`, `"name": "backups/20261206T043000Z-1a2b3c/shard-1.sdb"`, `"since": 400`} {
 		if !bytes.Contains(b, []byte(field)) {
 			t.Errorf("MarshalManifest = %s, want it to hold %s", b, field)
