@@ -119,23 +119,9 @@ func WriteManifest(ctx context.Context, st store.Store, m format.Manifest) error
 	return nil
 }
 
-// ReadManifest reads the manifest of backup id.
-func ReadManifest(ctx context.Context, st store.Store, id string) (format.Manifest, error) {
-	rc, err := st.Open(ctx, format.ManifestName(id))
-	if err != nil {
-		return format.Manifest{}, err
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, 64<<20))
-	if err != nil {
-		return format.Manifest{}, err
-	}
-	return format.ParseManifest(b)
-}
-
 // Newest returns the newest complete backup in st; ok false when none.
 func Newest(ctx context.Context, st store.Store) (m format.Manifest, ok bool, err error) {
-	all, _, err := format.ListManifests(ctx, st)
+	all, err := format.ListManifests(ctx, st)
 	if err != nil || len(all) == 0 {
 		return format.Manifest{}, false, err
 	}

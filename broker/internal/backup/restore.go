@@ -110,7 +110,7 @@ func (r *Restorer) Restore(ctx context.Context, src, id string, progress func(*s
 	if err != nil {
 		return err
 	}
-	all, _, err := format.ListManifests(ctx, st)
+	all, err := format.ListManifests(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func checkTarget(state *meta.State, target format.Manifest) error {
 		return &ShardsMismatchError{Backup: want, Cluster: have}
 	}
 	if target.StateFormat > keys.FormatVersion {
-		return &format.FormatError{Found: int(target.StateFormat), Known: int(keys.FormatVersion)}
+		return &format.FormatError{What: "shard state", Found: int(target.StateFormat), Known: int(keys.FormatVersion)}
 	}
 	return nil
 }

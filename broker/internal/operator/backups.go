@@ -211,7 +211,7 @@ func (b *Backups) carryOut(ctx context.Context, id string) error {
 	since := map[uint64]uint64{}
 	if run.Parent != "" {
 		if err := b.step(ctx, id, "parent manifest", func() error {
-			m, err := backup.ReadManifest(ctx, dest, run.Parent)
+			m, err := format.ReadManifest(ctx, dest, run.Parent)
 			if errors.Is(err, store.ErrNotFound) {
 				return permanent(fmt.Errorf("the parent backup %s has no manifest in %s", run.Parent, dest))
 			}
@@ -298,7 +298,7 @@ func (b *Backups) schedule(ctx context.Context, st *meta.State) {
 // prune deletes the backups in dest older than keep that no kept backup
 // builds on, each manifest first.
 func (b *Backups) prune(ctx context.Context, dest store.Store, keep time.Duration) {
-	all, _, err := format.ListManifests(ctx, dest)
+	all, err := format.ListManifests(ctx, dest)
 	if err != nil {
 		b.log.Warn("backups not pruned", zap.String("dest", dest.String()), zap.Error(err))
 		return

@@ -144,7 +144,11 @@ func (b *Backups) ListBackups(ctx context.Context, req *sundialv1.ListBackupsReq
 	if err != nil {
 		return nil, err
 	}
-	all, unfinished, err := format.ListManifests(ctx, st)
+	all, err := format.ListManifests(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	unfinished, err := format.Unfinished(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +171,7 @@ func (b *Backups) VerifyBackup(ctx context.Context, req *sundialv1.VerifyBackupR
 	if err != nil {
 		return nil, err
 	}
-	all, _, err := format.ListManifests(ctx, st)
+	all, err := format.ListManifests(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +201,7 @@ func (b *Backups) DeleteBackup(ctx context.Context, req *sundialv1.DeleteBackupR
 	if err != nil {
 		return nil, err
 	}
-	all, _, err := format.ListManifests(ctx, st)
+	all, err := format.ListManifests(ctx, st)
 	if err != nil {
 		return nil, err
 	}

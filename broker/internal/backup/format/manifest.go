@@ -195,6 +195,9 @@ func validSHA256(s string) bool {
 // Prefix is where a destination keeps its backups.
 const Prefix = "backups/"
 
+// BackupDir is the prefix of every file of backup id.
+func BackupDir(id string) string { return Prefix + id + "/" }
+
 // ManifestName is the object name of backup id's manifest.
 func ManifestName(id string) string { return Prefix + id + "/MANIFEST.json" }
 
