@@ -30,8 +30,9 @@ import (
 // backupStepTries failures the run ends failed, without a manifest.
 //
 // One goroutine (loop) watches leadership and the state; one more drives
-// the running run while this node leads. Both are started by Start and
-// joined by Stop.
+// the running run while this node leads, with up to backupParallel more
+// capturing shards. All are started by Start (and the drive) and joined by
+// Stop.
 type Backups struct {
 	host    Host
 	peers   *peer.Conns
@@ -45,9 +46,14 @@ type Backups struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// kick wakes the loop at once (a run was just started here).
+	kick chan struct{}
+
 	mu      sync.Mutex
 	driving string             // id of the run being driven; guarded by mu
 	stop    context.CancelFunc // ends the drive; guarded by mu
+	// ended is closed, and replaced, each time a drive here ends a run.
+	ended chan struct{} // guarded by mu
 }
 
 // Tuning of a run's steps.
@@ -68,7 +74,25 @@ func NewBackups(h Host, peers *peer.Conns, stores *backup.Stores, m *backup.Metr
 	if poll <= 0 {
 		poll = time.Second
 	}
-	return &Backups{host: h, peers: peers, stores: stores, metrics: m, self: self, poll: poll, log: log.Named("backups"), now: time.Now}
+	return &Backups{host: h, peers: peers, stores: stores, metrics: m, self: self, poll: poll, log: log.Named("backups"), now: time.Now,
+		kick: make(chan struct{}, 1), ended: make(chan struct{})}
+}
+
+// Kick makes the loop look at the state now rather than at its next
+// poll: a run was just started through this broker.
+func (b *Backups) Kick() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Ended returns a channel closed when a drive on this broker next ends a
+// run (any run: the caller reads the state again).
+func (b *Backups) Ended() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended
 }
 
 // Start starts the loop.
@@ -97,6 +121,7 @@ func (b *Backups) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-b.kick:
 		}
 	}
 }
@@ -136,7 +161,10 @@ func (b *Backups) tick(ctx context.Context) {
 		b.drive(dctx, id)
 		b.mu.Lock()
 		b.driving, b.stop = "", nil
+		close(b.ended)
+		b.ended = make(chan struct{})
 		b.mu.Unlock()
+		b.Kick() // a scheduled run may be due
 	}(run.ID)
 }
 
@@ -226,15 +254,8 @@ func (b *Backups) carryOut(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	for _, shard := range run.Shards {
-		if run.Captures[shard] != nil {
-			continue
-		}
-		if err := b.step(ctx, id, fmt.Sprintf("shard %d", shard), func() error {
-			return b.capture(ctx, st, run, uint64(shard), since[uint64(shard)])
-		}); err != nil {
-			return err
-		}
+	if err := b.captureAll(ctx, st, run, since); err != nil {
+		return err
 	}
 	if _, run, err = b.run(ctx, id); err != nil {
 		return err
@@ -310,6 +331,44 @@ func (b *Backups) prune(ctx context.Context, dest store.Store, keep time.Duratio
 		}
 		b.log.Info("expired backup deleted", zap.String("backup_id", id), zap.String("dest", dest.String()))
 	}
+}
+
+// backupParallel is how many shards are captured at once: each on its
+// own leader, so a cluster's brokers share the work.
+const backupParallel = 4
+
+// captureAll captures the run's shards not captured yet, backupParallel
+// at a time; the first step that fails for good cancels the others.
+func (b *Backups) captureAll(ctx context.Context, st *meta.State, run *meta.BackupRun, since map[uint64]uint64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, backupParallel)
+	errs := make(chan error, len(run.Shards))
+	var wg sync.WaitGroup
+	for _, shard := range run.Shards {
+		if run.Captures[shard] != nil {
+			continue
+		}
+		wg.Add(1)
+		go func(shard uint64) {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			if err := b.step(ctx, run.ID, fmt.Sprintf("shard %d", shard), func() error {
+				return b.capture(ctx, st, run, shard, since[shard])
+			}); err != nil {
+				errs <- err
+				cancel()
+			}
+		}(uint64(shard))
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when none failed
 }
 
 // run reads the state and the running run id.

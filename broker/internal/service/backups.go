@@ -35,22 +35,32 @@ type Backups struct {
 	replicas *host.Replicas
 	stores   *backup.Stores
 	restorer *backup.Restorer
-	log      *zap.Logger
+	// runner is this broker's backup runner: kicked when a run starts
+	// here, and telling the waiters when it ends one.
+	runner *operator.Backups
+	peers  *peer.Conns
+	log    *zap.Logger
 	now      func() time.Time
 }
 
 // NewBackups returns the Backups service.
-func NewBackups(h *host.Host, peers *peer.Conns, stores *backup.Stores, m *backup.Metrics, log *zap.Logger) *Backups {
-	b := &Backups{meta: h.MetaClient(), replicas: h.Replicas(), stores: stores, log: log.Named("backups"), now: time.Now}
+func NewBackups(h *host.Host, peers *peer.Conns, stores *backup.Stores, m *backup.Metrics, runner *operator.Backups, log *zap.Logger) *Backups {
+	b := &Backups{meta: h.MetaClient(), replicas: h.Replicas(), stores: stores, runner: runner, peers: peers, log: log.Named("backups"), now: time.Now}
 	b.restorer = backup.NewRestorer(stores, h.MetaClient(), shardSteps{b: b, peers: peers}, b.log, m)
 	return b
 }
 
-// backupWaitPoll is how often a CreateBackup with wait looks at its run.
-const backupWaitPoll = 200 * time.Millisecond
+// backupWaitPoll is how often a CreateBackup with wait reads its run when
+// no drive here tells it the run ended (the meta leader changed).
+const backupWaitPoll = time.Second
 
-// CreateBackup starts a backup run; see backup.proto.
+// CreateBackup starts a backup run; see backup.proto. It is served on the
+// meta leader (forwarded there), whose runner starts the run at once and
+// tells a waiting call when it ends.
 func (b *Backups) CreateBackup(ctx context.Context, req *sundialv1.CreateBackupRequest) (*sundialv1.BackupRun, error) {
+	if resp, forwarded, err := toMetaLeader(ctx, b.meta, b.peers, sundialv1.NewBackupsClient, sundialv1.BackupsClient.CreateBackup, req); forwarded {
+		return resp, err
+	}
 	st, err := b.open("dest", req.GetDest())
 	if err != nil {
 		return nil, err
@@ -87,25 +97,35 @@ func (b *Backups) CreateBackup(ctx context.Context, req *sundialv1.CreateBackupR
 		return nil, status.Errorf(codes.Internal, "start_backup answered %d", code)
 	}
 	b.log.Info("backup started", zap.String("backup_id", run.ID), zap.String("kind", run.Kind), zap.String("dest", st.String()))
-	for req.GetWait() {
-		if r := b.meta.Meta().BackupRun(run.ID); r != nil && !r.Running() {
-			break
+	b.runner.Kick()
+	for {
+		ended := b.runner.Ended()
+		r, err := b.runOf(ctx, run.ID, st.String())
+		if err != nil || !req.GetWait() || r.GetStatus() != sundialv1.BackupStatus_BACKUP_STATUS_RUNNING {
+			return r, err
 		}
 		select {
 		case <-ctx.Done():
-			return b.runOf(run.ID, st.String()), nil // the run goes on
+			return r, nil // the run goes on
+		case <-ended:
 		case <-time.After(backupWaitPoll):
 		}
 	}
-	return b.runOf(run.ID, st.String()), nil
 }
 
-// runOf answers the run id as the local meta state has it.
-func (b *Backups) runOf(id, dest string) *sundialv1.BackupRun {
-	if r := b.meta.Meta().BackupRun(id); r != nil {
-		return runProto(r, dest)
+// runOf reads the run id; a call whose deadline passed answers it running.
+func (b *Backups) runOf(ctx context.Context, id, dest string) (*sundialv1.BackupRun, error) {
+	st, err := b.meta.ReadMeta(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return &sundialv1.BackupRun{Id: id, Dest: dest, Status: sundialv1.BackupStatus_BACKUP_STATUS_RUNNING}, nil
+		}
+		return nil, err
 	}
-	return &sundialv1.BackupRun{Id: id, Dest: dest, Status: sundialv1.BackupStatus_BACKUP_STATUS_RUNNING}
+	if r := st.BackupRun(id); r != nil {
+		return runProto(r, dest), nil
+	}
+	return &sundialv1.BackupRun{Id: id, Dest: dest, Status: sundialv1.BackupStatus_BACKUP_STATUS_RUNNING}, nil
 }
 
 // GetBackupRun answers a run the meta state keeps.

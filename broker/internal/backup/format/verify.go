@@ -18,7 +18,9 @@ import (
 // maxManifestBytes bounds a manifest read from a destination.
 const maxManifestBytes = 64 << 20
 
-// ListManifests answers the manifests of every backup in s, sorted by id.
+// ListManifests answers the manifests of every backup in s, oldest first:
+// by the time each was created, then by id (ids name the second only, so two
+// backups of one second sort by their creation times).
 // A backup without a manifest is not listed (see Unfinished). A manifest
 // that cannot be read or parsed, or names another backup than its
 // directory, fails the whole listing, naming it: retention must not delete
@@ -39,7 +41,9 @@ func ListManifests(ctx context.Context, s store.Store) ([]Manifest, error) {
 		}
 		ms = append(ms, m)
 	}
-	slices.SortFunc(ms, func(a, b Manifest) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(ms, func(a, b Manifest) int {
+		return cmp.Or(cmp.Compare(a.CreatedUnixMs, b.CreatedUnixMs), cmp.Compare(a.ID, b.ID))
+	})
 	return ms, nil
 }
 
