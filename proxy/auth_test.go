@@ -195,6 +195,14 @@ func TestPermissionsOnPatterns(t *testing.T) {
 			_, err := sundialv1.NewClusterClient(conn).ListShards(demo, &sundialv1.ListShardsRequest{})
 			return err
 		}, codes.PermissionDenied},
+		{"backup call without the admin permission", func() error {
+			_, err := sundialv1.NewBackupsClient(conn).ListBackupRuns(demo, &sundialv1.ListBackupRunsRequest{})
+			return err
+		}, codes.PermissionDenied},
+		{"backup call as admin", func() error {
+			_, err := sundialv1.NewBackupsClient(conn).ListBackupRuns(root, &sundialv1.ListBackupRunsRequest{})
+			return err
+		}, codes.OK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
