@@ -329,6 +329,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			group("shards", "add and list event shards", shardsCommands(plain, leaf)...),
 			group("join-token", "create, list and revoke the tokens that admit brokers to the cluster", joinTokenCommands(plain, leaf)...),
 			group("auth", "tokens, roles and the receipt key (docs/security.md)", authCommands(plain, leaf)...),
+			group("backup", "back up the cluster to files or S3; list, verify, delete and restore backups (docs/operations.md, Backups)", backupCommands(plain, leaf)...),
 		},
 	}
 }
