@@ -111,15 +111,23 @@ func newBarMeter(w io.Writer) *barMeter {
 	return m
 }
 
+// bytesUnits shows a tracker's bytes as humanBytes does (IEC, as the lines).
+var bytesUnits = progress.Units{Formatter: humanBytes}
+
 func (m *barMeter) show(s step) {
 	total, value, units := int64(s.shardsTotal), int64(s.shardsDone), progress.UnitsDefault
 	msg := s.label + ": " + s.bytes()
 	if s.bytesTotal > 0 {
-		total, value, units = s.bytesTotal, s.bytesDone, progress.UnitsBytes
+		total, value, units = s.bytesTotal, s.bytesDone, bytesUnits
 		msg = s.label + ": " + s.shards()
 	}
 	if s.phase != "" {
 		msg = s.label + ": " + s.phase + " " + s.shards()
+	}
+	if s.phase == "done" && m.t != nil {
+		// The last phase's bar ends full; "done" needs no bar of its own.
+		m.t.SetValue(m.t.Total)
+		return
 	}
 	if key := s.label + " " + s.phase; m.t == nil || key != m.key {
 		if m.t != nil {
