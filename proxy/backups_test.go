@@ -39,6 +39,7 @@ type fakeBackups struct {
 	sundialv1.UnimplementedBackupsServer
 	calls    atomic.Int32 // unary calls
 	restores atomic.Int32 // RestoreBackup streams
+	restored atomic.Pointer[sundialv1.RestoreBackupRequest]
 }
 
 func (f *fakeBackups) CreateBackup(ctx context.Context, req *sundialv1.CreateBackupRequest) (*sundialv1.BackupRun, error) {
@@ -103,6 +104,7 @@ var restorePhases = []string{"verify", "shards", "shards", "catalog", "done"}
 
 func (f *fakeBackups) RestoreBackup(req *sundialv1.RestoreBackupRequest, st grpc.ServerStreamingServer[sundialv1.RestoreProgress]) error {
 	n := f.restores.Add(1)
+	f.restored.Store(req)
 	if req.GetSrc() == flakySrc && n == 1 {
 		return status.Error(codes.Unavailable, "broker stopping")
 	}
@@ -351,5 +353,44 @@ func TestBackupsOverHTTP(t *testing.T) {
 				t.Errorf("%s %s = %d %s, want %d holding %s", tc.method, tc.path, code, body, tc.wantCode, tc.want)
 			}
 		})
+	}
+}
+
+// POST /v1/backups/{backup_id}:restore answers the progress frames as
+// newline-delimited JSON; an error after a frame is its last line, one
+// before any frame an error answer as any route's.
+func TestRestoreOverHTTP(t *testing.T) {
+	srv, leader, _ := startCluster(t)
+	lines := func(body string) []string { return strings.Split(strings.TrimSuffix(body, "\n"), "\n") }
+	for _, tc := range []struct {
+		name, path, body string
+		wantCode         int
+		wantLines        []string // a part of each line
+	}{
+		{"newest", "/v1/backups/:restore", `{"src":"file:///backups"}`, http.StatusOK,
+			[]string{`{"result":{"phase":"verify"`, `"phase":"shards"`, `"phase":"shards"`, `"phase":"catalog"`, `"clusterId":"c0ffee"`}},
+		{"error after a frame", "/v1/backups/" + testBackupID + ":restore", `{"src":"` + brokenSrc + `"}`, http.StatusOK,
+			[]string{`"phase":"verify"`, `{"error":{"code":15,"message":"shard-2.sdb: truncated at byte 100 of 4096"`}},
+		{"no src", "/v1/backups/:restore", `{}`, http.StatusBadRequest, []string{`"field":"src"`}},
+		{"bad id", "/v1/backups/latest:restore", `{"src":"file:///backups"}`, http.StatusBadRequest, []string{`"field":"backup_id"`}},
+		{"unknown field", "/v1/backups/:restore", `{"src":"file:///backups","force":true}`, http.StatusBadRequest, []string{"request does not decode"}},
+		{"query", "/v1/backups/:restore?src=file:///backups", `{}`, http.StatusBadRequest, []string{"takes its fields in the body"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := do(t, srv, http.MethodPost, tc.path, "application/json", tc.body, nil)
+			got := lines(body)
+			if code != tc.wantCode || len(got) != len(tc.wantLines) {
+				t.Fatalf("POST %s %s = %d with %d lines %q, want %d with %d", tc.path, tc.body, code, len(got), body, tc.wantCode, len(tc.wantLines))
+			}
+			for i, want := range tc.wantLines {
+				// protojson puts spaces at random between fields.
+				if !strings.Contains(strings.ReplaceAll(got[i], " ", ""), strings.ReplaceAll(want, " ", "")) {
+					t.Errorf("POST %s line %d = %s, want it to hold %s", tc.path, i, got[i], want)
+				}
+			}
+		})
+	}
+	if got := leader.backups.restored.Load(); got.GetBackupId() != testBackupID || got.GetSrc() != brokenSrc {
+		t.Errorf("the broker got %v from POST /v1/backups/%s:restore, want the path's id and the body's src", got, testBackupID)
 	}
 }
