@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -26,6 +27,15 @@ import (
 const BackupIDPattern = `^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$`
 
 var backupIDRe = regexp.MustCompile(BackupIDPattern)
+
+// validBackupID: of BackupIDPattern, and its time a real one.
+func validBackupID(id string) bool {
+	if !backupIDRe.MatchString(id) {
+		return false
+	}
+	_, err := time.Parse("20060102T150405Z", id[:len("20060102T150405Z")])
+	return err == nil
+}
 
 // MaxBackupLocationBytes caps a destination URL.
 const MaxBackupLocationBytes = 2048
@@ -70,7 +80,7 @@ func fileLocation(field string, u *url.URL) []apierr.FieldViolation {
 	switch {
 	case u.Opaque != "":
 		return violation(field, fmt.Sprintf("file:%s is a relative path: want %s", u.Opaque, want))
-	case u.Host != "":
+	case u.Host != "" && u.Host != "localhost":
 		// file://backups/daily: "backups" parsed as a host.
 		return violation(field, fmt.Sprintf("file://%s%s is a relative path (or names a host): want %s", u.Host, u.Path, want))
 	case !path.IsAbs(u.Path):
@@ -100,8 +110,8 @@ func s3Location(field string, u *url.URL) []apierr.FieldViolation {
 			out = append(out, violation(field, fmt.Sprintf("unknown parameter %q: an s3 destination takes %s", name, strings.Join(S3LocationParams, ", ")))...)
 		case len(vs) != 1:
 			out = append(out, violation(field, fmt.Sprintf("parameter %q given %d times", name, len(vs)))...)
-		case name == "endpoint" && !dialable(vs[0]):
-			out = append(out, violation(field, fmt.Sprintf("endpoint %q: want host:port of the S3 server", vs[0]))...)
+		case name == "endpoint" && !s3Endpoint(vs[0]):
+			out = append(out, violation(field, fmt.Sprintf("endpoint %q: want host or host:port of the S3 server (no scheme: tls=false for plain http)", vs[0]))...)
 		case name == "tls":
 			if _, err := strconv.ParseBool(vs[0]); err != nil {
 				out = append(out, violation(field, fmt.Sprintf("tls %q: want true or false", vs[0]))...)
@@ -109,6 +119,16 @@ func s3Location(field string, u *url.URL) []apierr.FieldViolation {
 		}
 	}
 	return out
+}
+
+// s3Endpoint: host or host:port, without a scheme.
+func s3Endpoint(ep string) bool {
+	if ep == "" || strings.ContainsFunc(ep, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:[]", r))
+	}) {
+		return false
+	}
+	return !strings.Contains(ep, ":") || dialable(ep)
 }
 
 // BackupID checks a backup id in field: required, and of the form
@@ -122,7 +142,7 @@ func BackupID(field, id string) []apierr.FieldViolation {
 
 // optionalBackupID checks id when given ("" names the newest).
 func optionalBackupID(field, id string) []apierr.FieldViolation {
-	if id != "" && !backupIDRe.MatchString(id) {
+	if id != "" && !validBackupID(id) {
 		return violation(field, fmt.Sprintf("%q is not a backup id: want the form 20300101T000000Z-0a1b2c", truncate(id, 64)))
 	}
 	return nil

@@ -15,6 +15,8 @@ func TestBackupLocation(t *testing.T) {
 	}{
 		{"file:///var/backups/sundial", ""},
 		{"file:///", ""},
+		{"file://localhost/var/backups", ""},
+		{"s3://backups/p?endpoint=minio.internal", ""},
 		{"file:///dir%3Fwith%23marks", ""},
 		{"s3://backups", ""},
 		{"s3://backups/sundial/prod", ""},
@@ -30,7 +32,8 @@ func TestBackupLocation(t *testing.T) {
 		{"http://host/backups", `unknown scheme "http"`},
 		{"s3:///prefix", "needs a bucket"},
 		{"s3://key:secret@backups/p", "must not hold credentials"},
-		{"s3://backups/p?endpoint=localhost", `endpoint "localhost"`},
+		{"s3://backups/p?endpoint=http://minio:9000", `endpoint "http://minio:9000"`},
+		{"s3://backups/p?endpoint=minio:0", `endpoint "minio:0"`},
 		{"s3://backups/p?tls=maybe", `tls "maybe"`},
 		{"s3://backups/p?access_key=x", `unknown parameter "access_key"`},
 		{"s3://backups/p?region=a&region=b", "given 2 times"},
@@ -67,6 +70,9 @@ func TestBackupRequests(t *testing.T) {
 		{"newest run", func() []string { return fields(GetBackupRun(&sundialv1.GetBackupRunRequest{})) }, nil},
 		{"run by id", func() []string { return fields(GetBackupRun(&sundialv1.GetBackupRunRequest{Id: id})) }, nil},
 		{"run by bad id", func() []string { return fields(GetBackupRun(&sundialv1.GetBackupRunRequest{Id: "latest"})) }, []string{"id"}},
+		{"run by id of no real time", func() []string {
+			return fields(GetBackupRun(&sundialv1.GetBackupRunRequest{Id: "20301399T000000Z-0a1b2c"}))
+		}, []string{"id"}},
 		{"list", func() []string { return fields(ListBackups(&sundialv1.ListBackupsRequest{Dest: "s3://b/p"})) }, nil},
 		{"list without dest", func() []string { return fields(ListBackups(&sundialv1.ListBackupsRequest{})) }, []string{"dest"}},
 		{"verify", func() []string { return fields(VerifyBackup(&sundialv1.VerifyBackupRequest{Dest: dest, BackupId: id})) }, nil},
