@@ -132,13 +132,20 @@ func noArgs(c *cli.Context, cmd string) error {
 // field violations and a hint).
 func backupRefusal(op string, err error) error {
 	msg := op + ": " + status.Convert(err).Message()
+	// hint adds what to do, unless the brokers' message says already.
+	hint := func(h string) string {
+		if strings.Contains(msg, "shardctl") {
+			return msg
+		}
+		return msg + " (" + h + ")"
+	}
 	switch status.Code(err) {
 	case codes.NotFound:
-		return &silentError{msg: msg + " (shardctl backup list --dest URL lists the backups there)"}
+		return &silentError{msg: hint("shardctl backup list --dest URL lists the backups there")}
 	case codes.FailedPrecondition, codes.DataLoss:
 		return &silentError{msg: msg}
 	case codes.Unimplemented:
-		return &silentError{msg: msg + " (the proxy or the brokers do not serve backups, or not this backup's format: upgrade them)"}
+		return &silentError{msg: hint("the proxy or the brokers do not serve backups, or not this backup's format: upgrade them")}
 	}
 	return &opError{op: op, err: err}
 }
@@ -357,9 +364,6 @@ func runBackupStatus(ctx context.Context, c *cli.Context, e *env) error {
 	}
 	return call(ctx, e, func(ctx context.Context, cl *client.Client) error {
 		run, err := backupsOf(cl).GetBackupRun(ctx, &sundialv1.GetBackupRunRequest{Id: id})
-		if status.Code(err) == codes.NotFound {
-			return &silentError{msg: "backup status: " + status.Convert(err).Message() + " (shardctl backup runs lists the runs the cluster remembers)"}
-		}
 		if err != nil {
 			return backupRefusal("backup status", err)
 		}

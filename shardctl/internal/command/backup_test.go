@@ -249,7 +249,7 @@ func TestBackupCommands(t *testing.T) {
 		{name: "list empty", args: []string{"backup", "list", "--dest", "s3://empty"}, wantCode: ExitOK, wantOut: "no backups in s3://empty"},
 		{name: "runs", args: []string{"backup", "runs"}, wantCode: ExitOK, wantOut: "shard 105: capture: no replica answered"},
 		{name: "status", args: []string{"backup", "status", backupID, "-o", "yaml"}, wantCode: ExitOK, wantOut: "id: " + backupID},
-		{name: "status of a run forgotten", args: []string{"backup", "status", parentID}, wantCode: ExitFailure, wantStderr: "shardctl backup runs lists the runs"},
+		{name: "status of a run forgotten", args: []string{"backup", "status", parentID}, wantCode: ExitFailure, wantStderr: "no backup run " + parentID + " (shardctl backup list"},
 		{name: "verify", args: []string{"backup", "verify", "--dest", "file:///b", "--backup", backupID}, wantCode: ExitOK,
 			wantOut: "backup " + backupID + " verified: 12 files, 25.0 MiB (chain " + parentID + " → " + backupID + ")"},
 		{name: "verify damaged", args: []string{"backup", "verify", "--dest", "file:///b", "--backup", damagedID}, wantCode: ExitFailure,
