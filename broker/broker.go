@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/sundialmq/sundial/broker/internal/backup"
 	"github.com/sundialmq/sundial/broker/internal/dispatch"
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/broker/internal/identity"
@@ -47,6 +49,7 @@ type Server struct {
 
 	host     *host.Host
 	operator *operator.Executor
+	backups  *operator.Backups
 	healer   *operator.Healer
 	prober   *operator.PeerProber
 	moves    *operator.RoutedHost // the executor's host
@@ -230,7 +233,12 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	brokerv1.RegisterAuthSyncServer(s.grpc, auth)
 	s.operator.Start(context.WithoutCancel(ctx))
 	s.healer.Start(context.WithoutCancel(ctx))
-	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID))
+	backupMetrics := backup.NewMetrics(s.reg)
+	stores := backup.NewStores(s.cfg.BackupCredentialsFile, s.log.Named("backup"), backupMetrics)
+	brokerv1.RegisterPeerServer(s.grpc, service.NewPeer(h, s.cfg.NodeID, backup.NewCapturer(h.DB(), filepath.Join(s.cfg.DataDir, "backup-spool"), stores)))
+	sundialv1.RegisterBackupsServer(s.grpc, service.NewBackups(h, s.peers, stores, backupMetrics, s.log))
+	s.backups = operator.NewBackups(ch, s.peers, stores, backupMetrics, s.cfg.NodeID, 0, s.log)
+	s.backups.Start(context.WithoutCancel(ctx))
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
@@ -410,8 +418,12 @@ func (s *Server) Stop() {
 		if s.operator != nil {
 			s.operator.Stop()
 		}
+		if s.backups != nil {
+			s.backups.Stop()
+		}
 		// Every user of the peer connections has stopped: the gRPC
-		// handlers, leader gossip (s.wg), the healer and the executor.
+		// handlers, leader gossip (s.wg), the healer, the executor and the
+		// backup runner.
 		s.peers.Close()
 		if s.host != nil {
 			s.host.Stop()

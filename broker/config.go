@@ -203,6 +203,15 @@ type Config struct {
 	// like the rest of the Raft transport's files. Default empty: TLSCAFile.
 	TLSRaftCAFile string `yaml:"tls_raft_ca_file"`
 
+	// BackupCredentialsFile names a file with the S3 credentials this
+	// broker uses for s3:// backup destinations (an AWS shared-credentials
+	// file: a [default] section with aws_access_key_id and
+	// aws_secret_access_key); read at each use. Default empty: the
+	// environment's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. Backups
+	// spool each shard's capture in <data_dir>/backup-spool before its
+	// upload.
+	BackupCredentialsFile string `yaml:"backup_credentials_file"`
+
 	// Testing holds hooks for tests; never set from a config file.
 	Testing Testing `yaml:"-"`
 }

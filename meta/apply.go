@@ -82,6 +82,16 @@ func (s *State) Apply(c *Command) (uint64, []byte) {
 		return s.deleteRole(c.Name), nil
 	case OpRotateReceiptKey:
 		return s.rotateReceiptKey(c.ReceiptKey, c.NowMs), nil
+	case OpStartBackup:
+		return s.startBackup(c.Backup, c.NowMs), nil
+	case OpRecordBackup:
+		return s.recordBackup(c.Name, c.BackupFile, c.Capture, c.Error), nil
+	case OpFinishBackup:
+		return s.finishBackup(c.Name, c.Error, c.NowMs), nil
+	case OpSetBackupSchedule:
+		return s.setBackupSchedule(c.Schedule, c.NowMs), nil
+	case OpRestoreCatalog:
+		return s.restoreCatalog(c.Name, c.Catalog), nil
 	}
 	return ResultInvalid, nil
 }

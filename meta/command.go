@@ -52,6 +52,19 @@ const (
 	OpServeShards   Op = "serve_shards"
 	OpSealHandover  Op = "seal_handover"
 	OpCloseHandover Op = "close_handover"
+
+	// Backups (backup.go): start_backup stores Backup as the running run;
+	// record_backup records, for the run named by Name, the catalog file
+	// (BackupFile) or a shard's capture (Capture), or notes Error as its
+	// last failed try; finish_backup ends the run, failed when Error is
+	// set; restore_catalog installs Catalog of the backup named by Name
+	// into a cluster with no topics.
+	OpStartBackup    Op = "start_backup"
+	OpRecordBackup   Op = "record_backup"
+	OpFinishBackup   Op = "finish_backup"
+	OpRestoreCatalog Op = "restore_catalog"
+	// set_backup_schedule sets Schedule (nil clears it).
+	OpSetBackupSchedule Op = "set_backup_schedule"
 )
 
 // Command is one change to the metadata. Exactly the fields of its Op are
@@ -118,6 +131,14 @@ type Command struct {
 	Token      *Token      `json:"token,omitempty"`
 	Role       *Role       `json:"role,omitempty"`
 	ReceiptKey *ReceiptKey `json:"receipt_key,omitempty"`
+
+	// The backup ops' run, catalog file, shard capture and catalog
+	// (backup.go).
+	Backup     *BackupRun      `json:"backup,omitempty"`
+	BackupFile *BackupFile     `json:"backup_file,omitempty"`
+	Capture    *ShardCapture   `json:"capture,omitempty"`
+	Catalog    *Catalog        `json:"catalog,omitempty"`
+	Schedule   *BackupSchedule `json:"schedule,omitempty"`
 }
 
 // Result codes returned in the entry result's Value.
@@ -227,6 +248,19 @@ func DecodeCommand(b []byte) (*Command, error) {
 	case OpCancelOperation:
 		if c.OperationID == 0 || c.Error == "" {
 			return nil, fmt.Errorf("%w: cancel_operation needs an operation id and who asked", ErrMalformedCommand)
+		}
+	case OpStartBackup:
+		if c.Backup == nil || c.Backup.ID == "" {
+			return nil, fmt.Errorf("%w: start_backup without a run", ErrMalformedCommand)
+		}
+	case OpRecordBackup, OpFinishBackup:
+		if c.Name == "" {
+			return nil, fmt.Errorf("%w: %s without a run id", ErrMalformedCommand, c.Op)
+		}
+	case OpSetBackupSchedule: // a nil schedule clears it
+	case OpRestoreCatalog:
+		if c.Catalog == nil {
+			return nil, fmt.Errorf("%w: restore_catalog without a catalog", ErrMalformedCommand)
 		}
 	case OpDeclareDead, OpDeclareAlive:
 		if c.NodeID == 0 {

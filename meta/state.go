@@ -174,6 +174,14 @@ type State struct {
 	// first auth command. Its changes do not change Version: nothing
 	// routes on them.
 	Auth *Auth `json:"auth,omitempty"`
+	// Backups are the backup runs, oldest first: the running one (at most
+	// one) and the last BackupRunsKept finished ones (backup.go).
+	Backups []*BackupRun `json:"backups,omitempty"`
+	// RestoredFrom is the backup restore_catalog installed the catalog
+	// of; empty for a cluster never restored.
+	RestoredFrom string `json:"restored_from,omitempty"`
+	// BackupSchedule is the backup schedule; nil when none is set.
+	BackupSchedule *BackupSchedule `json:"backup_schedule,omitempty"`
 }
 
 // NewState is the empty state of a new cluster.
@@ -203,6 +211,9 @@ func (s *State) Clone() *State {
 		Growth:          slices.Clone(s.Growth),
 		JoinTokens:      cloneJoinTokens(s.JoinTokens),
 		Auth:            s.Auth.Clone(),
+		Backups:         cloneBackups(s.Backups),
+		RestoredFrom:    s.RestoredFrom,
+		BackupSchedule:  cloneSchedule(s.BackupSchedule),
 	}
 	if s.Operations != nil {
 		c.Operations = make(map[OperationID]*Operation, len(s.Operations))

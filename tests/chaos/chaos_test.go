@@ -135,8 +135,17 @@ func TestChaos(t *testing.T) {
 	removed := &removedSet{}
 	applied := make(chan []Fault, 1)
 	go func() { applied <- inject(ctx, t, c, removed, faults) }()
+	// Backups run under the faults too: the change journal is shard state
+	// (G7 below covers it) and every backup must end done and readable,
+	// or failed without a manifest.
+	backupDest := "file://" + t.TempDir()
+	bctx, stopBackups := context.WithTimeout(ctx, duration)
+	backups := make(chan []string, 1)
+	go func() { backups <- takeBackups(bctx, c, backupDest, t.Logf) }()
 	w.Run(ctx)
 	done := <-applied
+	stopBackups()
+	backupIDs := <-backups
 
 	heal(t, c, removed, proxies)
 	if pending := w.Drain(90 * time.Second); len(pending) > 0 {
@@ -156,6 +165,11 @@ func TestChaos(t *testing.T) {
 	}
 	if err := proc.Poll(60*time.Second, func() error { return replicationFactor(c, removed, rf) }); err != nil {
 		res.Violations = append(res.Violations, checker.Violation{Property: "replication", Detail: err.Error()})
+	}
+	if summary, err := checkBackups(c, backupDest, backupIDs); err != nil {
+		res.Violations = append(res.Violations, checker.Violation{Property: "backups", Detail: err.Error()})
+	} else {
+		t.Logf("backups: %s", summary)
 	}
 	// G7: once the load stopped, every shard's replicas hash equal.
 	if err := proc.Poll(60*time.Second, c.ReplicasAgree); err != nil {

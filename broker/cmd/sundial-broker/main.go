@@ -85,6 +85,7 @@ func newApp(act cli.ActionFunc) *cli.App {
 			&cli.StringFlag{Name: "tls-key-file", EnvVars: []string{"SUNDIAL_TLS_KEY_FILE"}, Usage: "PEM key of --tls-cert-file"},
 			&cli.StringFlag{Name: "tls-ca-file", EnvVars: []string{"SUNDIAL_TLS_CA_FILE"}, Usage: "PEM cluster CA: gRPC accepts only clients with a certificate it signed; peers are verified against it"},
 			&cli.StringFlag{Name: "tls-raft-ca-file", EnvVars: []string{"SUNDIAL_TLS_RAFT_CA_FILE"}, Usage: "PEM CA the Raft transport trusts instead of --tls-ca-file: one that signs broker certificates only (read at start)"},
+			&cli.StringFlag{Name: "backup-credentials-file", EnvVars: []string{"SUNDIAL_BACKUP_CREDENTIALS_FILE"}, Usage: "AWS shared-credentials file with the S3 keys for s3:// backup destinations (default: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment)"},
 			&cli.StringFlag{Name: "probe", Usage: "only GET this URL (e.g. http://127.0.0.1:7700/readyz) and exit 0 on 200, 1 otherwise: a container health check"},
 		},
 		Action: act,
@@ -175,6 +176,7 @@ func load(c *cli.Context) (broker.Config, error) {
 	setString(c, "tls-key-file", &cfg.TLSKeyFile)
 	setString(c, "tls-ca-file", &cfg.TLSCAFile)
 	setString(c, "tls-raft-ca-file", &cfg.TLSRaftCAFile)
+	setString(c, "backup-credentials-file", &cfg.BackupCredentialsFile)
 	if c.IsSet("labels") {
 		labels, err := validate.ParseLabels(c.String("labels"))
 		if err != nil {

@@ -166,9 +166,10 @@ func JournalSince(r pebble.Reader, shard uint64) (uint64, error) {
 
 // Capture writes shard's state as snap holds it to the sink open returns,
 // leaving out the replica's bookkeeping (keys.Bookkeeping). With since 0 it
-// writes every key; otherwise the keys the journal names (their values, or
-// deletions), which must cover the changes after since (else
-// ErrJournalGap, before open is called). open is told the captured index
+// writes every key; otherwise the keys the journal names for the batches
+// after since (their values, or deletions): the journal must be on since
+// an index at or before since (else ErrJournalGap, before open is called;
+// a journal not trimmed after the last backup still serves). open is told the captured index
 // first. done, when closed, stops the capture.
 func Capture(snap *pebble.Snapshot, shard, since uint64, open func(index uint64) (Sink, error), done <-chan struct{}) (Captured, error) {
 	index, err := readApplied(snap, shard)
@@ -180,8 +181,8 @@ func Capture(snap *pebble.Snapshot, shard, since uint64, open func(index uint64)
 		if err != nil {
 			return Captured{}, err
 		}
-		if from != since {
-			return Captured{}, fmt.Errorf("%w: shard %d journals the changes after index %d, not %d", ErrJournalGap, shard, from, since)
+		if from == 0 || from > since || since > index {
+			return Captured{}, fmt.Errorf("%w: shard %d journals the changes after index %d (0: off), not %d (applied %d)", ErrJournalGap, shard, from, since, index)
 		}
 	}
 	sink, err := open(index)
@@ -192,7 +193,7 @@ func Capture(snap *pebble.Snapshot, shard, since uint64, open func(index uint64)
 	if since == 0 {
 		err = captureAll(snap, shard, sink, &c, done)
 	} else {
-		err = captureJournal(snap, shard, sink, &c, done)
+		err = captureJournal(snap, shard, since, sink, &c, done)
 	}
 	return c, err
 }
@@ -225,10 +226,13 @@ func captureAll(snap *pebble.Snapshot, shard uint64, sink Sink, c *Captured, don
 	return errors.Join(it.Error(), it.Close())
 }
 
-// captureJournal writes each key the journal names once, as it is in snap.
-func captureJournal(snap *pebble.Snapshot, shard uint64, sink Sink, c *Captured, done <-chan struct{}) error {
+// captureJournal writes each key the journal names for the batches after
+// index since once, as it is in snap. A batch's entries are named by its
+// last index and a captured index always ends a batch, so the entries past
+// since are exactly the changes after it.
+func captureJournal(snap *pebble.Snapshot, shard, since uint64, sink Sink, c *Captured, done <-chan struct{}) error {
 	prefix := keys.JournalPrefix(shard)
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: keys.JournalThrough(shard, since), UpperBound: keys.PrefixEnd(prefix)})
 	if err != nil {
 		return err
 	}

@@ -125,9 +125,18 @@ func TestFullAndIncrementalCaptureRestoreTheState(t *testing.T) {
 	if got := dst.contents(); got != atFull {
 		t.Fatalf("after the full backup: %s, want %s", got, atFull)
 	}
-	dst.apply(restoreCmd("r1", false, 2, incr, true))
+	dst.apply(restoreCmd("r1", false, 2, incr, false))
 	if got, want := dst.contents(), src.contents(); got != want {
 		t.Fatalf("after the incremental: %s, want %s (captured at %d)", got, want, ci.Index)
+	}
+	if dst.leasedEntries() == 0 {
+		t.Fatalf("the restored shard holds no lease: the traffic leased none")
+	}
+	end := restoreCmd("r1", false, 0, nil, true)
+	end.GetRestore().NowMs = 99_000
+	dst.apply(end)
+	if n := dst.leasedEntries(); n != 0 {
+		t.Fatalf("%d leases left after the restore's end, want none", n)
 	}
 	if resets != 1 {
 		t.Fatalf("restore end reset the dispatcher %d times, want 1", resets)
@@ -142,8 +151,23 @@ func TestIncrementalCaptureNeedsAJournalSinceThatIndex(t *testing.T) {
 	}
 	since := r.apply(journalCmd(0))[0].Journal.GetSince()
 	traffic(r, 10, 5)
-	if _, _, err := r.capture(since + 1); !errors.Is(err, ErrJournalGap) {
-		t.Fatalf("capture since another index: %v, want ErrJournalGap", err)
+	if _, _, err := r.capture(since - 1); !errors.Is(err, ErrJournalGap) {
+		t.Fatalf("capture since an index before the journal's: %v, want ErrJournalGap", err)
+	}
+	if _, _, err := r.capture(r.index + 1); !errors.Is(err, ErrJournalGap) {
+		t.Fatalf("capture since an index past the applied one: %v, want ErrJournalGap", err)
+	}
+	// Since an index after the journal's (a backup whose trim was lost):
+	// the changes after that index only.
+	mid := r.index
+	traffic(r, 15, 1)
+	later, _, err := r.capture(mid)
+	if err != nil {
+		t.Fatalf("capture since a later index: %v", err)
+	}
+	all, _, _ := r.capture(since)
+	if len(later) == 0 || len(later) >= len(all) {
+		t.Fatalf("capture since %d has %d records, since %d has %d: want fewer, not none", mid, len(later), since, len(all))
 	}
 	if _, _, err := r.capture(since); err != nil {
 		t.Fatalf("capture since the journal's index: %v", err)
@@ -212,8 +236,9 @@ func TestRestoreRefusals(t *testing.T) {
 	}
 	one := records{{Key: []byte("gt\x00default")}}
 	step(restoreCmd("r1", false, 1, one, false), fsmpb.RestoreCode_RESTORE_CODE_OTHER_RESTORE) // no begin
-	step(restoreCmd("r1", true, 0, nil, false), fsmpb.RestoreCode_RESTORE_CODE_OK)
-	step(restoreCmd("r2", true, 0, nil, false), fsmpb.RestoreCode_RESTORE_CODE_OTHER_RESTORE)
+	step(restoreCmd("r0", true, 0, nil, false), fsmpb.RestoreCode_RESTORE_CODE_OK)
+	step(restoreCmd("r1", true, 0, nil, false), fsmpb.RestoreCode_RESTORE_CODE_OK) // takes over: r0 wrote nothing
+	step(restoreCmd("r0", false, 1, one, false), fsmpb.RestoreCode_RESTORE_CODE_OTHER_RESTORE)
 	step(restoreCmd("r1", false, 2, one, false), fsmpb.RestoreCode_RESTORE_CODE_OUT_OF_ORDER)
 	applied := keys.Applied(shard)[keys.PrefixLen:]
 	step(restoreCmd("r1", false, 1, records{{Key: []byte("gt\x00x")}, {Key: applied, Value: []byte{9}}}, false), fsmpb.RestoreCode_RESTORE_CODE_BAD_RECORD)
@@ -221,6 +246,7 @@ func TestRestoreRefusals(t *testing.T) {
 		t.Fatalf("a refused chunk wrote its first record")
 	}
 	step(restoreCmd("r1", false, 1, one, false), fsmpb.RestoreCode_RESTORE_CODE_OK)
+	step(restoreCmd("r2", true, 0, nil, false), fsmpb.RestoreCode_RESTORE_CODE_OTHER_RESTORE) // r1 wrote a chunk
 	before := e.contents()
 	step(restoreCmd("r1", false, 1, records{{Key: []byte("gt\x00again")}}, false), fsmpb.RestoreCode_RESTORE_CODE_OK) // a retry
 	if e.contents() != before {
@@ -232,4 +258,22 @@ func TestRestoreRefusals(t *testing.T) {
 	if !e.has(keys.Group(shard, "t", DefaultGroup)) {
 		t.Fatalf("the restored group is missing")
 	}
+}
+
+// leasedEntries counts the due-index entries that are lease deadlines.
+func (r *replica) leasedEntries() int {
+	r.t.Helper()
+	prefix := keys.DuePrefix(shard)
+	it, err := r.s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		r.t.Fatalf("NewIter() error = %v", err)
+	}
+	defer it.Close()
+	n := 0
+	for valid := it.First(); valid; valid = it.Next() {
+		if _, leased, err := keys.ParseDueValue(it.Value()); err == nil && leased {
+			n++
+		}
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -17,12 +18,15 @@ import (
 // last chunk: a chunk proposed again after a lost answer is answered OK
 // without being written twice, and a begin, chunk or end of a finished
 // restore is answered OK too, so the coordinator can resume from any step.
-// The marker stays after the end; backups leave it out.
+// The marker stays after the end; backups leave it out. A begin of another
+// restore takes over a marker under which no chunk was written (a restore
+// another shard refused), and is refused otherwise.
 //
 // Nothing a restore writes is delivered early: the dispatcher reloads the
 // shard at the end (Change.Reset) and sees the due index as it was backed
-// up. Leases in the backup keep their deadlines, which passed or pass
-// within one visibility timeout: their copies are then delivered again.
+// up. Leases in the backup are given up at the end (releaseLeases): their
+// copies are visible again at once, delivered again (at least once), and a
+// receipt of the backed-up cluster no longer matches them.
 
 // restoreStep applies a Restore command.
 func (a *applier) restoreStep(r *fsmpb.Restore) (*fsmpb.Outcome, error) {
@@ -33,6 +37,10 @@ func (a *applier) restoreStep(r *fsmpb.Restore) (*fsmpb.Outcome, error) {
 	}
 	code := func(c fsmpb.RestoreCode) (*fsmpb.Outcome, error) { return &fsmpb.Outcome{Restore: c}, nil }
 	switch {
+	case found && st.RestoreId != r.RestoreId && r.Begin && !st.Done && st.Seq == 0:
+		// A restore that wrote nothing (refused by another shard, say)
+		// gives way to another.
+		st = &fsmpb.RestoreState{RestoreId: r.RestoreId}
 	case found && st.RestoreId != r.RestoreId:
 		if st.Done {
 			return code(fsmpb.RestoreCode_RESTORE_CODE_NOT_EMPTY)
@@ -62,6 +70,9 @@ func (a *applier) restoreStep(r *fsmpb.Restore) (*fsmpb.Outcome, error) {
 		st.Seq = r.Seq
 	}
 	if r.End {
+		if err := a.releaseLeases(r.NowMs); err != nil {
+			return nil, err
+		}
 		st.Done = true
 		a.restored = true
 	}
@@ -106,4 +117,52 @@ func (a *applier) empty() (bool, error) {
 		}
 	}
 	return empty, errors.Join(it.Error(), it.Close())
+}
+
+// releaseLeases makes every leased copy of the shard visible at nowMs, as
+// a nack would: the consumers that held the leases belong to the cluster
+// the backup was taken of. It reads the whole due index once (a restore
+// ends once); the leased entries are collected first, then moved.
+func (a *applier) releaseLeases(nowMs int64) error {
+	type leased struct {
+		id    []byte
+		group string
+	}
+	var found []leased
+	prefix := keys.DuePrefix(a.shard)
+	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keys.PrefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		_, isLease, err := keys.ParseDueValue(it.Value())
+		if err != nil || !isLease {
+			continue
+		}
+		topic, err := keys.TopicOfDue(a.shard, it.Key())
+		if err != nil {
+			continue
+		}
+		q, e, err := keys.ParseTopicDue(a.shard, topic, it.Key())
+		if err != nil {
+			continue
+		}
+		found = append(found, leased{id: bytes.Clone(e.ID), group: q.Group})
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	for _, l := range found {
+		c, err := a.copyOf(nil, l.id, l.group, readForRewrite)
+		if err != nil {
+			return err
+		}
+		if c == nil || !c.cs.Leased {
+			continue
+		}
+		if err := a.moveTo(c, nowMs, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -62,6 +62,7 @@
 package keys
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -255,6 +256,25 @@ func CopyPrefix(shard uint64, id []byte) []byte {
 // GroupOfCopy returns the group of a key made by Copy.
 func GroupOfCopy(key []byte) string {
 	return string(key[9+1+IDBytes:])
+}
+
+// DuePrefix starts every due-index entry of shard.
+func DuePrefix(shard uint64) []byte {
+	return append(ShardPrefix(shard), tagDue)
+}
+
+// TopicOfDue is the topic a due-index key of shard names.
+func TopicOfDue(shard uint64, key []byte) (string, error) {
+	prefix := DuePrefix(shard)
+	if len(key) <= len(prefix) || string(key[:len(prefix)]) != string(prefix) {
+		return "", fmt.Errorf("%w: due key", ErrMalformed)
+	}
+	rest := key[len(prefix):]
+	i := bytes.IndexByte(rest, 0)
+	if i < 0 {
+		return "", fmt.Errorf("%w: due key without a topic", ErrMalformed)
+	}
+	return string(rest[:i]), nil
 }
 
 // TopicDuePrefix is the prefix of every due-index key of topic, all

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
+	"github.com/sundialmq/sundial/broker/internal/peer"
 	"github.com/sundialmq/sundial/meta"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -134,8 +136,8 @@ func (e *Executor) adminStep(ctx context.Context, st *meta.State, op *meta.Opera
 		return e.advance(ctx, op.ID, op.Current)
 	}
 	for _, req := range reqs {
-		if err := e.onShardLeader(ctx, st, shard, func(ctx context.Context, c brokerv1.ShardClient) error {
-			_, err := c.Group(ctx, req)
+		if err := OnShardLeader(ctx, e.host, e.peers, e.log, st, shard, adminCallTimeout, func(ctx context.Context, conn *grpc.ClientConn) error {
+			_, err := brokerv1.NewShardClient(conn).Group(ctx, req)
 			return err
 		}); err != nil {
 			return err
@@ -147,10 +149,17 @@ func (e *Executor) adminStep(ctx context.Context, st *meta.State, op *meta.Opera
 // errNoLeaderFound fails an admin step no broker led the shard for.
 var errNoLeaderFound = errors.New("operator: no broker answered as the shard's leader")
 
-// onShardLeader runs call against shard's leader: the one this node knows
-// first, then each node holding a replica, each given adminCallTimeout; a
-// NotLeader answer naming the leader's address is followed at once.
-func (e *Executor) onShardLeader(ctx context.Context, st *meta.State, shard uint64, call func(context.Context, brokerv1.ShardClient) error) error {
+// LeaderKnower knows shard leaders: the node leading shard, 0 if not known
+// (host.Replicas). One that also has a leaderView is asked that too.
+type LeaderKnower interface {
+	ShardLeader(shard uint64) uint64
+}
+
+// OnShardLeader runs call against shard's leader: the one h knows first,
+// then each node holding a replica, each given timeout; a NotLeader answer
+// naming the leader's address is followed at once.
+func OnShardLeader(ctx context.Context, h LeaderKnower, peers *peer.Conns, log *zap.Logger, st *meta.State, shard uint64, timeout time.Duration,
+	call func(context.Context, *grpc.ClientConn) error) error {
 	var addrs []string
 	seen := map[string]bool{}
 	add := func(node uint64) {
@@ -159,23 +168,25 @@ func (e *Executor) onShardLeader(ctx context.Context, st *meta.State, shard uint
 			addrs = append(addrs, n.GRPCAddr)
 		}
 	}
-	if l := e.host.ShardLeader(shard); l != 0 {
+	if l := h.ShardLeader(shard); l != 0 {
 		add(l)
-	} else if lv, ok := e.host.(leaderView); ok {
+	} else if lv, ok := h.(leaderView); ok {
 		add(lv.ShardLeaders()[shard])
 	}
-	for _, r := range st.Shards[meta.EventShardID(shard)].Replicas {
-		add(uint64(r.Node))
+	if sh := st.Shards[meta.EventShardID(shard)]; sh != nil {
+		for _, r := range sh.Replicas {
+			add(uint64(r.Node))
+		}
 	}
 	last := errNoLeaderFound
 	for i := 0; i < len(addrs) && ctx.Err() == nil; i++ {
-		conn, err := e.peers.Conn(addrs[i])
+		conn, err := peers.Conn(addrs[i])
 		if err != nil {
 			last = err
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, adminCallTimeout)
-		err = call(cctx, brokerv1.NewShardClient(conn))
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		err = call(cctx, conn)
 		cancel()
 		if err == nil {
 			return nil
@@ -185,7 +196,7 @@ func (e *Executor) onShardLeader(ctx context.Context, st *meta.State, shard uint
 			seen[nl.GetLeaderAddr()] = true
 			addrs = append(addrs[:i+1], append([]string{nl.GetLeaderAddr()}, addrs[i+1:]...)...)
 		}
-		e.log.Debug("admin step call failed", zap.Uint64("shard_id", shard), zap.String("addr", addrs[i]), zap.Error(err))
+		log.Debug("shard leader call failed", zap.Uint64("shard_id", shard), zap.String("addr", addrs[i]), zap.Error(err))
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w (last: %w)", ctx.Err(), last)

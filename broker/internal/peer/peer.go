@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -42,6 +43,13 @@ var reconnect = grpc.ConnectParams{
 	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 	MinConnectTimeout: time.Second,
 }
+
+// alive is the keepalive of every peer connection: a peer that stops
+// answering (paused, partitioned, its machine gone) fails the calls in
+// flight on it within Time + Timeout, so a long call (a backup's shard
+// capture) is tried again elsewhere instead of waiting for its deadline.
+// Time stays above the brokers' enforcement MinTime (4s).
+var alive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
 
 // Conns is the cache of connections to other brokers.
 type Conns struct {
@@ -73,7 +81,7 @@ func (c *Conns) Conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds), grpc.WithConnectParams(reconnect))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds), grpc.WithConnectParams(reconnect), grpc.WithKeepaliveParams(alive))
 	if err != nil {
 		return nil, fmt.Errorf("peer: dial %s: %w", addr, err)
 	}

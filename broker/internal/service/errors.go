@@ -99,5 +99,8 @@ func translate(err error) *status.Status {
 		errors.Is(err, proposer.ErrClosed):
 		return status.New(codes.Unavailable, err.Error())
 	}
+	if st, ok := backupStatus(err); ok {
+		return st
+	}
 	return status.New(codes.Internal, err.Error())
 }

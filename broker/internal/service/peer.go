@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sundialmq/sundial/broker/internal/backup"
 	"github.com/sundialmq/sundial/broker/internal/host"
 	"github.com/sundialmq/sundial/proto/apierr"
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
@@ -15,20 +16,24 @@ import (
 )
 
 // Peer serves brokerv1.Peer: what this broker knows about the cluster, for
-// brokers that start (see package identity), and the membership and
+// brokers that start (see package identity); the membership and
 // leadership changes of the shards it hosts, for the executor on the meta
-// leader when that holds no replica of a shard (package operator).
+// leader when that holds no replica of a shard (package operator); and the
+// captures, journal trims and restore steps of the shards it leads, for
+// backups and restores (backuppeer.go).
 type Peer struct {
 	brokerv1.UnimplementedPeerServer
 	meta     *host.MetaClient
 	replicas *host.Replicas
 	moves    *host.Moves
 	node     uint64
+	// capturer writes the shard captures of backups (backuppeer.go).
+	capturer *backup.Capturer
 }
 
 // NewPeer returns the Peer service of node.
-func NewPeer(h *host.Host, node uint64) *Peer {
-	return &Peer{meta: h.MetaClient(), replicas: h.Replicas(), moves: h.Moves(), node: node}
+func NewPeer(h *host.Host, node uint64, capturer *backup.Capturer) *Peer {
+	return &Peer{meta: h.MetaClient(), replicas: h.Replicas(), moves: h.Moves(), node: node, capturer: capturer}
 }
 
 // Identify answers from the meta state this broker applied, without a

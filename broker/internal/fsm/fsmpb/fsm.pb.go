@@ -2063,9 +2063,12 @@ type Restore struct {
 	Begin     bool                   `protobuf:"varint,2,opt,name=begin,proto3" json:"begin,omitempty"`
 	// Chunk number, from 1; a chunk applied before answers OK again and
 	// writes nothing.
-	Seq           uint64           `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
-	Records       []*RestoreRecord `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
-	End           bool             `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`
+	Seq     uint64           `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Records []*RestoreRecord `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
+	End     bool             `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`
+	// The end's time (the proposer's clock): leases taken before the backup
+	// are given up, their copies visible from then.
+	NowMs         int64 `protobuf:"varint,6,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2133,6 +2136,13 @@ func (x *Restore) GetEnd() bool {
 		return x.End
 	}
 	return false
+}
+
+func (x *Restore) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
 }
 
 // RestoreRecord is one record of a backup file; keys are relative to the
@@ -3119,14 +3129,15 @@ const file_broker_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x01(\x04R\x04keys\x12\x1e\n" +
 	"\n" +
 	"overflowed\x18\x03 \x01(\bR\n" +
-	"overflowed\"\x9b\x01\n" +
+	"overflowed\"\xb2\x01\n" +
 	"\aRestore\x12\x1d\n" +
 	"\n" +
 	"restore_id\x18\x01 \x01(\tR\trestoreId\x12\x14\n" +
 	"\x05begin\x18\x02 \x01(\bR\x05begin\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x127\n" +
 	"\arecords\x18\x04 \x03(\v2\x1d.sundial.fsm.v1.RestoreRecordR\arecords\x12\x10\n" +
-	"\x03end\x18\x05 \x01(\bR\x03end\"b\n" +
+	"\x03end\x18\x05 \x01(\bR\x03end\x12\x15\n" +
+	"\x06now_ms\x18\x06 \x01(\x03R\x05nowMs\"b\n" +
 	"\rRestoreRecord\x12)\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x19.sundial.fsm.v1.RestoreOpR\x02op\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +

@@ -86,6 +86,172 @@ func (BackupStatus) EnumDescriptor() ([]byte, []int) {
 	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{0}
 }
 
+type BackupSchedule struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Dest        string                 `protobuf:"bytes,1,opt,name=dest,proto3" json:"dest,omitempty"`
+	EveryMs     int64                  `protobuf:"varint,2,opt,name=every_ms,json=everyMs,proto3" json:"every_ms,omitempty"`
+	FullEveryMs int64                  `protobuf:"varint,3,opt,name=full_every_ms,json=fullEveryMs,proto3" json:"full_every_ms,omitempty"`
+	KeepMs      int64                  `protobuf:"varint,4,opt,name=keep_ms,json=keepMs,proto3" json:"keep_ms,omitempty"`
+	// When the next scheduled backup starts (answers only).
+	NextAtUnixMs int64 `protobuf:"varint,5,opt,name=next_at_unix_ms,json=nextAtUnixMs,proto3" json:"next_at_unix_ms,omitempty"`
+	// The last scheduled run (answers only).
+	LastRunId     string `protobuf:"bytes,6,opt,name=last_run_id,json=lastRunId,proto3" json:"last_run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupSchedule) Reset() {
+	*x = BackupSchedule{}
+	mi := &file_sundial_v1_backup_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupSchedule) ProtoMessage() {}
+
+func (x *BackupSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_backup_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupSchedule.ProtoReflect.Descriptor instead.
+func (*BackupSchedule) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *BackupSchedule) GetDest() string {
+	if x != nil {
+		return x.Dest
+	}
+	return ""
+}
+
+func (x *BackupSchedule) GetEveryMs() int64 {
+	if x != nil {
+		return x.EveryMs
+	}
+	return 0
+}
+
+func (x *BackupSchedule) GetFullEveryMs() int64 {
+	if x != nil {
+		return x.FullEveryMs
+	}
+	return 0
+}
+
+func (x *BackupSchedule) GetKeepMs() int64 {
+	if x != nil {
+		return x.KeepMs
+	}
+	return 0
+}
+
+func (x *BackupSchedule) GetNextAtUnixMs() int64 {
+	if x != nil {
+		return x.NextAtUnixMs
+	}
+	return 0
+}
+
+func (x *BackupSchedule) GetLastRunId() string {
+	if x != nil {
+		return x.LastRunId
+	}
+	return ""
+}
+
+type SetBackupScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *BackupSchedule        `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetBackupScheduleRequest) Reset() {
+	*x = SetBackupScheduleRequest{}
+	mi := &file_sundial_v1_backup_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetBackupScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetBackupScheduleRequest) ProtoMessage() {}
+
+func (x *SetBackupScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_backup_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetBackupScheduleRequest.ProtoReflect.Descriptor instead.
+func (*SetBackupScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetBackupScheduleRequest) GetSchedule() *BackupSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type GetBackupScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBackupScheduleRequest) Reset() {
+	*x = GetBackupScheduleRequest{}
+	mi := &file_sundial_v1_backup_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBackupScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBackupScheduleRequest) ProtoMessage() {}
+
+func (x *GetBackupScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_backup_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBackupScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetBackupScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{2}
+}
+
 type CreateBackupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Where to write: file:///absolute/dir or s3://bucket/prefix?endpoint=host:port.
@@ -99,7 +265,7 @@ type CreateBackupRequest struct {
 
 func (x *CreateBackupRequest) Reset() {
 	*x = CreateBackupRequest{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[0]
+	mi := &file_sundial_v1_backup_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -111,7 +277,7 @@ func (x *CreateBackupRequest) String() string {
 func (*CreateBackupRequest) ProtoMessage() {}
 
 func (x *CreateBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[0]
+	mi := &file_sundial_v1_backup_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -124,7 +290,7 @@ func (x *CreateBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBackupRequest.ProtoReflect.Descriptor instead.
 func (*CreateBackupRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{0}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateBackupRequest) GetDest() string {
@@ -175,7 +341,7 @@ type BackupRun struct {
 
 func (x *BackupRun) Reset() {
 	*x = BackupRun{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[1]
+	mi := &file_sundial_v1_backup_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -187,7 +353,7 @@ func (x *BackupRun) String() string {
 func (*BackupRun) ProtoMessage() {}
 
 func (x *BackupRun) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[1]
+	mi := &file_sundial_v1_backup_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -200,7 +366,7 @@ func (x *BackupRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRun.ProtoReflect.Descriptor instead.
 func (*BackupRun) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{1}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BackupRun) GetId() string {
@@ -303,7 +469,7 @@ type GetBackupRunRequest struct {
 
 func (x *GetBackupRunRequest) Reset() {
 	*x = GetBackupRunRequest{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[2]
+	mi := &file_sundial_v1_backup_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +481,7 @@ func (x *GetBackupRunRequest) String() string {
 func (*GetBackupRunRequest) ProtoMessage() {}
 
 func (x *GetBackupRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[2]
+	mi := &file_sundial_v1_backup_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +494,7 @@ func (x *GetBackupRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBackupRunRequest.ProtoReflect.Descriptor instead.
 func (*GetBackupRunRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{2}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetBackupRunRequest) GetId() string {
@@ -346,7 +512,7 @@ type ListBackupRunsRequest struct {
 
 func (x *ListBackupRunsRequest) Reset() {
 	*x = ListBackupRunsRequest{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[3]
+	mi := &file_sundial_v1_backup_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +524,7 @@ func (x *ListBackupRunsRequest) String() string {
 func (*ListBackupRunsRequest) ProtoMessage() {}
 
 func (x *ListBackupRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[3]
+	mi := &file_sundial_v1_backup_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +537,7 @@ func (x *ListBackupRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackupRunsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{3}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{6}
 }
 
 type ListBackupRunsResponse struct {
@@ -383,7 +549,7 @@ type ListBackupRunsResponse struct {
 
 func (x *ListBackupRunsResponse) Reset() {
 	*x = ListBackupRunsResponse{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[4]
+	mi := &file_sundial_v1_backup_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +561,7 @@ func (x *ListBackupRunsResponse) String() string {
 func (*ListBackupRunsResponse) ProtoMessage() {}
 
 func (x *ListBackupRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[4]
+	mi := &file_sundial_v1_backup_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +574,7 @@ func (x *ListBackupRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackupRunsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{4}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListBackupRunsResponse) GetRuns() []*BackupRun {
@@ -427,7 +593,7 @@ type ListBackupsRequest struct {
 
 func (x *ListBackupsRequest) Reset() {
 	*x = ListBackupsRequest{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[5]
+	mi := &file_sundial_v1_backup_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +605,7 @@ func (x *ListBackupsRequest) String() string {
 func (*ListBackupsRequest) ProtoMessage() {}
 
 func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[5]
+	mi := &file_sundial_v1_backup_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +618,7 @@ func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackupsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{5}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListBackupsRequest) GetDest() string {
@@ -480,7 +646,7 @@ type BackupInfo struct {
 
 func (x *BackupInfo) Reset() {
 	*x = BackupInfo{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[6]
+	mi := &file_sundial_v1_backup_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +658,7 @@ func (x *BackupInfo) String() string {
 func (*BackupInfo) ProtoMessage() {}
 
 func (x *BackupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[6]
+	mi := &file_sundial_v1_backup_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +671,7 @@ func (x *BackupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupInfo.ProtoReflect.Descriptor instead.
 func (*BackupInfo) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{6}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BackupInfo) GetId() string {
@@ -582,7 +748,7 @@ type ListBackupsResponse struct {
 
 func (x *ListBackupsResponse) Reset() {
 	*x = ListBackupsResponse{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[7]
+	mi := &file_sundial_v1_backup_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +760,7 @@ func (x *ListBackupsResponse) String() string {
 func (*ListBackupsResponse) ProtoMessage() {}
 
 func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[7]
+	mi := &file_sundial_v1_backup_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +773,7 @@ func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackupsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackupsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{7}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListBackupsResponse) GetBackups() []*BackupInfo {
@@ -634,7 +800,7 @@ type VerifyBackupRequest struct {
 
 func (x *VerifyBackupRequest) Reset() {
 	*x = VerifyBackupRequest{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[8]
+	mi := &file_sundial_v1_backup_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +812,7 @@ func (x *VerifyBackupRequest) String() string {
 func (*VerifyBackupRequest) ProtoMessage() {}
 
 func (x *VerifyBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[8]
+	mi := &file_sundial_v1_backup_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +825,7 @@ func (x *VerifyBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyBackupRequest.ProtoReflect.Descriptor instead.
 func (*VerifyBackupRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{8}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VerifyBackupRequest) GetDest() string {
@@ -688,7 +854,7 @@ type VerifyBackupResponse struct {
 
 func (x *VerifyBackupResponse) Reset() {
 	*x = VerifyBackupResponse{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[9]
+	mi := &file_sundial_v1_backup_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +866,7 @@ func (x *VerifyBackupResponse) String() string {
 func (*VerifyBackupResponse) ProtoMessage() {}
 
 func (x *VerifyBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[9]
+	mi := &file_sundial_v1_backup_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +879,7 @@ func (x *VerifyBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyBackupResponse.ProtoReflect.Descriptor instead.
 func (*VerifyBackupResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{9}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VerifyBackupResponse) GetChain() []string {
@@ -747,7 +913,7 @@ type DeleteBackupRequest struct {
 
 func (x *DeleteBackupRequest) Reset() {
 	*x = DeleteBackupRequest{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[10]
+	mi := &file_sundial_v1_backup_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +925,7 @@ func (x *DeleteBackupRequest) String() string {
 func (*DeleteBackupRequest) ProtoMessage() {}
 
 func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[10]
+	mi := &file_sundial_v1_backup_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +938,7 @@ func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBackupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBackupRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{10}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteBackupRequest) GetDest() string {
@@ -798,7 +964,7 @@ type DeleteBackupResponse struct {
 
 func (x *DeleteBackupResponse) Reset() {
 	*x = DeleteBackupResponse{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[11]
+	mi := &file_sundial_v1_backup_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +976,7 @@ func (x *DeleteBackupResponse) String() string {
 func (*DeleteBackupResponse) ProtoMessage() {}
 
 func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[11]
+	mi := &file_sundial_v1_backup_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +989,7 @@ func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBackupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBackupResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{11}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteBackupResponse) GetFiles() uint32 {
@@ -845,7 +1011,7 @@ type RestoreBackupRequest struct {
 
 func (x *RestoreBackupRequest) Reset() {
 	*x = RestoreBackupRequest{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[12]
+	mi := &file_sundial_v1_backup_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +1023,7 @@ func (x *RestoreBackupRequest) String() string {
 func (*RestoreBackupRequest) ProtoMessage() {}
 
 func (x *RestoreBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[12]
+	mi := &file_sundial_v1_backup_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +1036,7 @@ func (x *RestoreBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreBackupRequest.ProtoReflect.Descriptor instead.
 func (*RestoreBackupRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{12}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RestoreBackupRequest) GetSrc() string {
@@ -909,7 +1075,7 @@ type RestoreProgress struct {
 
 func (x *RestoreProgress) Reset() {
 	*x = RestoreProgress{}
-	mi := &file_sundial_v1_backup_proto_msgTypes[13]
+	mi := &file_sundial_v1_backup_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1087,7 @@ func (x *RestoreProgress) String() string {
 func (*RestoreProgress) ProtoMessage() {}
 
 func (x *RestoreProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_backup_proto_msgTypes[13]
+	mi := &file_sundial_v1_backup_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1100,7 @@ func (x *RestoreProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreProgress.ProtoReflect.Descriptor instead.
 func (*RestoreProgress) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{13}
+	return file_sundial_v1_backup_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RestoreProgress) GetPhase() string {
@@ -1005,7 +1171,17 @@ var File_sundial_v1_backup_proto protoreflect.FileDescriptor
 const file_sundial_v1_backup_proto_rawDesc = "" +
 	"\n" +
 	"\x17sundial/v1/backup.proto\x12\n" +
-	"sundial.v1\x1a\x1cgoogle/api/annotations.proto\"_\n" +
+	"sundial.v1\x1a\x1cgoogle/api/annotations.proto\"\xc3\x01\n" +
+	"\x0eBackupSchedule\x12\x12\n" +
+	"\x04dest\x18\x01 \x01(\tR\x04dest\x12\x19\n" +
+	"\bevery_ms\x18\x02 \x01(\x03R\aeveryMs\x12\"\n" +
+	"\rfull_every_ms\x18\x03 \x01(\x03R\vfullEveryMs\x12\x17\n" +
+	"\akeep_ms\x18\x04 \x01(\x03R\x06keepMs\x12%\n" +
+	"\x0fnext_at_unix_ms\x18\x05 \x01(\x03R\fnextAtUnixMs\x12\x1e\n" +
+	"\vlast_run_id\x18\x06 \x01(\tR\tlastRunId\"R\n" +
+	"\x18SetBackupScheduleRequest\x126\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1a.sundial.v1.BackupScheduleR\bschedule\"\x1a\n" +
+	"\x18GetBackupScheduleRequest\"_\n" +
 	"\x13CreateBackupRequest\x12\x12\n" +
 	"\x04dest\x18\x01 \x01(\tR\x04dest\x12 \n" +
 	"\vincremental\x18\x02 \x01(\bR\vincremental\x12\x12\n" +
@@ -1083,7 +1259,7 @@ const file_sundial_v1_backup_proto_rawDesc = "" +
 	"\x19BACKUP_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15BACKUP_STATUS_RUNNING\x10\x01\x12\x16\n" +
 	"\x12BACKUP_STATUS_DONE\x10\x02\x12\x18\n" +
-	"\x14BACKUP_STATUS_FAILED\x10\x032\xa2\x06\n" +
+	"\x14BACKUP_STATUS_FAILED\x10\x032\x8f\b\n" +
 	"\aBackups\x12^\n" +
 	"\fCreateBackup\x12\x1f.sundial.v1.CreateBackupRequest\x1a\x15.sundial.v1.BackupRun\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/backups\x12e\n" +
 	"\fGetBackupRun\x12\x1f.sundial.v1.GetBackupRunRequest\x1a\x15.sundial.v1.BackupRun\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/v1/backups/runs/{id}\x12q\n" +
@@ -1091,7 +1267,9 @@ const file_sundial_v1_backup_proto_rawDesc = "" +
 	"\vListBackups\x12\x1e.sundial.v1.ListBackupsRequest\x1a\x1f.sundial.v1.ListBackupsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/backups\x12|\n" +
 	"\fVerifyBackup\x12\x1f.sundial.v1.VerifyBackupRequest\x1a .sundial.v1.VerifyBackupResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/backups/{backup_id}:verify\x12|\n" +
 	"\fDeleteBackup\x12\x1f.sundial.v1.DeleteBackupRequest\x1a .sundial.v1.DeleteBackupResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/backups/{backup_id}:delete\x12|\n" +
-	"\rRestoreBackup\x12 .sundial.v1.RestoreBackupRequest\x1a\x1b.sundial.v1.RestoreProgress\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/backups/{backup_id}:restore0\x01B=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
+	"\rRestoreBackup\x12 .sundial.v1.RestoreBackupRequest\x1a\x1b.sundial.v1.RestoreProgress\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/backups/{backup_id}:restore0\x01\x12v\n" +
+	"\x11SetBackupSchedule\x12$.sundial.v1.SetBackupScheduleRequest\x1a\x1a.sundial.v1.BackupSchedule\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\x1a\x14/v1/backups/schedule\x12s\n" +
+	"\x11GetBackupSchedule\x12$.sundial.v1.GetBackupScheduleRequest\x1a\x1a.sundial.v1.BackupSchedule\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/backups/scheduleB=Z;github.com/sundialmq/sundial/proto/gen/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_backup_proto_rawDescOnce sync.Once
@@ -1106,47 +1284,55 @@ func file_sundial_v1_backup_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_v1_backup_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_v1_backup_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sundial_v1_backup_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_sundial_v1_backup_proto_goTypes = []any{
-	(BackupStatus)(0),              // 0: sundial.v1.BackupStatus
-	(*CreateBackupRequest)(nil),    // 1: sundial.v1.CreateBackupRequest
-	(*BackupRun)(nil),              // 2: sundial.v1.BackupRun
-	(*GetBackupRunRequest)(nil),    // 3: sundial.v1.GetBackupRunRequest
-	(*ListBackupRunsRequest)(nil),  // 4: sundial.v1.ListBackupRunsRequest
-	(*ListBackupRunsResponse)(nil), // 5: sundial.v1.ListBackupRunsResponse
-	(*ListBackupsRequest)(nil),     // 6: sundial.v1.ListBackupsRequest
-	(*BackupInfo)(nil),             // 7: sundial.v1.BackupInfo
-	(*ListBackupsResponse)(nil),    // 8: sundial.v1.ListBackupsResponse
-	(*VerifyBackupRequest)(nil),    // 9: sundial.v1.VerifyBackupRequest
-	(*VerifyBackupResponse)(nil),   // 10: sundial.v1.VerifyBackupResponse
-	(*DeleteBackupRequest)(nil),    // 11: sundial.v1.DeleteBackupRequest
-	(*DeleteBackupResponse)(nil),   // 12: sundial.v1.DeleteBackupResponse
-	(*RestoreBackupRequest)(nil),   // 13: sundial.v1.RestoreBackupRequest
-	(*RestoreProgress)(nil),        // 14: sundial.v1.RestoreProgress
+	(BackupStatus)(0),                // 0: sundial.v1.BackupStatus
+	(*BackupSchedule)(nil),           // 1: sundial.v1.BackupSchedule
+	(*SetBackupScheduleRequest)(nil), // 2: sundial.v1.SetBackupScheduleRequest
+	(*GetBackupScheduleRequest)(nil), // 3: sundial.v1.GetBackupScheduleRequest
+	(*CreateBackupRequest)(nil),      // 4: sundial.v1.CreateBackupRequest
+	(*BackupRun)(nil),                // 5: sundial.v1.BackupRun
+	(*GetBackupRunRequest)(nil),      // 6: sundial.v1.GetBackupRunRequest
+	(*ListBackupRunsRequest)(nil),    // 7: sundial.v1.ListBackupRunsRequest
+	(*ListBackupRunsResponse)(nil),   // 8: sundial.v1.ListBackupRunsResponse
+	(*ListBackupsRequest)(nil),       // 9: sundial.v1.ListBackupsRequest
+	(*BackupInfo)(nil),               // 10: sundial.v1.BackupInfo
+	(*ListBackupsResponse)(nil),      // 11: sundial.v1.ListBackupsResponse
+	(*VerifyBackupRequest)(nil),      // 12: sundial.v1.VerifyBackupRequest
+	(*VerifyBackupResponse)(nil),     // 13: sundial.v1.VerifyBackupResponse
+	(*DeleteBackupRequest)(nil),      // 14: sundial.v1.DeleteBackupRequest
+	(*DeleteBackupResponse)(nil),     // 15: sundial.v1.DeleteBackupResponse
+	(*RestoreBackupRequest)(nil),     // 16: sundial.v1.RestoreBackupRequest
+	(*RestoreProgress)(nil),          // 17: sundial.v1.RestoreProgress
 }
 var file_sundial_v1_backup_proto_depIdxs = []int32{
-	0,  // 0: sundial.v1.BackupRun.status:type_name -> sundial.v1.BackupStatus
-	2,  // 1: sundial.v1.ListBackupRunsResponse.runs:type_name -> sundial.v1.BackupRun
-	7,  // 2: sundial.v1.ListBackupsResponse.backups:type_name -> sundial.v1.BackupInfo
-	1,  // 3: sundial.v1.Backups.CreateBackup:input_type -> sundial.v1.CreateBackupRequest
-	3,  // 4: sundial.v1.Backups.GetBackupRun:input_type -> sundial.v1.GetBackupRunRequest
-	4,  // 5: sundial.v1.Backups.ListBackupRuns:input_type -> sundial.v1.ListBackupRunsRequest
-	6,  // 6: sundial.v1.Backups.ListBackups:input_type -> sundial.v1.ListBackupsRequest
-	9,  // 7: sundial.v1.Backups.VerifyBackup:input_type -> sundial.v1.VerifyBackupRequest
-	11, // 8: sundial.v1.Backups.DeleteBackup:input_type -> sundial.v1.DeleteBackupRequest
-	13, // 9: sundial.v1.Backups.RestoreBackup:input_type -> sundial.v1.RestoreBackupRequest
-	2,  // 10: sundial.v1.Backups.CreateBackup:output_type -> sundial.v1.BackupRun
-	2,  // 11: sundial.v1.Backups.GetBackupRun:output_type -> sundial.v1.BackupRun
-	5,  // 12: sundial.v1.Backups.ListBackupRuns:output_type -> sundial.v1.ListBackupRunsResponse
-	8,  // 13: sundial.v1.Backups.ListBackups:output_type -> sundial.v1.ListBackupsResponse
-	10, // 14: sundial.v1.Backups.VerifyBackup:output_type -> sundial.v1.VerifyBackupResponse
-	12, // 15: sundial.v1.Backups.DeleteBackup:output_type -> sundial.v1.DeleteBackupResponse
-	14, // 16: sundial.v1.Backups.RestoreBackup:output_type -> sundial.v1.RestoreProgress
-	10, // [10:17] is the sub-list for method output_type
-	3,  // [3:10] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	1,  // 0: sundial.v1.SetBackupScheduleRequest.schedule:type_name -> sundial.v1.BackupSchedule
+	0,  // 1: sundial.v1.BackupRun.status:type_name -> sundial.v1.BackupStatus
+	5,  // 2: sundial.v1.ListBackupRunsResponse.runs:type_name -> sundial.v1.BackupRun
+	10, // 3: sundial.v1.ListBackupsResponse.backups:type_name -> sundial.v1.BackupInfo
+	4,  // 4: sundial.v1.Backups.CreateBackup:input_type -> sundial.v1.CreateBackupRequest
+	6,  // 5: sundial.v1.Backups.GetBackupRun:input_type -> sundial.v1.GetBackupRunRequest
+	7,  // 6: sundial.v1.Backups.ListBackupRuns:input_type -> sundial.v1.ListBackupRunsRequest
+	9,  // 7: sundial.v1.Backups.ListBackups:input_type -> sundial.v1.ListBackupsRequest
+	12, // 8: sundial.v1.Backups.VerifyBackup:input_type -> sundial.v1.VerifyBackupRequest
+	14, // 9: sundial.v1.Backups.DeleteBackup:input_type -> sundial.v1.DeleteBackupRequest
+	16, // 10: sundial.v1.Backups.RestoreBackup:input_type -> sundial.v1.RestoreBackupRequest
+	2,  // 11: sundial.v1.Backups.SetBackupSchedule:input_type -> sundial.v1.SetBackupScheduleRequest
+	3,  // 12: sundial.v1.Backups.GetBackupSchedule:input_type -> sundial.v1.GetBackupScheduleRequest
+	5,  // 13: sundial.v1.Backups.CreateBackup:output_type -> sundial.v1.BackupRun
+	5,  // 14: sundial.v1.Backups.GetBackupRun:output_type -> sundial.v1.BackupRun
+	8,  // 15: sundial.v1.Backups.ListBackupRuns:output_type -> sundial.v1.ListBackupRunsResponse
+	11, // 16: sundial.v1.Backups.ListBackups:output_type -> sundial.v1.ListBackupsResponse
+	13, // 17: sundial.v1.Backups.VerifyBackup:output_type -> sundial.v1.VerifyBackupResponse
+	15, // 18: sundial.v1.Backups.DeleteBackup:output_type -> sundial.v1.DeleteBackupResponse
+	17, // 19: sundial.v1.Backups.RestoreBackup:output_type -> sundial.v1.RestoreProgress
+	1,  // 20: sundial.v1.Backups.SetBackupSchedule:output_type -> sundial.v1.BackupSchedule
+	1,  // 21: sundial.v1.Backups.GetBackupSchedule:output_type -> sundial.v1.BackupSchedule
+	13, // [13:22] is the sub-list for method output_type
+	4,  // [4:13] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_backup_proto_init() }
@@ -1160,7 +1346,7 @@ func file_sundial_v1_backup_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_backup_proto_rawDesc), len(file_sundial_v1_backup_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

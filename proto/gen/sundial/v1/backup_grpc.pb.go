@@ -31,13 +31,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Backups_CreateBackup_FullMethodName   = "/sundial.v1.Backups/CreateBackup"
-	Backups_GetBackupRun_FullMethodName   = "/sundial.v1.Backups/GetBackupRun"
-	Backups_ListBackupRuns_FullMethodName = "/sundial.v1.Backups/ListBackupRuns"
-	Backups_ListBackups_FullMethodName    = "/sundial.v1.Backups/ListBackups"
-	Backups_VerifyBackup_FullMethodName   = "/sundial.v1.Backups/VerifyBackup"
-	Backups_DeleteBackup_FullMethodName   = "/sundial.v1.Backups/DeleteBackup"
-	Backups_RestoreBackup_FullMethodName  = "/sundial.v1.Backups/RestoreBackup"
+	Backups_CreateBackup_FullMethodName      = "/sundial.v1.Backups/CreateBackup"
+	Backups_GetBackupRun_FullMethodName      = "/sundial.v1.Backups/GetBackupRun"
+	Backups_ListBackupRuns_FullMethodName    = "/sundial.v1.Backups/ListBackupRuns"
+	Backups_ListBackups_FullMethodName       = "/sundial.v1.Backups/ListBackups"
+	Backups_VerifyBackup_FullMethodName      = "/sundial.v1.Backups/VerifyBackup"
+	Backups_DeleteBackup_FullMethodName      = "/sundial.v1.Backups/DeleteBackup"
+	Backups_RestoreBackup_FullMethodName     = "/sundial.v1.Backups/RestoreBackup"
+	Backups_SetBackupSchedule_FullMethodName = "/sundial.v1.Backups/SetBackupSchedule"
+	Backups_GetBackupSchedule_FullMethodName = "/sundial.v1.Backups/GetBackupSchedule"
 )
 
 // BackupsClient is the client API for Backups service.
@@ -91,6 +93,19 @@ type BackupsClient interface {
 	// how many to bootstrap with; another restore runs), Unimplemented (the
 	// backup's format is newer than this broker's).
 	RestoreBackup(ctx context.Context, in *RestoreBackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RestoreProgress], error)
+	// SetBackupSchedule sets the cluster's backup schedule (every_ms 0
+	// clears it). The meta leader starts a backup every every_ms, the first
+	// at once: a full one when none of this cluster in dest is younger than
+	// full_every_ms (0: every backup is full), else an incremental one on
+	// the newest; a scheduled backup never starts while another runs (it
+	// waits). After each scheduled backup that finishes, the backups in dest
+	// finished more than keep_ms ago are deleted unless a kept incremental
+	// builds on them (0: none is deleted). Errors: InvalidArgument (dest;
+	// every_ms under a minute; full_every_ms under every_ms; keep_ms under
+	// full_every_ms, which would delete the base of the chain kept).
+	SetBackupSchedule(ctx context.Context, in *SetBackupScheduleRequest, opts ...grpc.CallOption) (*BackupSchedule, error)
+	// GetBackupSchedule answers the schedule; every_ms 0 when none is set.
+	GetBackupSchedule(ctx context.Context, in *GetBackupScheduleRequest, opts ...grpc.CallOption) (*BackupSchedule, error)
 }
 
 type backupsClient struct {
@@ -180,6 +195,26 @@ func (c *backupsClient) RestoreBackup(ctx context.Context, in *RestoreBackupRequ
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Backups_RestoreBackupClient = grpc.ServerStreamingClient[RestoreProgress]
 
+func (c *backupsClient) SetBackupSchedule(ctx context.Context, in *SetBackupScheduleRequest, opts ...grpc.CallOption) (*BackupSchedule, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupSchedule)
+	err := c.cc.Invoke(ctx, Backups_SetBackupSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *backupsClient) GetBackupSchedule(ctx context.Context, in *GetBackupScheduleRequest, opts ...grpc.CallOption) (*BackupSchedule, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupSchedule)
+	err := c.cc.Invoke(ctx, Backups_GetBackupSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackupsServer is the server API for Backups service.
 // All implementations must embed UnimplementedBackupsServer
 // for forward compatibility.
@@ -231,6 +266,19 @@ type BackupsServer interface {
 	// how many to bootstrap with; another restore runs), Unimplemented (the
 	// backup's format is newer than this broker's).
 	RestoreBackup(*RestoreBackupRequest, grpc.ServerStreamingServer[RestoreProgress]) error
+	// SetBackupSchedule sets the cluster's backup schedule (every_ms 0
+	// clears it). The meta leader starts a backup every every_ms, the first
+	// at once: a full one when none of this cluster in dest is younger than
+	// full_every_ms (0: every backup is full), else an incremental one on
+	// the newest; a scheduled backup never starts while another runs (it
+	// waits). After each scheduled backup that finishes, the backups in dest
+	// finished more than keep_ms ago are deleted unless a kept incremental
+	// builds on them (0: none is deleted). Errors: InvalidArgument (dest;
+	// every_ms under a minute; full_every_ms under every_ms; keep_ms under
+	// full_every_ms, which would delete the base of the chain kept).
+	SetBackupSchedule(context.Context, *SetBackupScheduleRequest) (*BackupSchedule, error)
+	// GetBackupSchedule answers the schedule; every_ms 0 when none is set.
+	GetBackupSchedule(context.Context, *GetBackupScheduleRequest) (*BackupSchedule, error)
 	mustEmbedUnimplementedBackupsServer()
 }
 
@@ -261,6 +309,12 @@ func (UnimplementedBackupsServer) DeleteBackup(context.Context, *DeleteBackupReq
 }
 func (UnimplementedBackupsServer) RestoreBackup(*RestoreBackupRequest, grpc.ServerStreamingServer[RestoreProgress]) error {
 	return status.Error(codes.Unimplemented, "method RestoreBackup not implemented")
+}
+func (UnimplementedBackupsServer) SetBackupSchedule(context.Context, *SetBackupScheduleRequest) (*BackupSchedule, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetBackupSchedule not implemented")
+}
+func (UnimplementedBackupsServer) GetBackupSchedule(context.Context, *GetBackupScheduleRequest) (*BackupSchedule, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBackupSchedule not implemented")
 }
 func (UnimplementedBackupsServer) mustEmbedUnimplementedBackupsServer() {}
 func (UnimplementedBackupsServer) testEmbeddedByValue()                 {}
@@ -402,6 +456,42 @@ func _Backups_RestoreBackup_Handler(srv interface{}, stream grpc.ServerStream) e
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Backups_RestoreBackupServer = grpc.ServerStreamingServer[RestoreProgress]
 
+func _Backups_SetBackupSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetBackupScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackupsServer).SetBackupSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backups_SetBackupSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackupsServer).SetBackupSchedule(ctx, req.(*SetBackupScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Backups_GetBackupSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBackupScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackupsServer).GetBackupSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backups_GetBackupSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackupsServer).GetBackupSchedule(ctx, req.(*GetBackupScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backups_ServiceDesc is the grpc.ServiceDesc for Backups service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -432,6 +522,14 @@ var Backups_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteBackup",
 			Handler:    _Backups_DeleteBackup_Handler,
+		},
+		{
+			MethodName: "SetBackupSchedule",
+			Handler:    _Backups_SetBackupSchedule_Handler,
+		},
+		{
+			MethodName: "GetBackupSchedule",
+			Handler:    _Backups_GetBackupSchedule_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
