@@ -18,7 +18,8 @@ import (
 // proxy checks each request's shape (validate) and forwards it to any
 // broker, which asks the meta leader (runs) or reads the destination
 // itself (listings, verify, delete, restore):
-//   - GetBackupRun, ListBackupRuns and ListBackups only read: readAnyBroker.
+//   - GetBackupRun, ListBackupRuns, ListBackups and GetBackupSchedule only
+//     read: readAnyBroker. SetBackupSchedule is idempotent: anyBroker.
 //   - CreateBackup, DeleteBackup and VerifyBackup go through forward.Once:
 //     to another broker only while no broker has received the call. A second
 //     try after one reached a broker could answer for the first (a create
@@ -110,6 +111,20 @@ func (b backups) DeleteBackup(ctx context.Context, req *sundialv1.DeleteBackupRe
 		return nil, apierr.InvalidArgument(bad...)
 	}
 	return onceBroker(ctx, b.s, req, sundialv1.BackupsClient.DeleteBackup)
+}
+
+// SetBackupSchedule checks the schedule and forwards it to any broker
+// (setting the same schedule twice is setting it once).
+func (b backups) SetBackupSchedule(ctx context.Context, req *sundialv1.SetBackupScheduleRequest) (*sundialv1.BackupSchedule, error) {
+	if bad := validate.SetBackupSchedule(req); len(bad) > 0 {
+		return nil, apierr.InvalidArgument(bad...)
+	}
+	return anyBroker(ctx, b.s, req, backupsCall(sundialv1.BackupsClient.SetBackupSchedule))
+}
+
+// GetBackupSchedule forwards to any broker.
+func (b backups) GetBackupSchedule(ctx context.Context, req *sundialv1.GetBackupScheduleRequest) (*sundialv1.BackupSchedule, error) {
+	return readAnyBroker(ctx, b.s, req, backupsCall(sundialv1.BackupsClient.GetBackupSchedule))
 }
 
 // RestoreBackup checks the request and relays a broker's progress stream

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialmq/sundial/proto/apierr"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -99,6 +100,18 @@ func (f *fakeBackups) DeleteBackup(_ context.Context, req *sundialv1.DeleteBacku
 	return &sundialv1.DeleteBackupResponse{Files: 6}, nil
 }
 
+func (f *fakeBackups) SetBackupSchedule(_ context.Context, req *sundialv1.SetBackupScheduleRequest) (*sundialv1.BackupSchedule, error) {
+	f.calls.Add(1)
+	sc := proto.CloneOf(req.GetSchedule())
+	sc.NextAtUnixMs = 1893456000000
+	return sc, nil
+}
+
+func (f *fakeBackups) GetBackupSchedule(context.Context, *sundialv1.GetBackupScheduleRequest) (*sundialv1.BackupSchedule, error) {
+	f.calls.Add(1)
+	return &sundialv1.BackupSchedule{Dest: "file:///backups", EveryMs: 3_600_000, LastRunId: testBackupID}, nil
+}
+
 // restorePhases are the frames of a restore of two shards.
 var restorePhases = []string{"verify", "shards", "shards", "catalog", "done"}
 
@@ -169,6 +182,14 @@ func TestBackupsCallsReachABroker(t *testing.T) {
 			r, err := bk.DeleteBackup(ctx, &sundialv1.DeleteBackupRequest{Dest: "file:///backups", BackupId: testBackupID})
 			return fmt.Sprintf("%d files", r.GetFiles()), err
 		}, "6 files"},
+		{"set schedule", func() (string, error) {
+			r, err := bk.SetBackupSchedule(ctx, &sundialv1.SetBackupScheduleRequest{Schedule: &sundialv1.BackupSchedule{Dest: "file:///backups", EveryMs: 3_600_000}})
+			return fmt.Sprintf("%s %d %d", r.GetDest(), r.GetEveryMs(), r.GetNextAtUnixMs()), err
+		}, "file:///backups 3600000 1893456000000"},
+		{"schedule", func() (string, error) {
+			r, err := bk.GetBackupSchedule(ctx, &sundialv1.GetBackupScheduleRequest{})
+			return r.GetLastRunId(), err
+		}, testBackupID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := leader.backups.calls.Load()
@@ -313,6 +334,10 @@ func TestBackupsInvalidRequests(t *testing.T) {
 			return err
 		}, "backup_id"},
 		{"restore without src", func() error { _, err := restore(t, conn, ""); return err }, "src"},
+		{"schedule more often than a minute", func() error {
+			_, err := bk.SetBackupSchedule(ctx, &sundialv1.SetBackupScheduleRequest{Schedule: &sundialv1.BackupSchedule{Dest: "file:///b", EveryMs: 1000}})
+			return err
+		}, "schedule.every_ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls, restores := leader.backups.calls.Load(), leader.backups.restores.Load()
@@ -342,6 +367,8 @@ func TestBackupsOverHTTP(t *testing.T) {
 		{"run", http.MethodGet, "/v1/backups/runs/" + testBackupID, "", http.StatusOK, `"id":"` + testBackupID + `"`},
 		{"verify", http.MethodPost, "/v1/backups/" + testBackupID + ":verify", `{"dest":"file:///backups"}`, http.StatusOK, `"chain":["` + testBackupID + `"]`},
 		{"delete", http.MethodPost, "/v1/backups/" + testBackupID + ":delete", `{"dest":"file:///backups"}`, http.StatusOK, `"files":6`},
+		{"schedule", http.MethodGet, "/v1/backups/schedule", "", http.StatusOK, `"lastRunId":"` + testBackupID + `"`},
+		{"set schedule", http.MethodPut, "/v1/backups/schedule", `{"schedule":{"dest":"file:///backups","everyMs":"3600000"}}`, http.StatusOK, `"nextAtUnixMs":"1893456000000"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			contentType := ""

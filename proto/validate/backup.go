@@ -185,3 +185,30 @@ func DeleteBackup(req *sundialv1.DeleteBackupRequest) []apierr.FieldViolation {
 func RestoreBackup(req *sundialv1.RestoreBackupRequest) []apierr.FieldViolation {
 	return append(BackupLocation("src", req.GetSrc()), optionalBackupID("backup_id", req.GetBackupId())...)
 }
+
+// MinBackupEveryMs is the shortest interval of a backup schedule.
+const MinBackupEveryMs = 60_000
+
+// SetBackupSchedule checks a schedule to set: every_ms 0 clears it;
+// otherwise dest is a destination URL, every_ms at least a minute,
+// full_every_ms 0 (every backup full) or at least every_ms, and keep_ms 0
+// (keep every backup) or at least both (the chain kept needs its full
+// backup).
+func SetBackupSchedule(req *sundialv1.SetBackupScheduleRequest) []apierr.FieldViolation {
+	sc := req.GetSchedule()
+	every, full, keep := sc.GetEveryMs(), sc.GetFullEveryMs(), sc.GetKeepMs()
+	if every == 0 {
+		return nil
+	}
+	out := BackupLocation("schedule.dest", sc.GetDest())
+	if every < MinBackupEveryMs {
+		out = append(out, violation("schedule.every_ms", fmt.Sprintf("%d: at least %d (a minute); 0 clears the schedule", every, MinBackupEveryMs))...)
+	}
+	if full != 0 && full < every {
+		out = append(out, violation("schedule.full_every_ms", fmt.Sprintf("%d: 0 (every backup full) or at least every_ms, %d", full, every))...)
+	}
+	if keep != 0 && keep < max(full, every) {
+		out = append(out, violation("schedule.keep_ms", fmt.Sprintf("%d: 0 (keep every backup) or at least full_every_ms and every_ms, %d: the chain kept needs its full backup", keep, max(full, every)))...)
+	}
+	return out
+}

@@ -101,3 +101,31 @@ func TestBackupRequests(t *testing.T) {
 		})
 	}
 }
+
+func TestSetBackupSchedule(t *testing.T) {
+	const minute, hour = 60_000, 3_600_000
+	for _, tc := range []struct {
+		name   string
+		sc     *sundialv1.BackupSchedule
+		fields []string
+	}{
+		{"clear", &sundialv1.BackupSchedule{}, nil},
+		{"clear ignores the rest", &sundialv1.BackupSchedule{Dest: "nowhere", KeepMs: 1}, nil},
+		{"nil", nil, nil},
+		{"hourly", &sundialv1.BackupSchedule{Dest: "file:///b", EveryMs: hour}, nil},
+		{"hourly, full daily, kept a week", &sundialv1.BackupSchedule{Dest: "s3://b/p", EveryMs: hour, FullEveryMs: 24 * hour, KeepMs: 7 * 24 * hour}, nil},
+		{"every minute", &sundialv1.BackupSchedule{Dest: "file:///b", EveryMs: minute, KeepMs: minute}, nil},
+		{"no dest", &sundialv1.BackupSchedule{EveryMs: hour}, []string{"schedule.dest"}},
+		{"too often", &sundialv1.BackupSchedule{Dest: "file:///b", EveryMs: minute - 1}, []string{"schedule.every_ms"}},
+		{"negative", &sundialv1.BackupSchedule{Dest: "file:///b", EveryMs: -1}, []string{"schedule.every_ms"}},
+		{"full more often than every", &sundialv1.BackupSchedule{Dest: "file:///b", EveryMs: hour, FullEveryMs: minute}, []string{"schedule.full_every_ms"}},
+		{"keep shorter than the chain", &sundialv1.BackupSchedule{Dest: "file:///b", EveryMs: hour, FullEveryMs: 24 * hour, KeepMs: 2 * hour}, []string{"schedule.keep_ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := fields(SetBackupSchedule(&sundialv1.SetBackupScheduleRequest{Schedule: tc.sc}))
+			if !slices.Equal(got, tc.fields) {
+				t.Errorf("SetBackupSchedule(%v) fields = %v, want %v", tc.sc, got, tc.fields)
+			}
+		})
+	}
+}
