@@ -72,6 +72,7 @@ func backupCommands(plain func(func(context.Context, *cli.Context, *env) error) 
 			Action: plain(runBackupDelete),
 		}),
 		leaf(restoreCommand(plain(runBackupRestore))),
+		scheduleCommand(plain, leaf),
 	}
 }
 

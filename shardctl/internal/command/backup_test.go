@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,6 +34,7 @@ type fakeBackups struct {
 	created  *sundialv1.CreateBackupRequest
 	deleted  *sundialv1.DeleteBackupRequest
 	restored *sundialv1.RestoreBackupRequest
+	schedule *sundialv1.BackupSchedule
 	polls    int
 	calls    int
 }
@@ -119,6 +121,24 @@ func (f *fakeBackups) DeleteBackup(_ context.Context, req *sundialv1.DeleteBacku
 		return nil, status.Errorf(codes.FailedPrecondition, "backup %s is the parent of kept backup %s: delete that first", parentID, backupID)
 	}
 	return &sundialv1.DeleteBackupResponse{Files: 6}, nil
+}
+
+func (f *fakeBackups) SetBackupSchedule(_ context.Context, req *sundialv1.SetBackupScheduleRequest) (*sundialv1.BackupSchedule, error) {
+	f.call()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.schedule = req.GetSchedule()
+	if f.schedule.GetEveryMs() == 0 {
+		return &sundialv1.BackupSchedule{}, nil
+	}
+	return &sundialv1.BackupSchedule{Dest: f.schedule.GetDest(), EveryMs: f.schedule.GetEveryMs(), FullEveryMs: f.schedule.GetFullEveryMs(),
+		KeepMs: f.schedule.GetKeepMs(), NextAtUnixMs: 1893456000000}, nil
+}
+
+func (f *fakeBackups) GetBackupSchedule(context.Context, *sundialv1.GetBackupScheduleRequest) (*sundialv1.BackupSchedule, error) {
+	f.call()
+	return &sundialv1.BackupSchedule{Dest: "s3://backups/prod", EveryMs: 3_600_000, FullEveryMs: 86_400_000, KeepMs: 7 * 86_400_000,
+		NextAtUnixMs: 1893459600000, LastRunId: backupID}, nil
 }
 
 // restoreFrames are a restore of two shards, 4 MiB.
@@ -227,6 +247,13 @@ func TestBackupUsageErrors(t *testing.T) {
 		{name: "restore without --yes", args: []string{"backup", "restore", "--src", "file:///b"}, wantStderr: "pass --yes"},
 		{name: "restore a bad id", args: []string{"backup", "restore", "--src", "file:///b", "--backup", "x", "--yes"}, wantStderr: `"x" is not a backup id`},
 		{name: "unknown backup command", args: []string{"backup", "frob"}, wantStderr: `unknown command "frob"`},
+		{name: "schedule without a command", args: []string{"backup", "schedule"}, wantStderr: "missing command"},
+		{name: "schedule set without every", args: []string{"backup", "schedule", "set", "--dest", "file:///b"}, wantStderr: "--every is required"},
+		{name: "schedule set without dest", args: []string{"backup", "schedule", "set", "--every", "1h"}, wantStderr: "--dest is required"},
+		{name: "schedule set too often", args: []string{"backup", "schedule", "set", "--dest", "file:///b", "--every", "30s"}, wantStderr: "--every 30s: at least 1m"},
+		{name: "schedule set bad duration", args: []string{"backup", "schedule", "set", "--dest", "file:///b", "--every", "1w"}, wantStderr: `--every "1w": want a positive duration`},
+		{name: "schedule set keep too short", args: []string{"backup", "schedule", "set", "--dest", "file:///b", "--every", "1h", "--full-every", "1d", "--keep", "12h"},
+			wantStderr: "--keep 12h: at least --full-every"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.wantCode = ExitUsage
@@ -332,5 +359,53 @@ func TestBackupRestore(t *testing.T) {
 	}
 	if got := fake.restored; got.GetBackupId() != "" && got.GetSrc() != "file:///in-use" {
 		t.Errorf("the last restore sent %v, want the refused one", got)
+	}
+}
+
+func TestBackupSchedule(t *testing.T) {
+	fake, proxy := serveBackups(t)
+	for _, tc := range []cliCase{
+		{name: "set", args: []string{"backup", "schedule", "set", "--dest", "file:///var/backups", "--every", "1h", "--full-every", "1d", "--keep", "7d"},
+			wantCode: ExitOK, wantOut: "file:///var/backups  1h     1d          7d    2030-01-01T00:00:00Z  -"},
+		{name: "show", args: []string{"backup", "schedule", "show"}, wantCode: ExitOK, wantOut: "s3://backups/prod  1h     1d          7d    2030-01-01T01:00:00Z  " + backupID},
+		{name: "show json", args: []string{"backup", "schedule", "show", "-o", "json"}, wantCode: ExitOK, wantOut: `"keep_ms": 604800000`},
+		{name: "clear", args: []string{"backup", "schedule", "clear"}, wantCode: ExitOK, wantOut: "no backup schedule"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, proxy) })
+	}
+	if got := fake.schedule; got.GetEveryMs() != 0 {
+		t.Errorf("backup schedule clear sent %v, want every_ms 0", got)
+	}
+	run(t, "", "--proxy", proxy, "backup", "schedule", "set", "--dest", "s3://b/p", "--every", "90m")
+	if got := fake.schedule; got.GetDest() != "s3://b/p" || got.GetEveryMs() != 5_400_000 || got.GetFullEveryMs() != 0 || got.GetKeepMs() != 0 {
+		t.Errorf("backup schedule set --every 90m sent %v, want dest s3://b/p, every_ms 5400000, nothing else", got)
+	}
+}
+
+func TestParseAndFormatDays(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		want   time.Duration
+		format string
+	}{
+		{"7d", 7 * 24 * time.Hour, "7d"},
+		{"1d12h", 36 * time.Hour, "1d12h"},
+		{"90m", 90 * time.Minute, "1h30m"},
+		{"1h", time.Hour, "1h"},
+		{"2h0m30s", 2*time.Hour + 30*time.Second, "2h0m30s"},
+		{"45s", 45 * time.Second, "45s"},
+	} {
+		got, err := parseDays(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("parseDays(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+		if f := formatDays(got); f != tc.format {
+			t.Errorf("formatDays(%v) = %q, want %q", got, f, tc.format)
+		}
+	}
+	for _, bad := range []string{"d", "1.5d", "-1d", "1dx", "1w", ""} {
+		if d, err := parseDays(bad); err == nil {
+			t.Errorf("parseDays(%q) = %v, want an error", bad, d)
+		}
 	}
 }
