@@ -195,6 +195,14 @@ func TestPermissionsOnPatterns(t *testing.T) {
 			_, err := sundialv1.NewClusterClient(conn).ListShards(demo, &sundialv1.ListShardsRequest{})
 			return err
 		}, codes.PermissionDenied},
+		{"backup call without the admin permission", func() error {
+			_, err := sundialv1.NewBackupsClient(conn).ListBackupRuns(demo, &sundialv1.ListBackupRunsRequest{})
+			return err
+		}, codes.PermissionDenied},
+		{"backup call as admin", func() error {
+			_, err := sundialv1.NewBackupsClient(conn).ListBackupRuns(root, &sundialv1.ListBackupRunsRequest{})
+			return err
+		}, codes.OK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,6 +245,24 @@ func TestHTTPAuthCodes(t *testing.T) {
 	}
 	if got := post(url, demoSecret); got != http.StatusOK {
 		t.Errorf("POST within the role = %d, want 200", got)
+	}
+	// The restore stream's route (httpapi/stream.go) carries the token too.
+	restore := func(secret string) int {
+		header := map[string]string{}
+		if secret != "" {
+			header["Authorization"] = "Bearer " + secret
+		}
+		code, _ := do(t, srv, http.MethodPost, "/v1/backups/:restore", "application/json", `{"src":"file:///backups"}`, header)
+		return code
+	}
+	if got := restore(""); got != http.StatusUnauthorized {
+		t.Errorf("POST :restore without a token = %d, want 401", got)
+	}
+	if got := restore(demoSecret); got != http.StatusForbidden {
+		t.Errorf("POST :restore without the admin permission = %d, want 403", got)
+	}
+	if got := restore(adminSecret); got != http.StatusOK {
+		t.Errorf("POST :restore as admin = %d, want 200", got)
 	}
 	// A receipt not signed by the cluster: 400, before any broker call.
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+srv.HTTPAddr()+"/v1/acks", strings.NewReader(`{"receipts":["AQAAAGQAAAAAAAAAAQAAAAABZA"]}`))

@@ -1,10 +1,10 @@
 // Package proxy is the public face of sundial-proxy, the stateless tier
 // clients talk to. It serves the public gRPC API (Producer, Consumer,
-// Admin, Cluster), gRPC reflection and health on Config.GRPCAddr, and
-// the same API as HTTP/JSON (internal/httpapi: /v1/..., /openapi.json,
-// /docs), the admin UI under /ui/ (internal/ui, a client of the proxy's
-// own gRPC listener), /metrics, /livez, /readyz and /healthz (an alias of
-// /readyz) on Config.HTTPAddr. Readiness (health.go) is probed every
+// Admin, Cluster, Auth, Backups), gRPC reflection and health on
+// Config.GRPCAddr, and the same API as HTTP/JSON (internal/httpapi:
+// /v1/..., /openapi.json, /docs), the admin UI under /ui/ (internal/ui, a
+// client of the proxy's own gRPC listener), /metrics, /livez, /readyz and
+// /healthz (an alias of /readyz) on Config.HTTPAddr. Readiness (health.go) is probed every
 // Config.ReadyProbeInterval: a routing table, a routing watch that heard
 // its broker within Config.WatchSilenceTimeout, and the leader of every
 // event shard reached; the gRPC health service answers the same at the
@@ -29,6 +29,8 @@
 // holding a partition of the topic, each told its partitions, and their
 // answers are merged by internal/fanout. A dead-letter topic "<t>.dlq"
 // routes like "<t>": brokers keep the dead letters of partition p with p.
+// Cluster, Auth and Backups calls go to any broker (admin.go, backups.go:
+// a call that must not run twice reaches one broker at most).
 //
 // Lifecycle: New builds a Server; Start listens and starts the routing
 // watcher and the gRPC and HTTP servers, each on a goroutine owned by the

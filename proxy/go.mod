@@ -3,6 +3,7 @@ module github.com/sundialmq/sundial/proxy
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.19.1
 	connectrpc.com/vanguard v0.4.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/prometheus/client_golang v1.25.0
@@ -18,7 +19,6 @@ require (
 )
 
 require (
-	connectrpc.com/connect v1.19.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/buraksezer/consistent v0.10.0 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect

@@ -105,8 +105,19 @@ func (a admin) DeleteGroup(ctx context.Context, req *sundialv1.DeleteGroupReques
 const adminWaitTimeout = time.Minute
 
 // adminAnswerMargin is how long before the caller's deadline an admin
-// operation's wait ends (at most a tenth of the time left).
+// operation's wait, or a backup's, ends (at most a tenth of the time left).
 const adminAnswerMargin = 200 * time.Millisecond
+
+// answerEarly is ctx ending a little before its deadline (adminAnswerMargin,
+// at most a tenth of the time left), so that what a call answers as the
+// deadline nears reaches the caller; ctx unchanged when it has none.
+func answerEarly(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, d.Add(-min(adminAnswerMargin, time.Until(d)/10)))
+}
 
 // adminOperation forwards a request that runs a meta operation (the broker
 // submits it and waits for it to end) until the request's deadline: a
@@ -117,10 +128,10 @@ const adminAnswerMargin = 200 * time.Millisecond
 // DeadlineExceeded and the operation still completes.
 func adminOperation[Req, Resp any](ctx context.Context, s *Server, req Req, call func(*grpc.ClientConn, context.Context, Req) (Resp, error)) (Resp, error) {
 	var cancel context.CancelFunc
-	if d, ok := ctx.Deadline(); ok {
+	if _, ok := ctx.Deadline(); ok {
 		// Answer a little before the caller's deadline, so the caller reads
 		// that the operation still runs rather than its own timeout.
-		ctx, cancel = context.WithDeadline(ctx, d.Add(-min(adminAnswerMargin, time.Until(d)/10)))
+		ctx, cancel = answerEarly(ctx)
 	} else {
 		ctx, cancel = context.WithTimeout(ctx, adminWaitTimeout)
 	}

@@ -123,7 +123,8 @@ func (r *readiness) set(ready bool, reason string) {
 
 // healthServices are the names the gRPC health service answers for: the
 // whole server ("") and each public service.
-var healthServices = []string{"", sundialv1.Producer_ServiceDesc.ServiceName, sundialv1.Consumer_ServiceDesc.ServiceName, sundialv1.Admin_ServiceDesc.ServiceName, sundialv1.Cluster_ServiceDesc.ServiceName}
+var healthServices = []string{"", sundialv1.Producer_ServiceDesc.ServiceName, sundialv1.Consumer_ServiceDesc.ServiceName, sundialv1.Admin_ServiceDesc.ServiceName,
+	sundialv1.Cluster_ServiceDesc.ServiceName, sundialv1.Auth_ServiceDesc.ServiceName, sundialv1.Backups_ServiceDesc.ServiceName}
 
 // grpcHealth is the proxy's grpc.health.v1.Health service. Check answers
 // readiness at the moment it is asked, exactly as /readyz does (a probe

@@ -44,6 +44,7 @@ type fakeBroker struct {
 	admin      sundialv1.AdminServer // optional
 	auth       *fakeAuth             // optional: the AuthSync service
 	queue      *fakeQueue            // optional: queue-semantics Shard calls
+	backups    *fakeBackups          // optional: the Backups service
 	// refuseBelow, if set, refuses publishes routed with an older routing
 	// version as misplaced, calling onRefuse(refuseBelow) first; chase
 	// refuses every publish, as routed one version too old.
@@ -204,6 +205,9 @@ func serve(t testing.TB, b *fakeBroker, opts ...grpc.ServerOption) string {
 	if b.auth != nil {
 		brokerv1.RegisterAuthSyncServer(g, b.auth)
 	}
+	if b.backups != nil {
+		sundialv1.RegisterBackupsServer(g, b.backups)
+	}
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	return lis.Addr().String()
@@ -223,8 +227,9 @@ func startClusterWith(t testing.TB, reg prometheus.Registerer, mod func(*Config)
 	t.Helper()
 	adm := &fakeAdmin{deletes: new(atomic.Int32)}
 	fa := newFakeAuth()
-	leader := &fakeBroker{leader: true, published: map[uint64]int{}, admin: adm, queue: &fakeQueue{}, auth: fa}
-	follower := &fakeBroker{published: map[uint64]int{}, admin: adm, auth: fa}
+	bk := &fakeBackups{}
+	leader := &fakeBroker{leader: true, published: map[uint64]int{}, admin: adm, queue: &fakeQueue{}, auth: fa, backups: bk}
+	follower := &fakeBroker{published: map[uint64]int{}, admin: adm, auth: fa, backups: bk}
 	leaderAddr := serve(t, leader)
 	followerAddr := serve(t, follower)
 	follower.leaderAddr = leaderAddr

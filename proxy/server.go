@@ -146,6 +146,7 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Server, error
 	sundialv1.RegisterAdminServer(s.grpc, admin{s: s})
 	sundialv1.RegisterClusterServer(s.grpc, cluster{s: s})
 	sundialv1.RegisterAuthServer(s.grpc, authService{s: s})
+	sundialv1.RegisterBackupsServer(s.grpc, backups{s: s})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 

@@ -6,6 +6,7 @@ require (
 	github.com/jedib0t/go-pretty/v6 v6.9.2
 	github.com/sundialmq/sundial/proto v0.0.0-00010101000000-000000000000
 	github.com/urfave/cli/v2 v2.27.7
+	golang.org/x/term v0.46.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
 	gopkg.in/yaml.v3 v3.0.1

@@ -36,12 +36,7 @@ func clientsOf(t *testing.T, c *framework.Cluster) backupClients {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	bconn, err := c.DialProxy(c.Brokers[0].GRPCAddr) // TODO(proxy): through the proxy
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bconn.Close() })
-	return backupClients{conn: conn, backups: sundialv1.NewBackupsClient(bconn), admin: sundialv1.NewAdminClient(conn),
+	return backupClients{conn: conn, backups: sundialv1.NewBackupsClient(conn), admin: sundialv1.NewAdminClient(conn),
 		producer: sundialv1.NewProducerClient(conn), consumer: sundialv1.NewConsumerClient(conn)}
 }
 

@@ -133,6 +133,16 @@ var Rules = map[string]Rule{
 	"/sundial.v1.Auth/DeleteRole":       {Perm: Admin},
 	"/sundial.v1.Auth/RotateReceiptKey": {Perm: Admin},
 
+	"/sundial.v1.Backups/CreateBackup":      {Perm: Admin},
+	"/sundial.v1.Backups/GetBackupRun":      {Perm: Admin},
+	"/sundial.v1.Backups/ListBackupRuns":    {Perm: Admin},
+	"/sundial.v1.Backups/ListBackups":       {Perm: Admin},
+	"/sundial.v1.Backups/VerifyBackup":      {Perm: Admin},
+	"/sundial.v1.Backups/DeleteBackup":      {Perm: Admin},
+	"/sundial.v1.Backups/RestoreBackup":     {Perm: Admin},
+	"/sundial.v1.Backups/SetBackupSchedule": {Perm: Admin},
+	"/sundial.v1.Backups/GetBackupSchedule": {Perm: Admin},
+
 	"/grpc.health.v1.Health/Check": {Perm: Open},
 	"/grpc.health.v1.Health/Watch": {Perm: Open},
 	"/grpc.health.v1.Health/List":  {Perm: Open},

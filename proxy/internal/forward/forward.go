@@ -30,7 +30,9 @@
 // Calls any broker answers (Any, AnyRead) go round robin over the brokers,
 // those whose reads timed out lately last; reads give each broker a part of
 // their time only, so a hung broker with an open connection does not use
-// it all.
+// it all. Long is Any for calls that run past the forward timeout, and
+// Once for calls that must reach one broker at most: they move on only
+// while the call has reached no broker.
 //
 // Errors are classified by apierr.Classify (status code and typed details,
 // never their text), the classifier the SDK uses too. A Forwarder is safe for concurrent use; its mutex guards the

@@ -2,11 +2,14 @@
 // the proxy's HTTP port, generated from the one API contract:
 //
 //   - /v1/... routes come from the google.api.http annotations in
-//     proto/sundial/v1/sundial.proto. connectrpc.com/vanguard transcodes each
-//     request in-process into a call of the proxy's own *grpc.Server, so an HTTP
-//     call runs the same handler, interceptors and error boundary as a gRPC call.
+//     proto/sundial/v1/sundial.proto and backup.proto. connectrpc.com/vanguard
+//     transcodes each request in-process into a call of the proxy's own
+//     *grpc.Server, so an HTTP call runs the same handler, interceptors and
+//     error boundary as a gRPC call.
 //     Bodies are canonical protojson (bytes as base64); unknown fields are refused.
-//     Streaming RPCs have no route: they stay gRPC-only.
+//     Streaming RPCs have no route, and stay gRPC-only, but for
+//     Backups.RestoreBackup, whose progress frames are answered as
+//     newline-delimited JSON (stream.go).
 //   - Errors answer a JSON google.rpc.Status ({"code", "message", "details"}, the
 //     details as protojson with "@type", e.g. google.rpc.BadRequest's field
 //     violations) with the HTTP status of its gRPC code (docs/http-api.md lists
@@ -69,7 +72,7 @@ func New(srv *grpc.Server) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: transcoder: %w", err)
 	}
-	return &Handler{api: jsonByDefault(keyAlias(undecodable(tc)))}, nil
+	return &Handler{api: restoreStream(tc, jsonByDefault(keyAlias(undecodable(tc))))}, nil
 }
 
 // Mount registers the API (/v1/), /openapi.json and /docs on mux.

@@ -215,13 +215,6 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		}
 	}
 	onUsage := func(_ *cli.Context, err error, _ bool) error { return &usageError{msg: err.Error()} }
-	notFound := func(c *cli.Context) error {
-		if c.Args().Len() > 0 {
-			return usagef("unknown command %q: run '%s --help' for the list", c.Args().First(), c.Command.HelpName)
-		}
-		_ = cli.ShowSubcommandHelp(c)
-		return usagef("missing command")
-	}
 	cmd := func(cm *cli.Command, ownTimeout bool) *cli.Command {
 		cm.Flags = append(cm.Flags, globalFlags(false, !ownTimeout)...)
 		cm.OnUsageError = onUsage
@@ -329,8 +322,19 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			group("shards", "add and list event shards", shardsCommands(plain, leaf)...),
 			group("join-token", "create, list and revoke the tokens that admit brokers to the cluster", joinTokenCommands(plain, leaf)...),
 			group("auth", "tokens, roles and the receipt key (docs/security.md)", authCommands(plain, leaf)...),
+			group("backup", "back up the cluster to files or S3; list, verify, delete and restore backups (docs/operations.md, Backups)", backupCommands(plain, leaf)...),
 		},
 	}
+}
+
+// notFound is the action of a command group: its help and a usage error
+// when no subcommand, or an unknown one, is given.
+func notFound(c *cli.Context) error {
+	if c.Args().Len() > 0 {
+		return usagef("unknown command %q: run '%s --help' for the list", c.Args().First(), c.Command.HelpName)
+	}
+	_ = cli.ShowSubcommandHelp(c)
+	return usagef("missing command")
 }
 
 // report prints err for the operator and returns the exit code.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/sundialmq/sundial/proto/client"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -20,14 +21,11 @@ func yesFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do it without asking (required when stdin is not a terminal)"}
 }
 
-// isTerminal reports whether r is an interactive terminal.
+// isTerminal reports whether r is an interactive terminal (a character
+// device such as /dev/null is not).
 func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd())) //nolint:gosec // a file descriptor fits an int
 }
 
 // confirm asks before a destructive action: --yes goes ahead; without it a
