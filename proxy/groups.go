@@ -125,8 +125,21 @@ func answerEarly(ctx context.Context) (context.Context, context.CancelFunc) {
 // broker lost meanwhile (Unavailable) is sent again, to any broker, which
 // finds the same operation running and waits on it, so no second one
 // starts. When the request's own deadline passes the answer is
-// DeadlineExceeded and the operation still completes.
+// DeadlineExceeded and the operation still completes (see awaitOperation
+// for when the wait ends).
 func adminOperation[Req, Resp any](ctx context.Context, s *Server, req Req, call func(*grpc.ClientConn, context.Context, Req) (Resp, error)) (Resp, error) {
+	return awaitOperation(ctx, func(ctx context.Context) (Resp, error) {
+		return anyBroker(ctx, s, req, call)
+	})
+}
+
+// awaitOperation runs send (one forward of an operation's request) until it
+// answers anything but DeadlineExceeded or Unavailable, or until the wait
+// ends: adminAnswerMargin before ctx's deadline (at most a tenth of the
+// time left), or adminWaitTimeout after it began when ctx has none. Every
+// send runs under the wait's end, so the DeadlineExceeded saying the
+// operation still runs reaches the caller before its own deadline.
+func awaitOperation[Resp any](ctx context.Context, send func(context.Context) (Resp, error)) (Resp, error) {
 	var cancel context.CancelFunc
 	if _, ok := ctx.Deadline(); ok {
 		// Answer a little before the caller's deadline, so the caller reads
@@ -137,7 +150,7 @@ func adminOperation[Req, Resp any](ctx context.Context, s *Server, req Req, call
 	}
 	defer cancel()
 	for {
-		resp, err := anyBroker(ctx, s, req, call)
+		resp, err := send(ctx)
 		code := status.Code(err)
 		if err == nil || (code != codes.DeadlineExceeded && code != codes.Unavailable) {
 			return resp, err

@@ -66,12 +66,12 @@ func httpCode(t *testing.T, srv *Server, path string) int {
 	return resp.StatusCode
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	waitWithin(t, 60*time.Second, what, cond)
 }
 
-func waitWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

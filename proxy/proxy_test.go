@@ -262,13 +262,7 @@ func startClusterWith(t testing.TB, reg prometheus.Registerer, mod func(*Config)
 		t.Fatalf("Start() = %v", err)
 	}
 	t.Cleanup(srv.Stop)
-	deadline := time.Now().Add(5 * time.Second)
-	for !srv.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("proxy not ready after 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "proxy ready", srv.Ready)
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -8,15 +8,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/sundialmq/sundial/proto/apierr"
 	"github.com/sundialmq/sundial/proto/receipt"
+	"github.com/sundialmq/sundial/proxy/internal/forward"
 
 	brokerv1 "github.com/sundialmq/sundial/proto/gen/sundial/broker/v1"
 	sundialv1 "github.com/sundialmq/sundial/proto/gen/sundial/v1"
@@ -163,15 +164,17 @@ func (a fakeAdmin) DeleteTopic(_ context.Context, req *sundialv1.DeleteTopicRequ
 }
 
 // A DeleteTopic whose broker answers DeadlineExceeded while the request's
-// own deadline has time left is sent again until the operation is done;
-// once the request's deadline passes the answer is DeadlineExceeded saying
-// the operation still runs, and every try to a broker ends before the
-// caller's deadline so that answer can reach the caller. No assertion
-// depends on how fast anything runs: the deadline case is asked of the
-// proxy's handler in-process (its answer is the proxy's own, whatever the
-// time it took), and the margin is read from the tries' own deadlines.
+// own deadline has time left is sent again until the operation is done,
+// and no more; once the request's deadline passes the answer is
+// DeadlineExceeded saying the operation still runs. No assertion depends
+// on how fast anything runs: the proxy's forward timeout is as long as
+// the whole wait, so a starved machine cannot have the proxy cut the try
+// that succeeds and send it a fourth time, and the deadline case is asked
+// of the proxy's handler in-process (its answer is the proxy's own,
+// whatever the time it took). When the wait ends is checked on a fake
+// clock by TestAdminOperationAnswersBeforeTheCallersDeadline.
 func TestAdminOperationWaitsPastBrokerTimeouts(t *testing.T) {
-	srv, leader, conn := startCluster(t)
+	srv, leader, conn := startClusterWith(t, nil, func(cfg *Config) { cfg.ForwardTimeout = adminWaitTimeout })
 	adm := sundialv1.NewAdminClient(conn)
 	if _, err := adm.DeleteTopic(t.Context(), &sundialv1.DeleteTopicRequest{Name: "slow"}); err != nil {
 		t.Fatalf("DeleteTopic(slow) = %v, want done after two broker timeouts", err)
@@ -186,34 +189,69 @@ func TestAdminOperationWaitsPastBrokerTimeouts(t *testing.T) {
 	if st := status.Convert(err); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "the operation still runs and will complete") {
 		t.Fatalf("DeleteTopic(never, 1s) = %v, want DeadlineExceeded saying the operation still runs", err)
 	}
+}
 
-	// The tries' deadlines: before the caller's (2s, under the 3s forward
-	// timeout, so the proxy's margin and not the try timeout sets them).
-	ctx, cancel = context.WithTimeout(t.Context(), 2*time.Second)
-	defer cancel()
-	callerDeadline, _ := ctx.Deadline()
-	var tries []time.Time
-	record := func(_ *grpc.ClientConn, ctx context.Context, _ *sundialv1.DeleteTopicRequest) (*sundialv1.DeleteTopicResponse, error) {
-		d, ok := ctx.Deadline()
-		if !ok {
-			return nil, status.Error(codes.Internal, "a try without a deadline")
-		}
-		tries = append(tries, d)
-		if len(tries) < 2 {
-			return nil, status.Error(codes.DeadlineExceeded, "the wait for operation 8 ran out")
-		}
-		return &sundialv1.DeleteTopicResponse{}, nil
-	}
-	if _, err := adminOperation(ctx, srv, &sundialv1.DeleteTopicRequest{Name: "t"}, record); err != nil {
-		t.Fatalf("adminOperation(done on the second try) = %v", err)
-	}
-	if len(tries) != 2 {
-		t.Fatalf("adminOperation made %d tries, want 2", len(tries))
-	}
-	for i, d := range tries {
-		if !d.Before(callerDeadline) {
-			t.Errorf("try %d has deadline %v, want before the caller's %v", i, d, callerDeadline)
-		}
+// awaitOperation sends again what a broker answers DeadlineExceeded or
+// Unavailable and returns any other answer at once; its wait ends
+// adminAnswerMargin before the caller's deadline (a tenth of the time left
+// when that is less) or adminWaitTimeout after it began, every try has
+// that end as its deadline, and the answer then is DeadlineExceeded saying
+// the operation still runs. In a synctest bubble the clock moves only when
+// every goroutine waits, so the times are exact however slow the machine.
+func TestAdminOperationAnswersBeforeTheCallersDeadline(t *testing.T) {
+	ranOut := status.Error(codes.DeadlineExceeded, "the wait for operation 8 ran out")
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // the caller's; 0: none
+		answers []error       // the tries' answers; the last one repeats
+		tries   int           // 0: as many as the wait allows
+		wantErr codes.Code
+		end     time.Duration // the wait's end: every try's deadline
+		at      time.Duration // when the answer comes
+	}{
+		{"done on the second try", 2 * time.Second, []error{ranOut, nil}, 2, codes.OK, 1800 * time.Millisecond, forward.MinBackoff},
+		{"broker lost, then done", 2 * time.Second, []error{status.Error(codes.Unavailable, "no broker reachable"), nil}, 2, codes.OK, 1800 * time.Millisecond, forward.MinBackoff},
+		{"refused at once", 2 * time.Second, []error{status.Error(codes.NotFound, "no topic t")}, 1, codes.NotFound, 1800 * time.Millisecond, 0},
+		{"runs past 2s: the margin early", 2 * time.Second, []error{ranOut}, 0, codes.DeadlineExceeded, 1800 * time.Millisecond, 1800 * time.Millisecond},
+		{"runs past 1s: a tenth early", time.Second, []error{ranOut}, 0, codes.DeadlineExceeded, 900 * time.Millisecond, 900 * time.Millisecond},
+		{"runs past no deadline", 0, []error{ranOut}, 0, codes.DeadlineExceeded, adminWaitTimeout, adminWaitTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start, ctx := time.Now(), t.Context()
+				if tc.timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+					defer cancel()
+				}
+				var tries []time.Time
+				_, err := awaitOperation(ctx, func(ctx context.Context) (*sundialv1.DeleteTopicResponse, error) {
+					d, ok := ctx.Deadline()
+					if !ok {
+						t.Fatalf("try %d has no deadline", len(tries))
+					}
+					tries = append(tries, d)
+					return &sundialv1.DeleteTopicResponse{}, tc.answers[min(len(tries), len(tc.answers))-1]
+				})
+				if got := status.Code(err); got != tc.wantErr {
+					t.Fatalf("awaitOperation() = %v, want %v", err, tc.wantErr)
+				}
+				if tc.wantErr == codes.DeadlineExceeded && !strings.Contains(status.Convert(err).Message(), "the operation still runs and will complete") {
+					t.Errorf("awaitOperation() = %v, want it to say the operation still runs", err)
+				}
+				if got := time.Since(start); got != tc.at {
+					t.Errorf("awaitOperation() answered after %v, want %v", got, tc.at)
+				}
+				if tc.tries > 0 && len(tries) != tc.tries || tc.tries == 0 && len(tries) < 2 {
+					t.Errorf("awaitOperation() made %d tries, want %d (0: several)", len(tries), tc.tries)
+				}
+				for i, d := range tries {
+					if got := d.Sub(start); got != tc.end {
+						t.Errorf("try %d has deadline %v, want the wait's end %v", i, got, tc.end)
+					}
+				}
+			})
+		})
 	}
 }
 
