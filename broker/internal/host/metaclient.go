@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -88,15 +89,34 @@ func (m *MetaClient) propose(ctx context.Context, c *meta.Command) {
 	}
 }
 
-// ReadMeta answers the meta state after a linearizable read.
+// metaReadTryTimeout bounds one try of a linearizable meta read: a read
+// index request that reached a leader as it died is lost, and Dragonboat
+// answers it only at its deadline (a caller with minutes left waited them
+// all); the next try reaches the leader elected meanwhile.
+const metaReadTryTimeout = 3 * time.Second
+
+// ReadMeta answers the meta state after a linearizable read, trying again
+// (each try bounded by metaReadTryTimeout) while ctx allows and the read
+// times out or meets a temporary error.
 func (m *MetaClient) ReadMeta(ctx context.Context) (*meta.State, error) {
 	ctx, cancel := withDeadline(ctx)
 	defer cancel()
-	v, err := m.nh.SyncRead(ctx, meta.ShardID, meta.Query{})
-	if err != nil {
-		return nil, err
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, metaReadTryTimeout)
+		v, err := m.nh.SyncRead(tctx, meta.ShardID, meta.Query{})
+		tcancel()
+		if err == nil {
+			return v.(*meta.State), nil
+		}
+		if ctx.Err() != nil || errors.Is(err, dragonboat.ErrClosed) || !(errors.Is(err, dragonboat.ErrTimeout) || dragonboat.IsTempError(err)) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return v.(*meta.State), nil
 }
 
 // MetaLeader is the node id leading the meta group, 0 if unknown.

@@ -98,6 +98,15 @@ func (b *Backups) CreateBackup(ctx context.Context, req *sundialv1.CreateBackupR
 	}
 	b.log.Info("backup started", zap.String("backup_id", run.ID), zap.String("kind", run.Kind), zap.String("dest", st.String()))
 	b.runner.Kick()
+	// A wait ends a little before the call's deadline, so its answer (the
+	// run still running) reaches the caller.
+	wait := ctx.Done()
+	if d, ok := ctx.Deadline(); ok {
+		margin := min(time.Until(d)/10, 2*time.Second)
+		wctx, cancel := context.WithDeadline(ctx, d.Add(-margin))
+		defer cancel()
+		wait = wctx.Done()
+	}
 	for {
 		ended := b.runner.Ended()
 		r, err := b.runOf(ctx, run.ID, st.String())
@@ -105,7 +114,7 @@ func (b *Backups) CreateBackup(ctx context.Context, req *sundialv1.CreateBackupR
 			return r, err
 		}
 		select {
-		case <-ctx.Done():
+		case <-wait:
 			return r, nil // the run goes on
 		case <-ended:
 		case <-time.After(backupWaitPoll):
