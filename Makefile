@@ -289,7 +289,7 @@ bench-peers: ## Install the peers, then run every scenario on Sundial (RF 3 and 
 # '--restore=false'.
 BENCH_BACKUP_ARGS ?=
 
-bench-backup: ## Fill 1M pending messages (RF 3), time a full and an incremental backup and a restore; prints them against the targets, JSON in bin/backup-bench.json (~10 min)
+bench-backup: ## Fill 1M pending messages (RF 3), time a full and an incremental backup and a restore; prints them against the targets, JSON in bin/backup-bench.json (~5 min)
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./broker/cmd/sundial-broker ./proxy/cmd/sundial-proxy ./loadtest/cmd/loadtest
 	$(BIN)/loadtest backup --bin-dir $(BIN) --json $(BIN)/backup-bench.json $(BENCH_BACKUP_ARGS)
