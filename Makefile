@@ -58,7 +58,7 @@ broker_proto_gen = PATH="$(TOOLS):$$PATH" protoc -I . --go_out=$(1) --go_opt=pat
 
 # The per-module pattern targets (test-%, vet-%, bench-%, tidy-%) are deliberately not
 # listed: make skips pattern-rule search for .PHONY targets.
-.PHONY: help build test test-short lint gen verify run screenshots join restart-broker restart-proxy bench loadtest clean tools tools-lint bench-peers chaos
+.PHONY: help build test test-short lint gen verify run screenshots join restart-broker restart-proxy bench loadtest clean tools tools-lint bench-peers bench-backup chaos
 
 help: ## Show this list of targets
 	@echo "Sundial make targets:"
@@ -284,6 +284,15 @@ bench-peers: ## Install the peers, then run every scenario on Sundial (RF 3 and 
 	$(GO) test -c -o $(BIN)/raftceiling.test ./broker/internal/host
 	PATH="$(TOOLS):$$PATH" $(BIN)/loadtest bench --bin-dir $(BIN) --out docs/benchmarks.md \
 	  --svg docs/benchmarks-lateness.svg --json $(BIN)/benchmarks.json --raft-ceiling $(BIN)/raftceiling.test $(BENCH_PEERS_ARGS)
+
+# BENCH_BACKUP_ARGS passes extra flags to `loadtest backup`, e.g. '--messages 100000' or
+# '--restore=false'.
+BENCH_BACKUP_ARGS ?=
+
+bench-backup: ## Fill 1M pending messages (RF 3), time a full and an incremental backup and a restore; prints them against the targets, JSON in bin/backup-bench.json (~5 min)
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./broker/cmd/sundial-broker ./proxy/cmd/sundial-proxy ./loadtest/cmd/loadtest
+	$(BIN)/loadtest backup --bin-dir $(BIN) --json $(BIN)/backup-bench.json $(BENCH_BACKUP_ARGS)
 
 clean: ## Remove bin/ and data/ (including the local cluster's data)
 	rm -rf $(BIN) $(CURDIR)/data

@@ -35,9 +35,12 @@ const (
 	Precision  = "precision"
 	Backlog    = "backlog"
 	Failover   = "failover"
+	// Backup is not one of Scenarios: it runs alone (loadtest backup) and
+	// on Sundial only, the one system with backups.
+	Backup = "backup"
 )
 
-// Scenarios lists every scenario in run order.
+// Scenarios lists every scenario bench runs, in run order.
 var Scenarios = []string{Throughput, Burst, Precision, Backlog, Failover}
 
 // Config says what to run.
@@ -49,6 +52,8 @@ type Config struct {
 	Precision  scenario.PrecisionConfig
 	Backlog    scenario.BacklogConfig
 	Failover   scenario.FailoverConfig
+	// Backup's Dest defaults to file://<the run's work dir>/backups.
+	Backup scenario.BackupConfig
 	// Dir is the work directory for every instance's data; default a temp
 	// dir, removed afterwards.
 	Dir           string
@@ -95,6 +100,7 @@ type Run struct {
 	Precision  *scenario.PrecisionResult  `json:"precision,omitempty"`
 	Backlog    *scenario.BacklogResult    `json:"backlog,omitempty"`
 	Failover   *scenario.FailoverResult   `json:"failover,omitempty"`
+	Backup     *scenario.BackupResult     `json:"backup,omitempty"`
 	// CPU is what the server processes spent during the scenario; nil
 	// when it could not be measured (CPUError says why).
 	CPU      *CPU   `json:"cpu,omitempty"`
@@ -187,6 +193,7 @@ type Report struct {
 		Precision  scenario.PrecisionConfig  `json:"precision"`
 		Backlog    scenario.BacklogConfig    `json:"backlog"`
 		Failover   scenario.FailoverConfig   `json:"failover"`
+		Backup     *scenario.BackupConfig    `json:"backup,omitempty"`
 	} `json:"config"`
 }
 
@@ -204,6 +211,9 @@ func RunAll(ctx context.Context, cfg Config) (Report, error) {
 	rep := Report{Machine: DescribeMachine(cfg.Systems), Started: time.Now()}
 	rep.Config.Throughput, rep.Config.Burst, rep.Config.Precision = cfg.Throughput, cfg.Burst, cfg.Precision
 	rep.Config.Backlog, rep.Config.Failover = cfg.Backlog, cfg.Failover
+	if contains(cfg.Scenarios, Backup) {
+		rep.Config.Backup = &cfg.Backup
+	}
 	dir := cfg.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "loadtest-bench-")
@@ -231,6 +241,11 @@ func RunAll(ctx context.Context, cfg Config) (Report, error) {
 			if _, err := spec.BinaryPath(); err != nil {
 				run.Skipped = err.Error()
 				fmt.Fprintf(progress, "bench: %-10s %-17s SKIPPED: %v\n", sc, spec.Name, err)
+				rep.Runs = append(rep.Runs, run)
+				continue
+			}
+			if why := backupSkip(sc, spec); why != "" {
+				run.Skipped = why
 				rep.Runs = append(rep.Runs, run)
 				continue
 			}
@@ -364,6 +379,18 @@ func runOne(ctx context.Context, cfg Config, sc string, spec target.Spec, dir st
 		r, err := scenario.Failover(ctx, inst, cfg.Failover)
 		run.Failover = &r
 		return err
+	case Backup:
+		bc := cfg.Backup
+		if bc.Dest == "" {
+			abs, err := filepath.Abs(filepath.Join(dir, "backups"))
+			if err != nil {
+				return err
+			}
+			bc.Dest = "file://" + abs
+		}
+		r, err := scenario.Backup(ctx, inst, bc)
+		run.Backup = &r
+		return err
 	}
 	return fmt.Errorf("bench: unknown scenario %q", sc)
 }
@@ -381,6 +408,8 @@ func (r *Run) messages() uint64 {
 		return r.Backlog.Published
 	case r.Failover != nil:
 		return r.Failover.Published
+	case r.Backup != nil:
+		return r.Backup.Published + r.Backup.Due + r.Backup.ChangesPublished
 	}
 	return 0
 }
@@ -404,8 +433,24 @@ func Summary(r Run) string {
 	case r.Failover != nil:
 		f := r.Failover
 		return fmt.Sprintf("killed %s, window %v, failed %d, lost %d %s", f.Killed, ms(f.Window), f.Failed, f.Lost, errSuffix(r.Error))
+	case r.Backup != nil:
+		return backupSummary(r.Backup) + " " + errSuffix(r.Error)
 	}
 	return errSuffix(r.Error)
+}
+
+// backupSkip says why the backup scenario does not run on spec ("" when
+// it does, and for every other scenario).
+func backupSkip(sc string, spec target.Spec) string {
+	switch {
+	case sc != Backup:
+		return ""
+	case spec.SundialBrokers == 0:
+		return "no backup and restore to drive"
+	case spec.TLS:
+		return "TLS: the Backups calls go to a broker, which asks a cluster certificate loadtest does not hold for a client"
+	}
+	return ""
 }
 
 func errSuffix(e string) string {

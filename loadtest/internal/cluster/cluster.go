@@ -326,6 +326,28 @@ func (c *Cluster) ClientTLS() *tlsfiles.Files { return c.clientTLS }
 // ProxyAddr is the proxy's gRPC address.
 func (c *Cluster) ProxyAddr() string { return c.proxyGRPC }
 
+// BrokerGRPCAddrs are the brokers' gRPC addresses, by node id in order:
+// for the services the proxy does not forward (Backups).
+func (c *Cluster) BrokerGRPCAddrs() []string {
+	addrs := make([]string, len(c.brokers))
+	for i, b := range c.brokers {
+		addrs[i] = b.grpc
+	}
+	return addrs
+}
+
+// StartEmpty starts a new cluster of the same shape as c (brokers,
+// shards, binaries, TLS, auth, log level) with its data in dataDir, which
+// Stop leaves in place: a cluster to restore c's backups into.
+func (c *Cluster) StartEmpty(ctx context.Context, dataDir string) (*Cluster, error) {
+	cfg := c.cfg
+	cfg.BinDir, cfg.DataDir, cfg.KeepData = c.bin, dataDir, true
+	return Start(ctx, cfg)
+}
+
+// DataDir is the directory holding the brokers' data and the logs.
+func (c *Cluster) DataDir() string { return c.cfg.DataDir }
+
 // Shards is the number of event shards the cluster was bootstrapped with.
 func (c *Cluster) Shards() int { return c.cfg.Shards }
 

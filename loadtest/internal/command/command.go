@@ -134,6 +134,17 @@ func fill(c *cli.Context) (messages uint64, maxFill time.Duration, err error) {
 	return c.Uint64("messages"), c.Duration("max-fill"), positive(c, "max-fill")
 }
 
+// withTimeout sets the default of the --timeout flag among flags (a
+// scenario that runs longer than the others).
+func withTimeout(flags []cli.Flag, d time.Duration) []cli.Flag {
+	for _, f := range flags {
+		if df, ok := f.(*cli.DurationFlag); ok && df.Name == "timeout" {
+			df.Value = d
+		}
+	}
+	return flags
+}
+
 // rate checks the --rate of a steady-rate scenario (precision, failover).
 func rate(c *cli.Context) error {
 	if r := c.Int("rate"); r < 1 || r > 1000000 {
@@ -157,7 +168,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		cfg := bench.Config{Systems: specs, Scenarios: []string{name}, Dir: c.String("dir"), SundialBinDir: c.String("bin-dir"), ProfileDir: c.String("profile-dir"), NoProfiles: !c.Bool("profiles"),
 			ScenarioTimeout: c.Duration("timeout"), Progress: stderr, NoRequestIDs: !c.Bool("sundial-request-ids"), SundialPartitions: c.Int("sundial-partitions")}
-		cfg.Throughput.Load, cfg.Burst.Load, cfg.Precision.Load, cfg.Backlog.Load, cfg.Failover.Load = l, l, l, l, l
+		cfg.Throughput.Load, cfg.Burst.Load, cfg.Precision.Load, cfg.Backlog.Load, cfg.Failover.Load, cfg.Backup.Load = l, l, l, l, l, l
 		if err := set(&cfg); err != nil {
 			return err
 		}
@@ -170,6 +181,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		rep, err := bench.RunAll(c.Context, cfg)
 		printRuns(stdout, rep.Runs)
+		for _, r := range rep.Runs {
+			bench.WriteBackup(stdout, r)
+		}
 		if jerr := writeJSON(c.String("json"), stdout, rep); jerr != nil {
 			return jerr
 		}
@@ -277,6 +291,25 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 						cfg.Failover.Rate, cfg.Failover.Before, cfg.Failover.After = c.Int("rate"), c.Duration("before"), c.Duration("after")
 						cfg.Failover.Load.Batch = min(cfg.Failover.Load.Batch, 10)
 						return positive(c, "before", "after")
+					})
+				},
+			},
+			{
+				Name:         bench.Backup,
+				Usage:        "fill a pending backlog, take a full backup, publish and ack more, take an incremental one, restore it into a new cluster; bytes and time of each against the targets (Sundial)",
+				OnUsageError: onUsage,
+				Flags: withTimeout(append(fillFlags("pending messages at the full backup, due in 1h", 10*time.Minute),
+					&cli.Uint64Flag{Name: "changes", Value: 10_000, Usage: "messages due at once published before the full backup and acked after it, and messages (due in 1h) published after it: the change the incremental backup holds"},
+					&cli.BoolFlag{Name: "restore", Value: true, Usage: "restore the incremental backup into a new cluster of the same shape, timed, and compare its pending count with the backed-up cluster's"},
+				), 45*time.Minute),
+				Action: func(c *cli.Context) error {
+					return runScenario(c, bench.Backup, func(cfg *bench.Config) (err error) {
+						if c.Uint64("changes") == 0 {
+							return usagef("--changes: want at least 1")
+						}
+						cfg.Backup.Changes, cfg.Backup.NoRestore = c.Uint64("changes"), !c.Bool("restore")
+						cfg.Backup.Messages, cfg.Backup.MaxFill, err = fill(c)
+						return err
 					})
 				},
 			},
@@ -424,6 +457,8 @@ func fillDefaults(rep *bench.Report) {
 			rep.Config.Backlog = r.Backlog.Config
 		case r.Failover != nil:
 			rep.Config.Failover = r.Failover.Config
+		case r.Backup != nil:
+			rep.Config.Backup = &r.Backup.Config
 		}
 	}
 }

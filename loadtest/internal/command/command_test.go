@@ -35,6 +35,12 @@ func TestScenarioFlags(t *testing.T) {
 		{"backlog help", []string{"backlog", "--help"}, 0, []string{
 			"pending messages (10000000 for the 10M target) (default: 1000000)", "stop filling after this long (default: 2m0s)",
 		}},
+		{"backup no changes", []string{"backup", "--changes", "0"}, 2, []string{"loadtest: --changes: want at least 1"}},
+		{"backup no messages", []string{"backup", "--messages", "0"}, 2, []string{"loadtest: --messages: want at least 1"}},
+		{"backup help", []string{"backup", "--help"}, 0, []string{
+			"pending messages at the full backup, due in 1h (default: 1000000)", "--changes value", "(default: 10000)",
+			"--restore", "(default: true)", "bound on one scenario on one system (default: 45m0s)",
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
-// Package scenario holds loadtest's scenarios. Each is a Run function taking
-// a context and a *client.Client, so an in-process cluster test can drive it
-// as well as the CLI. Scenarios own the goroutines they start and join them
+// Package scenario holds loadtest's scenarios. Each is a function taking a
+// context, a System (package target implements it for Sundial and each
+// peer; a scenario that needs more, such as Failover or Backup, asks for it
+// with an interface of its own) and its config, so a test can drive it as
+// well as the CLI. Scenarios own the goroutines they start and join them
 // before returning.
 //
 // It also holds the latency statistics: Histogram, a fixed-memory log-linear

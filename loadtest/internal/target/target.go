@@ -7,7 +7,8 @@
 //
 // Every system gets the same client shape from the scenario (producers,
 // batch depth, consumer workers and prefetch); each uses its natural
-// client to honor it. A Instance is safe for the concurrent Publish and
+// client to honor it. Sundial's is also a scenario.Backupper (its Backups
+// service, sundial_backup.go). An Instance is safe for the concurrent Publish and
 // Consume calls scenarios make; Restart and Close are called alone.
 package target
 

@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -140,4 +141,37 @@ func TestPeers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSundialBackup runs the backup scenario at a tiny size against a real
+// local cluster: both backups are taken, and the restore into a new
+// cluster holds as many pending messages as the backed-up one. Sizes and
+// times are figures for the report, not asserted.
+func TestSundialBackup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries and starts two clusters")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	spec, err := Lookup("sundial")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	inst, err := spec.Start(ctx, Options{Dir: dir, SundialBinDir: t.TempDir(), Shards: 2})
+	if err != nil {
+		t.Fatalf("start sundial: %v", err)
+	}
+	defer func() {
+		if err := inst.Close(); err != nil {
+			t.Errorf("Close() = %v, want nil", err)
+		}
+	}()
+	r, err := scenario.Backup(ctx, inst, scenario.BackupConfig{Load: tiny, Messages: 2000, Changes: 100, MaxFill: 30 * time.Second,
+		Dest: "file://" + filepath.Join(dir, "backups"), ConsumeTimeout: 60 * time.Second})
+	if err != nil || r.Full.Kind != "full" || r.Incremental.Kind != "incremental" || r.ChangesAcked != 100 || r.Restore == nil || !r.Restore.Match {
+		t.Fatalf("Backup() = full %+v, incremental %+v, %d acked, restore %+v, %v; want both backups, 100 acked, a matching restore, nil",
+			r.Full, r.Incremental, r.ChangesAcked, r.Restore, err)
+	}
+	t.Logf("backup: full %d B in %v, incremental %d B in %v (%+v), restore %+v", r.Full.Bytes, r.Full.Elapsed, r.Incremental.Bytes, r.Incremental.Elapsed, r.Judgement, *r.Restore)
 }
