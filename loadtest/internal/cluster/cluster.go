@@ -326,16 +326,6 @@ func (c *Cluster) ClientTLS() *tlsfiles.Files { return c.clientTLS }
 // ProxyAddr is the proxy's gRPC address.
 func (c *Cluster) ProxyAddr() string { return c.proxyGRPC }
 
-// BrokerGRPCAddrs are the brokers' gRPC addresses, by node id in order:
-// for the services the proxy does not forward (Backups).
-func (c *Cluster) BrokerGRPCAddrs() []string {
-	addrs := make([]string, len(c.brokers))
-	for i, b := range c.brokers {
-		addrs[i] = b.grpc
-	}
-	return addrs
-}
-
 // StartEmpty starts a new cluster of the same shape as c (brokers,
 // shards, binaries, TLS, auth, log level) with its data in dataDir, which
 // Stop leaves in place: a cluster to restore c's backups into.
