@@ -115,13 +115,26 @@ func noQuestion(url.Values) string { return "" }
 // run started; the runs table follows it.
 func (h *Handler) backupNow(w http.ResponseWriter, r *http.Request) {
 	h.clusterAction(w, r, noQuestion, func(ctx context.Context, f url.Values) (string, error) {
-		run, err := h.api.Backups.CreateBackup(ctx, &sundialv1.CreateBackupRequest{
-			Dest: strings.TrimSpace(f.Get("dest")), Incremental: f.Get("incremental") != "",
-		})
+		req := &sundialv1.CreateBackupRequest{Dest: strings.TrimSpace(f.Get("dest")), Incremental: f.Get("incremental") != ""}
+		run, err := h.api.Backups.CreateBackup(ctx, req)
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("started %s backup %s to %s (%d shards)", run.GetKind(), run.GetId(), run.GetDest(), run.GetShardsTotal()), nil
+		// The answer may be the run's start alone, before the meta leader
+		// has its kind and shards.
+		kind := run.GetKind()
+		switch {
+		case kind != "":
+		case req.GetIncremental():
+			kind = "incremental"
+		default:
+			kind = "full"
+		}
+		n := fmt.Sprintf("started %s backup %s to %s", kind, run.GetId(), run.GetDest())
+		if total := run.GetShardsTotal(); total > 0 {
+			n += fmt.Sprintf(" (%d shards)", total)
+		}
+		return n + "; the runs table follows it", nil
 	})
 }
 
