@@ -45,6 +45,7 @@ func (s *Server) newUI() (*ui.Handler, *grpc.ClientConn, error) {
 		Admin:    sundialv1.NewAdminClient(conn),
 		Producer: sundialv1.NewProducerClient(conn),
 		Cluster:  sundialv1.NewClusterClient(conn),
+		Backups:  sundialv1.NewBackupsClient(conn),
 	}, s.log.Named("ui"), ui.Options{Login: s.cfg.Auth.Enabled, SecureCookie: s.cfg.TLSCertFile != ""})
 	return h, conn, nil
 }

@@ -91,6 +91,23 @@ func TestUILogin(t *testing.T) {
 		t.Fatalf("topics page signed in as demo = %d; want 200 listing wide only, with a sign-out button", resp.StatusCode)
 	}
 
+	// The calls of the cluster page's Backups forms carry the session's
+	// token too: demo's role lacks admin, root's has it.
+	calls := leader.backups.calls.Load()
+	resp, body = uiCall(t, http.MethodPost, base+"/ui/cluster/backup-now", url.Values{"dest": {"file:///backups"}}, c)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "PermissionDenied") || leader.backups.calls.Load() != calls {
+		t.Fatalf("Back up now signed in as demo = %d (%d Backups calls reached a broker), want 403 PermissionDenied and none: %s", resp.StatusCode, leader.backups.calls.Load()-calls, body)
+	}
+	resp, _ = uiCall(t, http.MethodPost, base+"/ui/login", url.Values{"token": {adminSecret}, "next": {"/ui/cluster"}}, nil)
+	root := sessionOf(resp)
+	if root == nil {
+		t.Fatalf("sign-in as root = %d, no session", resp.StatusCode)
+	}
+	resp, body = uiCall(t, http.MethodPost, base+"/ui/cluster/backup-now", url.Values{"dest": {"file:///backups"}}, root)
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc, testBackupID) {
+		t.Fatalf("Back up now signed in as root = %d to %q, want 303 naming the run started: %s", resp.StatusCode, loc, body)
+	}
+
 	leader.auth.set(func(st *brokerv1.AuthState) { st.Tokens = st.Tokens[:1] }) // demo revoked
 	waitFor(t, "the revoked session is sent to sign in", func() bool {
 		resp, _ := uiCall(t, http.MethodGet, base+"/ui/topics", nil, c)

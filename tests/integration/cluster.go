@@ -51,6 +51,7 @@ type Cluster struct {
 	Producer sundialv1.ProducerClient
 	Consumer sundialv1.ConsumerClient
 	Admin    sundialv1.AdminClient
+	Backups  sundialv1.BackupsClient
 
 	// ProxyMetrics is the proxy's private registry.
 	ProxyMetrics *prometheus.Registry
@@ -121,6 +122,7 @@ func New(t testing.TB, cfg Config) *Cluster {
 	c.Producer = sundialv1.NewProducerClient(conn)
 	c.Consumer = sundialv1.NewConsumerClient(conn)
 	c.Admin = sundialv1.NewAdminClient(conn)
+	c.Backups = sundialv1.NewBackupsClient(conn)
 	c.WaitReady()
 	return c
 }

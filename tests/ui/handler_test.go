@@ -308,3 +308,229 @@ func TestActions(t *testing.T) {
 		}
 	})
 }
+
+// TestBackups runs the cluster page's Backups section over HTTP against a
+// real cluster: what it shows, and what its forms do, checked through
+// gRPC.
+func TestBackups(t *testing.T) {
+	f := newFixture(t)
+	dest := "file://" + t.TempDir()
+	runs := func(t *testing.T) []*sundialv1.BackupRun {
+		t.Helper()
+		resp, err := f.c.Backups.ListBackupRuns(ctxT(t), &sundialv1.ListBackupRunsRequest{})
+		if err != nil {
+			t.Fatalf("ListBackupRuns() error = %v", err)
+		}
+		return resp.GetRuns()
+	}
+	schedule := func(t *testing.T) *sundialv1.BackupSchedule {
+		t.Helper()
+		sc, err := f.c.Backups.GetBackupSchedule(ctxT(t), &sundialv1.GetBackupScheduleRequest{})
+		if err != nil {
+			t.Fatalf("GetBackupSchedule() error = %v", err)
+		}
+		return sc
+	}
+	// done answers the notice of an action that redirected to the cluster
+	// page, checking it contains notice.
+	done := func(t *testing.T, resp answer, body, notice string) string {
+		t.Helper()
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/cluster?") {
+			t.Fatalf("status %d Location %q, want 303 to the cluster page: %s", resp.StatusCode, loc, body)
+		}
+		u, _ := url.Parse(loc)
+		got := u.Query().Get("notice")
+		if !strings.Contains(got, notice) {
+			t.Fatalf("notice %q, want it to contain %q", got, notice)
+		}
+		return got
+	}
+	// refused checks an answer 400 showing InvalidArgument on field in the
+	// whole cluster page.
+	refused := func(t *testing.T, resp answer, body, field string) {
+		t.Helper()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `id="error"`) || !strings.Contains(body, "InvalidArgument") || !strings.Contains(body, "<code>"+field+"</code>") {
+			t.Fatalf("status %d, want 400 showing InvalidArgument on %s: %s", resp.StatusCode, field, body)
+		}
+		if !strings.Contains(body, `id="nodes"`) || !strings.Contains(body, `id="backup-now"`) {
+			t.Errorf("the error page is not the whole cluster page: %s", body)
+		}
+	}
+	// rowOf is run id's row of the runs table, "" if none.
+	rowOf := func(body, id string) string {
+		i := strings.Index(body, `<tr data-id="`+id+`">`)
+		if i < 0 {
+			return ""
+		}
+		return body[i : i+strings.Index(body[i:], "</tr>")]
+	}
+	waitDone := func(t *testing.T, id string) {
+		t.Helper()
+		integration.Eventually(t, 60*time.Second, func() error {
+			_, body := f.get(t, "/ui/cluster")
+			if row := rowOf(body, id); !strings.Contains(row, `<td class="status-DONE">DONE</td>`) || !strings.Contains(row, `<td class="num shards">2/2</td>`) {
+				return fmt.Errorf("run %s is not shown done with its 2 shards: %q", id, row)
+			}
+			return nil
+		})
+	}
+
+	t.Run("nothing yet", func(t *testing.T) {
+		code, body := f.get(t, "/ui/cluster")
+		if code != http.StatusOK {
+			t.Fatalf("GET /ui/cluster = %d: %s", code, body)
+		}
+		i, j := strings.Index(body, `id="live"`), strings.Index(body, `id="backup-now"`)
+		if i < 0 || j < i {
+			t.Fatalf("cluster page lacks its live part or the Back up now form after it: %s", body)
+		}
+		live := body[i:j]
+		for _, want := range []string{`<h2 id="backups">`, "No backup schedule", "No backup has run yet"} {
+			if !strings.Contains(live, want) {
+				t.Errorf("the live part lacks %q: %s", want, live)
+			}
+		}
+		for _, want := range []string{`id="set-backup-schedule"`, "shardctl backup restore --src"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("cluster page lacks %q", want)
+			}
+		}
+		if strings.Contains(body, `id="clear-backup-schedule"`) {
+			t.Errorf("clearing is offered with no schedule set")
+		}
+	})
+	t.Run("back up now refuses bad input", func(t *testing.T) {
+		resp, body := f.post(t, "/ui/cluster/backup-now", url.Values{"dest": {""}})
+		refused(t, resp, body, "dest")
+		resp, body = f.post(t, "/ui/cluster/backup-now", url.Values{"dest": {"backups/daily"}, "incremental": {"yes"}})
+		refused(t, resp, body, "dest")
+		// The form keeps what was posted, to be corrected.
+		if !strings.Contains(body, `name="dest" value="backups/daily"`) || !strings.Contains(body, `value="yes" checked>`) {
+			t.Errorf("the form does not hold the values posted: %s", body)
+		}
+		if got := runs(t); len(got) != 0 {
+			t.Fatalf("refused backups started runs: %v", got)
+		}
+	})
+	var full string
+	t.Run("back up now", func(t *testing.T) {
+		resp, body := f.post(t, "/ui/cluster/backup-now", url.Values{"dest": {dest}})
+		notice := done(t, resp, body, "started full backup ")
+		got := runs(t)
+		if len(got) != 1 || got[0].GetKind() != "full" || got[0].GetDest() != dest || !strings.Contains(notice, got[0].GetId()) {
+			t.Fatalf("after Back up now: runs %v, notice %q; want one full run to %s, named", got, notice, dest)
+		}
+		full = got[0].GetId()
+		waitDone(t, full)
+
+		resp, body = f.post(t, "/ui/cluster/backup-now", url.Values{"dest": {dest}, "incremental": {"yes"}})
+		done(t, resp, body, "started incremental backup ")
+		got = runs(t)
+		if len(got) != 2 || got[0].GetKind() != "incremental" || got[0].GetParent() != full {
+			t.Fatalf("after an incremental Back up now: runs %v, want an incremental on %s first", got, full)
+		}
+		waitDone(t, got[0].GetId())
+		_, page := f.get(t, "/ui/cluster")
+		if row := rowOf(page, got[0].GetId()); !strings.Contains(row, "incremental") || !strings.Contains(row, "on <code>"+full+"</code>") {
+			t.Errorf("the incremental run's row does not say what it builds on: %s", row)
+		}
+		// Back up now offers the destination of the newest run.
+		if !strings.Contains(page, `name="dest" value="`+dest+`"`) {
+			t.Errorf("Back up now does not offer %s", dest)
+		}
+	})
+	t.Run("cross-origin post refused", func(t *testing.T) {
+		resp, body := f.post(t, "/ui/cluster/backup-now", url.Values{"dest": {dest}}, "Sec-Fetch-Site", "cross-site")
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "cross-origin") {
+			t.Fatalf("cross-site Back up now = %d, want 403: %s", resp.StatusCode, body)
+		}
+		resp, _ = f.post(t, "/ui/cluster/backup-schedule", url.Values{"dest": {dest}, "every": {"1h"}}, "Sec-Fetch-Site", "", "Origin", "http://evil.example")
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("schedule set with a foreign Origin = %d, want 403", resp.StatusCode)
+		}
+		if n := len(runs(t)); n != 2 {
+			t.Errorf("refused posts left %d runs, want 2", n)
+		}
+		if sc := schedule(t); sc.GetEveryMs() != 0 {
+			t.Errorf("a refused post set the schedule: %v", sc)
+		}
+	})
+	t.Run("schedule refuses bad input", func(t *testing.T) {
+		resp, body := f.post(t, "/ui/cluster/backup-schedule", url.Values{"dest": {dest}, "every": {"abc"}})
+		refused(t, resp, body, "every")
+		if !strings.Contains(body, "&#34;abc&#34;") || !strings.Contains(body, `name="every" value="abc"`) {
+			t.Errorf("the error does not quote abc, or the form lost it: %s", body)
+		}
+		resp, body = f.post(t, "/ui/cluster/backup-schedule", url.Values{"dest": {dest}})
+		refused(t, resp, body, "every") // an empty every would clear the schedule
+		resp, body = f.post(t, "/ui/cluster/backup-schedule", url.Values{"every": {"1h"}})
+		refused(t, resp, body, "schedule.dest")
+		// A keep under full every: keep asks first, then the API refuses.
+		form := url.Values{"dest": {dest}, "every": {"1h"}, "full_every": {"24h"}, "keep": {"12h"}}
+		resp, body = f.post(t, "/ui/cluster/backup-schedule", form)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, "will be deleted") {
+			t.Fatalf("schedule with keep = %d, want the confirmation page: %s", resp.StatusCode, body)
+		}
+		form.Set("confirm", "yes")
+		resp, body = f.post(t, "/ui/cluster/backup-schedule", form)
+		refused(t, resp, body, "schedule.keep_ms")
+		if sc := schedule(t); sc.GetEveryMs() != 0 {
+			t.Fatalf("refused schedules set one: %v", sc)
+		}
+	})
+	t.Run("schedule set and cleared", func(t *testing.T) {
+		resp, body := f.post(t, "/ui/cluster/backup-schedule", url.Values{"dest": {dest}, "every": {"1h"}, "full_every": {"24h"}})
+		done(t, resp, body, "backup schedule set: to "+dest+" every 1h")
+		if sc := schedule(t); sc.GetDest() != dest || sc.GetEveryMs() != 3_600_000 || sc.GetFullEveryMs() != 86_400_000 || sc.GetKeepMs() != 0 {
+			t.Fatalf("GetBackupSchedule() = %v, want %s every 1h, full every 24h, keep all", sc, dest)
+		}
+		// The first scheduled backup starts at once; the page names it as
+		// the schedule's last run.
+		integration.Eventually(t, 60*time.Second, func() error {
+			_, body := f.get(t, "/ui/cluster")
+			if !strings.Contains(body, `<td><code>`+dest+`</code></td><td>1h</td><td>1d</td><td>all</td>`) {
+				return fmt.Errorf("the schedule is not shown: %s", body)
+			}
+			last := schedule(t).GetLastRunId()
+			if last == "" || !strings.Contains(rowOf(body, last), "<small>scheduled</small>") || !strings.Contains(body, "<code>"+last+"</code> <span class=\"status-") {
+				return fmt.Errorf("the scheduled run %q is not shown", last)
+			}
+			return nil
+		})
+
+		form := url.Values{"dest": {dest}, "every": {"1h"}, "full_every": {"24h"}, "keep": {"7d"}}
+		resp, body = f.post(t, "/ui/cluster/backup-schedule", form)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, "finished more than 7d ago will be deleted") {
+			t.Fatalf("schedule with keep 7d = %d, want the confirmation page: %s", resp.StatusCode, body)
+		}
+		if sc := schedule(t); sc.GetKeepMs() != 0 {
+			t.Fatalf("keep set before confirmation: %v", sc)
+		}
+		form.Set("confirm", "yes")
+		resp, body = f.post(t, "/ui/cluster/backup-schedule", form)
+		done(t, resp, body, "backup schedule set")
+		if sc := schedule(t); sc.GetKeepMs() != 7*24*3_600_000 {
+			t.Fatalf("GetBackupSchedule() = %v, want keep 7d", sc)
+		}
+		if _, body = f.get(t, "/ui/cluster"); !strings.Contains(body, "<td>1d</td><td>7d</td>") || !strings.Contains(body, `name="keep" value="7d"`) {
+			t.Errorf("the page does not show keep 7d: %s", body)
+		}
+
+		resp, body = f.post(t, "/ui/cluster/clear-backup-schedule", url.Values{})
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Clear the backup schedule?") || !strings.Contains(body, `href="/ui/cluster"`) {
+			t.Fatalf("clear = %d, want the confirmation page going back to the cluster: %s", resp.StatusCode, body)
+		}
+		if sc := schedule(t); sc.GetEveryMs() == 0 {
+			t.Fatalf("schedule cleared before confirmation")
+		}
+		resp, body = f.post(t, "/ui/cluster/clear-backup-schedule", url.Values{"confirm": {"yes"}})
+		done(t, resp, body, "backup schedule cleared")
+		if sc := schedule(t); sc.GetEveryMs() != 0 {
+			t.Fatalf("GetBackupSchedule() after clear = %v, want none", sc)
+		}
+		if _, body = f.get(t, "/ui/cluster"); !strings.Contains(body, "No backup schedule") {
+			t.Errorf("the page still shows a schedule after clear")
+		}
+	})
+}

@@ -26,23 +26,33 @@ const maxFormBytes = 2 << 20
 type confirmView struct {
 	Action   string // the form's URL
 	Question string
-	Topic    string
+	Back     string   // the page the action is taken on ("No, go back")
 	Fields   []header // the form's values, re-posted as hidden fields
 }
 
-// action runs one POST: it parses the form, asks for confirmation first
-// when question is not empty and the form lacks confirm=yes, runs do and
-// redirects back to the topic page with do's notice (Post/Redirect/Get),
-// or shows the topic page with do's error.
-func (h *Handler) action(w http.ResponseWriter, r *http.Request, question string, do func(ctx context.Context, topic string, form url.Values) (string, error)) {
+// actionPage is the page an action is taken on: its confirmation page
+// goes back to it, a done action redirects to it with the notice, and a
+// failed one shows it with the error.
+type actionPage struct {
+	nav  string // the tab the confirmation page highlights
+	path string // the page's path
+	// show renders the page for query q (the page's state an action
+	// returns to) with an action's error.
+	show func(w http.ResponseWriter, r *http.Request, q url.Values, err *apiError)
+}
+
+// act runs one POST taken on page pg: it parses the form, asks for
+// confirmation first when question answers one for the form and the form
+// lacks confirm=yes, runs do and redirects back to the page with do's
+// notice (Post/Redirect/Get), or shows the page with do's error.
+func (h *Handler) act(w http.ResponseWriter, r *http.Request, pg actionPage, question func(url.Values) string, do func(ctx context.Context, form url.Values) (string, error)) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
-		h.showTopic(w, r, url.Values{}, "", badInput("form", err.Error()))
+		pg.show(w, r, url.Values{}, badInput("form", err.Error()))
 		return
 	}
-	topic := r.PathValue("topic")
-	if question != "" && r.PostForm.Get("confirm") != "yes" {
-		v := &confirmView{Action: r.URL.Path, Question: question, Topic: topic}
+	if q := question(r.PostForm); q != "" && r.PostForm.Get("confirm") != "yes" {
+		v := &confirmView{Action: r.URL.Path, Question: q, Back: pg.path}
 		keys := make([]string, 0, len(r.PostForm))
 		for k := range r.PostForm {
 			keys = append(keys, k)
@@ -51,25 +61,41 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request, question string
 		for _, k := range keys {
 			v.Fields = append(v.Fields, header{k, r.PostForm.Get(k)})
 		}
-		h.render(w, r, http.StatusOK, "confirm", &page{Title: "Confirm", Nav: "topics", Data: v})
+		h.render(w, r, http.StatusOK, "confirm", &page{Title: "Confirm", Nav: pg.nav, Data: v})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	notice, err := do(ctx, topic, r.PostForm)
-	action := path.Base(r.URL.Path)
+	notice, err := do(ctx, r.PostForm)
+	fields := []zap.Field{zap.String("action", path.Base(r.URL.Path))}
+	if topic := r.PathValue("topic"); topic != "" {
+		fields = append(fields, zap.String("topic", topic))
+	}
+	fields = append(fields, zap.String("remote_addr", r.RemoteAddr))
 	if err != nil {
-		h.log.Info("ui action failed", zap.String("action", action), zap.String("topic", topic), zap.String("remote_addr", r.RemoteAddr), zap.Error(err))
+		h.log.Info("ui action failed", append(fields, zap.Error(err))...)
 	} else {
-		h.log.Info("ui action", zap.String("action", action), zap.String("topic", topic), zap.String("remote_addr", r.RemoteAddr), zap.String("outcome", notice))
+		h.log.Info("ui action", append(fields, zap.String("outcome", notice))...)
 	}
 	back := backQuery(r.PostForm.Get("back"))
 	if err != nil {
-		h.showTopic(w, r, back, "", toAPIError(err))
+		pg.show(w, r, back, toAPIError(err))
 		return
 	}
 	back.Set("notice", notice)
-	http.Redirect(w, r, "/ui/topics/"+url.PathEscape(topic)+"?"+back.Encode(), http.StatusSeeOther)
+	http.Redirect(w, r, pg.path+"?"+back.Encode(), http.StatusSeeOther)
+}
+
+// action runs one POST of the topic page (see act): do gets the path's
+// topic; question, when not empty, is asked first.
+func (h *Handler) action(w http.ResponseWriter, r *http.Request, question string, do func(ctx context.Context, topic string, form url.Values) (string, error)) {
+	topic := r.PathValue("topic")
+	pg := actionPage{nav: "topics", path: "/ui/topics/" + url.PathEscape(topic), show: func(w http.ResponseWriter, r *http.Request, q url.Values, err *apiError) {
+		h.showTopic(w, r, q, "", err)
+	}}
+	h.act(w, r, pg, func(url.Values) string { return question }, func(ctx context.Context, form url.Values) (string, error) {
+		return do(ctx, topic, form)
+	})
 }
 
 // backQuery is the topic page's query an action returns to (range,

@@ -26,6 +26,7 @@ type clusterView struct {
 	Shards       []shardRow
 	Operations   []*sundialv1.Operation
 	OperationErr *apiError // ListOperations may fail on its own
+	Backups      *backupsView
 }
 
 type nodeRow struct {
@@ -43,13 +44,26 @@ type shardRow struct {
 }
 
 func (h *Handler) clusterPage(w http.ResponseWriter, r *http.Request) {
+	h.showCluster(w, r, r.URL.Query().Get("notice"), nil)
+}
+
+// showCluster renders the Cluster page with a notice or the error of an
+// action (which sets the HTTP status).
+func (h *Handler) showCluster(w http.ResponseWriter, r *http.Request, notice string, actionErr *apiError) {
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	p := &page{Title: "Cluster", Nav: "cluster", Self: "/ui/cluster"}
+	p := &page{Title: "Cluster", Nav: "cluster", Notice: notice, Err: actionErr, Self: "/ui/cluster"}
+	code := http.StatusOK
+	if actionErr != nil {
+		code = actionErr.HTTPStatus
+	}
 	info, err := h.api.Admin.GetClusterInfo(ctx, &sundialv1.GetClusterInfoRequest{})
 	if err != nil {
-		p.Err = toAPIError(err)
-		h.render(w, r, p.Err.HTTPStatus, "cluster", p)
+		if p.Err == nil {
+			p.Err = toAPIError(err)
+			code = p.Err.HTTPStatus
+		}
+		h.render(w, r, code, "cluster", p)
 		return
 	}
 	v := &clusterView{Info: info}
@@ -86,8 +100,9 @@ func (h *Handler) clusterPage(w http.ResponseWriter, r *http.Request) {
 	} else {
 		v.Operations = ops.GetOperations()
 	}
+	v.Backups = h.backupsOf(ctx, r)
 	p.Data = v
-	h.render(w, r, http.StatusOK, "cluster", p)
+	h.render(w, r, code, "cluster", p)
 }
 
 // topicsView is the Topics page: one row per (topic, group).

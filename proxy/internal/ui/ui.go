@@ -36,6 +36,7 @@ type API struct {
 	Admin    sundialv1.AdminClient
 	Producer sundialv1.ProducerClient
 	Cluster  sundialv1.ClusterClient
+	Backups  sundialv1.BackupsClient
 }
 
 // Handler serves the admin UI under /ui/.
@@ -70,6 +71,9 @@ func New(api API, log *zap.Logger, opts Options) *Handler {
 	m.HandleFunc("POST /ui/login", h.login)
 	m.HandleFunc("POST /ui/logout", h.logout)
 	m.HandleFunc("GET /ui/cluster", h.clusterPage)
+	m.HandleFunc("POST /ui/cluster/backup-now", h.backupNow)
+	m.HandleFunc("POST /ui/cluster/backup-schedule", h.setBackupSchedule)
+	m.HandleFunc("POST /ui/cluster/clear-backup-schedule", h.clearBackupSchedule)
 	m.HandleFunc("GET /ui/topics", h.topicsPage)
 	m.HandleFunc("GET /ui/topics/{topic}", h.topicPage)
 	m.HandleFunc("POST /ui/topics/{topic}/publish", h.publish)
