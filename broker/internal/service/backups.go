@@ -40,7 +40,7 @@ type Backups struct {
 	runner *operator.Backups
 	peers  *peer.Conns
 	log    *zap.Logger
-	now      func() time.Time
+	now    func() time.Time
 }
 
 // NewBackups returns the Backups service.
