@@ -80,14 +80,6 @@ type BackupRun struct {
 	Captures map[EventShardID]*ShardCapture `json:"captures,omitempty"`
 }
 
-// Name is the file's name; empty for nil.
-func (f *BackupFile) GetName() string {
-	if f == nil {
-		return ""
-	}
-	return f.Name
-}
-
 // Clone is a deep copy.
 func (r *BackupRun) Clone() *BackupRun {
 	c := *r
@@ -236,7 +228,7 @@ type BackupSchedule struct {
 	LastRun      string `json:"last_run,omitempty"`
 }
 
-// Shortest schedule intervals.
+// MinBackupEveryMs is the shortest interval a backup schedule takes.
 const MinBackupEveryMs = 60_000
 
 // Valid says what is wrong with a schedule to be set, "" if nothing.

@@ -61,7 +61,7 @@ func TestBackupRuns(t *testing.T) {
 	}
 	step(&Command{Op: OpRecordBackup, Name: "b1", Error: "shard 101: unavailable"})
 	r := state(t, m).BackupRun("b1")
-	if r.Captures[sc.Shard].Index != 7 || r.Catalog.GetName() != "meta.sdb" || r.Error != "shard 101: unavailable" {
+	if r.Captures[sc.Shard].Index != 7 || r.Catalog == nil || r.Catalog.Name != "meta.sdb" || r.Error != "shard 101: unavailable" {
 		t.Fatalf("run b1 = %+v, want its capture, catalog and note", r)
 	}
 	if got := step(&Command{Op: OpFinishBackup, Name: "b1", NowMs: 2000}); got != ResultOK {

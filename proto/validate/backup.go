@@ -124,7 +124,7 @@ func s3Location(field string, u *url.URL) []apierr.FieldViolation {
 // s3Endpoint: host or host:port, without a scheme.
 func s3Endpoint(ep string) bool {
 	if ep == "" || strings.ContainsFunc(ep, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:[]", r))
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune(".-_:[]", r)
 	}) {
 		return false
 	}

@@ -49,7 +49,8 @@ type published map[string]struct {
 func (b backupClients) publish(ctx context.Context, t *testing.T, all published, msgs ...*sundialv1.Message) []string {
 	t.Helper()
 	var ids []string
-	framework.WaitFor(t, 30*time.Second, func() error {
+	framework.WaitFor(t, 30*time.Second, func() error { //nolint:contextcheck // each try uses the test's ctx; WaitFor bounds the retries
+
 		resp, err := b.producer.Publish(ctx, &sundialv1.PublishRequest{RequestId: fmt.Sprintf("bk-%d-%s", len(all), msgs[0].GetPayload()), Messages: msgs})
 		if err != nil {
 			return err
@@ -280,7 +281,9 @@ func firstShard(t *testing.T, dir, id string) uint64 {
 		t.Fatalf("no shard files in backup %s (%v)", id, err)
 	}
 	var shard uint64
-	fmt.Sscanf(filepath.Base(matches[0]), "shard-%d.sdb", &shard)
+	if _, err := fmt.Sscanf(filepath.Base(matches[0]), "shard-%d.sdb", &shard); err != nil {
+		t.Fatalf("shard file %s: %v", matches[0], err)
+	}
 	return shard
 }
 

@@ -230,7 +230,7 @@ func checkTarget(state *meta.State, target format.Manifest) error {
 		return &ShardsMismatchError{Backup: want, Cluster: have}
 	}
 	if target.StateFormat > keys.FormatVersion {
-		return &format.FormatError{What: "shard state", Found: int(target.StateFormat), Known: int(keys.FormatVersion)}
+		return &format.VersionError{What: "shard state", Found: int(target.StateFormat), Known: int(keys.FormatVersion)}
 	}
 	return nil
 }

@@ -108,7 +108,7 @@ func (m *MetaClient) ReadMeta(ctx context.Context) (*meta.State, error) {
 		if err == nil {
 			return v.(*meta.State), nil
 		}
-		if ctx.Err() != nil || errors.Is(err, dragonboat.ErrClosed) || !(errors.Is(err, dragonboat.ErrTimeout) || dragonboat.IsTempError(err)) {
+		if ctx.Err() != nil || errors.Is(err, dragonboat.ErrClosed) || (!errors.Is(err, dragonboat.ErrTimeout) && !dragonboat.IsTempError(err)) {
 			return nil, err
 		}
 		select {

@@ -383,7 +383,7 @@ func backupStatus(err error) (*status.Status, bool) {
 	var u *store.URLError
 	var mismatch *backup.ShardsMismatchError
 	var refused *backup.RestoreRefusedError
-	var ferr *format.FormatError
+	var ferr *format.VersionError
 	switch {
 	case errors.As(err, &u):
 		return status.Convert(apierr.InvalidArgument(apierr.FieldViolation{Field: "dest", Description: u.Error()})), true

@@ -27,7 +27,7 @@ func (f *Forwarder) Long(ctx context.Context, again func(error) bool, call Call)
 	search, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	backoff := MinBackoff
-	var last error = status.Error(codes.Unavailable, "no broker address known")
+	last := status.Error(codes.Unavailable, "no broker address known")
 	for {
 		f.mu.Lock()
 		addrs := routing.RotateAvoiding(f.brokerAddrs(), int(f.next.Add(1)), f.slow, time.Now())

@@ -103,8 +103,7 @@ func Expired(all []Manifest, now time.Time, keep time.Duration) []string {
 		byID[m.ID] = m
 	}
 	kept := map[string]bool{}
-	var keepChain func(m Manifest)
-	keepChain = func(m Manifest) {
+	keepChain := func(m Manifest) {
 		for !kept[m.ID] {
 			kept[m.ID] = true
 			p, ok := byID[m.Parent]

@@ -32,10 +32,14 @@ func bk(id, parent string, finished int64, shards ...string) Manifest {
 	for _, s := range shards {
 		var e ShardEntry
 		if strings.Contains(s, "f") {
-			fmt.Sscanf(s, "%df@%d", &e.Shard, &e.Index)
+			if _, err := fmt.Sscanf(s, "%df@%d", &e.Shard, &e.Index); err != nil {
+				panic(fmt.Sprintf("bk: shard %q is not <n>f@<index>: %v", s, err))
+			}
 			e.Kind = KindFull
 		} else {
-			fmt.Sscanf(s, "%di%d@%d", &e.Shard, &e.Since, &e.Index)
+			if _, err := fmt.Sscanf(s, "%di%d@%d", &e.Shard, &e.Since, &e.Index); err != nil {
+				panic(fmt.Sprintf("bk: shard %q is not <n>i<since>@<index>: %v", s, err))
+			}
 			e.Kind = KindIncremental
 		}
 		e.FileEntry = FileEntry{Name: ShardFileName(id, e.Shard), SHA256: sumA}

@@ -17,7 +17,7 @@
 // A Reader returns io.EOF only after a complete end whose count and
 // checksum match the bytes it read, and nothing after it: a file cut short
 // reads as ErrTruncated, one altered as ErrCorrupt, one from a newer
-// Sundial as *FormatError. A Writer's Summary carries the SHA-256 of the
+// Sundial as *VersionError. A Writer's Summary carries the SHA-256 of the
 // whole file, end included, which the manifest records.
 //
 // A destination holds each backup under backups/<id>/: shard-<n>.sdb per

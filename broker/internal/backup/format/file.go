@@ -90,16 +90,16 @@ var (
 	errClosed = errors.New("format: writer closed")
 )
 
-// FormatError refuses a backup file or manifest written in a format newer
+// VersionError refuses a backup file or manifest written in a format newer
 // than this binary reads.
-type FormatError struct {
+type VersionError struct {
 	// What is "backup file" or "manifest".
 	What string
 	// Found is the format read; Known the newest this binary reads.
 	Found, Known int
 }
 
-func (e *FormatError) Error() string {
+func (e *VersionError) Error() string {
 	return fmt.Sprintf("format: %s in format %d, newer than format %d this sundial reads: "+
 		"it was written by a newer Sundial; upgrade to read it", e.What, e.Found, e.Known)
 }
@@ -123,6 +123,8 @@ type Summary struct {
 // Writer writes a backup file. Its methods buffer; Close writes the end
 // and flushes. An error is sticky: every later call returns it.
 type Writer struct {
+	// bw buffers writes to hw. Its first write error is kept in err,
+	// after which nothing more is written.
 	bw      *bufio.Writer
 	hw      hashWriter
 	records uint64
@@ -149,7 +151,7 @@ func (hw *hashWriter) Write(p []byte) (int, error) {
 // MaxHeaderBytes.
 func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	if err := h.validate(); err != nil {
-		return nil, fmt.Errorf("format: %s", err)
+		return nil, fmt.Errorf("format: %w", err)
 	}
 	js, err := json.Marshal(h)
 	if err != nil {
@@ -160,22 +162,58 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	}
 	bw := &Writer{hw: hashWriter{w: w, h: sha256.New()}}
 	bw.bw = bufio.NewWriterSize(&bw.hw, 256<<10)
-	bw.bw.WriteString(Magic)
+	bw.writeString(Magic)
 	bw.uvarint(FormatVersion)
 	bw.uvarint(uint64(len(js)))
-	bw.bw.Write(js)
+	bw.write(js)
+	// A header the buffer could not write through leaves err set: every
+	// later call returns it.
 	return bw, nil
+}
+
+// setErr keeps err, the first write error, for every later call.
+func (w *Writer) setErr(err error) {
+	w.err = fmt.Errorf("format: write: %w", err)
+}
+
+// write, writeString and writeByte buffer their bytes unless an earlier
+// write failed; a failure is kept in w.err.
+func (w *Writer) write(b []byte) {
+	if w.err != nil {
+		return
+	}
+	if _, err := w.bw.Write(b); err != nil {
+		w.setErr(err)
+	}
+}
+
+func (w *Writer) writeString(s string) {
+	if w.err != nil {
+		return
+	}
+	if _, err := w.bw.WriteString(s); err != nil {
+		w.setErr(err)
+	}
+}
+
+func (w *Writer) writeByte(b byte) {
+	if w.err != nil {
+		return
+	}
+	if err := w.bw.WriteByte(b); err != nil {
+		w.setErr(err)
+	}
 }
 
 func (w *Writer) uvarint(v uint64) {
 	n := binary.PutUvarint(w.scratch[:], v)
-	w.bw.Write(w.scratch[:n])
+	w.write(w.scratch[:n])
 }
 
 // chunk writes a length-prefixed key or value.
 func (w *Writer) chunk(b []byte) {
 	w.uvarint(uint64(len(b)))
-	w.bw.Write(b)
+	w.write(b)
 }
 
 func (w *Writer) check(what string, b []byte) error {
@@ -196,11 +234,11 @@ func (w *Writer) Set(key, value []byte) error {
 	if err := w.check("value", value); err != nil {
 		return err
 	}
-	w.bw.WriteByte(byte(OpSet))
+	w.writeByte(byte(OpSet))
 	w.chunk(key)
 	w.chunk(value)
 	w.records++
-	return w.flushErr()
+	return w.err
 }
 
 // Delete writes a record deleting key.
@@ -208,21 +246,9 @@ func (w *Writer) Delete(key []byte) error {
 	if err := w.check("key", key); err != nil {
 		return err
 	}
-	w.bw.WriteByte(byte(OpDelete))
+	w.writeByte(byte(OpDelete))
 	w.chunk(key)
 	w.records++
-	return w.flushErr()
-}
-
-// flushErr notes an error the buffer met writing through.
-func (w *Writer) flushErr() error {
-	if w.err == nil {
-		// bufio keeps its first write error and returns it from every
-		// later write, even an empty one.
-		if _, err := w.bw.Write(nil); err != nil {
-			w.err = fmt.Errorf("format: write: %w", err)
-		}
-	}
 	return w.err
 }
 
@@ -233,15 +259,18 @@ func (w *Writer) Close() (Summary, error) {
 		return Summary{}, w.err
 	}
 	if err := w.bw.Flush(); err != nil {
-		w.err = fmt.Errorf("format: write: %w", err)
+		w.setErr(err)
 		return Summary{}, w.err
 	}
 	sum := w.hw.h.Sum(nil) // every byte before the end op
-	w.bw.WriteByte(byte(opEnd))
+	w.writeByte(byte(opEnd))
 	w.uvarint(w.records)
-	w.bw.Write(sum)
+	w.write(sum)
+	if w.err != nil {
+		return Summary{}, w.err
+	}
 	if err := w.bw.Flush(); err != nil {
-		w.err = fmt.Errorf("format: write: %w", err)
+		w.setErr(err)
 		return Summary{}, w.err
 	}
 	w.err = errClosed

@@ -49,9 +49,9 @@ func readFile(data []byte) (Header, []Record, error) {
 	var recs []Record
 	for {
 		rec, err := r.Next()
-		if err == io.EOF {
-			if again, err2 := r.Next(); err2 != io.EOF {
-				return Header{}, nil, fmt.Errorf("Next after io.EOF = %v, %v", again, err2)
+		if errors.Is(err, io.EOF) {
+			if again, err2 := r.Next(); !errors.Is(err2, io.EOF) {
+				return Header{}, nil, fmt.Errorf("Next after io.EOF = %v, %w", again, err2)
 			}
 			return r.Header(), recs, nil
 		}
@@ -166,9 +166,9 @@ func TestAlteredAtEveryByte(t *testing.T) {
 			altered := bytes.Clone(data)
 			altered[i] ^= x
 			_, _, err := readFile(altered)
-			var fe *FormatError
+			var fe *VersionError
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTruncated) && !errors.As(err, &fe) {
-				t.Errorf("read(byte %d ^ 0x%02x) = %v, want ErrCorrupt, ErrTruncated or *FormatError", i, x, err)
+				t.Errorf("read(byte %d ^ 0x%02x) = %v, want ErrCorrupt, ErrTruncated or *VersionError", i, x, err)
 			}
 		}
 	}
@@ -222,9 +222,9 @@ func TestNewerFormat(t *testing.T) {
 	data := smallFile(t)
 	data[len(Magic)] = FormatVersion + 1
 	_, err := NewReader(bytes.NewReader(data))
-	var fe *FormatError
+	var fe *VersionError
 	if !errors.As(err, &fe) || fe.Found != FormatVersion+1 || fe.Known != FormatVersion {
-		t.Fatalf("NewReader(format %d) = %v, want *FormatError{Found: %d, Known: %d}", FormatVersion+1, err, FormatVersion+1, FormatVersion)
+		t.Fatalf("NewReader(format %d) = %v, want *VersionError{Found: %d, Known: %d}", FormatVersion+1, err, FormatVersion+1, FormatVersion)
 	}
 	for _, w := range []string{"newer Sundial", "upgrade"} {
 		if !strings.Contains(err.Error(), w) {
@@ -305,9 +305,9 @@ func FuzzReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, recs, err := readFile(data)
 		if err != nil {
-			var fe *FormatError
+			var fe *VersionError
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTruncated) && !errors.As(err, &fe) {
-				t.Fatalf("read = %v, want ErrCorrupt, ErrTruncated or *FormatError", err)
+				t.Fatalf("read = %v, want ErrCorrupt, ErrTruncated or *VersionError", err)
 			}
 			return
 		}
@@ -352,7 +352,7 @@ func BenchmarkReader(b *testing.B) {
 			b.Fatal(err)
 		}
 		for {
-			if _, err := r.Next(); err == io.EOF {
+			if _, err := r.Next(); errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
 				b.Fatal(err)

@@ -88,7 +88,7 @@ func MarshalManifest(m Manifest) ([]byte, error) {
 	}
 	m.Shards = slices.SortedFunc(slices.Values(m.Shards), func(a, b ShardEntry) int { return cmp.Compare(a.Shard, b.Shard) })
 	if err := m.validate(); err != nil {
-		return nil, fmt.Errorf("format: manifest %s: %s", m.ID, err)
+		return nil, fmt.Errorf("format: manifest %s: %w", m.ID, err)
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -98,7 +98,7 @@ func MarshalManifest(m Manifest) ([]byte, error) {
 }
 
 // ParseManifest decodes and checks a manifest: a format newer than
-// ManifestFormat is a *FormatError; a manifest that is not valid wraps
+// ManifestFormat is a *VersionError; a manifest that is not valid wraps
 // ErrCorrupt. Valid: a backup ID, known kinds, a parent for an
 // incremental backup (none for a full one), each shard once, files named
 // with sizes and hex SHA-256 checksums.
@@ -107,21 +107,21 @@ func ParseManifest(b []byte) (Manifest, error) {
 		Format int `json:"format"`
 	}
 	if err := json.Unmarshal(b, &probe); err != nil {
-		return Manifest{}, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
+		return Manifest{}, fmt.Errorf("%w: manifest: %w", ErrCorrupt, err)
 	}
 	if probe.Format > ManifestFormat {
-		return Manifest{}, &FormatError{What: "manifest", Found: probe.Format, Known: ManifestFormat}
+		return Manifest{}, &VersionError{What: "manifest", Found: probe.Format, Known: ManifestFormat}
 	}
 	var m Manifest
 	d := json.NewDecoder(bytes.NewReader(b))
 	if err := d.Decode(&m); err != nil {
-		return Manifest{}, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
+		return Manifest{}, fmt.Errorf("%w: manifest: %w", ErrCorrupt, err)
 	}
 	if _, err := d.Token(); err != io.EOF {
 		return Manifest{}, fmt.Errorf("%w: manifest: bytes after the JSON object", ErrCorrupt)
 	}
 	if err := m.validate(); err != nil {
-		return Manifest{}, fmt.Errorf("%w: manifest %s: %s", ErrCorrupt, m.ID, err)
+		return Manifest{}, fmt.Errorf("%w: manifest %s: %w", ErrCorrupt, m.ID, err)
 	}
 	return m, nil
 }
@@ -162,12 +162,12 @@ func (m Manifest) validate() error {
 			return fmt.Errorf("shard %d: negative counts", e.Shard)
 		}
 		seen[e.Shard] = true
-		if err := e.FileEntry.validate(); err != nil {
-			return fmt.Errorf("shard %d: %s", e.Shard, err)
+		if err := e.validate(); err != nil {
+			return fmt.Errorf("shard %d: %w", e.Shard, err)
 		}
 	}
 	if err := m.Meta.validate(); err != nil {
-		return fmt.Errorf("meta: %s", err)
+		return fmt.Errorf("meta: %w", err)
 	}
 	return nil
 }

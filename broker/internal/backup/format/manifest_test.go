@@ -122,9 +122,9 @@ func TestParseManifestRefuses(t *testing.T) {
 func TestParseManifestNewerFormat(t *testing.T) {
 	// A newer manifest may change anything: only its format is read.
 	_, err := ParseManifest([]byte(`{"format": 2, "id": 7, "shards": "elsewhere"}`))
-	var fe *FormatError
+	var fe *VersionError
 	if !errors.As(err, &fe) || fe.Found != 2 || fe.Known != ManifestFormat || !strings.Contains(err.Error(), "newer Sundial") {
-		t.Fatalf("ParseManifest(format 2) = %v, want *FormatError{Found: 2, Known: %d} saying newer Sundial", err, ManifestFormat)
+		t.Fatalf("ParseManifest(format 2) = %v, want *VersionError{Found: 2, Known: %d} saying newer Sundial", err, ManifestFormat)
 	}
 }
 

@@ -33,7 +33,7 @@ type Reader struct {
 const readBufBytes = 256 << 10
 
 // NewReader reads the magic, version and header of the backup file r
-// holds. A file of a newer format is a *FormatError; one that is not a
+// holds. A file of a newer format is a *VersionError; one that is not a
 // backup file wraps ErrCorrupt (or ErrTruncated, if it ends first).
 func NewReader(r io.Reader) (*Reader, error) {
 	br := &Reader{src: r, buf: make([]byte, readBufBytes), h: sha256.New()}
@@ -57,7 +57,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	case v == 0:
 		return nil, fmt.Errorf("%w: format version 0", ErrCorrupt)
 	case v > FormatVersion:
-		return nil, &FormatError{What: "backup file", Found: int(min(v, 1<<31)), Known: FormatVersion}
+		return nil, &VersionError{What: "backup file", Found: int(min(v, 1<<31)), Known: FormatVersion}
 	}
 	n, err := br.uvarint()
 	if err != nil {
@@ -72,10 +72,10 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, br.fail(err, "header")
 	}
 	if err := json.Unmarshal(js, &br.header); err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
 	}
 	if err := br.header.validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return br, nil
 }
@@ -203,7 +203,7 @@ func (r *Reader) fill(n int) error {
 	}
 	for empty := 0; r.end-r.pos < n; {
 		if r.srcErr != nil {
-			if r.srcErr == io.EOF {
+			if errors.Is(r.srcErr, io.EOF) {
 				return io.ErrUnexpectedEOF
 			}
 			return r.srcErr

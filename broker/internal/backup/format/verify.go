@@ -183,7 +183,7 @@ func readAll(r io.Reader) (Header, uint64, error) {
 		return Header{}, 0, err
 	}
 	for {
-		if _, err := br.Next(); err == io.EOF {
+		if _, err := br.Next(); errors.Is(err, io.EOF) {
 			return br.Header(), br.Records(), nil
 		} else if err != nil {
 			return Header{}, 0, err

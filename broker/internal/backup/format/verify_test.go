@@ -25,16 +25,16 @@ func dest(t *testing.T) (store.Store, string) {
 	return s, dir
 }
 
-func putBytes(t *testing.T, s store.Store, name string, b []byte) {
+func putBytes(ctx context.Context, t *testing.T, s store.Store, name string, b []byte) {
 	t.Helper()
-	if err := s.Put(context.Background(), name, bytes.NewReader(b), int64(len(b))); err != nil {
+	if err := s.Put(ctx, name, bytes.NewReader(b), int64(len(b))); err != nil {
 		t.Fatalf("Put(%s) = %v", name, err)
 	}
 }
 
 // storeBackup writes a full backup id of shards 1 and 2 (records each)
 // and the meta catalog to s, manifest last, and answers the manifest.
-func storeBackup(t *testing.T, s store.Store, id string, records int) Manifest {
+func storeBackup(ctx context.Context, t *testing.T, s store.Store, id string, records int) Manifest {
 	t.Helper()
 	m := Manifest{ID: id, Kind: KindFull, ClusterID: "c-1", ShardCount: 2, CreatedUnixMs: 1, FinishedUnixMs: 2}
 	for shard := uint64(1); shard <= 2; shard++ {
@@ -45,20 +45,20 @@ func storeBackup(t *testing.T, s store.Store, id string, records int) Manifest {
 		h := Header{Kind: KindShard, BackupID: id, ClusterID: "c-1", Shard: shard, Index: 100 * shard}
 		data, sum := write(t, h, recs)
 		name := ShardFileName(id, shard)
-		putBytes(t, s, name, data)
+		putBytes(ctx, t, s, name, data)
 		m.Shards = append(m.Shards, ShardEntry{Shard: shard, Index: h.Index, Kind: KindFull,
 			FileEntry: FileEntry{Name: name, Bytes: sum.Bytes, SHA256: sum.SHA256}, Records: int64(sum.Records)})
 		m.Bytes += sum.Bytes
 	}
 	data, sum := write(t, Header{Kind: KindMeta, BackupID: id, ClusterID: "c-1"}, []Record{set("topic/orders", "{}")})
-	putBytes(t, s, MetaFileName(id), data)
+	putBytes(ctx, t, s, MetaFileName(id), data)
 	m.Meta = FileEntry{Name: MetaFileName(id), Bytes: sum.Bytes, SHA256: sum.SHA256}
 	m.Bytes += sum.Bytes
 	b, err := MarshalManifest(m)
 	if err != nil {
 		t.Fatalf("MarshalManifest = %v", err)
 	}
-	putBytes(t, s, ManifestName(id), b)
+	putBytes(ctx, t, s, ManifestName(id), b)
 	m.Format = ManifestFormat
 	return m
 }
@@ -66,11 +66,11 @@ func storeBackup(t *testing.T, s store.Store, id string, records int) Manifest {
 func TestListManifests(t *testing.T) {
 	ctx := context.Background()
 	s, _ := dest(t)
-	storeBackup(t, s, idB, 3)
-	storeBackup(t, s, idA, 3)
-	putBytes(t, s, ShardFileName(idC, 1), []byte("half a backup")) // no manifest: unfinished
-	putBytes(t, s, "backups/not-an-id/MANIFEST.json", []byte("{}"))
-	putBytes(t, s, "elsewhere/MANIFEST.json", []byte("{}"))
+	storeBackup(ctx, t, s, idB, 3)
+	storeBackup(ctx, t, s, idA, 3)
+	putBytes(ctx, t, s, ShardFileName(idC, 1), []byte("half a backup")) // no manifest: unfinished
+	putBytes(ctx, t, s, "backups/not-an-id/MANIFEST.json", []byte("{}"))
+	putBytes(ctx, t, s, "elsewhere/MANIFEST.json", []byte("{}"))
 
 	ms, err := ListManifests(ctx, s)
 	if err != nil || !slices.Equal(ids(ms), []string{idA, idB}) {
@@ -82,7 +82,7 @@ func TestListManifests(t *testing.T) {
 	}
 
 	// A manifest that cannot be read fails the listing, naming it.
-	putBytes(t, s, ManifestName(idD), []byte(`{"format": 1, "id": "`+idD+`"`))
+	putBytes(ctx, t, s, ManifestName(idD), []byte(`{"format": 1, "id": "`+idD+`"`))
 	if _, err := ListManifests(ctx, s); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), ManifestName(idD)) {
 		t.Fatalf("ListManifests with a broken manifest = %v, want ErrCorrupt naming %s", err, ManifestName(idD))
 	}
@@ -91,7 +91,7 @@ func TestListManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putBytes(t, s, ManifestName(idD), b)
+	putBytes(ctx, t, s, ManifestName(idD), b)
 	if _, err := ListManifests(ctx, s); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "names backup "+idA) {
 		t.Fatalf("ListManifests with a misplaced manifest = %v, want ErrCorrupt saying it names %s", err, idA)
 	}
@@ -100,7 +100,7 @@ func TestListManifests(t *testing.T) {
 func TestVerify(t *testing.T) {
 	ctx := context.Background()
 	s, _ := dest(t)
-	m := storeBackup(t, s, idA, 50)
+	m := storeBackup(ctx, t, s, idA, 50)
 	var calls [][2]int64
 	if err := Verify(ctx, s, m, func(done, total int64) { calls = append(calls, [2]int64{done, total}) }); err != nil {
 		t.Fatalf("Verify = %v", err)
@@ -151,7 +151,7 @@ func TestVerifyFinds(t *testing.T) {
 		}, store.ErrNotFound, []string{MetaFileName(idA), "missing"}},
 		{"replaced by another valid file", func(t *testing.T, s store.Store, dir string, m *Manifest) {
 			data, _ := write(t, Header{Kind: KindShard, BackupID: idA, ClusterID: "c-1", Shard: 1, Index: 100}, []Record{set("a", "b")})
-			putBytes(t, s, shard1, data)
+			putBytes(ctx, t, s, shard1, data)
 		}, ErrCorrupt, []string{shard1, "was altered"}},
 		{"manifest with another checksum", func(t *testing.T, s store.Store, dir string, m *Manifest) {
 			m.Shards[1].SHA256 = sumA
@@ -163,13 +163,13 @@ func TestVerifyFinds(t *testing.T) {
 			m.Shards[0].Records++
 		}, ErrCorrupt, []string{shard1, "holds 50 records, the manifest says 51"}},
 		{"meta from another backup", func(t *testing.T, s store.Store, dir string, m *Manifest) {
-			m.Meta = storeBackup(t, s, idB, 1).Meta
+			m.Meta = storeBackup(ctx, t, s, idB, 1).Meta
 		}, ErrCorrupt, []string{MetaFileName(idB), "of backup " + idB}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, dir := dest(t)
-			m := storeBackup(t, s, idA, 50)
+			m := storeBackup(ctx, t, s, idA, 50)
 			tt.damage(t, s, dir, &m)
 			err := Verify(ctx, s, m, nil)
 			if !errors.Is(err, tt.want) {
@@ -186,7 +186,7 @@ func TestVerifyFinds(t *testing.T) {
 
 func TestVerifyFileCancelled(t *testing.T) {
 	s, _ := dest(t)
-	m := storeBackup(t, s, idA, 5)
+	m := storeBackup(context.Background(), t, s, idA, 5)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := VerifyFile(ctx, s, m.Shards[0].FileEntry); !errors.Is(err, context.Canceled) {

@@ -229,7 +229,7 @@ func checkEndpoint(ep string) error {
 		return fmt.Errorf("endpoint %q has a scheme: give host or host:port, and tls=false for plain http", ep)
 	}
 	for _, r := range ep {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:[]", r)) {
+		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune(".-_:[]", r) {
 			return fmt.Errorf("endpoint %q is not host or host:port", ep)
 		}
 	}

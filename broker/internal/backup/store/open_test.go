@@ -96,6 +96,7 @@ func TestOpenRefusesURL(t *testing.T) {
 }
 
 func TestCredentials(t *testing.T) {
+	ctx := context.Background()
 	dir := t.TempDir()
 	writeFile := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -136,8 +137,8 @@ region = ignored
 			if err != nil {
 				t.Fatalf("Open = %v", err)
 			}
-			put(t, s, "x", "signed")
-			if got := read(t, s, "x"); got != "signed" {
+			put(ctx, t, s, "x", "signed")
+			if got := read(ctx, t, s, "x"); got != "signed" {
 				t.Fatalf("Open(x) read %q, want signed", got)
 			}
 			if tokens := f.sessionTokens(); len(tokens) == 0 || slices.ContainsFunc(tokens, func(tok string) bool { return tok != tt.wantToken }) {

@@ -34,7 +34,9 @@ func (f *flaky) fail(op string) error {
 
 func (f *flaky) Put(_ context.Context, name string, r io.ReadSeeker, size int64) error {
 	if err := f.fail("put"); err != nil {
-		io.CopyN(io.Discard, r, size/2)
+		if _, cerr := io.CopyN(io.Discard, r, size/2); cerr != nil {
+			return fmt.Errorf("flaky put: reading the body before failing: %w", cerr)
+		}
 		return err
 	}
 	b, err := io.ReadAll(io.LimitReader(r, size))
@@ -155,7 +157,9 @@ func TestRetryingPutRewinds(t *testing.T) {
 	f := newFlaky(2, errPassing)
 	s := Retrying(f, tinyPolicy, nil)
 	r := strings.NewReader("0123456789")
-	r.Seek(7, io.SeekStart) // even a reader handed over part-read
+	if _, err := r.Seek(7, io.SeekStart); err != nil { // even a reader handed over part-read
+		t.Fatalf("Seek = %v", err)
+	}
 	if err := s.Put(context.Background(), "obj", r, 10); err != nil {
 		t.Fatalf("Put = %v", err)
 	}

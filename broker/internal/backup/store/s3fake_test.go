@@ -40,8 +40,10 @@ func newFakeS3(t *testing.T, keyID string, buckets ...string) *fakeS3 {
 		if got := accessKeyID(r.Header.Get("Authorization")); got != keyID {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusForbidden)
-			w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId</Code>` +
-				`<Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>`))
+			if _, err := w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId</Code>` +
+				`<Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>`)); err != nil {
+				t.Logf("fake S3: writing the 403 body: %v", err)
+			}
 			return
 		}
 		f.mu.Lock()

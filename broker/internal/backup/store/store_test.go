@@ -41,16 +41,16 @@ var kinds = []struct {
 	}},
 }
 
-func put(t *testing.T, s Store, name, body string) {
+func put(ctx context.Context, t *testing.T, s Store, name, body string) {
 	t.Helper()
-	if err := s.Put(context.Background(), name, strings.NewReader(body), int64(len(body))); err != nil {
+	if err := s.Put(ctx, name, strings.NewReader(body), int64(len(body))); err != nil {
 		t.Fatalf("Put(%q) = %v", name, err)
 	}
 }
 
-func read(t *testing.T, s Store, name string) string {
+func read(ctx context.Context, t *testing.T, s Store, name string) string {
 	t.Helper()
-	rc, err := s.Open(context.Background(), name)
+	rc, err := s.Open(ctx, name)
 	if err != nil {
 		t.Fatalf("Open(%q) = %v", name, err)
 	}
@@ -79,14 +79,14 @@ func TestStoreBehaviour(t *testing.T) {
 		run  func(t *testing.T, s Store)
 	}{
 		{"put then open", func(t *testing.T, s Store) {
-			put(t, s, "backups/a/shard-1.sdb", "hello")
-			if got := read(t, s, "backups/a/shard-1.sdb"); got != "hello" {
+			put(ctx, t, s, "backups/a/shard-1.sdb", "hello")
+			if got := read(ctx, t, s, "backups/a/shard-1.sdb"); got != "hello" {
 				t.Fatalf("Open(backups/a/shard-1.sdb) read %q, want %q", got, "hello")
 			}
 		}},
 		{"empty object", func(t *testing.T, s Store) {
-			put(t, s, "empty", "")
-			if got := read(t, s, "empty"); got != "" {
+			put(ctx, t, s, "empty", "")
+			if got := read(ctx, t, s, "empty"); got != "" {
 				t.Fatalf("Open(empty) read %q, want nothing", got)
 			}
 			objs, err := s.List(ctx, "")
@@ -95,9 +95,9 @@ func TestStoreBehaviour(t *testing.T) {
 			}
 		}},
 		{"overwrite", func(t *testing.T, s Store) {
-			put(t, s, "x/MANIFEST.json", "first and longer")
-			put(t, s, "x/MANIFEST.json", "second")
-			if got := read(t, s, "x/MANIFEST.json"); got != "second" {
+			put(ctx, t, s, "x/MANIFEST.json", "first and longer")
+			put(ctx, t, s, "x/MANIFEST.json", "second")
+			if got := read(ctx, t, s, "x/MANIFEST.json"); got != "second" {
 				t.Fatalf("Open after overwrite read %q, want %q", got, "second")
 			}
 			objs, err := s.List(ctx, "x/")
@@ -106,15 +106,15 @@ func TestStoreBehaviour(t *testing.T) {
 			}
 		}},
 		{"open missing", func(t *testing.T, s Store) {
-			put(t, s, "present", "1")
+			put(ctx, t, s, "present", "1")
 			_, err := s.Open(ctx, "absent/thing")
 			if !errors.Is(err, ErrNotFound) {
 				t.Fatalf("Open(absent/thing) = %v, want ErrNotFound", err)
 			}
 		}},
 		{"delete", func(t *testing.T, s Store) {
-			put(t, s, "backups/b/shard-1.sdb", "one")
-			put(t, s, "backups/b/shard-2.sdb", "two")
+			put(ctx, t, s, "backups/b/shard-1.sdb", "one")
+			put(ctx, t, s, "backups/b/shard-2.sdb", "two")
 			if err := s.Delete(ctx, "backups/b/shard-1.sdb"); err != nil {
 				t.Fatalf("Delete = %v", err)
 			}
@@ -128,8 +128,8 @@ func TestStoreBehaviour(t *testing.T) {
 			if err := s.Delete(ctx, "backups/b/shard-2.sdb"); err != nil {
 				t.Fatalf("Delete(last) = %v", err)
 			}
-			put(t, s, "backups/b/shard-3.sdb", "three") // into a directory the delete emptied
-			if got := read(t, s, "backups/b/shard-3.sdb"); got != "three" {
+			put(ctx, t, s, "backups/b/shard-3.sdb", "three") // into a directory the delete emptied
+			if got := read(ctx, t, s, "backups/b/shard-3.sdb"); got != "three" {
 				t.Fatalf("Open after re-put read %q, want three", got)
 			}
 		}},
@@ -140,7 +140,7 @@ func TestStoreBehaviour(t *testing.T) {
 		}},
 		{"list with prefix", func(t *testing.T, s Store) {
 			for _, n := range []string{"backups/b/2", "other", "backups/a/y", "backups/a/x", "backups/ab/z", "backupsx"} {
-				put(t, s, n, n)
+				put(ctx, t, s, n, n)
 			}
 			tests := []struct {
 				prefix string
@@ -209,7 +209,7 @@ func TestStoreBehaviour(t *testing.T) {
 			if err := s.Put(ctx, "big", bytes.NewReader(body), int64(len(body))); err != nil {
 				t.Fatalf("Put(1 MiB) = %v", err)
 			}
-			if got := read(t, s, "big"); got != string(body) {
+			if got := read(ctx, t, s, "big"); got != string(body) {
 				t.Fatalf("Open(big) read %d bytes, not the %d put", len(got), len(body))
 			}
 		}},
@@ -234,7 +234,7 @@ func TestFileStoreLeavesNoTemporaryFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open = %v", err)
 	}
-	put(t, s, "backups/a/shard-1.sdb", "ok")
+	put(ctx, t, s, "backups/a/shard-1.sdb", "ok")
 	if err := s.Put(ctx, "backups/a/shard-2.sdb", strings.NewReader("ab"), 5); err == nil {
 		t.Fatalf("Put(short) = nil, want an error")
 	}
@@ -286,6 +286,7 @@ func TestFileStoreMissingRootListsNothing(t *testing.T) {
 // TestS3Prefix checks that a store under a prefix keeps its objects there
 // and lists only them.
 func TestS3Prefix(t *testing.T) {
+	ctx := context.Background()
 	f := newFakeS3(t, testKeyID, "sundial")
 	cfg := Config{Getenv: env(map[string]string{"AWS_ACCESS_KEY_ID": testKeyID, "AWS_SECRET_ACCESS_KEY": testSecret})}
 	root, err := Open(f.url("sundial", ""), cfg)
@@ -296,12 +297,12 @@ func TestS3Prefix(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open(prod/eu) = %v", err)
 	}
-	put(t, sub, "backups/a", "in prefix")
-	put(t, root, "prod/other", "beside it")
-	if got := read(t, root, "prod/eu/backups/a"); got != "in prefix" {
+	put(ctx, t, sub, "backups/a", "in prefix")
+	put(ctx, t, root, "prod/other", "beside it")
+	if got := read(ctx, t, root, "prod/eu/backups/a"); got != "in prefix" {
 		t.Fatalf("root Open(prod/eu/backups/a) read %q, want %q", got, "in prefix")
 	}
-	objs, err := sub.List(context.Background(), "")
+	objs, err := sub.List(ctx, "")
 	if got := names(objs); err != nil || !slices.Equal(got, []string{"backups/a"}) {
 		t.Fatalf("prefixed List(\"\") = %v, %v, want [backups/a]", got, err)
 	}
