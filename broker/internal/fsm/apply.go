@@ -113,6 +113,9 @@ func (a *applier) apply(c *fsmpb.Command) (*fsmpb.Outcome, error) {
 
 // counter returns the counters of a group, loaded once per run.
 func (a *applier) counter(topic, group string) (*fsmpb.Counters, error) {
+	// The counters are written once per run (flushCounters) but changed
+	// by entries: each entry that reads one for a change journals it.
+	a.touch(keys.Counter(a.shard, topic, group))
 	k := counterKey{topic, group}
 	if c, ok := a.counters[k]; ok {
 		return c, nil
@@ -171,10 +174,15 @@ func (a *applier) flushCounters() error {
 		c := a.counters[k]
 		key := keys.Counter(a.shard, k.topic, k.group)
 		var err error
+		// Written without a journal touch: the entries that changed the
+		// counter touched it (counter).
 		if c.Pending == 0 && c.InFlight == 0 && c.DeadLettered == 0 {
-			err = a.del(key)
+			err = a.b.Delete(key, nil)
 		} else {
-			err = a.put(key, c)
+			var v []byte
+			if v, err = proto.Marshal(c); err == nil {
+				err = a.b.Set(key, v, nil)
+			}
 		}
 		if err != nil {
 			return err

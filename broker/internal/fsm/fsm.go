@@ -118,6 +118,11 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		if err := a.flushEnds(); err != nil {
 			return nil, fmt.Errorf("fsm: shard %d index %d: %w", s.shard, e.Index, err)
 		}
+		// Per entry, not per run: replicas group entries into runs
+		// differently, and the journal is shard state.
+		if err := a.flushJournal(e.Index); err != nil {
+			return nil, err
+		}
 		data, err := proto.Marshal(outs)
 		if err != nil {
 			return nil, fmt.Errorf("fsm: encode outcome: %w", err)
@@ -128,9 +133,6 @@ func (s *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		return nil, err
 	}
 	last := entries[len(entries)-1].Index
-	if err := a.flushJournal(last); err != nil {
-		return nil, err
-	}
 	if err := b.Set(keys.Applied(s.shard), binary.BigEndian.AppendUint64(nil, last), nil); err != nil {
 		return nil, err
 	}

@@ -13,10 +13,13 @@ import (
 )
 
 // The change journal makes incremental backups cost what changed, not what
-// is stored. While it is on, every batch that writes or deletes keys also
-// writes one journal entry per key it touched, named by the batch's last
-// index (keys.Journal); a key touched by several batches has several
-// entries. A backup captures a Pebble snapshot; an incremental one reads
+// is stored. While it is on, every Raft entry that writes or deletes keys
+// also writes one journal entry per key it touched, named by the entry's
+// index (keys.Journal); a key touched by several entries has several.
+// The journal is shard state, hashed and snapshotted like the rest, so it
+// is named per entry: replicas group entries into Update runs differently
+// (a counter, written once per run, is journaled by each entry that
+// changes it). A backup captures a Pebble snapshot; an incremental one reads
 // the journal entries in it and writes each named key's value as of the
 // snapshot, or its deletion. Once the backup is kept, a Journal command
 // trims the entries at or before the index it captured, in one range
@@ -97,8 +100,8 @@ func (a *applier) setJournal(st *fsmpb.JournalState) error {
 	return nil
 }
 
-// flushJournal writes the journal entries of the keys the batch ending at
-// index touched, and turns the journal off past its cap.
+// flushJournal writes the journal entries of the keys the entry at index
+// touched, and turns the journal off past its cap.
 func (a *applier) flushJournal(index uint64) error {
 	if a.journal == nil || len(a.touched) == 0 {
 		return nil
@@ -108,8 +111,10 @@ func (a *applier) flushJournal(index uint64) error {
 			return err
 		}
 	}
+	n := len(a.touched)
+	clear(a.touched)
 	st := proto.Clone(a.journal).(*fsmpb.JournalState)
-	st.Keys += uint64(len(a.touched))
+	st.Keys += uint64(n)
 	if st.Keys > a.journalCap {
 		prefix := keys.JournalPrefix(a.shard)
 		if err := a.b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil); err != nil {
@@ -226,10 +231,8 @@ func captureAll(snap *pebble.Snapshot, shard uint64, sink Sink, c *Captured, don
 	return errors.Join(it.Error(), it.Close())
 }
 
-// captureJournal writes each key the journal names for the batches after
-// index since once, as it is in snap. A batch's entries are named by its
-// last index and a captured index always ends a batch, so the entries past
-// since are exactly the changes after it.
+// captureJournal writes each key the journal names for the entries after
+// index since once, as it is in snap.
 func captureJournal(snap *pebble.Snapshot, shard, since uint64, sink Sink, c *Captured, done <-chan struct{}) error {
 	prefix := keys.JournalPrefix(shard)
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: keys.JournalThrough(shard, since), UpperBound: keys.PrefixEnd(prefix)})

@@ -5,32 +5,32 @@
 //
 // Layout, after the 9-byte shard prefix ('s', shard id big-endian):
 //
-//	'a'                                      applied Raft index
-//	'm' <msg id 16>                          message body (StoredMessage), with
-//	                                         the copy state of a one-copy message
-//	'c' <msg id 16> <group>                  one group's copy state (CopyState)
-//	                                         of a message of several copies
-//	'd' <topic> 0 <part 4> <group> 0 <visible_at 8> <prio 4> <msg id 16>
-//	                                         due index; value: attempt (4)
-//	'g' <topic> 0 <group>                    groups of a topic on this shard
-//	'r' <request id>                         publish or change dedup record
-//	'q' <applied_at 8> <request id>          dedup records by age
-//	'k' <topic> 0 <key>                      key record (KeyRecord)
-//	'e' <msg id 16>                          how a message ended (EndRecord)
-//	'v' <forget_at 8> <kind> <rest>          key and end records by expiry; the
-//	                                         end records one Raft entry wrote with
-//	                                         one forget time share entries of up
-//	                                         to 256 ids
-//	'x' <expires_at 8> <msg id 16>           messages by TTL expiry
-//	'n' <topic> 0 <group>                    a group's counters
-//	'f' <topic> 0 <part 4> <group> 0 <fairness key> 0 <visible_at 8> <prio 4> <msg id 16>
-//	                                         fair index (FAIR topics); value as 'd'
-//	'h' <topic> 0 <part 4>                   hand-over fence: keyed publishes of
-//	                                         the partition are refused (fsm.Fence)
-//	'b'                                      change journal state (JournalState)
-//	'j' <index 8> <key without prefix>       change journal: key written or
-//	                                         deleted by the batch ending at index
-//	'w'                                      restore in progress (RestoreState)
+//		'a'                                      applied Raft index
+//		'm' <msg id 16>                          message body (StoredMessage), with
+//		                                         the copy state of a one-copy message
+//		'c' <msg id 16> <group>                  one group's copy state (CopyState)
+//		                                         of a message of several copies
+//		'd' <topic> 0 <part 4> <group> 0 <visible_at 8> <prio 4> <msg id 16>
+//		                                         due index; value: attempt (4)
+//		'g' <topic> 0 <group>                    groups of a topic on this shard
+//		'r' <request id>                         publish or change dedup record
+//		'q' <applied_at 8> <request id>          dedup records by age
+//		'k' <topic> 0 <key>                      key record (KeyRecord)
+//		'e' <msg id 16>                          how a message ended (EndRecord)
+//		'v' <forget_at 8> <kind> <rest>          key and end records by expiry; the
+//		                                         end records one Raft entry wrote with
+//		                                         one forget time share entries of up
+//		                                         to 256 ids
+//		'x' <expires_at 8> <msg id 16>           messages by TTL expiry
+//		'n' <topic> 0 <group>                    a group's counters
+//		'f' <topic> 0 <part 4> <group> 0 <fairness key> 0 <visible_at 8> <prio 4> <msg id 16>
+//		                                         fair index (FAIR topics); value as 'd'
+//		'h' <topic> 0 <part 4>                   hand-over fence: keyed publishes of
+//		                                         the partition are refused (fsm.Fence)
+//		'b'                                      change journal state (JournalState)
+//		'j' <index 8> <key without prefix>       change journal: key written or
+//	                                        deleted by the entry at index
+//		'w'                                      restore in progress (RestoreState)
 //
 // The applied index, the journal and the restore marker are bookkeeping of
 // the replica, not the shard's contents: a backup leaves them out
@@ -435,8 +435,8 @@ func JournalState(shard uint64) []byte {
 	return append(ShardPrefix(shard), tagJournalState)
 }
 
-// Journal is the journal entry saying the batch that ended at index wrote
-// or deleted key (a key of shard).
+// Journal is the journal entry saying the Raft entry at index wrote or
+// deleted key (a key of shard).
 func Journal(shard, index uint64, key []byte) []byte {
 	b := binary.BigEndian.AppendUint64(append(ShardPrefix(shard), tagJournal), index)
 	return append(b, key[PrefixLen:]...)
