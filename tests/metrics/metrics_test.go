@@ -350,6 +350,7 @@ func TestServedMetricsAreDocumented(t *testing.T) {
 
 	produceEvents(t, c)
 	rateLimited(t, c)
+	backedUp(t, c)
 	after := scrape(t, c)
 	proxy := c.Proxies[0]
 	after.add(proxy.Name, forwardRetries(t, c))
@@ -506,4 +507,23 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
+}
+
+// backedUp takes a backup with wait, so the meta leader serves the gauges
+// of its destination's last success.
+func backedUp(t *testing.T, c *framework.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := sundialv1.NewBackupsClient(dial(t, c.ProxyAddrs()[0])).CreateBackup(ctx, &sundialv1.CreateBackupRequest{Dest: "file://" + t.TempDir(), Wait: true})
+	if err != nil || run.GetStatus() != sundialv1.BackupStatus_BACKUP_STATUS_DONE {
+		t.Fatalf("CreateBackup = %v, %v; want done", run, err)
+	}
+	// The meta leader sets the gauges on its next look at the runs.
+	framework.WaitFor(t, 30*time.Second, func() error {
+		if _, ok := scrape(t, c).families["sundial_backup_last_success_timestamp_seconds"]; !ok {
+			return fmt.Errorf("no last-success gauge yet")
+		}
+		return nil
+	})
 }

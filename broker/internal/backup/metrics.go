@@ -77,6 +77,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{"done", "failed"} {
 		m.restores.WithLabelValues(r)
 	}
+	for _, op := range []string{"put", "open", "list", "delete"} {
+		m.retries.WithLabelValues(op)
+	}
 	if reg != nil {
 		reg.MustRegister(m.captures, m.captureBytes, m.captureSeconds, m.retries, m.runs, m.lastSuccess, m.runSeconds, m.runBytes, m.restores, m.restoredBytes)
 	}
