@@ -68,14 +68,15 @@ type PeerClient interface {
 	// holds none.
 	TransferShardLeader(ctx context.Context, in *TransferShardLeaderRequest, opts ...grpc.CallOption) (*TransferShardLeaderResponse, error)
 	// CaptureShard writes a backup file of an event shard to dest from the
-	// answering broker's replica, which must lead the shard or be a follower
-	// that has applied everything committed (a read index first): a full
-	// capture (since 0) or the changes after index since, which the shard's
-	// change journal must cover; when it does not, the capture is full and
-	// the answer says so (kind). The journal is turned on first, so the next
-	// backup can be incremental. Errors: FailedPrecondition (no replica of
-	// the shard here), InvalidArgument (dest), Unavailable (dest failed after
-	// retries; Dragonboat's temporary errors).
+	// answering broker's replica, which must lead the shard (a follower
+	// answers NotLeader naming the leader). A journal command proposed first
+	// turns the change journal on and, once applied, proves the leader holds
+	// everything committed before it; the capture is then full (since 0) or
+	// the changes after index since, which the journal must cover; when it
+	// does not, the capture is full and the answer says so (kind). Errors:
+	// WrongShard (no replica of the shard here), InvalidArgument (dest,
+	// backup_id), Unavailable (dest failed after retries; Dragonboat's
+	// temporary errors).
 	CaptureShard(ctx context.Context, in *CaptureShardRequest, opts ...grpc.CallOption) (*CaptureShardResponse, error)
 	// TrimJournal forgets the shard's journaled changes at or before
 	// through, the index a kept backup captured, so the journal covers the
@@ -205,14 +206,15 @@ type PeerServer interface {
 	// holds none.
 	TransferShardLeader(context.Context, *TransferShardLeaderRequest) (*TransferShardLeaderResponse, error)
 	// CaptureShard writes a backup file of an event shard to dest from the
-	// answering broker's replica, which must lead the shard or be a follower
-	// that has applied everything committed (a read index first): a full
-	// capture (since 0) or the changes after index since, which the shard's
-	// change journal must cover; when it does not, the capture is full and
-	// the answer says so (kind). The journal is turned on first, so the next
-	// backup can be incremental. Errors: FailedPrecondition (no replica of
-	// the shard here), InvalidArgument (dest), Unavailable (dest failed after
-	// retries; Dragonboat's temporary errors).
+	// answering broker's replica, which must lead the shard (a follower
+	// answers NotLeader naming the leader). A journal command proposed first
+	// turns the change journal on and, once applied, proves the leader holds
+	// everything committed before it; the capture is then full (since 0) or
+	// the changes after index since, which the journal must cover; when it
+	// does not, the capture is full and the answer says so (kind). Errors:
+	// WrongShard (no replica of the shard here), InvalidArgument (dest,
+	// backup_id), Unavailable (dest failed after retries; Dragonboat's
+	// temporary errors).
 	CaptureShard(context.Context, *CaptureShardRequest) (*CaptureShardResponse, error)
 	// TrimJournal forgets the shard's journaled changes at or before
 	// through, the index a kept backup captured, so the journal covers the
